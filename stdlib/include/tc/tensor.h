@@ -1,0 +1,142 @@
+// Storage (refcounted memory on a device) and Tensor (a strided view of a storage).
+//
+//   tc::Tensor a = tc::Tensor::empty({2, 3}, tc::DType::Float32);
+//   a.data<float>()[0] = 1.0f;                  // contiguous: element (i,j) is at i*3+j
+//   tc::Tensor col = a.as_strided({2}, {3}, 1);  // a view of column 2, shares a's storage
+//
+// Sizes and strides are in elements; the offset too. Strides may be 0 (broadcast views).
+// A "fake" tensor has metadata but no storage: capture traces ops on fake tensors and the
+// dispatcher then runs only the meta rules.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tc/device.h"
+#include "tc/dtype.h"
+
+namespace tc {
+
+using Shape = std::vector<int64_t>;
+
+class Storage {
+ public:
+  using Deleter = void (*)(void* data, void* ctx);
+  // Owned memory from the device's allocator (CPU: 64-byte aligned).
+  static std::shared_ptr<Storage> allocate(size_t nbytes, Device device);
+  // Borrowed memory: `deleter(data, ctx)` runs when the last reference goes (may be null).
+  static std::shared_ptr<Storage> wrap(void* data, size_t nbytes, Device device, Deleter deleter,
+                                       void* ctx);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+
+  // Bytes of owned storage alive in this process (the Lua binding reports it to the collector).
+  static int64_t live_bytes();
+
+  Storage(void* data, size_t nbytes, Device device, Deleter deleter, void* ctx)
+      : data_(data), nbytes_(nbytes), device_(device), deleter_(deleter), ctx_(ctx) {}
+
+ private:
+  void* data_;
+  size_t nbytes_;
+  Device device_;
+  Deleter deleter_;
+  void* ctx_;
+};
+
+// Allocator hooks for non-CPU devices (the CUDA runtime installs one on first use).
+struct DeviceAllocator {
+  void* (*alloc)(size_t nbytes, Device device);  // throws OutOfMemoryError
+  void (*free)(void* ptr, Device device);
+  void (*copy)(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes);
+};
+void set_device_allocator(DeviceType type, const DeviceAllocator* a);
+const DeviceAllocator* device_allocator(DeviceType type);  // null if that device is not available
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;  // null for a fake tensor
+  Shape sizes, strides;
+  int64_t offset = 0;  // elements
+  DType dtype = DType::Float32;
+  Device device;
+  bool requires_grad = false;
+  bool wrapped_number = false;  // a Lua number turned into a 0-dim tensor for an op
+  std::shared_ptr<TensorImpl> grad;
+  uint64_t version = 0;  // bumped by in-place writes
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  static Tensor empty(const Shape& sizes, DType dtype, Device device = {});
+  static Tensor empty_strided(const Shape& sizes, const Shape& strides, DType dtype, Device device = {});
+  static Tensor fake(const Shape& sizes, const Shape& strides, DType dtype, Device device = {});
+  // 0-dim tensors from Lua numbers. `wrapped` marks them for scalar type promotion.
+  static Tensor scalar(double v, DType dtype = DType::Float64, bool wrapped = false);
+  static Tensor scalar_int(int64_t v, DType dtype = DType::Int64, bool wrapped = false);
+  static Tensor scalar_bool(bool v, bool wrapped = false);
+
+  bool defined() const { return impl_ != nullptr; }
+  bool is_fake() const { return impl_->storage == nullptr; }
+  const Shape& sizes() const { return impl_->sizes; }
+  const Shape& strides() const { return impl_->strides; }
+  int64_t size(int64_t d) const;  // 0-based index into sizes (internal use)
+  int64_t stride(int64_t d) const;
+  int64_t dim() const { return (int64_t)impl_->sizes.size(); }
+  int64_t numel() const;
+  int64_t offset() const { return impl_->offset; }
+  DType dtype() const { return impl_->dtype; }
+  Device device() const { return impl_->device; }
+  size_t itemsize() const { return tc::itemsize(impl_->dtype); }
+  bool is_contiguous() const;
+  bool requires_grad() const { return impl_->requires_grad; }
+  void set_requires_grad(bool r) { impl_->requires_grad = r; }
+  bool is_wrapped_number() const { return impl_->wrapped_number; }
+  const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool same(const Tensor& o) const { return impl_ == o.impl_; }
+
+  // Pointer to element 0 of the view (CPU tensors; device pointers for CUDA).
+  void* data_ptr() const;
+  template <typename T>
+  T* data() const { return static_cast<T*>(data_ptr()); }
+
+  // A view sharing the storage.
+  Tensor as_strided(const Shape& sizes, const Shape& strides, int64_t offset) const;
+  Tensor contiguous() const;   // self if contiguous, else a contiguous copy
+  Tensor clone() const;        // always a contiguous copy
+  Tensor to(DType dtype) const;  // converted copy (self if already of that dtype)
+  void copy_from(const Tensor& src);  // in place, broadcasting src, converting dtype
+  void bump_version() { impl_->version++; }
+
+  // Single-element tensors read as Lua values (float dtypes -> double).
+  double item_double() const;
+  int64_t item_int() const;
+
+  std::string meta_string() const;  // "float32[2, 3]"
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+Shape contiguous_strides(const Shape& sizes);
+int64_t shape_numel(const Shape& sizes);
+std::string shape_string(const Shape& sizes);  // "[2, 3]"
+
+// Dims at the op boundary are 1-based (negative counts from the end, -1 is the last);
+// returns the 0-based index or throws IndexError. A 0-dim tensor accepts 1 and -1.
+int64_t wrap_dim(int64_t dim, int64_t rank);
+// Broadcast two shapes (PyTorch rules) or throw ShapeError naming both.
+Shape broadcast_shapes(const Shape& a, const Shape& b);
+
+}  // namespace tc

@@ -1,0 +1,295 @@
+// Storage allocation and the Tensor basics: views, copies with dtype conversion, item access.
+#include "tc/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "cpu/loops.h"
+#include "tc/error.h"
+
+namespace tc {
+namespace {
+
+std::atomic<int64_t> g_live_bytes{0};
+const DeviceAllocator* g_allocators[2] = {nullptr, nullptr};
+
+void cpu_free(void* p, void*) { std::free(p); }
+
+const DeviceAllocator* require_allocator(Device d) {
+  const DeviceAllocator* a = g_allocators[(int)d.type];
+  TC_CHECK(a, DeviceError, "device %s is not available (tc was started without a usable CUDA driver "
+           "or GPU; tc.cuda.is_available() is false)", d.str().c_str());
+  return a;
+}
+
+}  // namespace
+
+void set_device_allocator(DeviceType type, const DeviceAllocator* a) { g_allocators[(int)type] = a; }
+const DeviceAllocator* device_allocator(DeviceType type) { return g_allocators[(int)type]; }
+
+std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
+  void* p = nullptr;
+  if (device.is_cpu()) {
+    size_t n = (nbytes + 63) & ~size_t(63);
+    p = std::aligned_alloc(64, n ? n : 64);
+    TC_CHECK(p, OutOfMemoryError, "CPU out of memory: tried to allocate %zu bytes", nbytes);
+  } else {
+    p = require_allocator(device)->alloc(nbytes, device);
+  }
+  g_live_bytes += (int64_t)nbytes;
+  auto s = std::make_shared<Storage>(p, nbytes, device, nullptr, nullptr);
+  return s;
+}
+
+std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, Device device, Deleter deleter,
+                                       void* ctx) {
+  return std::make_shared<Storage>(data, nbytes, device, deleter, ctx);
+}
+
+Storage::~Storage() {
+  if (deleter_) {
+    deleter_(data_, ctx_);
+    return;
+  }
+  // owned
+  g_live_bytes -= (int64_t)nbytes_;
+  if (device_.is_cpu())
+    cpu_free(data_, nullptr);
+  else if (auto a = g_allocators[(int)device_.type])
+    a->free(data_, device_);
+}
+
+int64_t Storage::live_bytes() { return g_live_bytes.load(); }
+
+Shape contiguous_strides(const Shape& sizes) {
+  Shape st(sizes.size());
+  int64_t s = 1;
+  for (int64_t d = (int64_t)sizes.size() - 1; d >= 0; d--) {
+    st[d] = s;
+    s *= std::max<int64_t>(sizes[d], 1);
+  }
+  return st;
+}
+
+int64_t shape_numel(const Shape& sizes) {
+  int64_t n = 1;
+  for (auto s : sizes) n *= s;
+  return n;
+}
+
+std::string shape_string(const Shape& sizes) {
+  std::string s = "[";
+  for (size_t i = 0; i < sizes.size(); i++) s += (i ? ", " : "") + std::to_string(sizes[i]);
+  return s + "]";
+}
+
+int64_t wrap_dim(int64_t dim, int64_t rank) {
+  int64_t r = std::max<int64_t>(rank, 1);
+  if (dim >= 1 && dim <= r) return dim - 1;
+  if (dim < 0 && dim >= -r) return r + dim;
+  if (dim == 0)
+    TC_FAIL(IndexError, "dimension 0 is out of range: dims are 1-based (1..%lld, or -%lld..-1 from the end)",
+            (long long)r, (long long)r);
+  TC_FAIL(IndexError, "dimension out of range (expected to be in range of [-%lld, %lld] excluding 0, but got %lld)",
+          (long long)r, (long long)r, (long long)dim);
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b) {
+  size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; i++) {
+    int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (x != y && x != 1 && y != 1)
+      TC_FAIL(ShapeError,
+              "the size of tensor a (%lld) must match the size of tensor b (%lld) at dimension %lld "
+              "(shapes %s and %s)",
+              (long long)x, (long long)y, (long long)(i + 1), shape_string(a).c_str(), shape_string(b).c_str());
+    out[i] = x == 1 ? y : x;
+  }
+  return out;
+}
+
+Tensor Tensor::empty(const Shape& sizes, DType dtype, Device device) {
+  return empty_strided(sizes, contiguous_strides(sizes), dtype, device);
+}
+
+Tensor Tensor::empty_strided(const Shape& sizes, const Shape& strides, DType dtype, Device device) {
+  for (auto s : sizes) TC_CHECK(s >= 0, ShapeError, "negative dimension %lld in shape %s", (long long)s, shape_string(sizes).c_str());
+  int64_t span = 1;
+  for (size_t d = 0; d < sizes.size(); d++)
+    if (sizes[d] == 0) span = 0;
+  if (span)
+    for (size_t d = 0; d < sizes.size(); d++) span += (sizes[d] - 1) * strides[d];
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = Storage::allocate((size_t)span * tc::itemsize(dtype), device);
+  impl->sizes = sizes;
+  impl->strides = strides;
+  impl->dtype = dtype;
+  impl->device = device;
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::fake(const Shape& sizes, const Shape& strides, DType dtype, Device device) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->sizes = sizes;
+  impl->strides = strides;
+  impl->dtype = dtype;
+  impl->device = device;
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::scalar(double v, DType dtype, bool wrapped) {
+  Tensor t = empty({}, dtype);
+  visit_dtype(dtype, [&]<typename T>() { *t.data<T>() = static_cast<T>(static_cast<opmath_t<T>>(v)); });
+  t.impl_->wrapped_number = wrapped;
+  return t;
+}
+Tensor Tensor::scalar_int(int64_t v, DType dtype, bool wrapped) {
+  Tensor t = empty({}, dtype);
+  visit_dtype(dtype, [&]<typename T>() { *t.data<T>() = static_cast<T>(static_cast<opmath_t<T>>(v)); });
+  t.impl_->wrapped_number = wrapped;
+  return t;
+}
+Tensor Tensor::scalar_bool(bool v, bool wrapped) {
+  Tensor t = empty({}, DType::Bool);
+  *t.data<bool>() = v;
+  t.impl_->wrapped_number = wrapped;
+  return t;
+}
+
+int64_t Tensor::size(int64_t d) const { return impl_->sizes.at(d < 0 ? d + dim() : d); }
+int64_t Tensor::stride(int64_t d) const { return impl_->strides.at(d < 0 ? d + dim() : d); }
+int64_t Tensor::numel() const { return shape_numel(impl_->sizes); }
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (int64_t d = dim() - 1; d >= 0; d--) {
+    if (impl_->sizes[d] == 1) continue;
+    if (impl_->strides[d] != expected) return false;
+    expected *= impl_->sizes[d];
+  }
+  return true;
+}
+
+void* Tensor::data_ptr() const {
+  TC_ASSERT(impl_->storage, "data_ptr() of a fake tensor");
+  return static_cast<char*>(impl_->storage->data()) + impl_->offset * (int64_t)itemsize();
+}
+
+Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, int64_t offset) const {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = impl_->storage;
+  impl->sizes = sizes;
+  impl->strides = strides;
+  impl->offset = offset;
+  impl->dtype = impl_->dtype;
+  impl->device = impl_->device;
+  impl->requires_grad = impl_->requires_grad;
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+
+Tensor Tensor::clone() const {
+  Tensor out = is_fake() ? fake(sizes(), contiguous_strides(sizes()), dtype(), device())
+                         : empty(sizes(), dtype(), device());
+  if (!is_fake()) out.copy_from(*this);
+  return out;
+}
+
+Tensor Tensor::to(DType dt) const {
+  if (dt == dtype()) return *this;
+  Tensor out = is_fake() ? fake(sizes(), contiguous_strides(sizes()), dt, device()) : empty(sizes(), dt, device());
+  if (!is_fake()) out.copy_from(*this);
+  return out;
+}
+
+namespace {
+
+template <typename D, typename S>
+void convert_run(std::array<char*, 2> p, std::array<int64_t, 2> s, int64_t n) {
+  if constexpr (std::is_same_v<D, S>) {
+    if (s[0] == (int64_t)sizeof(D) && s[1] == (int64_t)sizeof(S)) {
+      std::memcpy(p[0], p[1], n * sizeof(D));
+      return;
+    }
+  }
+  for (int64_t i = 0; i < n; i++) {
+    S v = *reinterpret_cast<S*>(p[1] + i * s[1]);
+    if constexpr (std::is_same_v<D, bool>)
+      *reinterpret_cast<D*>(p[0] + i * s[0]) = static_cast<opmath_t<S>>(v) != 0;
+    else
+      *reinterpret_cast<D*>(p[0] + i * s[0]) = static_cast<D>(static_cast<opmath_t<D>>(static_cast<opmath_t<S>>(v)));
+  }
+}
+
+}  // namespace
+
+void Tensor::copy_from(const Tensor& src) {
+  Shape b = broadcast_shapes(sizes(), src.sizes());
+  TC_CHECK(b == sizes(), ShapeError, "copy: source of shape %s cannot be broadcast to destination shape %s",
+           shape_string(src.sizes()).c_str(), shape_string(sizes()).c_str());
+  if (is_fake() || src.is_fake()) return;
+  if (!device().is_cpu() || !src.device().is_cpu()) {
+    // Cross-device or device-side: contiguous same-dtype buffers, converted on the CPU if needed.
+    Device dev = device().is_cpu() ? src.device() : device();
+    const DeviceAllocator* a = require_allocator(dev);
+    Tensor s = src;
+    if (s.sizes() != sizes()) s = s.as_strided(sizes(), Shape(sizes().size(), 0), s.offset()).clone();
+    if (s.dtype() != dtype() || !s.is_contiguous()) {
+      TC_CHECK(s.device().is_cpu() || a, DeviceError, "no device copy available");
+      if (!s.device().is_cpu()) {  // bring to host first
+        Tensor h = empty(s.sizes(), s.dtype());
+        Tensor sc = s.is_contiguous() ? s : s;  // device kernels make it contiguous (CUDA issue)
+        a->copy(h.data_ptr(), Device{}, sc.data_ptr(), sc.device(), (size_t)sc.numel() * sc.itemsize());
+        s = h;
+      }
+      s = s.to(dtype()).contiguous();
+    }
+    TC_CHECK(is_contiguous(), DeviceError, "copy into a non-contiguous %s tensor is not supported yet",
+             device().str().c_str());
+    a->copy(data_ptr(), device(), s.data_ptr(), s.device(), (size_t)numel() * itemsize());
+    bump_version();
+    return;
+  }
+  Shape sd = cpu::broadcast_byte_strides(*this, sizes()), ss = cpu::broadcast_byte_strides(src, sizes());
+  char* dp = static_cast<char*>(data_ptr());
+  char* sp = static_cast<char*>(src.data_ptr());
+  visit_dtype(dtype(), [&]<typename D>() {
+    visit_dtype(src.dtype(), [&]<typename S>() {
+      cpu::strided_loop<2>(sizes(), {dp, sp}, {sd, ss}, convert_run<D, S>);
+    });
+  });
+  bump_version();
+}
+
+double Tensor::item_double() const {
+  TC_CHECK(numel() == 1, ValueError, "a Tensor with %lld elements cannot be converted to a number",
+           (long long)numel());
+  Tensor t = device().is_cpu() ? *this : Tensor();
+  if (!t.defined()) {
+    t = empty(Shape(dim(), 1), dtype());
+    t.copy_from(*this);
+  }
+  return visit_dtype(dtype(), [&]<typename T>() { return (double)static_cast<opmath_t<T>>(*t.data<T>()); });
+}
+
+int64_t Tensor::item_int() const {
+  TC_CHECK(numel() == 1, ValueError, "a Tensor with %lld elements cannot be converted to a number",
+           (long long)numel());
+  Tensor t = device().is_cpu() ? *this : Tensor();
+  if (!t.defined()) {
+    t = empty(Shape(dim(), 1), dtype());
+    t.copy_from(*this);
+  }
+  return visit_dtype(dtype(), [&]<typename T>() { return (int64_t)static_cast<opmath_t<T>>(*t.data<T>()); });
+}
+
+std::string Tensor::meta_string() const {
+  return std::string(dtype_name(dtype())) + shape_string(sizes()) +
+         (device().is_cpu() ? "" : " on " + device().str());
+}
+
+}  // namespace tc
