@@ -1,0 +1,164 @@
+-- tc.optim: SGD, Adam and AdamW over parameter lists, following PyTorch's single-tensor
+-- algorithms step for step (so results match torch.optim given the same gradients).
+local tc = require "tc"
+local optim = {}
+
+local Optimizer = {}
+Optimizer.__index = Optimizer
+
+local function new_optimizer(cls, params, defaults, opts)
+  local self = setmetatable({param_groups = {}, state = {}}, cls)
+  local group = {params = {}}
+  for k, v in pairs(defaults) do group[k] = v end
+  for k, v in pairs(opts or {}) do
+    if defaults[k] == nil then tc.raise("ValueError", string.format("%s: unknown option '%s'", cls.__name, k), 3) end
+    group[k] = v
+  end
+  for i, p in ipairs(params) do group.params[i] = p end
+  if #group.params == 0 then tc.raise("ValueError", cls.__name .. ": optimizer got an empty parameter list", 3) end
+  if group.lr < 0 then tc.raise("ValueError", string.format("%s: invalid learning rate: %g", cls.__name, group.lr), 3) end
+  self.param_groups[1] = group
+  return self
+end
+
+-- Sets every gradient to nil (PyTorch's default set_to_none=true).
+function Optimizer:zero_grad()
+  for _, g in ipairs(self.param_groups) do
+    for _, p in ipairs(g.params) do p.grad = nil end
+  end
+end
+
+-- state keyed by parameter position ("1", "2", ... across groups), tensors cloned.
+function Optimizer:state_dict()
+  local state, groups, idx = {}, {}, 0
+  for gi, g in ipairs(self.param_groups) do
+    local gcopy = {params = {}}
+    for k, v in pairs(g) do if k ~= "params" then gcopy[k] = v end end
+    for _, p in ipairs(g.params) do
+      idx = idx + 1
+      gcopy.params[#gcopy.params + 1] = idx
+      local s = self.state[p]
+      if s then
+        local sc = {}
+        for k, v in pairs(s) do sc[k] = tc.is_tensor(v) and v:clone() or v end
+        state[idx] = sc
+      end
+    end
+    groups[gi] = gcopy
+  end
+  return {state = state, param_groups = groups}
+end
+
+function Optimizer:load_state_dict(sd)
+  local idx = 0
+  for gi, g in ipairs(self.param_groups) do
+    local src = sd.param_groups[gi]
+    if not src or #src.params ~= #g.params then
+      tc.raise("ValueError", "loaded state dict has a different number of parameters", 2)
+    end
+    for k, v in pairs(src) do if k ~= "params" then g[k] = v end end
+    for _, p in ipairs(g.params) do
+      idx = idx + 1
+      local s = sd.state[idx]
+      if s then
+        local sc = {}
+        for k, v in pairs(s) do sc[k] = tc.is_tensor(v) and v:clone() or v end
+        self.state[p] = sc
+      end
+    end
+  end
+end
+
+-- SGD with momentum, dampening, nesterov and weight decay ---------------------------------------
+local SGD = {__name = "SGD"}
+SGD.__index = SGD
+optim.SGD = SGD
+setmetatable(SGD, {__index = Optimizer, __call = function(cls, params, opts)
+  local self = new_optimizer(cls, params, {lr = 1e-3, momentum = 0, dampening = 0, weight_decay = 0, nesterov = false, maximize = false}, opts)
+  local g = self.param_groups[1]
+  if g.nesterov and (g.momentum <= 0 or g.dampening ~= 0) then
+    tc.raise("ValueError", "SGD: nesterov momentum requires a momentum and zero dampening", 2)
+  end
+  return self
+end})
+
+function SGD:step()
+  for _, g in ipairs(self.param_groups) do
+    for _, p in ipairs(g.params) do
+      local d = p.grad
+      if d ~= nil then
+        if g.maximize then d = -d end
+        if g.weight_decay ~= 0 then d = d + g.weight_decay * p end
+        if g.momentum ~= 0 then
+          local s = self.state[p] or {}
+          self.state[p] = s
+          if s.momentum_buffer == nil then
+            s.momentum_buffer = d:clone()
+          else
+            s.momentum_buffer:copy_(s.momentum_buffer * g.momentum + (1 - g.dampening) * d)
+          end
+          d = g.nesterov and d + g.momentum * s.momentum_buffer or s.momentum_buffer
+        end
+        p:detach():copy_(p - g.lr * d)
+      end
+    end
+  end
+end
+
+-- Adam and AdamW ---------------------------------------------------------------------------------
+local function adam_class(name, decoupled)
+  local A = {__name = name}
+  A.__index = A
+  setmetatable(A, {__index = Optimizer, __call = function(cls, params, opts)
+    local self = new_optimizer(cls, params, {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8,
+      weight_decay = decoupled and 1e-2 or 0, amsgrad = false, maximize = false}, opts)
+    local b = self.param_groups[1].betas
+    if b[1] < 0 or b[1] >= 1 or b[2] < 0 or b[2] >= 1 then
+      tc.raise("ValueError", string.format("%s: invalid betas {%g, %g}", name, b[1], b[2]), 2)
+    end
+    return self
+  end})
+  function A:step()
+    for _, g in ipairs(self.param_groups) do
+      local beta1, beta2 = g.betas[1], g.betas[2]
+      for _, p in ipairs(g.params) do
+        local grad = p.grad
+        if grad ~= nil then
+          if g.maximize then grad = -grad end
+          local s = self.state[p]
+          if s == nil then
+            s = {step = 0, exp_avg = tc.zeros_like(p), exp_avg_sq = tc.zeros_like(p)}
+            if g.amsgrad then s.max_exp_avg_sq = tc.zeros_like(p) end
+            self.state[p] = s
+          end
+          s.step = s.step + 1
+          local param = p:detach()
+          if g.weight_decay ~= 0 then
+            if decoupled then
+              param:copy_(param * (1 - g.lr * g.weight_decay))
+            else
+              grad = grad + g.weight_decay * param
+            end
+          end
+          s.exp_avg:copy_(tc.lerp(s.exp_avg, grad, 1 - beta1))
+          s.exp_avg_sq:copy_(s.exp_avg_sq * beta2 + (1 - beta2) * grad * grad)
+          local bc1 = 1 - beta1 ^ s.step
+          local bc2 = 1 - beta2 ^ s.step
+          local step_size = g.lr / bc1
+          local v = s.exp_avg_sq
+          if g.amsgrad then
+            s.max_exp_avg_sq:copy_(tc.maximum(s.max_exp_avg_sq, s.exp_avg_sq))
+            v = s.max_exp_avg_sq
+          end
+          local denom = v:sqrt() / math.sqrt(bc2) + g.eps
+          param:copy_(param - step_size * (s.exp_avg / denom))
+        end
+      end
+    end
+  end
+  return A
+end
+optim.Adam = adam_class("Adam", false)
+optim.AdamW = adam_class("AdamW", true)
+
+return optim
