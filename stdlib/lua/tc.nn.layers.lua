@@ -213,23 +213,32 @@ return function(nn, tc, F)
   function AdaptiveAvgPool2d:forward(x) return F.adaptive_avg_pool2d(x, self.output_size) end
 
   -- Containers ----------------------------------------------------------------------------------------
+  -- Sequential(m1, m2, ...) names children "1", "2", ...; add_module(name, m) adds named ones
+  -- (torchvision-style "conv0", "denseblock1"); forward runs them in insertion order.
   local Sequential = Module:extend("Sequential")
   nn.Sequential = Sequential
   function Sequential:__init(...)
-    self._n = 0
+    rawset(self, "_list", {})
     for _, m in ipairs {...} do self:add(m) end
   end
+  function Sequential:add_module(name, m)
+    Module.add_module(self, name, m)
+    local list = rawget(self, "_list")
+    list[#list + 1] = m
+    return self
+  end
   function Sequential:add(m)
-    self._n = self._n + 1
-    self:add_module(tostring(self._n), m)
-    rawset(self, self._n, m)
+    local list = rawget(self, "_list")
+    self:add_module(tostring(#list + 1), m)
+    rawset(self, #list, m)
     return self
   end
   function Sequential:forward(x)
-    for i = 1, self._n do x = self[i](x) end
+    local list = rawget(self, "_list")
+    for i = 1, #list do x = list[i](x) end
     return x
   end
-  function Sequential:__len() return self._n end
+  function Sequential:__len() return #rawget(self, "_list") end
 
   local ModuleList = Module:extend("ModuleList")
   nn.ModuleList = ModuleList
