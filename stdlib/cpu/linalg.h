@@ -1,0 +1,48 @@
+// Internal interface of the linalg group: the strided GEMM every op of the group reduces to
+// (linalg_gemm.cpp), and the meta rules and kernels of the group's other files.
+#pragma once
+#include <cstdint>
+
+#include "tc/ops.h"
+
+namespace tc::cpu {
+
+// A matrix operand: element (i, j) is at data + (i*rs + j*cs) elements. Strides may be 0.
+struct Mat {
+  const void* data;
+  int64_t rows, cols, rs, cs;
+};
+
+// C = alpha * A @ B + beta * C with C row-major, leading dimension ldc, of A.rows x B.cols.
+// beta == 0 writes C without reading it. float32/float64 go to OpenBLAS, reading transposed
+// operands in place; float16/bfloat16 compute in float32; integers use a plain loop.
+// Safe to call from a parallel_for body.
+void gemm(DType dt, const Mat& a, const Mat& b, void* c, int64_t ldc, double alpha, double beta);
+
+// out = alpha * a @ b + beta * out over a batch. `out` is contiguous [*batch, n, p]; `a` is
+// [*batch_a, n, m] and `b` [*batch_b, m, p] (any strides), batch_a and batch_b broadcastable
+// to batch. All three share one dtype. When b is shared by the whole batch and a's batch folds
+// into its rows, this is a single GEMM.
+void matmul_into(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta);
+
+// Fills every element of `t` (CPU) with v.
+void fill(const Tensor& t, double v);
+
+// Normalises a per-spatial-dim argument (one value or `n` values) to `n` values.
+IntList expand_param(const char* op, const char* name, const IntList& v, size_t n);
+
+// PyTorch's C++ names of dtypes, as its messages print them ("float", "double", "long int").
+const char* cpp_type_name(DType t);
+
+}  // namespace tc::cpu
+
+namespace tc {
+
+Metas meta_einsum(const Stack& args);
+Stack cpu_einsum(const Stack& args, const Metas& out);
+Metas meta_conv(Op op, const Stack& args);
+Stack cpu_conv(Op op, const Stack& args, const Metas& out);
+Metas meta_pool(Op op, const Stack& args);
+Stack cpu_pool(Op op, const Stack& args, const Metas& out);
+
+}  // namespace tc
