@@ -1,0 +1,359 @@
+// tc_open_library: builds the `tc` table (dtypes, tc.Size, the tensor type, one function per op,
+// utilities), runs tc's embedded Lua parts (modules named tc._*) and registers the other embedded
+// modules (tc.nn, tc.optim ...) in package.preload.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "lua_binding.h"
+#include "tc/parallel.h"
+
+namespace tc::lua {
+namespace {
+
+struct EmbeddedModule {
+  const char* name;
+  const char* source;
+};
+const EmbeddedModule kModules[] = {
+#include "embedded_lua.inc"
+};
+
+constexpr const char* kModuleKey = "tc.module";
+
+bool g_grad_enabled = true;
+
+// ---- embedded Lua ------------------------------------------------------------------------------
+int load_module(lua_State* L, const EmbeddedModule& m) {
+  char chunkname[256];
+  std::snprintf(chunkname, sizeof chunkname, "@[tc]/%s.lua", m.name);
+  return luaL_loadbuffer(L, m.source, std::strlen(m.source), chunkname);
+}
+
+// package.preload loader: upvalue 1 is the index into kModules.
+int preload_loader(lua_State* L) {
+  const EmbeddedModule& m = kModules[lua_tointeger(L, lua_upvalueindex(1))];
+  if (load_module(L, m) != LUA_OK) return lua_error(L);
+  lua_pushstring(L, m.name);
+  lua_call(L, 1, 1);
+  return 1;
+}
+
+// ---- dtypes and sizes --------------------------------------------------------------------------
+int dtype_tostring(lua_State* L) {
+  lua_getfield(L, 1, "name");
+  lua_pushfstring(L, "tc.%s", lua_tostring(L, -1));
+  return 1;
+}
+
+int size_tostring(lua_State* L) {
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  luaL_addchar(&b, '(');
+  lua_Integer n = luaL_len(L, 1);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, 1, i);
+    if (i > 1) luaL_addstring(&b, ", ");
+    luaL_addvalue(&b);
+  }
+  if (n == 1) luaL_addchar(&b, ',');
+  luaL_addchar(&b, ')');
+  luaL_pushresult(&b);
+  return 1;
+}
+
+int size_eq(lua_State* L) {
+  if (lua_type(L, 1) != LUA_TTABLE || lua_type(L, 2) != LUA_TTABLE) return lua_pushboolean(L, 0), 1;
+  lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
+  bool eq = n == (lua_Integer)lua_rawlen(L, 2);
+  for (lua_Integer i = 1; eq && i <= n; i++) {
+    lua_rawgeti(L, 1, i);
+    lua_rawgeti(L, 2, i);
+    eq = lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+  }
+  lua_pushboolean(L, eq);
+  return 1;
+}
+
+int size_numel(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_Integer n = (lua_Integer)lua_rawlen(L, 1), p = 1;
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, 1, i);
+    p *= lua_tointeger(L, -1);
+    lua_pop(L, 1);
+  }
+  lua_pushinteger(L, p);
+  return 1;
+}
+
+// tc.Size({2, 3}) or tc.Size(2, 3)
+int l_size(lua_State* L) {
+  return guarded(L, [](lua_State* L) {
+    Value v = lua_gettop(L) == 1 ? to_value(L, 1, "tc.Size") : Value(IntList{});
+    if (lua_gettop(L) != 1) {
+      IntList l;
+      for (int i = 1; i <= lua_gettop(L); i++) {
+        TC_CHECK(lua_isinteger(L, i), ValueError, "tc.Size: sizes must be integers, got %s", luaL_typename(L, i));
+        l.push_back(lua_tointeger(L, i));
+      }
+      v = Value(l);
+    }
+    if (v.is_tensor_list() && v.tensors().empty()) v = Value(IntList{});
+    TC_CHECK(v.is_int_list(), ValueError, "tc.Size: expected a list of integers");
+    push_size(L, v.ints());
+    return 1;
+  });
+}
+
+void open_dtypes(lua_State* L) {
+  // tc table at -1
+  luaL_newmetatable(L, kDTypeMeta);
+  lua_pushcfunction(L, dtype_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pop(L, 1);
+  lua_createtable(L, kNumDTypes, 0);  // registry tc.dtypes: DType + 1 -> object
+  for (int i = 0; i < kNumDTypes; i++) {
+    DType t = (DType)i;
+    lua_createtable(L, 0, 5);
+    lua_pushstring(L, dtype_name(t));
+    lua_setfield(L, -2, "name");
+    lua_pushinteger(L, (lua_Integer)itemsize(t));
+    lua_setfield(L, -2, "itemsize");
+    lua_pushboolean(L, is_floating(t));
+    lua_setfield(L, -2, "is_floating_point");
+    lua_pushboolean(L, t != DType::Bool && t != DType::UInt8);
+    lua_setfield(L, -2, "is_signed");
+    lua_pushinteger(L, i);
+    lua_setfield(L, -2, "_id");
+    luaL_setmetatable(L, kDTypeMeta);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -4, dtype_name(t));  // tc.float32 ...
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, LUA_REGISTRYINDEX, "tc.dtypes");
+  const std::pair<const char*, DType> aliases[] = {{"float", DType::Float32}, {"double", DType::Float64},
+                                                   {"half", DType::Float16},  {"long", DType::Int64},
+                                                   {"int", DType::Int32}};
+  for (auto& [name, t] : aliases) {
+    push_dtype(L, t);
+    lua_setfield(L, -2, name);
+  }
+
+  luaL_newmetatable(L, kSizeMeta);
+  lua_pushcfunction(L, size_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pushcfunction(L, size_eq);
+  lua_setfield(L, -2, "__eq");
+  lua_newtable(L);
+  lua_pushcfunction(L, size_numel);
+  lua_setfield(L, -2, "numel");
+  lua_setfield(L, -2, "__index");
+  lua_pop(L, 1);
+  lua_pushcfunction(L, l_size);
+  lua_setfield(L, -2, "Size");
+}
+
+// ---- module functions --------------------------------------------------------------------------
+int l_set_default_dtype(lua_State* L) {
+  return guarded(L, [](lua_State* L) {
+    DType t;
+    TC_CHECK(to_dtype(L, 1, &t), DTypeError, "set_default_dtype: expected a dtype such as tc.float64, got %s",
+             luaL_typename(L, 1));
+    set_default_dtype(t);
+    return 0;
+  });
+}
+int l_get_default_dtype(lua_State* L) {
+  push_dtype(L, default_dtype());
+  return 1;
+}
+int l_set_default_device(lua_State* L) {
+  return guarded(L, [](lua_State* L) {
+    TC_CHECK(lua_type(L, 1) == LUA_TSTRING, ValueError, "set_default_device: expected a device string such as \"cpu\" or \"cuda\", got %s",
+             luaL_typename(L, 1));
+    set_default_device(Device::parse(lua_tostring(L, 1)));
+    return 0;
+  });
+}
+int l_get_default_device(lua_State* L) {
+  std::string s = default_device().str();
+  lua_pushlstring(L, s.data(), s.size());
+  return 1;
+}
+int l_set_num_threads(lua_State* L) {
+  return guarded(L, [](lua_State* L) {
+    TC_CHECK(lua_isinteger(L, 1) && lua_tointeger(L, 1) >= 1, ValueError,
+             "set_num_threads: expected a positive integer");
+    set_num_threads((int)lua_tointeger(L, 1));
+    return 0;
+  });
+}
+int l_get_num_threads(lua_State* L) {
+  lua_pushinteger(L, get_num_threads());
+  return 1;
+}
+int l_is_tensor(lua_State* L) {
+  lua_pushboolean(L, to_tensor(L, 1) != nullptr);
+  return 1;
+}
+int l_is_grad_enabled(lua_State* L) {
+  lua_pushboolean(L, g_grad_enabled);
+  return 1;
+}
+int l_set_grad_enabled(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TBOOLEAN);
+  g_grad_enabled = lua_toboolean(L, 1);
+  return 0;
+}
+int l_perf_counter(lua_State* L) {
+  auto now = std::chrono::steady_clock::now().time_since_epoch();
+  lua_pushnumber(L, std::chrono::duration<double>(now).count());
+  return 1;
+}
+int l_live_bytes(lua_State* L) {
+  lua_pushinteger(L, Storage::live_bytes());
+  return 1;
+}
+int l_cuda_is_available(lua_State* L) {
+  lua_pushboolean(L, device_allocator(DeviceType::CUDA) != nullptr);
+  return 1;
+}
+int l_cuda_device_count(lua_State* L) {
+  lua_pushinteger(L, device_allocator(DeviceType::CUDA) ? 1 : 0);
+  return 1;
+}
+int l_cuda_synchronize(lua_State* L) {
+  return guarded(L, [](lua_State* L) {
+    TC_CHECK(device_allocator(DeviceType::CUDA), DeviceError,
+             "tc.cuda.synchronize(): CUDA is not available (no usable CUDA driver or GPU; tc.cuda.is_available() is false)");
+    return 0;
+  });
+}
+
+// ---- tc._C: primitives for tc's own Lua code ---------------------------------------------------
+int c_dtype(lua_State* L) {  // dtype object for an object or a name, or nil
+  DType t;
+  if (!to_dtype(L, 1, &t)) return 0;
+  push_dtype(L, t);
+  return 1;
+}
+int c_is_dtype(lua_State* L) {
+  DType t;
+  lua_pushboolean(L, lua_type(L, 1) == LUA_TTABLE && to_dtype(L, 1, &t));
+  return 1;
+}
+int c_device(lua_State* L) {  // normalized device string ("cuda" -> "cuda:0"), or a ValueError
+  return guarded(L, [](lua_State* L) {
+    TC_CHECK(lua_type(L, 1) == LUA_TSTRING, ValueError, "expected a device string such as \"cpu\" or \"cuda\", got %s",
+             luaL_typename(L, 1));
+    std::string s = Device::parse(lua_tostring(L, 1)).str();
+    lua_pushlstring(L, s.data(), s.size());
+    return 1;
+  });
+}
+int c_host(lua_State* L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, kHostKey);
+  return 1;
+}
+int c_footer(lua_State* L) {
+  return guarded(L, [](lua_State* L) {
+    std::string s = tensor_footer(check_tensor(L, 1, "tensor"));
+    lua_pushlstring(L, s.data(), s.size());
+    return 1;
+  });
+}
+
+void set_funcs(lua_State* L, const char* field, const luaL_Reg* fns) {
+  // tc table at -1; fns go into tc[field] (created if missing) or tc itself when field is null
+  if (field) {
+    lua_getfield(L, -1, field);
+    if (lua_isnil(L, -1)) {
+      lua_pop(L, 1);
+      lua_newtable(L);
+      lua_pushvalue(L, -1);
+      lua_setfield(L, -3, field);
+    }
+  } else {
+    lua_pushvalue(L, -1);
+  }
+  luaL_setfuncs(L, fns, 0);
+  lua_pop(L, 1);
+}
+
+}  // namespace
+
+bool grad_enabled() { return g_grad_enabled; }
+void set_grad_enabled(bool on) { g_grad_enabled = on; }
+
+}  // namespace tc::lua
+
+using namespace tc::lua;
+
+extern "C" int tc_open_library(lua_State* L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, kModuleKey);
+  if (lua_istable(L, -1)) return 1;  // already opened in this state
+  lua_pop(L, 1);
+
+  lua_newtable(L);  // tc
+  lua_pushvalue(L, -1);
+  lua_setfield(L, LUA_REGISTRYINDEX, kModuleKey);
+  lua_pushstring(L, TC_VERSION);
+  lua_setfield(L, -2, "__version");
+  lua_newtable(L);
+  lua_setfield(L, -2, "_C");
+
+  open_errors(L);
+  open_dtypes(L);
+  open_tensor_type(L);
+  open_ops(L);
+  open_create(L);
+
+  const luaL_Reg fns[] = {{"set_default_dtype", l_set_default_dtype},
+                          {"get_default_dtype", l_get_default_dtype},
+                          {"set_default_device", l_set_default_device},
+                          {"get_default_device", l_get_default_device},
+                          {"set_num_threads", l_set_num_threads},
+                          {"get_num_threads", l_get_num_threads},
+                          {"is_tensor", l_is_tensor},
+                          {"is_grad_enabled", l_is_grad_enabled},
+                          {"set_grad_enabled", l_set_grad_enabled},
+                          {nullptr, nullptr}};
+  set_funcs(L, nullptr, fns);
+  const luaL_Reg utils[] = {{"perf_counter", l_perf_counter}, {nullptr, nullptr}};
+  set_funcs(L, "utils", utils);
+  const luaL_Reg memory[] = {{"live_bytes", l_live_bytes}, {nullptr, nullptr}};
+  set_funcs(L, "memory", memory);
+  const luaL_Reg cuda[] = {{"is_available", l_cuda_is_available},
+                           {"device_count", l_cuda_device_count},
+                           {"synchronize", l_cuda_synchronize},
+                           {nullptr, nullptr}};
+  set_funcs(L, "cuda", cuda);
+  const luaL_Reg prims[] = {{"dtype", c_dtype},   {"is_dtype", c_is_dtype}, {"device", c_device},
+                            {"host", c_host},     {"footer", c_footer},     {"is_tensor", l_is_tensor},
+                            {nullptr, nullptr}};
+  set_funcs(L, "_C", prims);
+
+  // Embedded Lua: tc._* parts run now, in name order; the rest become preloadable modules.
+  int tc_idx = lua_gettop(L);
+  bool have_preload = false;
+  if (lua_getglobal(L, "package") == LUA_TTABLE) have_preload = lua_getfield(L, -1, "preload") == LUA_TTABLE;
+  int preload_idx = lua_gettop(L);
+  for (size_t i = 0; i < sizeof kModules / sizeof kModules[0]; i++) {
+    const EmbeddedModule& m = kModules[i];
+    if (std::strncmp(m.name, "tc._", 4) == 0) {
+      if (load_module(L, m) != LUA_OK) return lua_error(L);
+      lua_pushvalue(L, tc_idx);
+      lua_getfield(L, tc_idx, "Tensor");
+      lua_getfield(L, tc_idx, "_C");
+      lua_call(L, 3, 0);
+    } else if (have_preload) {
+      lua_pushinteger(L, (lua_Integer)i);
+      lua_pushcclosure(L, preload_loader, 1);
+      lua_setfield(L, preload_idx, m.name);
+    }
+  }
+  lua_settop(L, tc_idx);
+  return 1;
+}

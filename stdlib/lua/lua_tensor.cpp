@@ -1,0 +1,405 @@
+// The tensor userdata: lifetime and GC pacing, metamethods (properties, indexing, operators,
+// comparisons, #, tostring) and the C methods that read metadata (size, dim, stride, item ...).
+#include <algorithm>
+#include <new>
+
+#include "lua_binding.h"
+
+namespace tc::lua {
+namespace {
+
+constexpr const char* kCacheKey = "tc.tensor_cache";  // impl pointer -> userdata, weak values
+
+// ---- GC pacing ---------------------------------------------------------------------------------
+int64_t g_last_live = 0;  // Storage::live_bytes() at the last look
+int64_t g_pending = 0;    // bytes allocated since the collector was last told
+constexpr int64_t kStepBytes = 1 << 20;
+
+int tensor_gc(lua_State* L) {
+  Tensor* p = static_cast<Tensor*>(luaL_testudata(L, 1, kTensorMeta));
+  if (p) *p = Tensor();  // releases the storage; a resurrected userdata reads as freed
+  return 0;
+}
+
+// ---- small helpers -----------------------------------------------------------------------------
+Tensor op(Op o, Stack positional, std::vector<std::pair<std::string, Value>> kw = {}) {
+  return call1(o, std::move(positional), std::move(kw));
+}
+
+int64_t to_index(lua_State* L, int idx, bool* ok) {
+  int isnum = 0;
+  lua_Integer v = lua_tointegerx(L, idx, &isnum);
+  *ok = isnum && lua_type(L, idx) == LUA_TNUMBER;
+  return v;
+}
+
+// One element of an index table: integer (select), {} (all), {a} (a..a kept), {a,b}, {a,b,step}.
+void apply_index_item(lua_State* L, Tensor& t, int64_t& d, int item) {
+  bool ok;
+  int64_t i = to_index(L, item, &ok);
+  if (ok) {
+    t = op(Op::select, {t, d, i});
+    return;
+  }
+  TC_CHECK(lua_type(L, item) == LUA_TTABLE, IndexError,
+           "tensor index: expected an integer or a range table {start, stop[, step]}, got %s", luaL_typename(L, item));
+  lua_Integer n = (lua_Integer)lua_rawlen(L, item);
+  TC_CHECK(n <= 3, IndexError, "tensor index: a range is {start, stop[, step]}, got %lld elements", (long long)n);
+  int64_t r[3] = {0, 0, 1};
+  for (lua_Integer k = 1; k <= n; k++) {
+    lua_rawgeti(L, item, k);
+    r[k - 1] = to_index(L, -1, &ok);
+    lua_pop(L, 1);
+    TC_CHECK(ok, IndexError, "tensor index: range bounds must be integers");
+  }
+  if (n == 1)
+    t = op(Op::narrow, {t, d, r[0], int64_t(1)});
+  else if (n >= 2)
+    t = op(Op::slice, {t, d, r[0], r[1], r[2]});
+  d++;
+}
+
+// x[key] for integer, table and tensor keys.
+Tensor index_get(lua_State* L, const Tensor& x, int key) {
+  bool ok;
+  int64_t i = to_index(L, key, &ok);
+  if (ok) return op(Op::select, {x, int64_t(1), i});
+  if (const Tensor* k = to_tensor(L, key)) {
+    if (k->dtype() == DType::Bool || k->dtype() == DType::UInt8) return op(Op::masked_select, {x, *k});
+    TC_CHECK(is_integral(k->dtype(), false), IndexError, "tensors used as indices must be integer, bool or uint8 tensors, got %s",
+             dtype_name(k->dtype()));
+    Tensor flat = op(Op::reshape, {*k, IntList{-1}});
+    Tensor r = op(Op::index_select, {x, int64_t(1), flat});
+    Shape s = k->sizes();
+    s.insert(s.end(), x.sizes().begin() + 1, x.sizes().end());
+    return op(Op::view, {r, IntList(s.begin(), s.end())});
+  }
+  TC_CHECK(lua_type(L, key) == LUA_TTABLE, IndexError, "a tensor cannot be indexed with a %s", luaL_typename(L, key));
+  lua_Integer n = (lua_Integer)lua_rawlen(L, key);
+  TC_CHECK(n <= x.dim(), IndexError, "too many indices for tensor of dimension %lld (got %lld)", (long long)x.dim(),
+           (long long)n);
+  Tensor t = x;
+  int64_t d = 1;  // the next dim of t to index (1-based)
+  for (lua_Integer k = 1; k <= n; k++) {
+    lua_rawgeti(L, key, k);
+    apply_index_item(L, t, d, lua_gettop(L));
+    lua_pop(L, 1);
+  }
+  return t;
+}
+
+// x[key] = value, in place.
+void index_set(lua_State* L, const Tensor& x, int key, int val) {
+  const Tensor* k = to_tensor(L, key);
+  Value v = to_value(L, val, "tensor assignment");
+  TC_CHECK(v.is_tensor() || v.is_number(), ValueError, "tensor assignment: the value must be a number or a tensor, got %s",
+           luaL_typename(L, val));
+  if (k && (k->dtype() == DType::Bool || k->dtype() == DType::UInt8)) {
+    Tensor r = v.is_tensor() ? op(Op::where, {*k, v, x}) : op(Op::masked_fill, {x, *k, v});
+    op(Op::copy_, {x, r});
+    return;
+  }
+  TC_CHECK(!k, NotImplementedError, "assignment through an index tensor is not supported (use scatter or a bool mask)");
+  Tensor target = index_get(L, x, key);
+  if (v.is_tensor())
+    op(Op::copy_, {target, v});
+  else
+    op(Op::fill_, {target, v});
+}
+
+// ---- metamethods -------------------------------------------------------------------------------
+int property(lua_State* L) {
+  // 1: tensor, 2: string key (not a method)
+  return guarded(L, [](lua_State* L) {
+    const Tensor& t = check_tensor(L, 1, "tensor");
+    std::string_view k = lua_tostring(L, 2);
+    if (k == "shape") {
+      push_size(L, t.sizes());
+    } else if (k == "dtype") {
+      push_dtype(L, t.dtype());
+    } else if (k == "device") {
+      std::string s = t.device().str();
+      lua_pushlstring(L, s.data(), s.size());
+    } else if (k == "requires_grad") {
+      lua_pushboolean(L, t.requires_grad());
+    } else if (k == "grad") {
+      if (t.impl()->grad)
+        push_tensor(L, Tensor(t.impl()->grad));
+      else
+        lua_pushnil(L);
+    } else if (k == "is_leaf") {
+      lua_pushboolean(L, true);  // no autograd graph yet: every tensor is a leaf
+    } else if (k == "ndim") {
+      lua_pushinteger(L, t.dim());
+    } else if (k == "T") {
+      IntList dims;
+      for (int64_t d = t.dim(); d >= 1; d--) dims.push_back(d);
+      push_tensor(L, op(Op::permute, {t, dims}));
+    } else if (k == "data") {
+      push_tensor(L, op(Op::detach, {t}));
+    } else {
+      lua_pushnil(L);
+    }
+    return 1;
+  });
+}
+
+int tensor_index(lua_State* L) {
+  if (lua_type(L, 2) == LUA_TSTRING) {
+    lua_pushvalue(L, 2);
+    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;  // a method
+    lua_pop(L, 1);
+    return property(L);
+  }
+  int n = guarded(L, [](lua_State* L) {
+    push_tensor(L, index_get(L, check_tensor(L, 1, "tensor"), 2));
+    return 1;
+  });
+  gc_pressure(L);
+  return n;
+}
+
+int tensor_newindex(lua_State* L) {
+  return guarded(L, [](lua_State* L) {
+    const Tensor& t = check_tensor(L, 1, "tensor");
+    if (lua_type(L, 2) == LUA_TSTRING) {
+      std::string_view k = lua_tostring(L, 2);
+      if (k == "requires_grad") {
+        TC_CHECK(lua_type(L, 3) == LUA_TBOOLEAN, ValueError, "requires_grad must be a boolean, got %s", luaL_typename(L, 3));
+        bool on = lua_toboolean(L, 3);
+        TC_CHECK(!on || is_floating(t.dtype()), DTypeError,
+                 "only tensors of floating point dtype can require gradients, got %s", dtype_name(t.dtype()));
+        t.impl()->requires_grad = on;
+      } else if (k == "grad") {
+        if (lua_isnil(L, 3)) {
+          t.impl()->grad.reset();
+        } else {
+          const Tensor& g = check_tensor(L, 3, "grad");
+          TC_CHECK(g.sizes() == t.sizes(), ShapeError, "assigned grad has shape %s but the tensor has shape %s",
+                   shape_string(g.sizes()).c_str(), shape_string(t.sizes()).c_str());
+          TC_CHECK(g.dtype() == t.dtype(), DTypeError, "assigned grad has dtype %s but the tensor has dtype %s",
+                   dtype_name(g.dtype()), dtype_name(t.dtype()));
+          t.impl()->grad = g.impl_ptr();
+        }
+      } else {
+        TC_FAIL(ValueError, "cannot set field '%s' of a tensor (tensors only accept indexing assignment, "
+                "requires_grad and grad)", lua_tostring(L, 2));
+      }
+      return 0;
+    }
+    index_set(L, t, 2, 3);
+    return 0;
+  });
+}
+
+// Binary operators: upvalue 1 is the Op; upvalue 2 (optional) a rounding mode for //.
+int tensor_binary(lua_State* L) {
+  int n = guarded(L, [](lua_State* L) {
+    Op o = (Op)lua_tointeger(L, lua_upvalueindex(1));
+    std::vector<std::pair<std::string, Value>> kw;
+    if (lua_isstring(L, lua_upvalueindex(2))) kw.emplace_back("rounding_mode", std::string(lua_tostring(L, lua_upvalueindex(2))));
+    Stack s{to_value(L, 1, "operand"), to_value(L, 2, "operand")};
+    push_tensor(L, call1(o, std::move(s), std::move(kw)));
+    return 1;
+  });
+  gc_pressure(L);
+  return n;
+}
+
+int tensor_unary(lua_State* L) {
+  int n = guarded(L, [](lua_State* L) {
+    Op o = (Op)lua_tointeger(L, lua_upvalueindex(1));
+    push_tensor(L, call1(o, {check_tensor(L, 1, "operand")}));
+    return 1;
+  });
+  gc_pressure(L);
+  return n;
+}
+
+// The value of a one-element tensor (or a number) for <, <=, ==.
+double scalar_of(lua_State* L, int idx, const char* opname) {
+  if (lua_type(L, idx) == LUA_TNUMBER) return lua_tonumber(L, idx);
+  const Tensor* t = to_tensor(L, idx);
+  TC_CHECK(t, ValueError, "cannot compare a tensor with a %s using '%s'", luaL_typename(L, idx), opname);
+  TC_CHECK(t->numel() == 1, ValueError,
+           "'%s' on a tensor with %lld elements is ambiguous: Lua's comparison operators need one-element "
+           "tensors (use x:lt(y), x:le(y), x:eq(y) for elementwise masks)",
+           opname, (long long)t->numel());
+  return t->item_double();
+}
+
+template <int Cmp>
+int tensor_compare(lua_State* L) {
+  return guarded(L, [](lua_State* L) {
+    static const char* names[] = {"==", "<", "<="};
+    double a = scalar_of(L, 1, names[Cmp]), b = scalar_of(L, 2, names[Cmp]);
+    lua_pushboolean(L, Cmp == 0 ? a == b : Cmp == 1 ? a < b : a <= b);
+    return 1;
+  });
+}
+
+int tensor_len(lua_State* L) {
+  return guarded(L, [](lua_State* L) {
+    const Tensor& t = check_tensor(L, 1, "tensor");
+    TC_CHECK(t.dim() > 0, ValueError, "len() of a 0-d tensor");
+    lua_pushinteger(L, t.sizes()[0]);
+    return 1;
+  });
+}
+
+int tensor_tostring(lua_State* L) {
+  return guarded(L, [](lua_State* L) {
+    const Tensor& t = check_tensor(L, 1, "tensor");
+    std::string s = format_tensor(t) + "\n" + tensor_footer(t);
+    lua_pushlstring(L, s.data(), s.size());
+    return 1;
+  });
+}
+
+// ---- C methods ---------------------------------------------------------------------------------
+int64_t dim_arg(lua_State* L, int idx, const Tensor& t) {
+  bool ok;
+  int64_t d = to_index(L, idx, &ok);
+  TC_CHECK(ok, ValueError, "expected a dimension (an integer), got %s", luaL_typename(L, idx));
+  TC_CHECK(t.dim() > 0, IndexError, "dimension specified as %lld but the tensor has no dimensions", (long long)d);
+  return wrap_dim(d, t.dim());
+}
+
+int m_size(lua_State* L) {
+  return guarded(L, [](lua_State* L) {
+    const Tensor& t = check_tensor(L, 1, "self");
+    if (lua_isnoneornil(L, 2)) {
+      push_size(L, t.sizes());
+    } else {
+      int64_t d = dim_arg(L, 2, t);
+      lua_pushinteger(L, t.sizes()[d]);
+    }
+    return 1;
+  });
+}
+
+int m_stride(lua_State* L) {
+  return guarded(L, [](lua_State* L) {
+    const Tensor& t = check_tensor(L, 1, "self");
+    if (lua_isnoneornil(L, 2)) {
+      push_value(L, Value(IntList(t.strides().begin(), t.strides().end())));
+    } else {
+      int64_t d = dim_arg(L, 2, t);
+      lua_pushinteger(L, t.strides()[d]);
+    }
+    return 1;
+  });
+}
+
+template <int What>
+int m_meta(lua_State* L) {
+  return guarded(L, [](lua_State* L) {
+    const Tensor& t = check_tensor(L, 1, "self");
+    switch (What) {
+      case 0: lua_pushinteger(L, t.dim()); break;
+      case 1: lua_pushinteger(L, t.numel()); break;
+      case 2: lua_pushboolean(L, t.is_contiguous()); break;
+      case 3: lua_pushinteger(L, (lua_Integer)t.itemsize()); break;
+      case 4: lua_pushboolean(L, is_floating(t.dtype())); break;
+      case 5: lua_pushinteger(L, t.offset()); break;
+    }
+    return 1;
+  });
+}
+
+}  // namespace
+
+const Tensor* to_tensor(lua_State* L, int idx) {
+  Tensor* p = static_cast<Tensor*>(luaL_testudata(L, idx, kTensorMeta));
+  return p && p->defined() ? p : nullptr;
+}
+
+const Tensor& check_tensor(lua_State* L, int idx, const char* what) {
+  const Tensor* t = to_tensor(L, idx);
+  if (!t) TC_FAIL(ValueError, "%s must be a tensor, got %s", what, luaL_typename(L, idx));
+  return *t;
+}
+
+void push_tensor(lua_State* L, const Tensor& t) {
+  TC_ASSERT(t.defined(), "push_tensor of an undefined tensor");
+  lua_getfield(L, LUA_REGISTRYINDEX, kCacheKey);
+  if (lua_rawgetp(L, -1, t.impl()) == LUA_TUSERDATA) {
+    const Tensor* p = to_tensor(L, -1);
+    if (p && p->impl() == t.impl()) {
+      lua_remove(L, -2);
+      return;
+    }
+  }
+  lua_pop(L, 1);
+  void* mem = lua_newuserdatauv(L, sizeof(Tensor), 0);
+  new (mem) Tensor(t);
+  luaL_setmetatable(L, kTensorMeta);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, -3, t.impl());
+  lua_remove(L, -2);
+}
+
+void gc_pressure(lua_State* L) {
+  int64_t live = Storage::live_bytes();
+  if (live > g_last_live) g_pending += live - g_last_live;
+  g_last_live = live;
+  if (g_pending < kStepBytes) return;
+  int kb = (int)std::min<int64_t>(g_pending >> 10, 1 << 30);
+  g_pending = 0;
+  lua_gc(L, LUA_GCSTEP, kb);
+  g_last_live = Storage::live_bytes();
+}
+
+void open_tensor_type(lua_State* L) {
+  // tc table at -1. Weak cache of userdata per TensorImpl.
+  lua_newtable(L);
+  lua_newtable(L);
+  lua_pushstring(L, "v");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_setfield(L, LUA_REGISTRYINDEX, kCacheKey);
+
+  // tc.Tensor: the method table (op functions are added by open_ops, Lua sugar by tc._tensor).
+  lua_newtable(L);
+  const luaL_Reg methods[] = {
+      {"size", m_size},         {"stride", m_stride},        {"dim", m_meta<0>},
+      {"numel", m_meta<1>},     {"nelement", m_meta<1>},     {"is_contiguous", m_meta<2>},
+      {"element_size", m_meta<3>}, {"is_floating_point", m_meta<4>}, {"storage_offset", m_meta<5>},
+      {nullptr, nullptr}};
+  luaL_setfuncs(L, methods, 0);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, -3, "Tensor");  // tc.Tensor = methods
+
+  luaL_newmetatable(L, kTensorMeta);
+  lua_pushvalue(L, -2);
+  lua_pushcclosure(L, tensor_index, 1);
+  lua_setfield(L, -2, "__index");
+  const luaL_Reg meta[] = {{"__newindex", tensor_newindex}, {"__gc", tensor_gc},
+                           {"__len", tensor_len},           {"__tostring", tensor_tostring},
+                           {"__eq", tensor_compare<0>},     {"__lt", tensor_compare<1>},
+                           {"__le", tensor_compare<2>},     {nullptr, nullptr}};
+  luaL_setfuncs(L, meta, 0);
+  struct { const char* name; Op op; const char* mode; } binops[] = {
+      {"__add", Op::add, nullptr},          {"__sub", Op::sub, nullptr},         {"__mul", Op::mul, nullptr},
+      {"__div", Op::div, nullptr},          {"__mod", Op::remainder, nullptr},   {"__pow", Op::pow, nullptr},
+      {"__idiv", Op::div, "floor"},         {"__band", Op::bitwise_and, nullptr}, {"__bor", Op::bitwise_or, nullptr},
+      {"__bxor", Op::bitwise_xor, nullptr}};
+  for (auto& b : binops) {
+    lua_pushinteger(L, (lua_Integer)b.op);
+    if (b.mode)
+      lua_pushstring(L, b.mode);
+    else
+      lua_pushnil(L);
+    lua_pushcclosure(L, tensor_binary, 2);
+    lua_setfield(L, -2, b.name);
+  }
+  lua_pushinteger(L, (lua_Integer)Op::neg);
+  lua_pushcclosure(L, tensor_unary, 1);
+  lua_setfield(L, -2, "__unm");
+  lua_pushinteger(L, (lua_Integer)Op::bitwise_not);
+  lua_pushcclosure(L, tensor_unary, 1);
+  lua_setfield(L, -2, "__bnot");
+  lua_pop(L, 2);  // metatable, methods
+}
+
+}  // namespace tc::lua

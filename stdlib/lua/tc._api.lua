@@ -1,0 +1,199 @@
+-- tc's module-level Lua API beyond the op table: creation sugar (arange(n), *_like), grad mode
+-- (no_grad/enable_grad), tc.config, tc.compile and tc.compiler for the uncompiled runtime, and
+-- lazy access to the preloaded submodules (tc.nn, tc.optim ...).
+local tc, T, C = ...
+local raise, is_tensor = C.raise, C.is_tensor
+local select, type, pairs, setmetatable = select, type, pairs, setmetatable
+
+-- A trailing plain table with string keys is an options table (the binder's rule).
+local function is_options(t)
+  if type(t) ~= "table" or getmetatable(t) ~= nil then return false end
+  for k in pairs(t) do
+    if type(k) == "string" then return true end
+  end
+  return false
+end
+local function split_options(...)
+  local n = select("#", ...)
+  if n > 0 and is_options((select(n, ...))) then return (select(n, ...)), n - 1 end
+  return nil, n
+end
+tc._C.is_options, tc._C.split_options = is_options, split_options
+
+-- ---- creation sugar -----------------------------------------------------------------------------
+local arange = tc.arange
+function tc.arange(...)
+  local opts, n = split_options(...)
+  local a, b, c = ...
+  if n == 1 then a, b, c = 0, a, nil end
+  if n < 1 or n > 3 then raise("ValueError", "arange(): expected arange(end), arange(start, end) or arange(start, end, step)") end
+  if opts then return arange(a, b, c or 1, opts) end
+  return arange(a, b, c or 1)
+end
+
+-- tc.randint(high, size) as well as tc.randint(low, high, size)
+local randint = tc.randint
+function tc.randint(...)
+  local opts, n = split_options(...)
+  local a, b, c = ...
+  if n == 2 then a, b, c = 0, a, b end
+  if opts then return randint(a, b, c, opts) end
+  return randint(a, b, c)
+end
+
+-- *_like: the shape of x; dtype and device of x unless the options say otherwise.
+local function like_options(x, opts, name)
+  if not is_tensor(x) then raise("ValueError", name .. "(): expected a tensor, got " .. type(x)) end
+  local o = {dtype = x.dtype, device = x.device}
+  for k, v in pairs(opts or {}) do o[k] = v end
+  return o
+end
+for _, name in ipairs {"zeros", "ones", "empty", "rand", "randn"} do
+  local f = tc[name]
+  tc[name .. "_like"] = function(x, opts) return f(x.shape, like_options(x, opts, name .. "_like")) end
+end
+function tc.full_like(x, value, opts) return tc.full(x.shape, value, like_options(x, opts, "full_like")) end
+function tc.randint_like(x, lo, hi, opts)
+  if hi == nil then lo, hi = 0, lo end
+  local o = like_options(x, opts, "randint_like")
+  if not o.dtype.is_floating_point and o.dtype ~= tc.bool then
+    return tc.randint(lo, hi, x.shape, o)
+  end
+  return tc.randint(lo, hi, x.shape, {device = o.device}):to(o.dtype)
+end
+
+-- ---- grad mode ----------------------------------------------------------------------------------
+local set_grad, is_grad = tc.set_grad_enabled, tc.is_grad_enabled
+local guard_mt = {__close = function(g) set_grad(g.prev) end, __name = "tc.grad_mode"}
+
+-- tc.no_grad(): `do local _ <close> = tc.no_grad() ... end`; tc.no_grad(f, ...): runs f with
+-- grad disabled and returns its results. The previous mode is restored even on error.
+local function grad_mode(enabled, f, ...)
+  local prev = is_grad()
+  set_grad(enabled)
+  if f == nil then return setmetatable({prev = prev}, guard_mt) end
+  local r = table.pack(pcall(f, ...))
+  set_grad(prev)
+  if not r[1] then error(r[2], 0) end
+  return table.unpack(r, 2, r.n)
+end
+function tc.no_grad(f, ...) return grad_mode(false, f, ...) end
+function tc.enable_grad(f, ...) return grad_mode(true, f, ...) end
+
+-- ---- configuration (tcrun's options land here) --------------------------------------------------
+tc.config = {
+  backend = "tc", mode = "default", fullgraph = false, dynamic = nil, eager = false,
+  explain = false, log = os.getenv("TC_LOGS") or "", cache_dir = os.getenv("TC_CACHE_DIR"),
+  no_cache = false, recompile_limit = 8,
+}
+
+-- ---- compilation (capture is a later issue: functions run uncompiled) ---------------------------
+local backends = {tc = true, eager = true, cpu = true, cuda = true, inductor = true}
+local modes = {default = true, ["reduce-overhead"] = true, ["max-autotune"] = true,
+               ["max-autotune-no-cudagraphs"] = true}
+local compile_keys = {fullgraph = "boolean", dynamic = "boolean", backend = true, mode = "string",
+                      options = "table", disable = "boolean"}
+
+local function check_compile_options(opts)
+  if opts == nil then return end
+  if type(opts) ~= "table" then raise("ValueError", "tc.compile(f, opts): opts must be a table, got " .. type(opts)) end
+  for k, v in pairs(opts) do
+    local want = compile_keys[k]
+    if want == nil then
+      raise("ValueError", ("tc.compile() got an unexpected option '%s' (options: fullgraph, dynamic, backend, mode, options, disable)"):format(tostring(k)))
+    end
+    if want ~= true and type(v) ~= want then
+      raise("ValueError", ("tc.compile(): option '%s' must be a %s, got %s"):format(k, want, type(v)))
+    end
+  end
+  local b = opts.backend
+  if b ~= nil and not (type(b) == "function" or (type(b) == "string" and backends[b])) then
+    raise("ValueError", ("tc.compile(): unknown backend %s (backends: tc, eager, cpu, cuda, or a function(gm, example_inputs))"):format(
+      type(b) == "string" and '"' .. b .. '"' or type(b)))
+  end
+  if opts.mode ~= nil and not modes[opts.mode] then
+    raise("ValueError", ('tc.compile(): unknown mode "%s" (modes: default, reduce-overhead, max-autotune, max-autotune-no-cudagraphs)'):format(opts.mode))
+  end
+end
+
+local function callable(f)
+  if type(f) == "function" then return true end
+  local mt = getmetatable(f)
+  return type(mt) == "table" and mt.__call ~= nil or (type(f) == "table" and type(f.forward) == "function")
+end
+
+local noticed = false
+-- tc.compile(f, opts) -> f: the options are checked now; the function runs uncompiled until
+-- capture lands. Under stock lua5.4 compilation is never available: a one-time notice says so.
+function tc.compile(f, opts)
+  if not callable(f) then raise("ValueError", "tc.compile(): expected a function or a module, got " .. type(f)) end
+  check_compile_options(opts)
+  if C.host() == nil and not noticed then
+    noticed = true
+    io.stderr:write("tc: compilation is not available under stock lua5.4; tc.compile returns functions unchanged (run with tcrun)\n")
+  end
+  return f
+end
+
+-- tc.compiler: the torch.compiler API. With no capture yet every function runs eagerly, so these
+-- are exact for an uncompiled runtime: nothing to reset, no graphs, nothing recompiles.
+local stances = {default = true, force_eager = true, eager_on_recompile = true, fail_on_recompile = true}
+local compiler = {stance = "default"}
+tc.compiler = compiler
+function compiler.reset() end
+function compiler.disable(f)
+  if f ~= nil and not callable(f) then raise("ValueError", "tc.compiler.disable(): expected a function, got " .. type(f)) end
+  if f == nil then return function(g) return g end end
+  return f
+end
+function compiler.set_stance(stance)
+  if not stances[stance] then
+    raise("ValueError", ('tc.compiler.set_stance(): unknown stance "%s" (default, force_eager, eager_on_recompile, fail_on_recompile)'):format(tostring(stance)))
+  end
+  compiler.stance = stance
+end
+function compiler.mark_dynamic(x, dim)
+  if not is_tensor(x) then raise("ValueError", "tc.compiler.mark_dynamic(): expected a tensor, got " .. type(x)) end
+  for _, d in ipairs(type(dim) == "table" and dim or {dim}) do
+    if math.type(d) ~= "integer" or d == 0 or d > x:dim() or d < -x:dim() then
+      raise("IndexError", ("tc.compiler.mark_dynamic(): dimension %s out of range for a %d-dim tensor (dims are 1-based)"):format(tostring(d), x:dim()))
+    end
+  end
+end
+function compiler.allow_in_graph(fn, meta_fn)
+  if type(fn) ~= "function" then raise("ValueError", "tc.compiler.allow_in_graph(): expected a function, got " .. type(fn)) end
+  if meta_fn ~= nil and type(meta_fn) ~= "function" then
+    raise("ValueError", "tc.compiler.allow_in_graph(): meta_fn must be a function, got " .. type(meta_fn))
+  end
+  return fn
+end
+function compiler.stats()
+  return {traces = 0, backend_compiles = 0, cache_hits = 0, recompiles = 0, graph_breaks = 0, fallbacks = 0}
+end
+
+local function explain_text(r)
+  return table.concat({
+    "Graph Count: " .. r.graph_count, "Graph Break Count: " .. r.graph_break_count,
+    "Op Count: " .. r.op_count, "Break Reasons:", "Ops per Graph:", "Guards:", "Recompiles:",
+    "Compile Times:", "(capture is not available yet: the function ran uncompiled)"}, "\n")
+end
+-- tc.compiler.explain(f)(args...) -> report, text. Runs f (uncompiled) and reports no graphs.
+function compiler.explain(f)
+  if not callable(f) then raise("ValueError", "tc.compiler.explain(): expected a function, got " .. type(f)) end
+  return function(...)
+    f(...)
+    local r = {graph_count = 0, graph_break_count = 0, op_count = 0, break_reasons = {},
+               ops_per_graph = {}, guards = {}, recompiles = {}, compile_times = {}}
+    return r, explain_text(r)
+  end
+end
+
+-- ---- submodules: tc.nn is require "tc.nn" -------------------------------------------------------
+setmetatable(tc, {__index = function(t, k)
+  if type(k) ~= "string" or type(package) ~= "table" then return nil end
+  local name = "tc." .. k
+  if package.loaded[name] == nil and package.preload[name] == nil then return nil end
+  local m = require(name)
+  rawset(t, k, m)
+  return m
+end})
