@@ -1,0 +1,105 @@
+// The elementwise loop behind every pointwise kernel: out[i] = f(in0[i], in1[i], ...) over the
+// (broadcast) shape of `out`, one template instance per op and dtype, so that the contiguous
+// case is a plain loop over raw pointers the compiler vectorizes.
+//
+//   map<float, float, float>(out, {a, b}, [](float x, float y) { return x + y; });
+//
+// Inputs must already have the storage types named (kernels convert mixed dtypes first); `f`
+// takes and returns opmath values (float for float16/bfloat16) and the result is rounded once.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "cpu/loops.h"
+#include "tc/tensor.h"
+
+namespace tc::cpu {
+
+template <typename T>
+constexpr bool kIsFloat = std::is_floating_point_v<opmath_t<T>>;
+template <typename T>
+constexpr bool kIsBool = std::is_same_v<T, bool>;
+template <typename T>
+constexpr bool kIsInt = std::is_integral_v<T> && !kIsBool<T>;
+
+// PyTorch's conversions: floating to uint8 goes through int64 (so -1.5 becomes 255), anything to
+// bool is "nonzero", everything else a static_cast through the opmath type.
+template <typename Out, typename V>
+inline Out out_cast(V v) {
+  if constexpr (kIsBool<Out>) {
+    return v != V(0);
+  } else if constexpr (std::is_same_v<Out, uint8_t> && std::is_floating_point_v<V>) {
+    return static_cast<uint8_t>(static_cast<int64_t>(v));
+  } else {
+    return static_cast<Out>(static_cast<opmath_t<Out>>(v));
+  }
+}
+
+// One input of a contiguous run: a pointer, or (Scalar) a value loaded once before the loop.
+template <typename T, bool Scalar>
+struct Src {
+  const T* p;
+  opmath_t<T> v{};
+  explicit Src(const char* ptr) : p(reinterpret_cast<const T*>(ptr)) {
+    if constexpr (Scalar) v = static_cast<opmath_t<T>>(*p);
+  }
+  opmath_t<T> operator[](int64_t i) const {
+    if constexpr (Scalar)
+      return v;
+    else
+      return static_cast<opmath_t<T>>(p[i]);
+  }
+};
+
+// Bit k of Mask set: input k is broadcast (stride 0) in this run; otherwise it is contiguous.
+template <unsigned Mask, typename Out, typename... Ins, typename F, size_t... I>
+void contiguous_run(Out* __restrict o, const char* const* in, int64_t n, const F& f, std::index_sequence<I...>) {
+  std::tuple<Src<Ins, ((Mask >> I) & 1u) != 0>...> src{Src<Ins, ((Mask >> I) & 1u) != 0>(in[I])...};
+  for (int64_t i = 0; i < n; i++) o[i] = out_cast<Out>(f(std::get<I>(src)[i]...));
+}
+
+template <typename Out, typename... Ins, typename F, size_t... I>
+void strided_run(char* o, int64_t so, const char* const* in, const int64_t* s, int64_t n, const F& f,
+                 std::index_sequence<I...>) {
+  for (int64_t i = 0; i < n; i++)
+    *reinterpret_cast<Out*>(o + i * so) =
+        out_cast<Out>(f(static_cast<opmath_t<Ins>>(*reinterpret_cast<const Ins*>(in[I] + i * s[I]))...));
+}
+
+template <typename Out, typename... Ins, typename F>
+void map(const Tensor& out, const std::array<Tensor, sizeof...(Ins)>& in, const F& f) {
+  constexpr size_t N = sizeof...(Ins) + 1;
+  using Seq = std::index_sequence_for<Ins...>;
+  const Shape& shape = out.sizes();
+  std::array<char*, N> base;
+  std::array<Shape, N> strides;
+  base[0] = static_cast<char*>(out.data_ptr());
+  strides[0] = broadcast_byte_strides(out, shape);
+  for (size_t k = 0; k + 1 < N; k++) {
+    base[k + 1] = static_cast<char*>(in[k].data_ptr());
+    strides[k + 1] = broadcast_byte_strides(in[k], shape);
+  }
+  constexpr int64_t sizes[N] = {(int64_t)sizeof(Out), (int64_t)sizeof(Ins)...};
+  strided_loop<N>(shape, base, strides, [&](std::array<char*, N> p, std::array<int64_t, N> s, int64_t n) {
+    unsigned mask = 0;
+    bool fast = s[0] == sizes[0];
+    for (size_t k = 1; k < N; k++) {
+      if (s[k] == 0)
+        mask |= 1u << (k - 1);
+      else
+        fast = fast && s[k] == sizes[k];
+    }
+    Out* o = reinterpret_cast<Out*>(p[0]);
+    if (fast && mask == 0) return contiguous_run<0, Out, Ins...>(o, &p[1], n, f, Seq{});
+    if constexpr (N == 3) {  // binary ops with one broadcast operand (x + 1, x * w[j])
+      if (fast && mask == 1) return contiguous_run<1, Out, Ins...>(o, &p[1], n, f, Seq{});
+      if (fast && mask == 2) return contiguous_run<2, Out, Ins...>(o, &p[1], n, f, Seq{});
+    }
+    strided_run<Out, Ins...>(p[0], s[0], &p[1], &s[1], n, f, Seq{});
+  });
+}
+
+}  // namespace tc::cpu
