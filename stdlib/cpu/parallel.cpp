@@ -24,7 +24,8 @@ class Pool {
     stop();
     nthreads_ = std::max(1, n);
     quit_ = false;
-    for (int i = 1; i < nthreads_; i++) workers_.emplace_back([this, i] { work(i); });
+    // Workers start at the current generation: a job that finished before the resize is not rerun.
+    for (int i = 1; i < nthreads_; i++) workers_.emplace_back([this, i, g = generation_] { work(i, g); });
   }
 
   void run(int64_t begin, int64_t end, const std::function<void(int64_t, int64_t)>& body) {
@@ -54,8 +55,7 @@ class Pool {
     int64_t b = begin_ + part * per, e = std::min(end_, b + per);
     if (b < e) (*body_)(b, e);
   }
-  void work(int id) {
-    uint64_t seen = 0;
+  void work(int id, uint64_t seen) {
     for (;;) {
       {
         std::unique_lock g(mu_);
