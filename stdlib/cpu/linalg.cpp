@@ -28,10 +28,13 @@ void check_matrix(const char* name, const Tensor& t, int64_t rank) {
 // Lua number.
 void check_self(const Tensor& self, const Shape& shape, DType dt) {
   int64_t lead = (int64_t)shape.size() - self.dim();
-  bool ok = lead >= 0;
-  for (int64_t d = 0; ok && d < self.dim(); d++) ok = self.size(d) == shape[lead + d] || self.size(d) == 1;
-  TC_CHECK(ok, ShapeError, "the expanded size of the tensor must match the existing size; target sizes: %s, tensor sizes: %s",
-           shape_string(shape).c_str(), shape_string(self.sizes()).c_str());
+  TC_CHECK(lead >= 0, ShapeError, "the number of sizes provided (%zu) must be greater or equal to the number of dimensions in the tensor (%lld)",
+           shape.size(), (long long)self.dim());
+  for (int64_t d = 0; d < self.dim(); d++)
+    TC_CHECK(self.size(d) == shape[lead + d] || self.size(d) == 1, ShapeError,
+             "the expanded size of the tensor (%lld) must match the existing size (%lld) at non-singleton dimension %lld; target sizes: %s, tensor sizes: %s",
+             (long long)shape[lead + d], (long long)self.size(d), (long long)(lead + d + 1), shape_string(shape).c_str(),
+             shape_string(self.sizes()).c_str());
   TC_CHECK(self.is_wrapped_number() || self.dtype() == dt, DTypeError, "self and mat2 must have the same dtype, but got %s and %s",
            dtype_name(self.dtype()), dtype_name(dt));
 }
