@@ -1,1 +1,221 @@
-int main(){return 0;}
+// tcrun: runs a Lua script on tc's runtime (LUA_API.md §8). Exit status 0 on success, 1 on a Lua
+// error (message with the user's file:line and a traceback on stderr), 2 on bad usage.
+#include <lua.hpp>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "llvm/Config/llvm-config.h"
+#include "tc/vm/bytecode.h"
+#include "tc/vm/runtime.h"
+#ifdef TC_HAVE_CUDA
+#include <cuda.h>
+#endif
+
+namespace {
+
+const char* kUsage =
+    "usage: tcrun [options] script.lua [args...]     (args reach the script as `arg` and `...`)\n"
+    "  --explain[=text|json]   after the run, print the report for every compiled function\n"
+    "  --fullgraph             every compiled function is strict (a graph break is an error)\n"
+    "  --backend=NAME          default backend for tc.compile (tc, eager, cpu, cuda)\n"
+    "  --device=cpu|cuda       default device for new tensors\n"
+    "  --mode=MODE             default mode for tc.compile (default, reduce-overhead, max-autotune)\n"
+    "  --eager                 tc.compile returns functions unchanged (A/B runs)\n"
+    "  --log=LIST              as TC_LOGS (graph_breaks,recompiles,guards,graph_code,output_code,perf_hints)\n"
+    "  --cache-dir=DIR         compiled-kernel cache (default $TC_CACHE_DIR or ~/.cache/tc)\n"
+    "  --no-cache              do not read or write the kernel cache\n"
+    "  --bytecode FILE         print FILE's Lua bytecode like `luac5.4 -l -l` and exit\n"
+    "  --split-check FILE      run the resume-synthesis check harness on FILE and exit\n"
+    "  -e STAT                 execute string STAT (before the script)\n"
+    "  -l MOD                  require library MOD into global MOD (-l g=MOD: into global g)\n"
+    "  -W                      turn Lua warnings on\n"
+    "  -v, --version           print tc's version with Lua's, LLVM's and CUDA's\n"
+    "  -h, --help              print this help\n"
+    "  --                      stop handling options\n"
+    "Settings reach scripts as tc.config (backend, mode, fullgraph, eager, explain, log, cache_dir,\n"
+    "no_cache); capture and the backends are later issues: until then tc.compile runs functions\n"
+    "uncompiled.\n";
+
+struct Options {
+  std::vector<std::pair<char, std::string>> pre;  // -e / -l in command-line order
+  std::string explain, backend, device, mode, log, cache_dir, bytecode, split_check;
+  bool fullgraph = false, eager = false, no_cache = false, warnings = false, version = false, help = false;
+  int script = 0;  // index of the script in argv, 0 if none
+};
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  std::fprintf(stderr, "tcrun: %s\n%s", msg.c_str(), kUsage);
+  std::exit(2);
+}
+
+bool one_of(const std::string& v, std::initializer_list<const char*> allowed) {
+  for (const char* a : allowed)
+    if (v == a) return true;
+  return false;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  int i = 1;
+  // "--name=VALUE" or "--name VALUE"
+  auto value = [&](const std::string& a, const char* name, std::string* out) {
+    std::string n = std::string("--") + name;
+    if (a.rfind(n + "=", 0) == 0) {
+      *out = a.substr(n.size() + 1);
+      return true;
+    }
+    if (a == n) {
+      if (i + 1 >= argc) usage_error("option '" + n + "' needs a value");
+      *out = argv[++i];
+      return true;
+    }
+    return false;
+  };
+  for (; i < argc; i++) {
+    std::string a = argv[i];
+    if (a == "--") {
+      i++;
+      break;
+    }
+    if (a.empty() || a[0] != '-' || a == "-") break;
+    if (a == "-e" || a == "-l") {
+      if (i + 1 >= argc) usage_error("'" + a + "' needs an argument");
+      o.pre.emplace_back(a[1], argv[++i]);
+    } else if ((a.rfind("-e", 0) == 0 || a.rfind("-l", 0) == 0) && a[1] != '-') {
+      o.pre.emplace_back(a[1], a.substr(2));
+    } else if (a == "-v" || a == "--version") {
+      o.version = true;
+    } else if (a == "-h" || a == "--help") {
+      o.help = true;
+    } else if (a == "-W") {
+      o.warnings = true;
+    } else if (a == "--explain") {
+      o.explain = "text";
+    } else if (a.rfind("--explain=", 0) == 0) {
+      o.explain = a.substr(10);
+      if (!one_of(o.explain, {"text", "json"})) usage_error("--explain takes text or json, not '" + o.explain + "'");
+    } else if (a == "--fullgraph") {
+      o.fullgraph = true;
+    } else if (a == "--eager") {
+      o.eager = true;
+    } else if (a == "--no-cache") {
+      o.no_cache = true;
+    } else if (value(a, "backend", &o.backend)) {
+      if (!one_of(o.backend, {"tc", "eager", "cpu", "cuda", "inductor"}))
+        usage_error("unknown backend '" + o.backend + "' (tc, eager, cpu, cuda)");
+    } else if (value(a, "device", &o.device)) {
+      if (!one_of(o.device, {"cpu", "cuda"}) && o.device.rfind("cuda:", 0) != 0)
+        usage_error("unknown device '" + o.device + "' (cpu, cuda, cuda:N)");
+    } else if (value(a, "mode", &o.mode)) {
+      if (!one_of(o.mode, {"default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"}))
+        usage_error("unknown mode '" + o.mode + "' (default, reduce-overhead, max-autotune)");
+    } else if (value(a, "log", &o.log) || value(a, "cache-dir", &o.cache_dir) || value(a, "bytecode", &o.bytecode) ||
+               value(a, "split-check", &o.split_check)) {
+    } else {
+      usage_error("unrecognized option '" + a + "'");
+    }
+  }
+  if (i < argc) o.script = i;
+  return o;
+}
+
+std::string version_string() {
+  std::string s = std::string("tc ") + TC_VERSION + " (" + LUA_RELEASE + ", LLVM " + LLVM_VERSION_STRING;
+#ifdef TC_HAVE_CUDA
+  s += ", CUDA " + std::to_string(CUDA_VERSION / 1000) + "." + std::to_string(CUDA_VERSION % 1000 / 10);
+#else
+  s += ", built without CUDA";
+#endif
+  return s + ")";
+}
+
+// tc.config from the command line; --device also sets the default device for new tensors.
+void configure(tc::vm::Runtime& rt, const Options& o) {
+  tc::vm::Ref set = rt.run_string("return function(k, v) require('tc').config[k] = v end", "=(tcrun)")[0];
+  const std::pair<const char*, const std::string*> strings[] = {
+      {"backend", &o.backend}, {"mode", &o.mode},           {"log", &o.log},
+      {"cache_dir", &o.cache_dir}, {"explain", &o.explain}, {"device", &o.device}};
+  for (auto& [key, v] : strings)
+    if (!v->empty()) set(key, *v);
+  if (o.fullgraph) set("fullgraph", true);
+  if (o.eager) set("eager", true);
+  if (o.no_cache) set("no_cache", true);
+  if (!o.device.empty()) rt.global("require")("tc")[0]["set_default_device"](o.device);
+}
+
+// The global `arg`, as lua5.4 builds it: arg[0] the script, arg[1..] its arguments, negative
+// indices the interpreter and its options.
+void set_arg_table(lua_State* L, int argc, char** argv, int script) {
+  int base = script ? script : argc;
+  lua_createtable(L, argc - base, base + 1);
+  for (int i = 0; i < argc; i++) {
+    lua_pushstring(L, argv[i]);
+    lua_rawseti(L, -2, i - base);
+  }
+  lua_setglobal(L, "arg");
+}
+
+void print_error(const tc::vm::LuaError& e) {
+  std::fprintf(stderr, "%s\n", e.what());
+  if (!e.traceback().empty()) std::fprintf(stderr, "%s\n", e.traceback().c_str());
+}
+
+void print_explain(const std::string& format) {
+  if (format == "json")
+    std::fprintf(stderr, "{\"graph_count\": 0, \"graph_break_count\": 0, \"op_count\": 0, \"break_reasons\": [], "
+                         "\"ops_per_graph\": [], \"guards\": [], \"recompiles\": [], \"compile_times\": {}}\n");
+  else
+    std::fprintf(stderr, "Graph Count: 0\nGraph Break Count: 0\nOp Count: 0\nBreak Reasons:\nOps per Graph:\n"
+                         "Guards:\nRecompiles:\nCompile Times:\n(no function was compiled: capture is not available yet)\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = parse(argc, argv);
+  if (o.help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (o.version) std::printf("%s\n", version_string().c_str());
+  if (!o.bytecode.empty()) return tc::vm::print_bytecode(o.bytecode.c_str(), std::cout);
+  try {
+    tc::vm::Runtime rt("tcrun");
+    if (!o.split_check.empty()) return tc::vm::split_check(rt.state(), o.split_check.c_str(), std::cout);
+    if (!o.script && o.pre.empty()) {
+      if (o.version) return 0;
+      usage_error("no script given");
+    }
+    if (o.warnings) lua_warning(rt.state(), "@on", 0);
+    configure(rt, o);
+    set_arg_table(rt.state(), argc, argv, o.script);
+    for (auto& [kind, text] : o.pre) {
+      if (kind == 'e') {
+        rt.run_string(text, "=(command line)");
+      } else {
+        size_t eq = text.find('=');
+        std::string global = eq == std::string::npos ? text : text.substr(0, eq);
+        std::string mod = eq == std::string::npos ? text : text.substr(eq + 1);
+        rt.set_global(global, rt.require(mod));
+      }
+    }
+    if (o.script) {
+      std::vector<tc::vm::Arg> args;
+      for (int i = o.script + 1; i < argc; i++) args.emplace_back(std::string(argv[i]));
+      rt.run_file(argv[o.script], args);
+    }
+    if (!o.explain.empty()) print_explain(o.explain);
+  } catch (const tc::vm::LuaError& e) {
+    print_error(e);
+    return 1;
+  } catch (const tc::Error& e) {
+    std::fprintf(stderr, "tcrun: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
