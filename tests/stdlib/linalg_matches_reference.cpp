@@ -261,6 +261,16 @@ TEST(LinalgMatchesReference, ErrorsReadLikePytorch) {
                "Given groups=1, weight of size [4, 3, 3, 3], expected input[2, 5, 8, 8] to have 3 channels, but got 5 channels instead");
 }
 
+TEST(LinalgMatchesReference, MetaRulesRunOnFakeTensors) {
+  auto fake = [](const Shape& s) { return Tensor::fake(s, contiguous_strides(s), DType::Float32); };
+  EXPECT_EQ(call1(Op::conv2d, {fake({2, 4, 9, 8}), fake({6, 2, 2, 4}), Value(), IntList{1}, "same", IntList{1}, 2}).sizes(),
+            (Shape{2, 6, 9, 8}));
+  EXPECT_EQ(call1(Op::einsum, {"b...,b->...", TensorList{fake({3, 2, 4}), fake({3})}}).sizes(), (Shape{2, 4}));
+  EXPECT_EQ(call1(Op::matmul, {fake({5}), fake({7, 1, 5, 3})}).sizes(), (Shape{7, 1, 3}));
+  EXPECT_EQ(call1(Op::max_pool2d, {fake({3, 9, 10}), IntList{3}, IntList{2}, IntList{1}, IntList{1}, true}).sizes(),
+            (Shape{3, 5, 6}));
+}
+
 double gflops(int64_t n, double seconds) { return 2.0 * n * n * n / seconds / 1e9; }
 
 TEST(LinalgMatchesReference, MatmulAddsNoOverheadToOpenblas) {
