@@ -9,6 +9,7 @@
 #include "tc/parallel.h"
 
 namespace tc::lua {
+void open_safetensors(lua_State* L);  // lua_safetensors.cpp: tc.save, tc.load
 namespace {
 
 struct EmbeddedModule {
@@ -265,6 +266,34 @@ int c_footer(lua_State* L) {
   });
 }
 
+// Trampoline for tc's Lua-side functions (upvalue 1): a C frame between the user's code and tc's
+// Lua code. Without it, `return x:max(y)` in user code tail-calls tc's Lua function, Lua drops
+// the user's frame, and an error could no longer name the user's line.
+int trampoline_k(lua_State* L, int, lua_KContext) { return lua_gettop(L); }
+int trampoline(lua_State* L) {
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_callk(L, lua_gettop(L) - 1, LUA_MULTRET, 0, trampoline_k);
+  return lua_gettop(L);
+}
+
+// tc._C.wrap_functions(t): replaces every Lua function in table t by a trampoline to it.
+int c_wrap_functions(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_pushnil(L);
+  while (lua_next(L, 1)) {
+    if (lua_type(L, -1) == LUA_TFUNCTION && !lua_iscfunction(L, -1)) {
+      lua_pushcclosure(L, trampoline, 1);
+      lua_pushvalue(L, -2);
+      lua_insert(L, -2);
+      lua_rawset(L, 1);  // replacing the value of an existing key is allowed during lua_next
+    } else {
+      lua_pop(L, 1);
+    }
+  }
+  return 0;
+}
+
 void set_funcs(lua_State* L, const char* field, const luaL_Reg* fns) {
   // tc table at -1; fns go into tc[field] (created if missing) or tc itself when field is null
   if (field) {
@@ -309,6 +338,7 @@ extern "C" int tc_open_library(lua_State* L) {
   open_tensor_type(L);
   open_ops(L);
   open_create(L);
+  open_safetensors(L);
 
   const luaL_Reg fns[] = {{"set_default_dtype", l_set_default_dtype},
                           {"get_default_dtype", l_get_default_dtype},
@@ -332,6 +362,7 @@ extern "C" int tc_open_library(lua_State* L) {
   set_funcs(L, "cuda", cuda);
   const luaL_Reg prims[] = {{"dtype", c_dtype},   {"is_dtype", c_is_dtype}, {"device", c_device},
                             {"host", c_host},     {"footer", c_footer},     {"is_tensor", l_is_tensor},
+                            {"wrap_functions", c_wrap_functions},
                             {nullptr, nullptr}};
   set_funcs(L, "_C", prims);
 
@@ -355,5 +386,19 @@ extern "C" int tc_open_library(lua_State* L) {
     }
   }
   lua_settop(L, tc_idx);
+  // tc's Lua functions (in tc and its sub-tables: tc.Tensor, tc.compiler ...) get trampolines.
+  lua_pushcfunction(L, c_wrap_functions);
+  lua_pushvalue(L, tc_idx);
+  lua_call(L, 1, 0);
+  lua_pushnil(L);
+  while (lua_next(L, tc_idx)) {
+    if (lua_type(L, -1) == LUA_TTABLE && lua_type(L, -2) == LUA_TSTRING && std::strcmp(lua_tostring(L, -2), "_C") != 0) {
+      lua_pushcfunction(L, c_wrap_functions);
+      lua_insert(L, -2);
+      lua_call(L, 1, 0);
+    } else {
+      lua_pop(L, 1);
+    }
+  }
   return 1;
 }
