@@ -56,6 +56,45 @@ int64_t pad_source(const std::string& mode, int64_t o, int64_t n, int64_t lo, in
   return first + ((j % len) + len) % len;
 }
 
+// out <- src in square tiles when src is transposed (its last stride is not 1 but another
+// dim's is) and out is contiguous of the same dtype: copying row by row would read one element
+// per cache line. Returns false when that is not the case.
+bool copy_transposed(const Tensor& out, const Tensor& src) {
+  int64_t r = src.dim(), last = r - 1, k = -1;
+  if (r < 2 || src.dtype() != out.dtype() || !out.is_contiguous() || src.numel() < 4096 || src.strides()[last] == 1) return false;
+  for (int64_t d = 0; d < last; d++)
+    if (src.strides()[d] == 1 && src.sizes()[d] > 1) k = d;
+  if (k < 0) return false;
+  constexpr int64_t kTile = 32;
+  Shape sizes, ss, os;  // the dims other than k and the last
+  for (int64_t d = 0; d < last; d++) {
+    if (d == k) continue;
+    sizes.push_back(src.sizes()[d]);
+    ss.push_back(src.strides()[d]);
+    os.push_back(out.strides()[d]);
+  }
+  int64_t nk = src.sizes()[k], nj = src.sizes()[last], sj = src.strides()[last], ok = out.strides()[k];
+  int64_t tiles = (nk + kTile - 1) / kTile, items = shape_numel(sizes) * tiles;
+  visit_itemsize(src.itemsize(), [&]<typename U>() {
+    const U* in = src.data<U>();
+    U* dst = out.data<U>();
+    parallel_for(0, items, std::max<int64_t>(1, 16384 / (kTile * nj)), [&](int64_t b, int64_t e) {
+      for (int64_t item = b; item < e; item++) {
+        int64_t rem = item / tiles, i0 = item % tiles * kTile, i1 = std::min(nk, i0 + kTile), soff = 0, doff = 0;
+        for (int64_t d = (int64_t)sizes.size() - 1; d >= 0; d--) {
+          soff += rem % sizes[d] * ss[d];
+          doff += rem % sizes[d] * os[d];
+          rem /= sizes[d];
+        }
+        for (int64_t j0 = 0; j0 < nj; j0 += kTile)
+          for (int64_t i = i0; i < i1; i++)
+            for (int64_t j = j0; j < std::min(nj, j0 + kTile); j++) dst[doff + i * ok + j] = in[soff + i + j * sj];
+      }
+    });
+  });
+  return true;
+}
+
 Tensor pad_indexed(const Tensor& self, const IntList& pad, const std::string& mode, const TensorMeta& m) {
   Tensor out = empty_from_meta(m);
   if (out.numel() == 0) return out;
@@ -101,6 +140,7 @@ Tensor contiguous_kernel(const Stack& a, const TensorMeta& m) {
 
 Tensor clone_kernel(const Stack& a, const TensorMeta& m) {
   Tensor out = empty_from_meta(m);
+  if (out.device().is_cpu() && copy_transposed(out, a[0].tensor())) return out;
   out.copy_from(a[0].tensor());
   return out;
 }

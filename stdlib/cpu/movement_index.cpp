@@ -40,22 +40,35 @@ void check_index_range(const char* op, const Tensor& index, int64_t size, int64_
            op, (long long)bad, (long long)dim + 1, (long long)size, (long long)size);
 }
 
-// Calls fn(p, n) for every line of `shape` along `dim`: p holds the operands' pointers at the
-// line's first element, n its length (the caller knows the byte strides along `dim`). Lines
-// are split across threads, a line never is, so writes along a line cannot race.
+// Visits every position of `shape` as runs: fn(p, s, n) gets the operands' pointers at a run's
+// first element, their byte strides along the run and its length, like strided_loop. A thread
+// owns each position of `dim` it visits together with all the others that differ from it only
+// along `dim` (scatter_add sums along `dim` without races). Runs go along the last dim, which
+// is split into blocks across threads unless it is `dim` itself; then `dim` is walked by the
+// outer loop of a block.
 template <size_t N, typename F>
-void for_each_line(const Shape& shape, int64_t dim, std::array<char*, N> base, const std::array<Shape, N>& strides, F&& fn) {
-  int64_t len = shape[dim], lines = shape_numel(shape) / std::max<int64_t>(len, 1);
-  if (len == 0 || lines == 0) return;
+void for_each_run(const Shape& shape, int64_t dim, std::array<char*, N> base, const std::array<Shape, N>& strides, F&& fn) {
+  for (int64_t s : shape)
+    if (s == 0) return;
+  int64_t inner = (int64_t)shape.size() - 1, run = shape[inner];
+  bool along_dim = inner == dim;
+  int64_t block = along_dim ? run : std::min<int64_t>(run, 1024), len = along_dim ? 1 : shape[dim];
   Shape sizes;
   std::array<Shape, N> st;
-  for (size_t d = 0; d < shape.size(); d++) {
-    if ((int64_t)d == dim) continue;
+  std::array<int64_t, N> run_st, dim_st;
+  for (int64_t d = 0; d < inner; d++) {
+    if (d == dim) continue;
     sizes.push_back(shape[d]);
     for (size_t k = 0; k < N; k++) st[k].push_back(strides[k][d]);
   }
-  int64_t nd = (int64_t)sizes.size();
-  parallel_for(0, lines, std::max<int64_t>(1, 32768 / len), [&](int64_t b, int64_t e) {
+  sizes.push_back((run + block - 1) / block);  // blocks of the last dim
+  for (size_t k = 0; k < N; k++) {
+    st[k].push_back(block * strides[k][inner]);
+    run_st[k] = strides[k][inner];
+    dim_st[k] = strides[k][dim];
+  }
+  int64_t nd = (int64_t)sizes.size(), items = shape_numel(sizes);
+  parallel_for(0, items, std::max<int64_t>(1, 32768 / (block * len)), [&](int64_t b, int64_t e) {
     Shape idx(nd, 0);
     std::array<char*, N> p = base;
     for (int64_t d = nd - 1, rem = b; d >= 0; d--) {
@@ -63,9 +76,14 @@ void for_each_line(const Shape& shape, int64_t dim, std::array<char*, N> base, c
       rem /= sizes[d];
       for (size_t k = 0; k < N; k++) p[k] += idx[d] * st[k][d];
     }
-    for (int64_t line = b; line < e; line++) {
-      fn(p, len);
-      for (int64_t d = nd - 1; d >= 0; d--) {
+    for (int64_t item = b; item < e; item++) {
+      int64_t n = std::min(block, run - idx[nd - 1] * block);
+      std::array<char*, N> q = p;
+      for (int64_t i = 0; i < len; i++) {
+        fn(q, run_st, n);
+        for (size_t k = 0; k < N; k++) q[k] += dim_st[k];
+      }
+      for (int64_t d = nd - 1; d >= 0; d--) {  // next item
         for (size_t k = 0; k < N; k++) p[k] += st[k][d];
         if (++idx[d] < sizes[d]) break;
         for (size_t k = 0; k < N; k++) p[k] -= st[k][d] * sizes[d];
@@ -123,17 +141,16 @@ Tensor gather_kernel(const Stack& a, const TensorMeta& m) {
   check_index_range("gather", index, self.dim() ? self.sizes()[d] : 1, d);
   Shape shape = index.dim() ? index.sizes() : Shape{1};
   Shape ss = byte_strides(self, shape.size());
-  int64_t os = out.dim() ? out.strides()[d] * (int64_t)out.itemsize() : 0;
-  int64_t is = index.dim() ? index.strides()[d] * 8 : 0, sd = ss[d];
-  ss[d] = 0;  // the line reads self at the index values instead
+  int64_t sd = ss[d];
+  ss[d] = 0;  // self is read at the index values along dim
   visit_itemsize(self.itemsize(), [&]<typename U>() {
-    for_each_line<3>(shape, d, {ptr(out), ptr(index), ptr(self)}, {byte_strides(out, shape.size()), byte_strides(index, shape.size()), ss},
-                     [&](std::array<char*, 3> p, int64_t n) {
-                       for (int64_t j = 0; j < n; j++) {
-                         int64_t v = *reinterpret_cast<int64_t*>(p[1] + j * is);
-                         *reinterpret_cast<U*>(p[0] + j * os) = *reinterpret_cast<U*>(p[2] + (v - 1) * sd);
-                       }
-                     });
+    for_each_run<3>(shape, d, {ptr(out), ptr(index), ptr(self)}, {byte_strides(out, shape.size()), byte_strides(index, shape.size()), ss},
+                    [&](std::array<char*, 3> p, std::array<int64_t, 3> s, int64_t n) {
+                      for (int64_t j = 0; j < n; j++) {
+                        int64_t v = *reinterpret_cast<int64_t*>(p[1] + j * s[1]);
+                        *reinterpret_cast<U*>(p[0] + j * s[0]) = *reinterpret_cast<U*>(p[2] + j * s[2] + (v - 1) * sd);
+                      }
+                    });
   });
   return out;
 }
@@ -150,22 +167,22 @@ Tensor scatter_kernel(Op op, const Stack& a, const TensorMeta& m) {
   if (value) src = src.to(self.dtype());
   Shape shape = index.dim() ? index.sizes() : Shape{1};
   Shape os = byte_strides(out, shape.size()), srcs = value ? Shape(shape.size(), 0) : byte_strides(src, shape.size());
-  int64_t od = os[d], is = index.dim() ? index.strides()[d] * 8 : 0, sd = srcs[d];
-  os[d] = 0;  // the line writes out at the index values instead
+  int64_t od = os[d];
+  os[d] = 0;  // out is written at the index values along dim
   bool add = op == Op::scatter_add;
   visit_dtype(self.dtype(), [&]<typename T>() {
-    for_each_line<3>(shape, d, {ptr(out), ptr(index), ptr(src)}, {os, byte_strides(index, shape.size()), srcs},
-                     [&](std::array<char*, 3> p, int64_t n) {
-                       for (int64_t j = 0; j < n; j++) {
-                         int64_t v = *reinterpret_cast<int64_t*>(p[1] + j * is);
-                         T& dst = *reinterpret_cast<T*>(p[0] + (v - 1) * od);
-                         T s = *reinterpret_cast<T*>(p[2] + j * sd);
-                         if (add)
-                           dst = static_cast<T>(static_cast<opmath_t<T>>(dst) + static_cast<opmath_t<T>>(s));
-                         else
-                           dst = s;
-                       }
-                     });
+    for_each_run<3>(shape, d, {ptr(out), ptr(index), ptr(src)}, {os, byte_strides(index, shape.size()), srcs},
+                    [&](std::array<char*, 3> p, std::array<int64_t, 3> s, int64_t n) {
+                      for (int64_t j = 0; j < n; j++) {
+                        int64_t v = *reinterpret_cast<int64_t*>(p[1] + j * s[1]);
+                        T& dst = *reinterpret_cast<T*>(p[0] + j * s[0] + (v - 1) * od);
+                        T x = *reinterpret_cast<T*>(p[2] + j * s[2]);
+                        if (add)
+                          dst = static_cast<T>(static_cast<opmath_t<T>>(dst) + static_cast<opmath_t<T>>(x));
+                        else
+                          dst = x;
+                      }
+                    });
   });
   return out;
 }

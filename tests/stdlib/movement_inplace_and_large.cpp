@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "tc/ops.h"
 
@@ -138,6 +139,21 @@ TEST(MovementLarge, ContiguousOfATransposeAndRepeatAndFlip) {
     for (int64_t j = 0; j < 900; j++) ASSERT_EQ(at(f, {i, j}), (double)((699 - i) * 900 + 899 - j));
 }
 
+TEST(MovementLarge, ContiguousOfPermutedViewsGoesThroughTiles) {
+  Tensor x = iota({5, 64, 70}, DType::Int32);
+  Tensor p = x.as_strided({5, 70, 64}, {4480, 1, 70}, 0);  // permute(1, 3, 2)
+  Tensor c = call1(Op::contiguous, {p});
+  for (int64_t b = 0; b < 5; b++)
+    for (int64_t i = 0; i < 70; i++)
+      for (int64_t j = 0; j < 64; j++) ASSERT_EQ(at(c, {b, i, j}), (double)(b * 4480 + j * 70 + i));
+  Tensor y = iota({50, 3, 40}, DType::Float16);
+  Tensor q = y.as_strided({40, 3, 50}, {1, 40, 120}, 0);  // permute(3, 2, 1)
+  Tensor d = call1(Op::clone, {q});
+  for (int64_t i = 0; i < 40; i++)
+    for (int64_t k = 0; k < 3; k++)
+      for (int64_t j = 0; j < 50; j++) ASSERT_EQ(at(d, {i, k, j}), (double)(float)Half((float)(j * 120 + k * 40 + i)));
+}
+
 TEST(MovementLarge, GatherScatterAddAndIndexSelect) {
   const int64_t rows = 2000, cols = 300;
   Tensor x = iota({rows, cols});
@@ -168,6 +184,25 @@ TEST(MovementLarge, GatherScatterAddAndIndexSelect) {
   EXPECT_EQ(s1.data<float>()[0], 66667.0f);
   EXPECT_EQ(s1.data<float>()[1], 66667.0f);
   EXPECT_EQ(s1.data<float>()[2], 66666.0f);
+  // scatter_add along the first dim: blocks of columns run in parallel, each sums its own
+  Tensor idx0 = Tensor::empty({2000, 3000}, DType::Int64), src0 = Tensor::empty({2000, 3000}, DType::Float64);
+  std::vector<double> want(4 * 3000, 0.0);
+  for (int64_t i = 0; i < 2000; i++)
+    for (int64_t j = 0; j < 3000; j++) {
+      int64_t v = (i * 31 + j * 17) % 4;
+      idx0.data<int64_t>()[i * 3000 + j] = v + 1;
+      src0.data<double>()[i * 3000 + j] = (double)(i % 5);
+      want[v * 3000 + j] += (double)(i % 5);
+    }
+  Tensor z0 = Tensor::empty({4, 3000}, DType::Float64);
+  z0.copy_from(Tensor::scalar(0.0));
+  Tensor s0 = call1(Op::scatter_add, {z0, 1, idx0, src0});
+  for (int64_t i = 0; i < 4 * 3000; i++) ASSERT_EQ(s0.data<double>()[i], want[i]) << i;
+  Tensor g0 = call1(Op::gather, {s0, 1, idx0});
+  for (int64_t i = 0; i < 2000 * 3000; i += 37) {
+    int64_t j = i % 3000;
+    ASSERT_EQ(g0.data<double>()[i], want[(idx0.data<int64_t>()[i] - 1) * 3000 + j]) << i;
+  }
   Tensor sel = Tensor::empty({3000}, DType::Int64);
   for (int64_t i = 0; i < 3000; i++) sel.data<int64_t>()[i] = rows - (i % rows);
   Tensor is = call1(Op::index_select, {x, 1, sel});
