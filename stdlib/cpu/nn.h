@@ -40,8 +40,9 @@ inline DType opmath_dtype(DType t) { return t == DType::Float64 ? DType::Float64
 // An optional tensor argument, or null.
 inline const Tensor* opt_tensor(const Value& v) { return v.is_none() ? nullptr : &v.tensor(); }
 
-// `t` converted to dtype `dt` and broadcast to `shape`, as a new contiguous tensor.
+// `t` converted to dtype `dt` and broadcast to `shape`, contiguous (t itself if it already is).
 inline Tensor expand_as_contiguous(const Tensor& t, const Shape& shape, DType dt) {
+  if (t.sizes() == shape && t.dtype() == dt && t.is_contiguous()) return t;
   Tensor out = Tensor::empty(shape, dt, t.device());
   out.copy_from(t);
   return out;

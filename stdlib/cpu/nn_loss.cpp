@@ -75,34 +75,37 @@ void class_terms(const Stack& a, const ClassLayout& l, bool log_softmax, double 
   const T* px = x.data<T>();
   const double* pt = l.prob ? tp.data<double>() : nullptr;
   int64_t c = l.c, d = l.d;
+  using A = opmath_t<T>;
   parallel_for(0, l.n * d, row_grain(c), [&](int64_t b, int64_t e) {
-    std::vector<double> lp(c);
     for (int64_t i = b; i < e; i++) {
       int64_t k = l.prob ? 0 : cls[i];
       if (k < 0) continue;  // ignored: zeros
       const T* row = px + (i / d) * c * d + i % d;
-      double mx = -INFINITY, sum = 0;
-      for (int64_t j = 0; j < c; j++) lp[j] = (double)opmath_t<T>(row[j * d]);
+      auto x = [&](int64_t j) { return A(row[j * d]); };
+      A lse = 0;
       if (log_softmax) {
-        for (int64_t j = 0; j < c; j++) mx = std::max(mx, lp[j]);
+        A mx = -INFINITY;
+        for (int64_t j = 0; j < c; j++) mx = std::max(mx, x(j));
         if (std::isinf(mx)) mx = 0;
-        for (int64_t j = 0; j < c; j++) sum += std::exp(lp[j] - mx);
-        double lse = mx + std::log(sum);
-        for (int64_t j = 0; j < c; j++) lp[j] = (double)T(opmath_t<T>(lp[j] - lse));  // rounded like PyTorch's log_softmax
+        double sum = 0;
+        for (int64_t j = 0; j < c; j++) sum += std::exp(x(j) - mx);
+        lse = mx + A(std::log(sum));
       }
+      // log-probability of class j, rounded to T like the output of PyTorch's log_softmax
+      auto logp = [&](int64_t j) { return log_softmax ? (double)A(T(x(j) - lse)) : (double)x(j); };
       double s = 0;
       if (l.prob) {
         const double* trow = pt + (i / d) * c * d + i % d;
         for (int64_t j = 0; j < c; j++)
-          s -= (w.empty() ? 1.0 : w[j]) * (trow[j * d] * (1 - smoothing) + smoothing / c) * lp[j];
+          s -= (w.empty() ? 1.0 : w[j]) * (trow[j * d] * (1 - smoothing) + smoothing / c) * logp(j);
         nll[i] = s;
         continue;
       }
       double wk = w.empty() ? 1.0 : w[k];
-      nll[i] = -wk * lp[k];
+      nll[i] = -wk * logp(k);
       wt[i] = wk;
       if (smoothing > 0) {
-        for (int64_t j = 0; j < c; j++) s -= (w.empty() ? 1.0 : w[j]) * lp[j];
+        for (int64_t j = 0; j < c; j++) s -= (w.empty() ? 1.0 : w[j]) * logp(j);
         smooth[i] = s;
       }
     }
