@@ -29,16 +29,22 @@ Tensor masked_select_kernel(const Stack& a);
 Tensor nonzero_kernel(const Stack& a);
 
 // cat() skips legacy empty tensors (1-D with size 0), like PyTorch.
-inline bool cat_skips(const Tensor& t) { return t.dim() == 1 && t.sizes()[0] == 0; }
+inline bool cat_skips(const Tensor& t) {
+  return t.dim() == 1 && t.sizes()[0] == 0;
+}
 
 // Unsigned integer of `size` bytes: element copies that do not care about the dtype.
 template <typename F>
 void visit_itemsize(size_t size, F&& fn) {
   switch (size) {
-    case 1: return fn.template operator()<uint8_t>();
-    case 2: return fn.template operator()<uint16_t>();
-    case 4: return fn.template operator()<uint32_t>();
-    case 8: return fn.template operator()<uint64_t>();
+    case 1:
+      return fn.template operator()<uint8_t>();
+    case 2:
+      return fn.template operator()<uint16_t>();
+    case 4:
+      return fn.template operator()<uint32_t>();
+    case 8:
+      return fn.template operator()<uint64_t>();
   }
   TC_ASSERT(false, "unexpected item size");
 }

@@ -41,7 +41,8 @@ void fill(const Tensor& out, const Value& value) {
     T v = value.is_double() ? static_cast<T>(static_cast<opmath_t<T>>(value.to_double()))
                             : static_cast<T>(static_cast<opmath_t<T>>(value.to_int()));
     T* p = out.data<T>();
-    parallel_for(0, out.numel(), 1 << 16, [&](int64_t b, int64_t e) { std::fill(p + b, p + e, v); });
+    parallel_for(0, out.numel(), 1 << 16,
+                 [&](int64_t b, int64_t e) { std::fill(p + b, p + e, v); });
   });
 }
 
@@ -61,7 +62,9 @@ int64_t pad_source(const std::string& mode, int64_t o, int64_t n, int64_t lo, in
 // per cache line. Returns false when that is not the case.
 bool copy_transposed(const Tensor& out, const Tensor& src) {
   int64_t r = src.dim(), last = r - 1, k = -1;
-  if (r < 2 || src.dtype() != out.dtype() || !out.is_contiguous() || src.numel() < 4096 || src.strides()[last] == 1) return false;
+  if (r < 2 || src.dtype() != out.dtype() || !out.is_contiguous() || src.numel() < 4096 ||
+      src.strides()[last] == 1)
+    return false;
   for (int64_t d = 0; d < last; d++)
     if (src.strides()[d] == 1 && src.sizes()[d] > 1) k = d;
   if (k < 0) return false;
@@ -73,14 +76,16 @@ bool copy_transposed(const Tensor& out, const Tensor& src) {
     ss.push_back(src.strides()[d]);
     os.push_back(out.strides()[d]);
   }
-  int64_t nk = src.sizes()[k], nj = src.sizes()[last], sj = src.strides()[last], ok = out.strides()[k];
+  int64_t nk = src.sizes()[k], nj = src.sizes()[last], sj = src.strides()[last],
+          ok = out.strides()[k];
   int64_t tiles = (nk + kTile - 1) / kTile, items = shape_numel(sizes) * tiles;
   visit_itemsize(src.itemsize(), [&]<typename U>() {
     const U* in = src.data<U>();
     U* dst = out.data<U>();
     parallel_for(0, items, std::max<int64_t>(1, 16384 / (kTile * nj)), [&](int64_t b, int64_t e) {
       for (int64_t item = b; item < e; item++) {
-        int64_t rem = item / tiles, i0 = item % tiles * kTile, i1 = std::min(nk, i0 + kTile), soff = 0, doff = 0;
+        int64_t rem = item / tiles, i0 = item % tiles * kTile, i1 = std::min(nk, i0 + kTile),
+                soff = 0, doff = 0;
         for (int64_t d = (int64_t)sizes.size() - 1; d >= 0; d--) {
           soff += rem % sizes[d] * ss[d];
           doff += rem % sizes[d] * os[d];
@@ -88,14 +93,16 @@ bool copy_transposed(const Tensor& out, const Tensor& src) {
         }
         for (int64_t j0 = 0; j0 < nj; j0 += kTile)
           for (int64_t i = i0; i < i1; i++)
-            for (int64_t j = j0; j < std::min(nj, j0 + kTile); j++) dst[doff + i * ok + j] = in[soff + i + j * sj];
+            for (int64_t j = j0; j < std::min(nj, j0 + kTile); j++)
+              dst[doff + i * ok + j] = in[soff + i + j * sj];
       }
     });
   });
   return true;
 }
 
-Tensor pad_indexed(const Tensor& self, const IntList& pad, const std::string& mode, const TensorMeta& m) {
+Tensor pad_indexed(const Tensor& self, const IntList& pad, const std::string& mode,
+                   const TensorMeta& m) {
   Tensor out = empty_from_meta(m);
   if (out.numel() == 0) return out;
   int64_t r = self.dim(), k = (int64_t)pad.size() / 2;
@@ -105,7 +112,8 @@ Tensor pad_indexed(const Tensor& self, const IntList& pad, const std::string& mo
     int64_t d = r - 1 - j;
     map[d].resize(out.sizes()[d]);
     for (int64_t o = 0; o < out.sizes()[d]; o++)
-      map[d][o] = pad_source(mode, o, self.sizes()[d], pad[2 * j], pad[2 * j + 1]) * self.strides()[d];
+      map[d][o] =
+          pad_source(mode, o, self.sizes()[d], pad[2 * j], pad[2 * j + 1]) * self.strides()[d];
   }
   if (map[r - 1].empty()) {  // the last dim is not padded: identity map
     map[r - 1].resize(out.sizes()[r - 1]);
@@ -182,7 +190,8 @@ Tensor stack_kernel(const Stack& a, const TensorMeta& m) {
   int64_t d = wrap_dim(a[1].to_int(), ts[0].dim() + 1);
   Shape st = out.strides();
   st.erase(st.begin() + d);
-  for (size_t i = 0; i < ts.size(); i++) out.as_strided(ts[i].sizes(), st, (int64_t)i * out.strides()[d]).copy_from(ts[i]);
+  for (size_t i = 0; i < ts.size(); i++)
+    out.as_strided(ts[i].sizes(), st, (int64_t)i * out.strides()[d]).copy_from(ts[i]);
   return out;
 }
 
@@ -214,7 +223,8 @@ Tensor roll_kernel(const Stack& a, const TensorMeta& m) {
     dst = out.as_strided({out.numel()}, {1}, 0);
     shift[0] = shifts[0];
   } else if (self.dim() > 0) {
-    for (size_t i = 0; i < shifts.size(); i++) shift[wrap_dim(a[2].ints()[i], self.dim())] += shifts[i];
+    for (size_t i = 0; i < shifts.size(); i++)
+      shift[wrap_dim(a[2].ints()[i], self.dim())] += shifts[i];
   }
   // Every rolled dim splits into two blocks that swap places: copy the 2^k combinations.
   std::vector<int64_t> rolled;
@@ -233,7 +243,8 @@ Tensor roll_kernel(const Stack& a, const TensorMeta& m) {
       soff += (tail ? n - s : 0) * src.strides()[d];
       doff += (tail ? 0 : s) * dst.strides()[d];
     }
-    dst.as_strided(sizes, dst.strides(), doff).copy_from(src.as_strided(sizes, src.strides(), soff));
+    dst.as_strided(sizes, dst.strides(), doff)
+        .copy_from(src.as_strided(sizes, src.strides(), soff));
   }
   return out;
 }
@@ -295,7 +306,9 @@ Tensor pad_kernel(const Stack& a, const TensorMeta& m) {
     grows = grows || lo > 0 || hi > 0;
   }
   if (grows) fill(out, a[3]);
-  if (!empty) out.as_strided(sizes, out.strides(), doff).copy_from(self.as_strided(sizes, self.strides(), soff));
+  if (!empty)
+    out.as_strided(sizes, out.strides(), doff)
+        .copy_from(self.as_strided(sizes, self.strides(), soff));
   return out;
 }
 

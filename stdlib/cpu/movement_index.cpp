@@ -23,20 +23,25 @@ void check_index_range(const char* op, const Tensor& index, int64_t size, int64_
   Shape st = index.dim() ? broadcast_byte_strides(index, shape) : Shape{0};
   visit_dtype(index.dtype(), [&]<typename I>() {
     if constexpr (std::is_integral_v<I> && !std::is_same_v<I, bool>) {
-      strided_loop<1>(shape, {static_cast<char*>(index.data_ptr())}, {st}, [&](std::array<char*, 1> p, std::array<int64_t, 1> s, int64_t n) {
-        for (int64_t i = 0; i < n && !found; i++) {
-          int64_t v = *reinterpret_cast<I*>(p[0] + i * s[0]);
-          if (v < 1 || v > size) {
-            found = true;
-            bad = v;
-          }
-        }
-      }, kSerial);
+      strided_loop<1>(
+          shape, {static_cast<char*>(index.data_ptr())}, {st},
+          [&](std::array<char*, 1> p, std::array<int64_t, 1> s, int64_t n) {
+            for (int64_t i = 0; i < n && !found; i++) {
+              int64_t v = *reinterpret_cast<I*>(p[0] + i * s[0]);
+              if (v < 1 || v > size) {
+                found = true;
+                bad = v;
+              }
+            }
+          },
+          kSerial);
     } else {
       TC_ASSERT(false, "index dtype not checked by the meta rule");
     }
   });
-  TC_CHECK(!found, IndexError, "%s(): index %lld is out of range for dimension %lld with size %lld (indices are 1-based: 1..%lld)",
+  TC_CHECK(!found, IndexError,
+           "%s(): index %lld is out of range for dimension %lld with size %lld (indices are "
+           "1-based: 1..%lld)",
            op, (long long)bad, (long long)dim + 1, (long long)size, (long long)size);
 }
 
@@ -47,7 +52,8 @@ void check_index_range(const char* op, const Tensor& index, int64_t size, int64_
 // is split into blocks across threads unless it is `dim` itself; then `dim` is walked by the
 // outer loop of a block.
 template <size_t N, typename F>
-void for_each_run(const Shape& shape, int64_t dim, std::array<char*, N> base, const std::array<Shape, N>& strides, F&& fn) {
+void for_each_run(const Shape& shape, int64_t dim, std::array<char*, N> base,
+                  const std::array<Shape, N>& strides, F&& fn) {
   for (int64_t s : shape)
     if (s == 0) return;
   int64_t inner = (int64_t)shape.size() - 1, run = shape[inner];
@@ -101,7 +107,9 @@ Shape byte_strides(const Tensor& t, size_t rank) {
   return s;
 }
 
-char* ptr(const Tensor& t) { return static_cast<char*>(t.data_ptr()); }
+char* ptr(const Tensor& t) {
+  return static_cast<char*>(t.data_ptr());
+}
 
 }  // namespace
 
@@ -144,11 +152,13 @@ Tensor gather_kernel(const Stack& a, const TensorMeta& m) {
   int64_t sd = ss[d];
   ss[d] = 0;  // self is read at the index values along dim
   visit_itemsize(self.itemsize(), [&]<typename U>() {
-    for_each_run<3>(shape, d, {ptr(out), ptr(index), ptr(self)}, {byte_strides(out, shape.size()), byte_strides(index, shape.size()), ss},
+    for_each_run<3>(shape, d, {ptr(out), ptr(index), ptr(self)},
+                    {byte_strides(out, shape.size()), byte_strides(index, shape.size()), ss},
                     [&](std::array<char*, 3> p, std::array<int64_t, 3> s, int64_t n) {
                       for (int64_t j = 0; j < n; j++) {
                         int64_t v = *reinterpret_cast<int64_t*>(p[1] + j * s[1]);
-                        *reinterpret_cast<U*>(p[0] + j * s[0]) = *reinterpret_cast<U*>(p[2] + j * s[2] + (v - 1) * sd);
+                        *reinterpret_cast<U*>(p[0] + j * s[0]) =
+                            *reinterpret_cast<U*>(p[2] + j * s[2] + (v - 1) * sd);
                       }
                     });
   });
@@ -166,23 +176,25 @@ Tensor scatter_kernel(Op op, const Stack& a, const TensorMeta& m) {
   bool value = op == Op::scatter && src.is_wrapped_number();
   if (value) src = src.to(self.dtype());
   Shape shape = index.dim() ? index.sizes() : Shape{1};
-  Shape os = byte_strides(out, shape.size()), srcs = value ? Shape(shape.size(), 0) : byte_strides(src, shape.size());
+  Shape os = byte_strides(out, shape.size()),
+        srcs = value ? Shape(shape.size(), 0) : byte_strides(src, shape.size());
   int64_t od = os[d];
   os[d] = 0;  // out is written at the index values along dim
   bool add = op == Op::scatter_add;
   visit_dtype(self.dtype(), [&]<typename T>() {
-    for_each_run<3>(shape, d, {ptr(out), ptr(index), ptr(src)}, {os, byte_strides(index, shape.size()), srcs},
-                    [&](std::array<char*, 3> p, std::array<int64_t, 3> s, int64_t n) {
-                      for (int64_t j = 0; j < n; j++) {
-                        int64_t v = *reinterpret_cast<int64_t*>(p[1] + j * s[1]);
-                        T& dst = *reinterpret_cast<T*>(p[0] + j * s[0] + (v - 1) * od);
-                        T x = *reinterpret_cast<T*>(p[2] + j * s[2]);
-                        if (add)
-                          dst = static_cast<T>(static_cast<opmath_t<T>>(dst) + static_cast<opmath_t<T>>(x));
-                        else
-                          dst = x;
-                      }
-                    });
+    for_each_run<3>(
+        shape, d, {ptr(out), ptr(index), ptr(src)}, {os, byte_strides(index, shape.size()), srcs},
+        [&](std::array<char*, 3> p, std::array<int64_t, 3> s, int64_t n) {
+          for (int64_t j = 0; j < n; j++) {
+            int64_t v = *reinterpret_cast<int64_t*>(p[1] + j * s[1]);
+            T& dst = *reinterpret_cast<T*>(p[0] + j * s[0] + (v - 1) * od);
+            T x = *reinterpret_cast<T*>(p[2] + j * s[2]);
+            if (add)
+              dst = static_cast<T>(static_cast<opmath_t<T>>(dst) + static_cast<opmath_t<T>>(x));
+            else
+              dst = x;
+          }
+        });
   });
   return out;
 }
@@ -192,17 +204,24 @@ Tensor masked_select_kernel(const Stack& a) {
   Shape shape = broadcast_shapes(self.sizes(), mask.sizes());
   Shape ss = broadcast_byte_strides(self, shape), ms = broadcast_byte_strides(mask, shape);
   int64_t count = 0;
-  strided_loop<1>(shape, {ptr(mask)}, {ms}, [&](std::array<char*, 1> p, std::array<int64_t, 1> s, int64_t n) {
-    for (int64_t i = 0; i < n; i++) count += *reinterpret_cast<uint8_t*>(p[0] + i * s[0]) != 0;
-  }, kSerial);
+  strided_loop<1>(
+      shape, {ptr(mask)}, {ms},
+      [&](std::array<char*, 1> p, std::array<int64_t, 1> s, int64_t n) {
+        for (int64_t i = 0; i < n; i++) count += *reinterpret_cast<uint8_t*>(p[0] + i * s[0]) != 0;
+      },
+      kSerial);
   Tensor out = Tensor::empty({count}, self.dtype(), self.device());
   if (count == 0) return out;
   visit_itemsize(self.itemsize(), [&]<typename U>() {
     U* dst = out.data<U>();
-    strided_loop<2>(shape, {ptr(self), ptr(mask)}, {ss, ms}, [&](std::array<char*, 2> p, std::array<int64_t, 2> s, int64_t n) {
-      for (int64_t i = 0; i < n; i++)
-        if (*reinterpret_cast<uint8_t*>(p[1] + i * s[1])) *dst++ = *reinterpret_cast<U*>(p[0] + i * s[0]);
-    }, kSerial);  // serial: results come out in row-major order
+    strided_loop<2>(
+        shape, {ptr(self), ptr(mask)}, {ss, ms},
+        [&](std::array<char*, 2> p, std::array<int64_t, 2> s, int64_t n) {
+          for (int64_t i = 0; i < n; i++)
+            if (*reinterpret_cast<uint8_t*>(p[1] + i * s[1]))
+              *dst++ = *reinterpret_cast<U*>(p[0] + i * s[0]);
+        },
+        kSerial);  // serial: results come out in row-major order
   });
   return out;
 }
@@ -211,12 +230,15 @@ Tensor nonzero_kernel(const Stack& a) {
   Tensor self = a[0].tensor().contiguous();
   int64_t total = self.numel(), r = self.dim();
   // Chunks of the row-major order: count each in parallel, then fill each at its prefix offset.
-  int64_t chunks = std::clamp<int64_t>(total / 65536, 1, get_num_threads()), per = (total + chunks - 1) / chunks;
+  int64_t chunks = std::clamp<int64_t>(total / 65536, 1, get_num_threads()),
+          per = (total + chunks - 1) / chunks;
   std::vector<int64_t> counts(chunks + 1, 0);
   Tensor out;
   visit_dtype(self.dtype(), [&]<typename T>() {
     const T* x = self.data<T>();
-    auto nz = [&](int64_t i) { return static_cast<opmath_t<T>>(x[i]) != static_cast<opmath_t<T>>(0); };
+    auto nz = [&](int64_t i) {
+      return static_cast<opmath_t<T>>(x[i]) != static_cast<opmath_t<T>>(0);
+    };
     parallel_for(0, chunks, 1, [&](int64_t b, int64_t e) {
       for (int64_t c = b; c < e; c++)
         for (int64_t i = c * per; i < std::min(total, (c + 1) * per); i++) counts[c + 1] += nz(i);

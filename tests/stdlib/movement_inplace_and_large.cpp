@@ -46,7 +46,8 @@ TEST(MovementInplace, CopyWritesThroughAViewIntoItsBase) {
   EXPECT_TRUE(r.same(col));
   EXPECT_GT(col.impl()->version, v0);
   for (int64_t i = 0; i < 3; i++)
-    for (int64_t j = 0; j < 4; j++) EXPECT_EQ(at(base, {i, j}), j == 2 ? (double)i : 0.0) << i << "," << j;
+    for (int64_t j = 0; j < 4; j++)
+      EXPECT_EQ(at(base, {i, j}), j == 2 ? (double)i : 0.0) << i << "," << j;
 }
 
 TEST(MovementInplace, CopyBroadcastsIntoATransposedView) {
@@ -88,7 +89,8 @@ TEST(MovementDevice, ToCudaWithoutCudaIsADeviceError) {
 }
 
 TEST(MovementFake, MetaRulesRunOnFakeTensors) {
-  Tensor a = Tensor::fake({2, 3}, {3, 1}, DType::Int32), b = Tensor::fake({2, 5}, {5, 1}, DType::Float16);
+  Tensor a = Tensor::fake({2, 3}, {3, 1}, DType::Int32),
+         b = Tensor::fake({2, 5}, {5, 1}, DType::Float16);
   Tensor c = call1(Op::cat, {TensorList{a, b}, -1});
   EXPECT_TRUE(c.is_fake());
   EXPECT_EQ(c.sizes(), (Shape{2, 8}));
@@ -108,19 +110,22 @@ TEST(MovementIndex, OutOfRangeMessageNamesTheValueAndTheValidRange) {
 }
 
 TEST(MovementLarge, CatAlongEachDim) {
-  Tensor a = iota({300, 500}), b = iota({300, 700}, DType::Int32), c = iota({300, 500}).as_strided({300, 500}, {1, 300}, 0);
+  Tensor a = iota({300, 500}), b = iota({300, 700}, DType::Int32),
+         c = iota({300, 500}).as_strided({300, 500}, {1, 300}, 0);
   Tensor r = call1(Op::cat, {TensorList{a, b}, 2});
   ASSERT_EQ(r.sizes(), (Shape{300, 1200}));
   const float* p = r.data<float>();
   for (int64_t i = 0; i < 300; i++)
     for (int64_t j = 0; j < 1200; j++)
-      ASSERT_EQ(p[i * 1200 + j], j < 500 ? (float)(i * 500 + j) : (float)(i * 700 + j - 500)) << i << "," << j;
+      ASSERT_EQ(p[i * 1200 + j], j < 500 ? (float)(i * 500 + j) : (float)(i * 700 + j - 500))
+          << i << "," << j;
   Tensor r0 = call1(Op::cat, {TensorList{a, c}, 1});
   ASSERT_EQ(r0.sizes(), (Shape{600, 500}));
   p = r0.data<float>();
   for (int64_t i = 0; i < 600; i++)
     for (int64_t j = 0; j < 500; j++)
-      ASSERT_EQ(p[i * 500 + j], i < 300 ? (float)(i * 500 + j) : (float)(j * 300 + i - 300)) << i << "," << j;
+      ASSERT_EQ(p[i * 500 + j], i < 300 ? (float)(i * 500 + j) : (float)(j * 300 + i - 300))
+          << i << "," << j;
 }
 
 TEST(MovementLarge, ContiguousOfATransposeAndRepeatAndFlip) {
@@ -128,7 +133,8 @@ TEST(MovementLarge, ContiguousOfATransposeAndRepeatAndFlip) {
   Tensor t = x.as_strided({900, 700}, {1, 900}, 0);
   Tensor c = call1(Op::contiguous, {t});
   for (int64_t i = 0; i < 900; i++)
-    for (int64_t j = 0; j < 700; j++) ASSERT_EQ(c.data<double>()[i * 700 + j], (double)(j * 900 + i));
+    for (int64_t j = 0; j < 700; j++)
+      ASSERT_EQ(c.data<double>()[i * 700 + j], (double)(j * 900 + i));
   Tensor rep = call1(Op::repeat, {x, 2, 1, 3});
   ASSERT_EQ(rep.sizes(), (Shape{2, 700, 2700}));
   for (int64_t k : {0, 1})
@@ -151,7 +157,8 @@ TEST(MovementLarge, ContiguousOfPermutedViewsGoesThroughTiles) {
   Tensor d = call1(Op::clone, {q});
   for (int64_t i = 0; i < 40; i++)
     for (int64_t k = 0; k < 3; k++)
-      for (int64_t j = 0; j < 50; j++) ASSERT_EQ(at(d, {i, k, j}), (double)(float)Half((float)(j * 120 + k * 40 + i)));
+      for (int64_t j = 0; j < 50; j++)
+        ASSERT_EQ(at(d, {i, k, j}), (double)(float)Half((float)(j * 120 + k * 40 + i)));
 }
 
 TEST(MovementLarge, GatherScatterAddAndIndexSelect) {
@@ -162,7 +169,8 @@ TEST(MovementLarge, GatherScatterAddAndIndexSelect) {
   Tensor g = call1(Op::gather, {x, 2, index});
   for (int64_t i = 0; i < rows; i++)
     for (int64_t j = 0; j < 50; j++)
-      ASSERT_EQ(g.data<float>()[i * 50 + j], (float)(i * cols + index.data<int64_t>()[i * 50 + j] - 1));
+      ASSERT_EQ(g.data<float>()[i * 50 + j],
+                (float)(i * cols + index.data<int64_t>()[i * 50 + j] - 1));
   // every row adds 50 ones at its own columns: the counts per row add up to 50
   Tensor ones = Tensor::empty({rows, 50}, DType::Float32);
   ones.copy_from(Tensor::scalar(1.0));
@@ -175,7 +183,8 @@ TEST(MovementLarge, GatherScatterAddAndIndexSelect) {
     ASSERT_EQ(sum, 50.0);
   }
   // 1-D scatter_add with many duplicates: one long line must not be split across threads
-  Tensor idx1 = Tensor::empty({200000}, DType::Int64), one1 = Tensor::empty({200000}, DType::Float32);
+  Tensor idx1 = Tensor::empty({200000}, DType::Int64),
+         one1 = Tensor::empty({200000}, DType::Float32);
   for (int64_t i = 0; i < 200000; i++) idx1.data<int64_t>()[i] = i % 3 + 1;
   one1.copy_from(Tensor::scalar(1.0));
   Tensor z3 = Tensor::empty({3}, DType::Float32);
@@ -185,7 +194,8 @@ TEST(MovementLarge, GatherScatterAddAndIndexSelect) {
   EXPECT_EQ(s1.data<float>()[1], 66667.0f);
   EXPECT_EQ(s1.data<float>()[2], 66666.0f);
   // scatter_add along the first dim: blocks of columns run in parallel, each sums its own
-  Tensor idx0 = Tensor::empty({2000, 3000}, DType::Int64), src0 = Tensor::empty({2000, 3000}, DType::Float64);
+  Tensor idx0 = Tensor::empty({2000, 3000}, DType::Int64),
+         src0 = Tensor::empty({2000, 3000}, DType::Float64);
   std::vector<double> want(4 * 3000, 0.0);
   for (int64_t i = 0; i < 2000; i++)
     for (int64_t j = 0; j < 3000; j++) {
@@ -207,7 +217,8 @@ TEST(MovementLarge, GatherScatterAddAndIndexSelect) {
   for (int64_t i = 0; i < 3000; i++) sel.data<int64_t>()[i] = rows - (i % rows);
   Tensor is = call1(Op::index_select, {x, 1, sel});
   for (int64_t i = 0; i < 3000; i++)
-    for (int64_t j = 0; j < cols; j += 13) ASSERT_EQ(at(is, {i, j}), (double)((rows - 1 - i % rows) * cols + j));
+    for (int64_t j = 0; j < cols; j += 13)
+      ASSERT_EQ(at(is, {i, j}), (double)((rows - 1 - i % rows) * cols + j));
 }
 
 TEST(MovementLarge, NonzeroAndMaskedSelectKeepRowMajorOrder) {
