@@ -30,6 +30,9 @@ double machine_eps() {
   return (double)std::numeric_limits<opmath_t<T>>::epsilon();
 }
 
+// Elements per (sample, channel) of an [N, C, *] tensor.
+int64_t spatial_numel(const Tensor& x) { return shape_numel(Shape(x.sizes().begin() + 2, x.sizes().end())); }
+
 void check_param(const char* op, const char* what, const Value& v, int64_t c) {
   if (v.is_none()) return;
   TC_CHECK(v.tensor().numel() == c, ShapeError, "%s(): %s should contain %lld elements not %lld", op, what,
@@ -114,7 +117,7 @@ Tensor batch_norm_kernel(const Stack& a, const TensorMeta& m) {
   const Tensor *run_mean = opt_tensor(a[3]), *run_var = opt_tensor(a[4]);
   bool training = a[5].to_bool();
   double momentum = a[6].to_double(), eps = a[7].to_double();
-  int64_t n = x.sizes()[0], c = x.sizes()[1], s = c ? x.numel() / (n * c) : 0, count = n * s;
+  int64_t n = x.sizes()[0], c = x.sizes()[1], s = spatial_numel(x), count = n * s;
   std::vector<double> mean(c), var(c);
   visit_floating(x.dtype(), [&]<typename T>() {
     const T* px = x.data<T>();
@@ -237,7 +240,7 @@ TensorMeta group_norm_meta(const Stack& a) {
 
 Tensor group_norm_kernel(const Stack& a, const TensorMeta& m) {
   Tensor x = a[0].tensor().contiguous(), out = empty_from_meta(m);
-  int64_t n = x.sizes()[0], c = x.sizes()[1], g = a[1].to_int(), s = c ? x.numel() / (n * c) : 0;
+  int64_t n = x.sizes()[0], c = x.sizes()[1], g = a[1].to_int(), s = spatial_numel(x);
   int64_t cg = c / g, block = cg * s;
   double eps = a[4].to_double();
   visit_floating(x.dtype(), [&]<typename T>() {
