@@ -109,7 +109,7 @@ Metas repeat_meta(const Tensor& t, const IntList& reps) {
   return {new_meta(t, out, t.dtype())};
 }
 
-Metas pad_meta(const Tensor& t, const IntList& pad, const std::string& mode) {
+Metas pad_meta(const Tensor& t, const IntList& pad, const std::string& mode, double value) {
   int64_t r = t.dim(), k = (int64_t)pad.size() / 2;
   TC_CHECK(pad.size() % 2 == 0, ValueError, "pad(): padding length must be divisible by 2, got %zu",
            pad.size());
@@ -122,6 +122,8 @@ Metas pad_meta(const Tensor& t, const IntList& pad, const std::string& mode) {
              "pad(): unknown padding mode \"%s\" (expected \"constant\", \"reflect\", "
              "\"replicate\" or \"circular\")",
              mode.c_str());
+    TC_CHECK(value == 0, ValueError, "pad(): %s padding takes no value (got %g)", mode.c_str(),
+             value);
     TC_CHECK(k >= 1 && k <= 3, ValueError,
              "pad(): %s padding pads the last 1, 2 or 3 dims (2, 4 or 6 values), got %zu values",
              mode.c_str(), pad.size());
@@ -265,7 +267,7 @@ Metas meta_movement(Op op, const Stack& a) {
     case Op::repeat:
       return repeat_meta(a[0].tensor(), a[1].ints());
     case Op::pad:
-      return pad_meta(a[0].tensor(), a[1].ints(), a[2].str());
+      return pad_meta(a[0].tensor(), a[1].ints(), a[2].str(), a[3].to_double());
     case Op::tril:
     case Op::triu: {
       const Tensor& t = a[0].tensor();
