@@ -11,12 +11,13 @@
 namespace tc::cpu {
 
 // One meta rule and one kernel per op; the kernel gets the op's single output meta.
-#define TC_NN_OPS(X)                                                                          \
-  X(batch_norm) X(layer_norm) X(group_norm) X(rms_norm) X(embedding)                          \
-  X(scaled_dot_product_attention) X(cross_entropy) X(nll_loss) X(mse_loss) X(l1_loss)         \
-  X(binary_cross_entropy) X(binary_cross_entropy_with_logits) X(interpolate) X(dropout)
-#define X(name)                                 \
-  TensorMeta name##_meta(const Stack& a);       \
+#define TC_NN_OPS(X)                                                                   \
+  X(batch_norm)                                                                        \
+  X(layer_norm) X(group_norm) X(rms_norm) X(embedding) X(scaled_dot_product_attention) \
+      X(cross_entropy) X(nll_loss) X(mse_loss) X(l1_loss) X(binary_cross_entropy)      \
+          X(binary_cross_entropy_with_logits) X(interpolate) X(dropout)
+#define X(name)                           \
+  TensorMeta name##_meta(const Stack& a); \
   Tensor name##_kernel(const Stack& a, const TensorMeta& m);
 TC_NN_OPS(X)
 #undef X
@@ -25,20 +26,29 @@ TC_NN_OPS(X)
 template <typename F>
 decltype(auto) visit_floating(DType dt, F&& fn) {
   switch (dt) {
-    case DType::Float32: return fn.template operator()<float>();
-    case DType::Float64: return fn.template operator()<double>();
-    case DType::Float16: return fn.template operator()<Half>();
-    case DType::BFloat16: return fn.template operator()<BFloat16>();
-    default: break;
+    case DType::Float32:
+      return fn.template operator()<float>();
+    case DType::Float64:
+      return fn.template operator()<double>();
+    case DType::Float16:
+      return fn.template operator()<Half>();
+    case DType::BFloat16:
+      return fn.template operator()<BFloat16>();
+    default:
+      break;
   }
   TC_ASSERT(false, "visit_floating: not a floating dtype");
 }
 
 // The dtype that a kernel computes in: float64 for float64, float32 for the other floats.
-inline DType opmath_dtype(DType t) { return t == DType::Float64 ? DType::Float64 : DType::Float32; }
+inline DType opmath_dtype(DType t) {
+  return t == DType::Float64 ? DType::Float64 : DType::Float32;
+}
 
 // An optional tensor argument, or null.
-inline const Tensor* opt_tensor(const Value& v) { return v.is_none() ? nullptr : &v.tensor(); }
+inline const Tensor* opt_tensor(const Value& v) {
+  return v.is_none() ? nullptr : &v.tensor();
+}
 
 // `t` converted to dtype `dt` and broadcast to `shape`, contiguous (t itself if it already is).
 inline Tensor expand_as_contiguous(const Tensor& t, const Shape& shape, DType dt) {
@@ -62,12 +72,14 @@ inline Reduction parse_reduction(const std::string& s) {
   if (s == "none") return Reduction::None;
   if (s == "mean") return Reduction::Mean;
   if (s == "sum") return Reduction::Sum;
-  TC_FAIL(ValueError, "%s is not a valid value for reduction (expected \"none\", \"mean\" or \"sum\")", s.c_str());
+  TC_FAIL(ValueError,
+          "%s is not a valid value for reduction (expected \"none\", \"mean\" or \"sum\")",
+          s.c_str());
 }
 
 inline void check_floating(const char* op, const char* what, const Tensor& t) {
-  TC_CHECK(is_floating(t.dtype()), DTypeError, "%s(): expected a floating point %s, got %s", op, what,
-           dtype_name(t.dtype()));
+  TC_CHECK(is_floating(t.dtype()), DTypeError, "%s(): expected a floating point %s, got %s", op,
+           what, dtype_name(t.dtype()));
 }
 
 // Deterministic sum of n values produced by f(i): fixed-size chunks summed in parallel, then in
@@ -90,6 +102,8 @@ double chunked_sum(int64_t n, F&& f) {
 }
 
 // Rows per parallel_for task so that a task covers about 32k elements.
-inline int64_t row_grain(int64_t row_len) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, row_len)); }
+inline int64_t row_grain(int64_t row_len) {
+  return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, row_len));
+}
 
 }  // namespace tc::cpu

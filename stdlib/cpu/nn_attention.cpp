@@ -13,10 +13,13 @@ namespace {
 
 const char* kOp = "scaled_dot_product_attention";
 
-Shape batch_of(const Tensor& t) { return Shape(t.sizes().begin(), t.sizes().end() - 2); }
+Shape batch_of(const Tensor& t) {
+  return Shape(t.sizes().begin(), t.sizes().end() - 2);
+}
 
 template <typename A>
-void gemm(bool trans_b, int64_t m, int64_t n, int64_t k, A alpha, const A* a, const A* b, int64_t ldb, A* c) {
+void gemm(bool trans_b, int64_t m, int64_t n, int64_t k, A alpha, const A* a, const A* b,
+          int64_t ldb, A* c) {
   auto tb = trans_b ? CblasTrans : CblasNoTrans;
   if constexpr (std::is_same_v<A, float>)
     cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, alpha, a, k, b, ldb, 0.0f, c, n);
@@ -48,25 +51,33 @@ TensorMeta scaled_dot_product_attention_meta(const Stack& a) {
   const Tensor &q = a[0].tensor(), &k = a[1].tensor(), &v = a[2].tensor();
   check_floating(kOp, "query", q);
   TC_CHECK(q.dtype() == k.dtype() && q.dtype() == v.dtype(), DTypeError,
-           "%s(): expected query, key and value to have the same dtype, but got query.dtype: %s, key.dtype: %s and value.dtype: %s",
+           "%s(): expected query, key and value to have the same dtype, but got query.dtype: %s, "
+           "key.dtype: %s and value.dtype: %s",
            kOp, dtype_name(q.dtype()), dtype_name(k.dtype()), dtype_name(v.dtype()));
   TC_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, ShapeError,
            "%s(): expected query, key and value with 2 or more dims, got %s, %s and %s", kOp,
-           shape_string(q.sizes()).c_str(), shape_string(k.sizes()).c_str(), shape_string(v.sizes()).c_str());
-  int64_t l = q.sizes().end()[-2], e = q.sizes().back(), s = k.sizes().end()[-2], ev = v.sizes().back();
-  TC_CHECK(k.sizes().back() == e, ShapeError, "%s(): expected key's embedding size (%lld) to match query's (%lld)", kOp,
+           shape_string(q.sizes()).c_str(), shape_string(k.sizes()).c_str(),
+           shape_string(v.sizes()).c_str());
+  int64_t l = q.sizes().end()[-2], e = q.sizes().back(), s = k.sizes().end()[-2],
+          ev = v.sizes().back();
+  TC_CHECK(k.sizes().back() == e, ShapeError,
+           "%s(): expected key's embedding size (%lld) to match query's (%lld)", kOp,
            (long long)k.sizes().back(), (long long)e);
-  TC_CHECK(v.sizes().end()[-2] == s, ShapeError, "%s(): expected value's sequence length (%lld) to match key's (%lld)", kOp,
+  TC_CHECK(v.sizes().end()[-2] == s, ShapeError,
+           "%s(): expected value's sequence length (%lld) to match key's (%lld)", kOp,
            (long long)v.sizes().end()[-2], (long long)s);
   Shape batch = broadcast_shapes(broadcast_shapes(batch_of(q), batch_of(k)), batch_of(v));
   double p = a[4].to_double();
-  TC_CHECK(p >= 0 && p <= 1, ValueError, "%s(): dropout probability has to be between 0 and 1, but got %g", kOp, p);
+  TC_CHECK(p >= 0 && p <= 1, ValueError,
+           "%s(): dropout probability has to be between 0 and 1, but got %g", kOp, p);
   TC_CHECK(p == 0, NotImplementedError, "%s(): dropout_p > 0 is not supported yet", kOp);
   if (!a[3].is_none()) {
     const Tensor& m = a[3].tensor();
     TC_CHECK(m.dtype() == DType::Bool || is_floating(m.dtype()), DTypeError,
-             "%s(): expected attn_mask of dtype bool or a floating dtype, got %s", kOp, dtype_name(m.dtype()));
-    TC_CHECK(!a[5].to_bool(), ValueError, "%s(): explicit attn_mask should not be set when is_causal=True", kOp);
+             "%s(): expected attn_mask of dtype bool or a floating dtype, got %s", kOp,
+             dtype_name(m.dtype()));
+    TC_CHECK(!a[5].to_bool(), ValueError,
+             "%s(): explicit attn_mask should not be set when is_causal=True", kOp);
     Shape scores = batch;
     scores.push_back(l);
     scores.push_back(s);
@@ -75,8 +86,9 @@ TensorMeta scaled_dot_product_attention_meta(const Stack& a) {
       int64_t want = scores[scores.size() - m.dim() + i];
       ok = m.sizes()[i] == want || m.sizes()[i] == 1;
     }
-    TC_CHECK(ok, ShapeError, "%s(): attn_mask of shape %s cannot be broadcast to the attention scores' shape %s", kOp,
-             shape_string(m.sizes()).c_str(), shape_string(scores).c_str());
+    TC_CHECK(ok, ShapeError,
+             "%s(): attn_mask of shape %s cannot be broadcast to the attention scores' shape %s",
+             kOp, shape_string(m.sizes()).c_str(), shape_string(scores).c_str());
   }
   Shape out = batch;
   out.push_back(l);
@@ -88,7 +100,8 @@ Tensor scaled_dot_product_attention_kernel(const Stack& a, const TensorMeta& m) 
   DType dt = m.dtype, ct = opmath_dtype(dt);
   Tensor q = a[0].tensor().to(ct).contiguous(), k = a[1].tensor().to(ct).contiguous(),
          v = a[2].tensor().to(ct).contiguous();
-  int64_t l = q.sizes().end()[-2], e = q.sizes().back(), s = k.sizes().end()[-2], ev = v.sizes().back();
+  int64_t l = q.sizes().end()[-2], e = q.sizes().back(), s = k.sizes().end()[-2],
+          ev = v.sizes().back();
   Shape batch(m.sizes.begin(), m.sizes.end() - 2);
   int64_t nb = shape_numel(batch);
   double scale = a[6].is_none() ? 1.0 / std::sqrt((double)e) : a[6].to_double();
@@ -123,7 +136,8 @@ Tensor scaled_dot_product_attention_kernel(const Stack& a, const TensorMeta& m) 
             gemm<A>(true, l, s, e, A(scale), pq + qo[i], pk + ko[i], e, scores.data());
           else
             std::fill(scores.begin(), scores.end(), A(0));
-          for (int64_t r = 0; r < l; r++) {  // mask and softmax, one pass over the row after its max
+          for (int64_t r = 0; r < l;
+               r++) {  // mask and softmax, one pass over the row after its max
             A* row = scores.data() + r * s;
             A mx = -INFINITY;
             for (int64_t j = 0; j < s; j++) {

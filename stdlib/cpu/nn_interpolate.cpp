@@ -1,5 +1,6 @@
 // interpolate of the nn group: "nearest" and "bilinear" resizing of [N, C, H, W] input, with
-// PyTorch 1.13's source-index rules (scale_factor given: the kernel uses 1/scale_factor, not in/out).
+// PyTorch 1.13's source-index rules (scale_factor given: the kernel uses 1/scale_factor, not
+// in/out).
 #include "cpu/nn.h"
 
 namespace tc::cpu {
@@ -15,26 +16,34 @@ Resize parse_resize(const Stack& a) {
   const Tensor& x = a[0].tensor();
   const std::string& mode = a[3].str();
   TC_CHECK(mode == "nearest" || mode == "bilinear", NotImplementedError,
-           "interpolate(): mode \"%s\" is not supported (supported: \"nearest\", \"bilinear\")", mode.c_str());
+           "interpolate(): mode \"%s\" is not supported (supported: \"nearest\", \"bilinear\")",
+           mode.c_str());
   Resize r;
   r.bilinear = mode == "bilinear";
   TC_CHECK(r.bilinear || a[4].is_none(), ValueError,
-           "interpolate(): align_corners option can only be set with the interpolating modes: linear | bilinear | bicubic | trilinear");
+           "interpolate(): align_corners option can only be set with the interpolating modes: "
+           "linear | bilinear | bicubic | trilinear");
   r.align_corners = !a[4].is_none() && a[4].to_bool();
-  TC_CHECK(x.dim() == 4, NotImplementedError, "interpolate(): only 4-D input [N, C, H, W] is supported, got input of shape %s",
+  TC_CHECK(x.dim() == 4, NotImplementedError,
+           "interpolate(): only 4-D input [N, C, H, W] is supported, got input of shape %s",
            shape_string(x.sizes()).c_str());
-  TC_CHECK(a[1].is_none() || a[2].is_none(), ValueError, "interpolate(): only one of size or scale_factor should be defined");
-  TC_CHECK(!a[1].is_none() || !a[2].is_none(), ValueError, "interpolate(): either size or scale_factor should be defined");
+  TC_CHECK(a[1].is_none() || a[2].is_none(), ValueError,
+           "interpolate(): only one of size or scale_factor should be defined");
+  TC_CHECK(!a[1].is_none() || !a[2].is_none(), ValueError,
+           "interpolate(): either size or scale_factor should be defined");
   if (!a[1].is_none()) {
     const IntList& size = a[1].ints();
     TC_CHECK(size.size() == 1 || size.size() == 2, ValueError,
-             "interpolate(): input and output must have the same number of spatial dimensions, but got input with spatial dimensions of %s and output size of %s",
-             shape_string({x.sizes()[2], x.sizes()[3]}).c_str(), shape_string(Shape(size.begin(), size.end())).c_str());
+             "interpolate(): input and output must have the same number of spatial dimensions, but "
+             "got input with spatial dimensions of %s and output size of %s",
+             shape_string({x.sizes()[2], x.sizes()[3]}).c_str(),
+             shape_string(Shape(size.begin(), size.end())).c_str());
     for (int i = 0; i < 2; i++) r.out[i] = size[size.size() == 1 ? 0 : i];
   } else {
     const FloatList& sf = a[2].floats();
     TC_CHECK(sf.size() == 1 || sf.size() == 2, ValueError,
-             "interpolate(): input and output must have the same number of spatial dimensions, but got input with spatial dimensions of %s and %zu scale factors",
+             "interpolate(): input and output must have the same number of spatial dimensions, but "
+             "got input with spatial dimensions of %s and %zu scale factors",
              shape_string({x.sizes()[2], x.sizes()[3]}).c_str(), sf.size());
     for (int i = 0; i < 2; i++) {
       r.scale[i] = sf[sf.size() == 1 ? 0 : i];
@@ -42,8 +51,10 @@ Resize parse_resize(const Stack& a) {
     }
   }
   TC_CHECK(x.sizes()[2] > 0 && x.sizes()[3] > 0 && r.out[0] > 0 && r.out[1] > 0, ShapeError,
-           "interpolate(): input and output sizes should be greater than 0, but got input (H: %lld, W: %lld) output (H: %lld, W: %lld)",
-           (long long)x.sizes()[2], (long long)x.sizes()[3], (long long)r.out[0], (long long)r.out[1]);
+           "interpolate(): input and output sizes should be greater than 0, but got input (H: "
+           "%lld, W: %lld) output (H: %lld, W: %lld)",
+           (long long)x.sizes()[2], (long long)x.sizes()[3], (long long)r.out[0],
+           (long long)r.out[1]);
   return r;
 }
 
@@ -57,7 +68,9 @@ std::vector<int64_t> nearest_index(int64_t in, int64_t out, const std::optional<
   std::vector<int64_t> idx(out);
   float s = scale_value<float>(scale, in, out);
   for (int64_t o = 0; o < out; o++)
-    idx[o] = out == in ? o : out == 2 * in ? o >> 1 : std::min((int64_t)std::floor((float)o * s), in - 1);
+    idx[o] = out == in       ? o
+             : out == 2 * in ? o >> 1
+                             : std::min((int64_t)std::floor((float)o * s), in - 1);
   return idx;
 }
 
@@ -66,7 +79,8 @@ template <typename A>
 struct Linear {
   std::vector<int64_t> i0, i1;
   std::vector<A> l0, l1;
-  Linear(int64_t in, int64_t out, bool align, const std::optional<double>& scale) : i0(out), i1(out), l0(out), l1(out) {
+  Linear(int64_t in, int64_t out, bool align, const std::optional<double>& scale)
+      : i0(out), i1(out), l0(out), l1(out) {
     A s = align ? (out > 1 ? A(in - 1) / A(out - 1) : A(0)) : scale_value<A>(scale, in, out);
     for (int64_t o = 0; o < out; o++) {
       A src = align ? s * A(o) : A(std::max((double)s * ((double)o + 0.5) - 0.5, 0.0));
@@ -96,7 +110,8 @@ Tensor interpolate_kernel(const Stack& a, const TensorMeta& m) {
   const Shape& st = x.strides();
   int64_t rows = x.sizes()[0] * c * oh;
   if (!r.bilinear) {
-    std::vector<int64_t> hi = nearest_index(ih, oh, r.scale[0]), wi = nearest_index(iw, ow, r.scale[1]);
+    std::vector<int64_t> hi = nearest_index(ih, oh, r.scale[0]),
+                         wi = nearest_index(iw, ow, r.scale[1]);
     visit_dtype(x.dtype(), [&]<typename T>() {
       const T* px = x.data<T>();
       T* po = out.data<T>();

@@ -31,36 +31,45 @@ double machine_eps() {
 }
 
 // Elements per (sample, channel) of an [N, C, *] tensor.
-int64_t spatial_numel(const Tensor& x) { return shape_numel(Shape(x.sizes().begin() + 2, x.sizes().end())); }
+int64_t spatial_numel(const Tensor& x) {
+  return shape_numel(Shape(x.sizes().begin() + 2, x.sizes().end()));
+}
 
 void check_param(const char* op, const char* what, const Value& v, int64_t c) {
   if (v.is_none()) return;
-  TC_CHECK(v.tensor().numel() == c, ShapeError, "%s(): %s should contain %lld elements not %lld", op, what,
-           (long long)c, (long long)v.tensor().numel());
+  TC_CHECK(v.tensor().numel() == c, ShapeError, "%s(): %s should contain %lld elements not %lld",
+           op, what, (long long)c, (long long)v.tensor().numel());
 }
 
 // Checks that `shape` is the trailing part of x's shape and weight/bias have exactly that shape;
 // returns the number of normalised elements per row.
-int64_t check_normalized_shape(const char* op, const Tensor& x, const IntList& shape, const Value& w, const Value& b) {
-  TC_CHECK(!shape.empty(), ShapeError, "%s(): expected normalized_shape to be at least 1-dimensional", op);
+int64_t check_normalized_shape(const char* op, const Tensor& x, const IntList& shape,
+                               const Value& w, const Value& b) {
+  TC_CHECK(!shape.empty(), ShapeError,
+           "%s(): expected normalized_shape to be at least 1-dimensional", op);
   Shape ns(shape.begin(), shape.end());
   int64_t r = x.dim(), k = (int64_t)ns.size();
   bool ok = r >= k;
   for (int64_t i = 0; ok && i < k; i++) ok = x.sizes()[r - k + i] == ns[i];
-  TC_CHECK(ok, ShapeError, "%s(): given normalized_shape=%s, expected input with shape [*, %s], but got input of size %s",
-           op, shape_string(ns).c_str(), shape_string(ns).substr(1, shape_string(ns).size() - 2).c_str(),
+  TC_CHECK(ok, ShapeError,
+           "%s(): given normalized_shape=%s, expected input with shape [*, %s], but got input of "
+           "size %s",
+           op, shape_string(ns).c_str(),
+           shape_string(ns).substr(1, shape_string(ns).size() - 2).c_str(),
            shape_string(x.sizes()).c_str());
   for (const Value* p : {&w, &b}) {
     if (p->is_none()) continue;
     TC_CHECK(p->tensor().sizes() == ns, ShapeError,
-             "%s(): expected %s to be of same shape as normalized_shape, but got %s of shape %s and normalized_shape = %s",
-             op, p == &w ? "weight" : "bias", p == &w ? "weight" : "bias", shape_string(p->tensor().sizes()).c_str(),
-             shape_string(ns).c_str());
+             "%s(): expected %s to be of same shape as normalized_shape, but got %s of shape %s "
+             "and normalized_shape = %s",
+             op, p == &w ? "weight" : "bias", p == &w ? "weight" : "bias",
+             shape_string(p->tensor().sizes()).c_str(), shape_string(ns).c_str());
   }
   return shape_numel(ns);
 }
 
-// out[r, i] = (x[r, i] - mean[r]) * rstd[r] * w[i] + b[i] over rows of length n; `rms` skips the mean.
+// out[r, i] = (x[r, i] - mean[r]) * rstd[r] * w[i] + b[i] over rows of length n; `rms` skips the
+// mean.
 template <typename T>
 void normalize_rows(const T* x, T* out, int64_t rows, int64_t n, const std::vector<opmath_t<T>>& w,
                     const std::vector<opmath_t<T>>& b, double eps, bool rms) {
@@ -89,11 +98,13 @@ void normalize_rows(const T* x, T* out, int64_t rows, int64_t n, const std::vect
 
 }  // namespace
 
-// ---- batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps) ----------
+// ---- batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)
+// ----------
 TensorMeta batch_norm_meta(const Stack& a) {
   const Tensor& x = a[0].tensor();
   check_floating("batch_norm", "input", x);
-  TC_CHECK(x.dim() >= 2, ShapeError, "batch_norm(): expected input of shape [N, C, *] (2 or more dims), got %s",
+  TC_CHECK(x.dim() >= 2, ShapeError,
+           "batch_norm(): expected input of shape [N, C, *] (2 or more dims), got %s",
            shape_string(x.sizes()).c_str());
   int64_t c = x.sizes()[1];
   check_param("batch_norm", "weight", a[1], c);
@@ -101,9 +112,10 @@ TensorMeta batch_norm_meta(const Stack& a) {
   check_param("batch_norm", "running_mean", a[3], c);
   check_param("batch_norm", "running_var", a[4], c);
   if (a[5].to_bool()) {
-    TC_CHECK(x.numel() / std::max<int64_t>(c, 1) != 1, ValueError,
-             "batch_norm(): expected more than 1 value per channel when training, got input size %s",
-             shape_string(x.sizes()).c_str());
+    TC_CHECK(
+        x.numel() / std::max<int64_t>(c, 1) != 1, ValueError,
+        "batch_norm(): expected more than 1 value per channel when training, got input size %s",
+        shape_string(x.sizes()).c_str());
   } else {
     TC_CHECK(!a[3].is_none() && !a[4].is_none(), ValueError,
              "batch_norm(): running_mean and running_var must be defined in evaluation mode");
@@ -122,21 +134,23 @@ Tensor batch_norm_kernel(const Stack& a, const TensorMeta& m) {
   visit_floating(x.dtype(), [&]<typename T>() {
     const T* px = x.data<T>();
     if (training) {
-      parallel_for(0, c, std::max<int64_t>(1, 32768 / std::max<int64_t>(1, count)), [&](int64_t cb, int64_t ce) {
-        for (int64_t ch = cb; ch < ce; ch++) {
-          double sum = 0, sq = 0;
-          for (int64_t i = 0; i < n; i++)
-            for (int64_t j = 0; j < s; j++) sum += (double)opmath_t<T>(px[(i * c + ch) * s + j]);
-          double mu = count ? sum / count : 0;
-          for (int64_t i = 0; i < n; i++)
-            for (int64_t j = 0; j < s; j++) {
-              double d = (double)opmath_t<T>(px[(i * c + ch) * s + j]) - mu;
-              sq += d * d;
-            }
-          mean[ch] = mu;
-          var[ch] = sq;  // sum of squared deviations for now
-        }
-      });
+      parallel_for(0, c, std::max<int64_t>(1, 32768 / std::max<int64_t>(1, count)),
+                   [&](int64_t cb, int64_t ce) {
+                     for (int64_t ch = cb; ch < ce; ch++) {
+                       double sum = 0, sq = 0;
+                       for (int64_t i = 0; i < n; i++)
+                         for (int64_t j = 0; j < s; j++)
+                           sum += (double)opmath_t<T>(px[(i * c + ch) * s + j]);
+                       double mu = count ? sum / count : 0;
+                       for (int64_t i = 0; i < n; i++)
+                         for (int64_t j = 0; j < s; j++) {
+                           double d = (double)opmath_t<T>(px[(i * c + ch) * s + j]) - mu;
+                           sq += d * d;
+                         }
+                       mean[ch] = mu;
+                       var[ch] = sq;  // sum of squared deviations for now
+                     }
+                   });
     }
   });
   if (training) {
@@ -145,7 +159,8 @@ Tensor batch_norm_kernel(const Stack& a, const TensorMeta& m) {
       if (!run || count == 0) return;
       std::vector<double> old = to_vector<double>(run);
       Tensor t = Tensor::empty(run->sizes(), DType::Float64);
-      for (int64_t ch = 0; ch < c; ch++) t.data<double>()[ch] = momentum * stat[ch] / div + (1 - momentum) * old[ch];
+      for (int64_t ch = 0; ch < c; ch++)
+        t.data<double>()[ch] = momentum * stat[ch] / div + (1 - momentum) * old[ch];
       Tensor dst = *run;
       dst.copy_from(t);
     };
@@ -177,7 +192,8 @@ Tensor batch_norm_kernel(const Stack& a, const TensorMeta& m) {
   return out;
 }
 
-// ---- layer_norm(input, normalized_shape, weight, bias, eps) and rms_norm(input, shape, weight, eps) -
+// ---- layer_norm(input, normalized_shape, weight, bias, eps) and rms_norm(input, shape, weight,
+// eps) -
 TensorMeta layer_norm_meta(const Stack& a) {
   const Tensor& x = a[0].tensor();
   check_floating("layer_norm", "input", x);
@@ -190,8 +206,9 @@ Tensor layer_norm_kernel(const Stack& a, const TensorMeta& m) {
   int64_t n = shape_numel(Shape(a[1].ints().begin(), a[1].ints().end()));
   visit_floating(x.dtype(), [&]<typename T>() {
     using A = opmath_t<T>;
-    normalize_rows<T>(x.data<T>(), out.data<T>(), n ? x.numel() / n : 0, n, to_vector<A>(opt_tensor(a[2])),
-                      to_vector<A>(opt_tensor(a[3])), a[4].to_double(), false);
+    normalize_rows<T>(x.data<T>(), out.data<T>(), n ? x.numel() / n : 0, n,
+                      to_vector<A>(opt_tensor(a[2])), to_vector<A>(opt_tensor(a[3])),
+                      a[4].to_double(), false);
   });
   return out;
 }
@@ -210,30 +227,34 @@ Tensor rms_norm_kernel(const Stack& a, const TensorMeta& m) {
     using A = opmath_t<T>;
     // eps=None: the machine epsilon of the input's dtype (torch.finfo(dtype).eps)
     double eps = a[3].is_none() ? machine_eps<T>() : a[3].to_double();
-    normalize_rows<T>(x.data<T>(), out.data<T>(), n ? x.numel() / n : 0, n, to_vector<A>(opt_tensor(a[2])), {}, eps,
-                      true);
+    normalize_rows<T>(x.data<T>(), out.data<T>(), n ? x.numel() / n : 0, n,
+                      to_vector<A>(opt_tensor(a[2])), {}, eps, true);
   });
   return out;
 }
 
-// ---- group_norm(input, num_groups, weight, bias, eps): statistics per (sample, group of channels) --
+// ---- group_norm(input, num_groups, weight, bias, eps): statistics per (sample, group of channels)
+// --
 TensorMeta group_norm_meta(const Stack& a) {
   const Tensor& x = a[0].tensor();
   check_floating("group_norm", "input", x);
-  TC_CHECK(x.dim() >= 2, ShapeError, "group_norm(): expected input of shape [N, C, *] (2 or more dims), got %s",
+  TC_CHECK(x.dim() >= 2, ShapeError,
+           "group_norm(): expected input of shape [N, C, *] (2 or more dims), got %s",
            shape_string(x.sizes()).c_str());
   int64_t g = a[1].to_int(), c = x.sizes()[1];
   TC_CHECK(g > 0, ValueError, "group_norm(): num_groups must be positive, got %lld", (long long)g);
   TC_CHECK(c % g == 0, ShapeError,
-           "group_norm(): expected number of channels in input to be divisible by num_groups, but got input of shape %s and num_groups=%lld",
+           "group_norm(): expected number of channels in input to be divisible by num_groups, but "
+           "got input of shape %s and num_groups=%lld",
            shape_string(x.sizes()).c_str(), (long long)g);
   for (int i : {2, 3}) {
     if (a[i].is_none()) continue;
     const Tensor& p = a[i].tensor();
     TC_CHECK(p.dim() == 1 && p.numel() == c, ShapeError,
-             "group_norm(): expected %s to be a vector of size equal to the number of channels in input, but got %s of shape %s and input of shape %s",
-             i == 2 ? "weight" : "bias", i == 2 ? "weight" : "bias", shape_string(p.sizes()).c_str(),
-             shape_string(x.sizes()).c_str());
+             "group_norm(): expected %s to be a vector of size equal to the number of channels in "
+             "input, but got %s of shape %s and input of shape %s",
+             i == 2 ? "weight" : "bias", i == 2 ? "weight" : "bias",
+             shape_string(p.sizes()).c_str(), shape_string(x.sizes()).c_str());
   }
   return contiguous_meta(x.sizes(), x.dtype(), x.device());
 }

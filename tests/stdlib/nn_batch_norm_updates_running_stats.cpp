@@ -23,7 +23,8 @@ std::vector<double> values(const Tensor& t) {
   return std::vector<double>(d.data<double>(), d.data<double>() + d.numel());
 }
 
-void expect_near(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-5) {
+void expect_near(const std::vector<double>& got, const std::vector<double>& want,
+                 double tol = 1e-5) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); i++) EXPECT_NEAR(got[i], want[i], tol) << "element " << i;
 }
@@ -33,26 +34,29 @@ Tensor input(DType dt = DType::Float32) {
   return tensor({3, 2, 2}, {1.0, 2.0, 0.5, -1.0, 3.0, -2.0, 4.0, 0.0, 0.0, 1.5, 2.5, 1.0}, dt);
 }
 
-Tensor batch_norm(const Tensor& x, const Value& w, const Value& b, const Tensor& rm, const Tensor& rv, bool training,
-                  double momentum) {
+Tensor batch_norm(const Tensor& x, const Value& w, const Value& b, const Tensor& rm,
+                  const Tensor& rv, bool training, double momentum) {
   return call1(Op::batch_norm, {x, w, b, rm, rv, training, momentum, 1e-5});
 }
 
 TEST(BatchNorm, TrainingUpdatesRunningStatsInPlace) {
   Tensor rm = tensor({2}, {0.5, -0.5}), rv = tensor({2}, {2.0, 0.5});
-  Tensor out = batch_norm(input(), tensor({2}, {1.5, 0.5}), tensor({2}, {0.1, -0.2}), rm, rv, true, 0.1);
+  Tensor out =
+      batch_norm(input(), tensor({2}, {1.5, 0.5}), tensor({2}, {0.1, -0.2}), rm, rv, true, 0.1);
   expect_near(values(rm), {0.5416666269302368, -0.3333333134651184});
   expect_near(values(rv), {2.1041665077209473, 0.7766667008399963});
-  expect_near(values(out), {0.17851340770721436, 1.1206746101379395, -0.4020301401615143, -0.8565979599952698,
-                            2.062835693359375, -2.647970199584961, 0.6586281061172485, -0.5535527467727661,
-                            -0.7636477947235107, 0.6495940089225769, 0.20406028628349304, -0.25050753355026245});
+  expect_near(values(out),
+              {0.17851340770721436, 1.1206746101379395, -0.4020301401615143, -0.8565979599952698,
+               2.062835693359375, -2.647970199584961, 0.6586281061172485, -0.5535527467727661,
+               -0.7636477947235107, 0.6495940089225769, 0.20406028628349304, -0.25050753355026245});
 }
 
 TEST(BatchNorm, UpdatesAccumulateOverCallsWithTheirMomentum) {
   Tensor rm = tensor({2}, {0.5, -0.5}), rv = tensor({2}, {2.0, 0.5});
   uint64_t version = rm.impl()->version;
   batch_norm(input(), Value(), Value(), rm, rv, true, 0.1);
-  Tensor x2 = tensor({3, 2, 2}, {2.0, 4.0, 1.0, -2.0, 6.0, -4.0, 8.0, 0.0, 0.0, 3.0, 5.0, 2.0});  // 2 * input()
+  Tensor x2 = tensor(
+      {3, 2, 2}, {2.0, 4.0, 1.0, -2.0, 6.0, -4.0, 8.0, 0.0, 0.0, 3.0, 5.0, 2.0});  // 2 * input()
   batch_norm(x2, Value(), Value(), rm, rv, true, 0.5);
   expect_near(values(rm), {1.1875, 1.0});
   expect_near(values(rv), {7.135416030883789, 6.921667098999023});
@@ -69,7 +73,8 @@ TEST(BatchNorm, BFloat16InputUpdatesFloat32Stats) {
 
 TEST(BatchNorm, NonContiguousRunningStatsAreWrittenThroughTheView) {
   Tensor buf = tensor({4}, {0.5, 9.0, -0.5, 9.0}), var_buf = tensor({2, 2}, {2.0, 9.0, 0.5, 9.0});
-  Tensor rm = buf.as_strided({2}, {2}, 0), rv = var_buf.as_strided({2}, {2}, 0);  // every other element
+  Tensor rm = buf.as_strided({2}, {2}, 0),
+         rv = var_buf.as_strided({2}, {2}, 0);  // every other element
   batch_norm(input(), Value(), Value(), rm, rv, true, 0.1);
   expect_near(values(buf), {0.5416666269302368, 9.0, -0.3333333134651184, 9.0});
   expect_near(values(var_buf), {2.1041665077209473, 9.0, 0.7766667008399963, 9.0});

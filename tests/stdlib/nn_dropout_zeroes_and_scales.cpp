@@ -43,7 +43,9 @@ TEST_P(Dropout, EvalAndZeroPReturnTheInput) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Floats, Dropout, testing::Values(DType::Float32, DType::Float64, DType::Float16, DType::BFloat16),
+INSTANTIATE_TEST_SUITE_P(Floats, Dropout,
+                         testing::Values(DType::Float32, DType::Float64, DType::Float16,
+                                         DType::BFloat16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

@@ -22,8 +22,12 @@ Tensor noise(const Shape& shape, uint64_t seed, DType dt = DType::Float32) {
   return t.to(dt);
 }
 
-const double* d(const Tensor& t) { return t.data<double>(); }
-Tensor f64(const Tensor& t) { return t.to(DType::Float64).contiguous(); }
+const double* d(const Tensor& t) {
+  return t.data<double>();
+}
+Tensor f64(const Tensor& t) {
+  return t.to(DType::Float64).contiguous();
+}
 
 void expect_close(const Tensor& got, const std::vector<double>& want, double tol) {
   Tensor g = f64(got);
@@ -59,7 +63,8 @@ TEST(NnLarge, BatchNormTrainingChannels) {
     for (int64_t i = 0; i < n; i++)
       for (int64_t j = 0; j < s; j++) mean += d(xd)[(i * c + ch) * s + j] / (n * s);
     for (int64_t i = 0; i < n; i++)
-      for (int64_t j = 0; j < s; j++) var += std::pow(d(xd)[(i * c + ch) * s + j] - mean, 2) / (n * s);
+      for (int64_t j = 0; j < s; j++)
+        var += std::pow(d(xd)[(i * c + ch) * s + j] - mean, 2) / (n * s);
     for (int64_t i = 0; i < n; i++)
       for (int64_t j = 0; j < s; j++)
         want[(i * c + ch) * s + j] = (d(xd)[(i * c + ch) * s + j] - mean) / std::sqrt(var + 1e-5);
@@ -79,13 +84,15 @@ TEST(NnLarge, AttentionManyHeadsCausal) {
         double mx = -INFINITY, sum = 0;
         for (int64_t j = 0; j < s; j++) {
           double dot = 0;
-          for (int64_t t = 0; t < e; t++) dot += d(qd)[(h * l + i) * e + t] * d(kd)[(h * s + j) * e + t];
+          for (int64_t t = 0; t < e; t++)
+            dot += d(qd)[(h * l + i) * e + t] * d(kd)[(h * s + j) * e + t];
           p[j] = j > i ? -INFINITY : dot / std::sqrt((double)e);
           mx = std::max(mx, p[j]);
         }
         for (int64_t j = 0; j < s; j++) sum += p[j] = std::exp(p[j] - mx);
         for (int64_t j = 0; j < s; j++)
-          for (int64_t t = 0; t < ev; t++) want[(h * l + i) * ev + t] += p[j] / sum * d(vd)[(h * s + j) * ev + t];
+          for (int64_t t = 0; t < ev; t++)
+            want[(h * l + i) * ev + t] += p[j] / sum * d(vd)[(h * s + j) * ev + t];
       }
     expect_close(out, want, dt == DType::Float32 ? 1e-5 : 2e-2);
   }
@@ -119,10 +126,12 @@ TEST(NnLarge, BilinearResize) {
     for (int64_t i = 0; i < 123; i++)
       for (int64_t j = 0; j < 45; j++) {
         double sh = i * 49.0 / 122, sw = j * 69.0 / 44;
-        int64_t h0 = (int64_t)sh, w0 = (int64_t)sw, h1 = std::min<int64_t>(h0 + 1, 49), w1 = std::min<int64_t>(w0 + 1, 69);
+        int64_t h0 = (int64_t)sh, w0 = (int64_t)sw, h1 = std::min<int64_t>(h0 + 1, 49),
+                w1 = std::min<int64_t>(w0 + 1, 69);
         double lh = sh - h0, lw = sw - w0;
         auto at = [&](int64_t h, int64_t w) { return d(xd)[(nc * 50 + h) * 70 + w]; };
-        want.push_back((1 - lh) * ((1 - lw) * at(h0, w0) + lw * at(h0, w1)) + lh * ((1 - lw) * at(h1, w0) + lw * at(h1, w1)));
+        want.push_back((1 - lh) * ((1 - lw) * at(h0, w0) + lw * at(h0, w1)) +
+                       lh * ((1 - lw) * at(h1, w0) + lw * at(h1, w1)));
       }
   expect_close(out, want, 1e-4);  // source positions are computed in float32, like PyTorch
 }
