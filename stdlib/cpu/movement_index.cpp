@@ -45,12 +45,11 @@ void check_index_range(const char* op, const Tensor& index, int64_t size, int64_
            op, (long long)bad, (long long)dim + 1, (long long)size, (long long)size);
 }
 
-// Visits every position of `shape` as runs: fn(p, s, n) gets the operands' pointers at a run's
-// first element, their byte strides along the run and its length, like strided_loop. A thread
-// owns each position of `dim` it visits together with all the others that differ from it only
-// along `dim` (scatter_add sums along `dim` without races). Runs go along the last dim, which
-// is split into blocks across threads unless it is `dim` itself; then `dim` is walked by the
-// outer loop of a block.
+// Visits every position of `shape` in runs along the last dim: fn(p, s, n) gets the operands'
+// pointers at a run's first element, their byte strides along the run and its length (like
+// strided_loop). Threads split the work by the other dims and by blocks of the last dim, never
+// along `dim`: each owns whole lines along `dim`, so scatter_add's sums cannot race. When `dim`
+// is the last dim, its lines are the runs.
 template <size_t N, typename F>
 void for_each_run(const Shape& shape, int64_t dim, std::array<char*, N> base,
                   const std::array<Shape, N>& strides, F&& fn) {
