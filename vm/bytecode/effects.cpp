@@ -132,6 +132,14 @@ Effects effects(const Proto& f, int pc) {
   return e;
 }
 
+bool is_empty_loop_jump(const Proto& f, int pc) {
+  if (pc < 3) return false;
+  const int a = decode(f.code[pc]).a;
+  return f.code[pc - 3] == make_asbx(OpCode::LOADI, a, 1) &&
+         f.code[pc - 2] == make_asbx(OpCode::LOADI, a + 1, 0) &&
+         f.code[pc - 1] == make_asbx(OpCode::LOADI, a + 2, 1);
+}
+
 Successors successors(const Proto& f, int pc) {
   const Ins i = decode(f.code[pc]);
   const OpInfo& info = i.info();
@@ -142,7 +150,10 @@ Successors successors(const Proto& f, int pc) {
     case Jump::SKIP: s.add(pc + 2); return s;
     case Jump::FWD: s.add(pc + 1 + i.bx); return s;
     case Jump::BACK: s.add(pc + 1); s.add(pc + 1 - i.bx); return s;
-    case Jump::FORPREP: s.add(pc + 1); s.add(pc + 2 + i.bx); return s;
+    case Jump::FORPREP:
+      if (!is_empty_loop_jump(f, pc)) s.add(pc + 1);
+      s.add(pc + 2 + i.bx);
+      return s;
     case Jump::NONE: break;
   }
   if (info.test) {  // the next instruction is the JMP taken when the test succeeds

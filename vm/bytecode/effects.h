@@ -41,6 +41,10 @@ struct Successors {
 };
 Successors successors(const Proto& f, int pc);
 
+// True for the FORPREP of `LOADI a 1; LOADI a+1 0; LOADI a+2 1; FORPREP a` (a loop from 1 to 0):
+// it always jumps to its exit. Resume prologues use it as a jump that keeps Lua's variable names.
+bool is_empty_loop_jump(const Proto& f, int pc);
+
 // Registers of a range as a set, open ranges ending at `frame_size`.
 RegSet to_set(const RegRange& r, int frame_size);
 

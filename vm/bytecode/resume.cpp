@@ -104,17 +104,36 @@ Proto synthesize_resume(const Proto& f, const ResumePlan& plan) {
       more = sets_open_top(i);
     }
   }
-  const int jmp_at = int(prologue.size());
-  prologue.push_back(make_sj(OpCode::JMP, next));  // lands on prologue.size() + next
-  const int shift = int(prologue.size());
+  // Jump into the copy. Lua names variables in error messages ("(local 'x')", "(constant 'y')")
+  // by scanning the code before the failing pc, and a JMP makes it distrust everything it
+  // jumps over. A FORPREP over an empty loop (1 to 0) jumps just the same but is not seen as a
+  // jump, so the copied code keeps its names. It needs 4 scratch registers above the frame.
+  const int scratch = f.maxstacksize;
+  const bool forprep = scratch + 4 <= 255 && next > 0;
+  const int jump_seq = next == 0 ? 0 : forprep ? 4 : 1;  // at pc 0 the copy simply follows
+  const int jmp_at = int(prologue.size()) + jump_seq - 1;
+  const int shift = jmp_at + 1;
+  if (forprep) {
+    prologue.push_back(make_asbx(OpCode::LOADI, scratch, 1));
+    prologue.push_back(make_asbx(OpCode::LOADI, scratch + 1, 0));
+    prologue.push_back(make_asbx(OpCode::LOADI, scratch + 2, 1));
+    prologue.push_back(make_abx(OpCode::FORPREP, scratch, shift + next - jmp_at - 2));
+  } else if (jump_seq == 1) {
+    prologue.push_back(make_sj(OpCode::JMP, next));  // lands on shift + next
+  }
 
   Proto r = f;
   r.numparams = uint8_t(n);
   r.is_vararg = vararg;
   r.code = prologue;
-  for (uint32_t w : f.code) r.code.push_back(fix_return(w, vararg, n));
+  if (forprep) r.maxstacksize = uint8_t(scratch + 4);
+  for (uint32_t w : f.code) {
+    // The copy's own VARARGPREP is never run (the prologue has its own); keep it out of the way.
+    r.code.push_back(decode(w).op == OpCode::VARARGPREP ? make_sj(OpCode::JMP, 0)
+                                                        : fix_return(w, vararg, n));
+  }
   std::vector<int> lines(shift, line);
-  const int chain_start = jmp_at - int(chain_lines.size());
+  const int chain_start = jmp_at - (jump_seq - 1) - int(chain_lines.size());
   for (size_t i = 0; i < chain_lines.size(); i++) lines[chain_start + i] = chain_lines[i];
   for (int l : old_lines) lines.push_back(l >= 0 ? l : line);
   if (f.has_lines()) {

@@ -18,9 +18,12 @@
 // of an uninterrupted run. A pc the case never reaches is counted as "not reached".
 //
 // Known differences that the corpus avoids: error(msg, 2) inside a resumed nested function
-// blames handoff instead of the Lua caller; tostring() of tables and functions shows addresses.
+// blames handoff instead of the Lua caller; tostring() of tables and functions shows addresses;
+// Lua 5.4.4 raises integer "// 0" and "% 0" errors without saving the pc, so their line is
+// whatever pc the frame saved last, which differs between the original and the resume frame.
 #include <lua.hpp>
 
+#include <cstdlib>
 #include <sstream>
 
 #include "dump.h"
@@ -130,8 +133,14 @@ int substitute(lua_State* L) {
 }
 
 struct Tally {
-  int points = 0, passed = 0, failed = 0, unreached = 0, refused = 0;
+  int points = 0, passed = 0, failed = 0, unreached = 0, refused = 0, untestable = 0;
 };
+
+// TC_DEBUG >= 2 also lists why each refused or untestable pc was skipped.
+bool debug_reasons() {
+  const char* level = std::getenv("TC_DEBUG");
+  return level && std::atoi(level) >= 2;
+}
 
 class SplitCheck {
  public:
@@ -188,9 +197,13 @@ void SplitCheck::check_function(int index, const Proto& root, const std::vector<
       t.failed++;
       failures << "    pc " << point.pc + 1 << " [line " << lines[point.pc] << "]: " << why << "\n";
     };
+    auto skip = [&](int& counter, const std::string& why) {
+      counter++;
+      if (debug_reasons()) failures << "    pc " << point.pc + 1 << " skipped: " << why << "\n";
+    };
     ResumePlan plan = plan_resume(f, a, point.pc);
     if (!plan.ok()) {
-      t.refused++;
+      skip(t.refused, plan.refusal);
       continue;
     }
     try {
@@ -202,7 +215,7 @@ void SplitCheck::check_function(int index, const Proto& root, const std::vector<
       }
       SplitRoot split = build_split_root(root, path, plan, resume);
       if (!split.refusal.empty()) {
-        t.refused++;
+        skip(t.untestable, split.refusal);
         continue;
       }
       issues = verify(split.root, {.allow_top_gap = true});
@@ -228,7 +241,7 @@ void SplitCheck::check_function(int index, const Proto& root, const std::vector<
   failed_ += t.failed;
   out_ << "case " << index << " " << describe(f) << ": " << t.points << " resume points, "
        << t.passed << " passed, " << t.failed << " failed, " << t.unreached << " not reached, "
-       << t.refused << " refused\n"
+       << t.refused << " refused, " << t.untestable << " untestable\n"
        << failures.str();
 }
 

@@ -35,7 +35,7 @@ std::string make_prefix(Proto& t, int up, const ResumePlan& plan, const Proto& r
   const int p = plan.pc;
   const int n = int(plan.registers.size());
   const int S = t.maxstacksize;
-  const int frame = S + 3 + n + (plan.open_results ? 1 : 0);
+  const int frame = S + 3 + n + (plan.open_results || plan.varargs ? 1 : 0);
   if (frame > 255) return "the prefix needs more than 255 registers";
   if (plan.open_results && plan.open_base == 0) return "open results start at register 0";
   std::vector<int> lines = decode_lines(t);
@@ -45,14 +45,32 @@ std::string make_prefix(Proto& t, int up, const ResumePlan& plan, const Proto& r
   Emitter e{code, lines, line};
   auto jump_from = [&](int at, int to) { code[at] = make_sj(OpCode::JMP, to - (at + 1)); };
 
+  // TFORPREP runs the instruction it jumps to as its TFORCALL without dispatching it; when that
+  // TFORCALL is replaced, TFORPREP becomes JMP -> (TBC A+3; JMP -> dest), its two effects.
+  auto redirect_tforprep = [&](int call) {  // returns the stub JMPs, to be aimed by the caller
+    std::vector<int> stubs;
+    for (int q = 0; q < call; q++) {
+      const Ins prep = decode(code[q]);
+      if (prep.op != OpCode::TFORPREP || q + 1 + prep.bx != call) continue;
+      jump_from(q, int(code.size()));
+      e.emit(make_abc(OpCode::TBC, prep.a + 3, 0, 0));
+      stubs.push_back(e.emit(0));
+    }
+    return stubs;
+  };
   const Ins at = decode(code[p]);
+  if (at.op == OpCode::TFORCALL) {
+    for (int stub : redirect_tforprep(p)) jump_from(stub, p);
+  }
   if (at.op == OpCode::TFORLOOP) {
     // TFORCALL always runs its TFORLOOP; redirect the call to a copy whose loop jumps (or falls)
     // into the epilogue. Re-running TFORLOOP in the resume function is idempotent.
+    std::vector<int> stubs = redirect_tforprep(p - 1);
     int trampoline = e.emit(0);
     int call = e.emit(code[p - 1]);
     e.emit(make_abx(OpCode::TFORLOOP, at.a, 3));  // back to the trampoline
     jump_from(p - 1, call);
+    for (int stub : stubs) jump_from(stub, call);
     jump_from(trampoline, int(code.size()));
   } else {
     jump_from(p, int(code.size()));

@@ -113,6 +113,11 @@ void Checker::pairs(int pc) {
       break;
     case Follow::NONE: break;
   }
+  if (i.op == OpCode::TFORPREP) {  // the VM runs its target as TFORCALL without looking
+    const int call = pc + 1 + i.bx;
+    if (call >= n_ || decode(f_.code[call]).op != OpCode::TFORCALL || decode(f_.code[call]).a != i.a)
+      issue(VerifyRule::Pair, pc, "TFORPREP must jump to a TFORCALL of the same registers");
+  }
   if (i.info().mm || i.op == OpCode::EXTRAARG) {
     const Ins prev = pc > 0 ? decode(f_.code[pc - 1]) : Ins{};
     Follow want = i.op == OpCode::MMBIN ? Follow::MMBIN : i.op == OpCode::MMBINI ? Follow::MMBINI
@@ -152,7 +157,7 @@ void Checker::vararg_and_close(const Analysis& a) {
   for (int pc = 0; pc < n_; pc++) {
     const Ins i = decode(f_.code[pc]);
     if (i.op == OpCode::VARARGPREP && (pc != 0 || !f_.is_vararg)) issue(VerifyRule::Vararg, pc, "VARARGPREP only as the first instruction of a vararg function");
-    if (i.op == OpCode::VARARG && !f_.is_vararg) issue(VerifyRule::Vararg, pc, "VARARG in a function that is not vararg");
+    if (i.op == OpCode::VARARG && !f_.is_vararg && a.reachable[pc]) issue(VerifyRule::Vararg, pc, "VARARG in a function that is not vararg");
     if (i.op == OpCode::RETURN || i.op == OpCode::TAILCALL) {
       int want = f_.is_vararg ? f_.numparams + 1 : 0;
       if (i.c != want) issue(VerifyRule::Vararg, pc, std::string(i.info().name) + " C must be " + std::to_string(want));

@@ -18,7 +18,7 @@ namespace tc::vm {
   X(StringKey, "GETFIELD/SETFIELD/GETTABUP/SETTABUP/SELF keys are short-string constants")       \
   X(Upvalue, "upvalue indices in range, nested upvalue descriptors valid")                       \
   X(NestedProto, "CLOSURE indices in range")                                                     \
-  X(Pair, "required pairs: test+JMP, arithmetic+MMBIN*, EXTRAARG, TFORCALL+TFORLOOP") \
+  X(Pair, "required pairs: test+JMP, arithmetic+MMBIN*, EXTRAARG, TFORPREP->TFORCALL+TFORLOOP") \
   X(JumpTarget, "jumps land inside the code, never on MMBIN*/EXTRAARG nor on VARARGPREP")        \
   X(FallsOffEnd, "control never runs past the last instruction")                                 \
   X(Vararg, "VARARGPREP/VARARG/RETURN C fields agree with is_vararg and numparams")              \
