@@ -2,6 +2,7 @@
 -- default initialisation). Loaded by tc.nn: returns a function that fills the nn table.
 return function(nn, tc, F)
   local Module = nn.Module
+  local raise = tc._C.raise
   local sqrt = math.sqrt
 
   local function opt(o, k, default)
@@ -9,6 +10,16 @@ return function(nn, tc, F)
     return o[k]
   end
   local function pair(v) return type(v) == "table" and v or {v, v} end
+  -- Creation options {dtype=, device=} from a layer's options table, or nil when neither is set.
+  local function factory(o)
+    if o == nil or (o.dtype == nil and o.device == nil) then return nil end
+    return {dtype = o.dtype, device = o.device}
+  end
+  local function new(ctor, shape, o)
+    local f = factory(o)
+    if f then return ctor(shape, f) end
+    return ctor(shape)
+  end
 
   -- kaiming_uniform_(a = sqrt(5)) and the matching bias bound: U(-1/sqrt(fan_in), 1/sqrt(fan_in))
   local function init_uniform(t, fan_in)
@@ -22,10 +33,9 @@ return function(nn, tc, F)
   nn.Linear = Linear
   function Linear:__init(in_features, out_features, o)
     self.in_features, self.out_features = in_features, out_features
-    local dt = {dtype = opt(o, "dtype"), device = opt(o, "device")}
-    self.weight = nn.Parameter(init_uniform(tc.empty(out_features, in_features, dt), in_features))
+    self.weight = nn.Parameter(init_uniform(new(tc.empty, {out_features, in_features}, o), in_features))
     if opt(o, "bias", true) then
-      self.bias = nn.Parameter(init_uniform(tc.empty(out_features, dt), in_features))
+      self.bias = nn.Parameter(init_uniform(new(tc.empty, {out_features}, o), in_features))
     end
   end
   function Linear:forward(x) return F.linear(x, self.weight, self.bias) end
@@ -41,10 +51,16 @@ return function(nn, tc, F)
     if opt(o, "bias", true) then self.bias = nn.Parameter(init_uniform(tc.empty(out), in1)) end
   end
   function Bilinear:forward(x1, x2)
-    -- y[..., o] = x1 W[o] x2^T + b[o]
-    local y = tc.einsum("bi,oij,bj->bo", {x1:reshape(-1, self.in1_features), self.weight, x2:reshape(-1, self.in2_features)})
+    -- y[..., o] = x1 W[o] x2^T + b[o], over any leading dims
+    local lead = {}
+    for d = 1, x1:dim() - 1 do lead[d] = x1:size(d) end
+    local a, b = x1:reshape(-1, self.in1_features), x2:reshape(-1, self.in2_features)
+    -- (B, in1) @ (in1, out*in2) -> (B, out, in2), then a row-wise dot with x2
+    local w = self.weight:permute(2, 1, 3):reshape(self.in1_features, -1)
+    local y = (a:matmul(w):view(-1, self.out_features, self.in2_features) * b:unsqueeze(2)):sum(3)
     if self.bias then y = y + self.bias end
-    return y
+    lead[#lead + 1] = self.out_features
+    return y:reshape(lead)
   end
 
   -- Convolutions -----------------------------------------------------------------------------------
@@ -104,7 +120,12 @@ return function(nn, tc, F)
         self:register_buffer("num_batches_tracked", tc.tensor(0, {dtype = tc.int64}))
       end
     end
+    local dims = name == "BatchNorm1d" and {[2] = true, [3] = true} or {[4] = true}
     function B:forward(x)
+      if not dims[x:dim()] then
+        raise("ValueError", ("%s: expected %s input (got %dD input)"):format(name,
+          name == "BatchNorm1d" and "2D or 3D" or "4D", x:dim()))
+      end
       local use_batch = self.training or not self.track_running_stats
       if self.training and self.track_running_stats then
         self.num_batches_tracked:add_(1)
@@ -221,18 +242,18 @@ return function(nn, tc, F)
     rawset(self, "_list", {})
     for _, m in ipairs {...} do self:add(m) end
   end
+  -- Every child is also reachable by position (seq[1], ipairs(seq)), named ones included.
   function Sequential:add_module(name, m)
     Module.add_module(self, name, m)
     local list = rawget(self, "_list")
     list[#list + 1] = m
-    return self
-  end
-  function Sequential:add(m)
-    local list = rawget(self, "_list")
-    self:add_module(tostring(#list + 1), m)
     rawset(self, #list, m)
     return self
   end
+  function Sequential:add(m)
+    return self:add_module(tostring(#rawget(self, "_list") + 1), m)
+  end
+  Sequential.append = Sequential.add
   function Sequential:forward(x)
     local list = rawget(self, "_list")
     for i = 1, #list do x = list[i](x) end
@@ -278,20 +299,65 @@ return function(nn, tc, F)
     self.out_proj = nn.Linear(embed_dim, embed_dim)
     self.out_proj.bias:zero_()
   end
-  -- query/key/value: [L, N, E] (or [N, L, E] with batch_first). Returns output and nil weights.
+  -- query/key/value: [L, N, E] (or [N, L, E] with batch_first; [L, E] unbatched). Options:
+  -- attn_mask ([L, S] or [N*heads, L, S]; bool: true = masked out, as in PyTorch; float: added),
+  -- key_padding_mask ([N, S]; bool true = ignore that key), is_causal, need_weights (default true),
+  -- average_attn_weights (default true). Returns the output and the attention weights (nil
+  -- unless need_weights).
   function MultiheadAttention:forward(q, k, v, o)
-    if not self.batch_first then q, k, v = q:transpose(1, 2), k:transpose(1, 2), v:transpose(1, 2) end
-    local N, L, E = q:size(1), q:size(2), self.embed_dim
-    local S, h = k:size(2), self.num_heads
+    local unbatched = q:dim() == 2
+    if unbatched then
+      q, k, v = q:unsqueeze(2), k:unsqueeze(2), v:unsqueeze(2)
+    elseif self.batch_first then
+      q, k, v = q:transpose(1, 2), k:transpose(1, 2), v:transpose(1, 2)
+    end
+    -- now [L, N, E]
+    local L, N, E, S, h = q:size(1), q:size(2), self.embed_dim, k:size(1), self.num_heads
+    local hd = E // h
     local w = self.in_proj_weight:chunk(3, 1)
     local b = self.in_proj_bias:chunk(3, 1)
-    local function heads(x, wi, bi, len) return F.linear(x, wi, bi):view(N, len, h, E // h):transpose(2, 3) end
+    -- [len, N, E] -> [N, h, len, hd]
+    local function heads(x, wi, bi, len) return F.linear(x, wi, bi):view(len, N, h, hd):permute(2, 3, 1, 4) end
     local qh, kh, vh = heads(q, w[1], b[1], L), heads(k, w[2], b[2], S), heads(v, w[3], b[3], S)
-    local attn = F.scaled_dot_product_attention(qh, kh, vh, {attn_mask = opt(o, "attn_mask"),
-      is_causal = opt(o, "is_causal", false), dropout_p = self.training and self.dropout or 0})
-    local out = self.out_proj(attn:transpose(2, 3):reshape(N, L, E))
-    if not self.batch_first then out = out:transpose(1, 2) end
-    return out, nil
+    local mask = opt(o, "attn_mask")
+    if mask ~= nil and mask:dim() == 3 then mask = mask:view(N, h, L, S) end
+    if mask ~= nil and mask.dtype == tc.bool then
+      mask = tc.zeros(mask.shape, {dtype = qh.dtype, device = qh.device}):masked_fill(mask, -math.huge)
+    end
+    local kpm = opt(o, "key_padding_mask")
+    if kpm ~= nil then
+      if kpm.dtype == tc.bool then
+        kpm = tc.zeros(kpm.shape, {dtype = qh.dtype, device = qh.device}):masked_fill(kpm, -math.huge)
+      end
+      kpm = kpm:view(N, 1, 1, S)
+      mask = mask and mask + kpm or kpm
+    end
+    if opt(o, "is_causal", false) and mask == nil then
+      mask = tc.zeros(L, S, {dtype = qh.dtype, device = qh.device}):masked_fill(
+        tc.ones(L, S, {dtype = tc.bool, device = qh.device}):triu(1), -math.huge)
+    end
+    local p = self.training and self.dropout or 0
+    local need_weights = opt(o, "need_weights", true)
+    local attn, weights
+    if need_weights or p > 0 then
+      local scores = qh:matmul(kh:transpose(3, 4)) * (1 / math.sqrt(hd))
+      if mask ~= nil then scores = scores + mask end
+      weights = scores:softmax(-1)
+      attn = F.dropout(weights, p, p > 0):matmul(vh)
+    else
+      attn = F.scaled_dot_product_attention(qh, kh, vh, mask)
+    end
+    -- [N, h, L, hd] -> [L, N, E]
+    local out = self.out_proj(attn:permute(3, 1, 2, 4):reshape(L, N, E))
+    if unbatched then
+      out = out:squeeze(2)
+    elseif self.batch_first then
+      out = out:transpose(1, 2)
+    end
+    if not need_weights then return out, nil end
+    if opt(o, "average_attn_weights", true) then weights = weights:mean(2) end
+    if unbatched then weights = weights:squeeze(1) end
+    return out, weights
   end
 
   local TransformerEncoderLayer = Module:extend("TransformerEncoderLayer")
@@ -310,21 +376,24 @@ return function(nn, tc, F)
     self.dropout2 = nn.Dropout(p)
     self.activation = opt(o, "activation", "relu")
   end
-  function TransformerEncoderLayer:_sa(x, mask, causal)
-    return self.dropout1(self.self_attn(x, x, x, {attn_mask = mask, is_causal = causal}))
+  function TransformerEncoderLayer:_sa(x, mask, causal, kpm)
+    return self.dropout1((self.self_attn(x, x, x, {attn_mask = mask, is_causal = causal, key_padding_mask = kpm,
+      need_weights = false})))
   end
   function TransformerEncoderLayer:_ff(x)
-    local act = self.activation == "gelu" and tc.gelu or tc.relu
+    local act = self.activation
+    if type(act) == "string" then act = act == "gelu" and tc.gelu or tc.relu end
     return self.dropout2(self.linear2(self.dropout(act(self.linear1(x)))))
   end
   function TransformerEncoderLayer:forward(src, o)
     local mask, causal = opt(o, "src_mask"), opt(o, "is_causal", false)
+    local kpm = opt(o, "src_key_padding_mask")
     local x = src
     if self.norm_first then
-      x = x + self:_sa(self.norm1(x), mask, causal)
+      x = x + self:_sa(self.norm1(x), mask, causal, kpm)
       x = x + self:_ff(self.norm2(x))
     else
-      x = self.norm1(x + self:_sa(x, mask, causal))
+      x = self.norm1(x + self:_sa(x, mask, causal, kpm))
       x = self.norm2(x + self:_ff(x))
     end
     return x

@@ -2,19 +2,29 @@
 -- 1-based names, state_dict, train/eval, hooks) and the standard layers, containers and losses.
 -- Plain Lua over tc ops, so the tracer can inline every forward.
 local tc = require "tc"
+local raise = tc._C.raise
 local F = require "tc.nn.functional"
 local nn = {functional = F}
 
--- Parameters are tensors with requires_grad set; assigning one to a module field registers it.
+require("tc.utils_sd").install()
+
+-- Parameters are leaf tensors with requires_grad set (or made by nn.Parameter(t, false): frozen);
+-- assigning one to a module field registers it.
+local parameters = setmetatable({}, {__mode = "k"})
 function nn.Parameter(t, requires_grad)
   if requires_grad == nil then requires_grad = true end
+  if not tc.is_tensor(t) then raise("ValueError", "nn.Parameter(t): expected a tensor, got " .. type(t)) end
   t = t:detach()
   t.requires_grad = requires_grad
+  parameters[t] = true
   return t
 end
+function nn.is_parameter(t) return parameters[t] == true end
 
 local function is_tensor(v) return tc.is_tensor(v) end
 local function is_module(v) return type(v) == "table" and getmetatable(v) ~= nil and rawget(v, "_order") ~= nil end
+local function is_param(v) return is_tensor(v) and (parameters[v] or v.requires_grad) end
+nn.is_module = is_module
 
 -- Class mechanism -------------------------------------------------------------------------------
 local Module = {__name = "Module"}
@@ -23,30 +33,38 @@ nn.Module = Module
 
 local function module_newindex(self, key, value)
   -- First assignment of a key: remember the kind and order of modules, parameters and buffers.
-  if type(key) == "string" and (is_module(value) or (is_tensor(value) and value.requires_grad)) then
-    local order = rawget(self, "_order")
-    order[#order + 1] = key
-    rawget(self, "_kind")[key] = is_module(value) and "module" or "param"
+  if type(key) == "string" and (is_module(value) or is_param(value)) then
+    local kinds = rawget(self, "_kind")
+    if kinds[key] == nil then
+      local order = rawget(self, "_order")
+      order[#order + 1] = key
+    end
+    kinds[key] = is_module(value) and "module" or "param"
   end
   rawset(self, key, value)
 end
 
+-- m(...) runs forward through the hooks (PyTorch's order): pre-hooks hook(m, args) may return
+-- a replacement array of arguments; forward hooks hook(m, args, output) may return a replacement
+-- output (the first result; further results of forward pass through).
 local function module_call(self, ...)
-  local hooks = rawget(self, "_forward_pre_hooks")
+  local pre, post = rawget(self, "_forward_pre_hooks"), rawget(self, "_forward_hooks")
+  if pre == nil and post == nil then return self:forward(...) end
   local args = table.pack(...)
-  if hooks then
-    for _, h in ipairs(hooks) do
-      local r = h(self, table.unpack(args, 1, args.n))
-      if r ~= nil then args = table.pack(r) end
+  for _, h in ipairs(pre or {}) do
+    local r = h(self, args)
+    if r ~= nil then
+      if type(r) ~= "table" or getmetatable(r) ~= nil then
+        raise("ValueError", "forward pre-hook must return nil or an array of arguments (use {x} for one argument)")
+      end
+      args = r
+      args.n = args.n or #r
     end
   end
   local out = table.pack(self:forward(table.unpack(args, 1, args.n)))
-  local fhooks = rawget(self, "_forward_hooks")
-  if fhooks then
-    for _, h in ipairs(fhooks) do
-      local r = h(self, args, table.unpack(out, 1, out.n))
-      if r ~= nil then out = table.pack(r) end
-    end
+  for _, h in ipairs(post or {}) do
+    local r = h(self, args, table.unpack(out, 1, out.n))
+    if r ~= nil then out[1] = r end
   end
   return table.unpack(out, 1, out.n)
 end
@@ -66,9 +84,12 @@ local function module_tostring(self)
 end
 
 -- `Block = nn.Module:extend("Block")`: a class inheriting methods; `Block(...)` makes an instance.
+local metamethods = {"__newindex", "__call", "__tostring", "__close", "__len", "__eq", "__lt", "__le", "__concat",
+                     "__add", "__sub", "__mul", "__div", "__unm"}
 function Module:extend(name)
   local cls = {}
-  for _, mm in ipairs {"__newindex", "__call", "__tostring", "__close"} do cls[mm] = rawget(self, mm) end
+  -- Metamethods are not found through __index: each class carries its own copies.
+  for _, mm in ipairs(metamethods) do cls[mm] = self[mm] end
   cls.__name = name or "Module"
   cls.__index = cls
   cls.super = self
@@ -187,55 +208,79 @@ function Module:buffers()
   return out
 end
 
-function Module:state_dict()
-  local sd = {}
+-- Entries of state_dict: {name, tensor} for every parameter and persistent buffer, in module
+-- registration order (depth first).
+local function state_entries(self)
+  local out = {}
   for prefix, m in self:named_modules() do
     local kinds = rawget(m, "_kind")
     for _, name in ipairs(rawget(m, "_order")) do
       local k, v = kinds[name], rawget(m, name)
       if v ~= nil and (k == "param" or k == "buffer") then
-        sd[prefix == "" and name or prefix .. "." .. name] = v:detach()
+        out[#out + 1] = {prefix == "" and name or prefix .. "." .. name, v}
       end
     end
   end
+  return out
+end
+
+-- {name = tensor} of parameters and persistent buffers (detached, sharing storage).
+function Module:state_dict()
+  local sd = {}
+  for _, e in ipairs(state_entries(self)) do sd[e[1]] = e[2]:detach() end
   return sd
 end
 
--- Copies tensors in place; returns {missing_keys=, unexpected_keys=}. strict (default) raises a
--- ValueError listing both.
+-- The state_dict's keys in registration order (Lua tables have none).
+function Module:state_dict_keys()
+  local keys = {}
+  for i, e in ipairs(state_entries(self)) do keys[i] = e[1] end
+  return keys
+end
+
+local function quoted(list)
+  local q = {}
+  for i, k in ipairs(list) do q[i] = '"' .. k .. '"' end
+  return table.concat(q, ", ")
+end
+
+-- Copies the tensors of sd into this module's parameters and buffers, in place. Returns
+-- {missing_keys=, unexpected_keys=} (sorted). With strict (the default) missing or unexpected
+-- keys raise a ValueError naming them; a shape mismatch always raises a ShapeError. Nothing is
+-- copied when an error is raised.
 function Module:load_state_dict(sd, opts)
+  if type(sd) ~= "table" then raise("ValueError", "load_state_dict(sd): expected a table of name = tensor, got " .. type(sd)) end
   local strict = not (opts and opts.strict == false)
-  local own_sd, missing, unexpected = self:state_dict(), {}, {}
-  local targets = {}
-  for prefix, m in self:named_modules() do
-    local kinds = rawget(m, "_kind")
-    for _, name in ipairs(rawget(m, "_order")) do
-      if kinds[name] == "param" or kinds[name] == "buffer" then
-        targets[prefix == "" and name or prefix .. "." .. name] = rawget(m, name)
-      end
+  local entries, own, missing, unexpected, mismatched = state_entries(self), {}, {}, {}, {}
+  for _, e in ipairs(entries) do
+    own[e[1]] = e[2]
+    local src = sd[e[1]]
+    if src == nil then
+      missing[#missing + 1] = e[1]
+    elseif not is_tensor(src) then
+      raise("ValueError", ("load_state_dict: value for '%s' is a %s, not a tensor"):format(e[1], type(src)))
+    elseif src.shape ~= e[2].shape then
+      mismatched[#mismatched + 1] = ("size mismatch for %s: copying a param with shape %s from checkpoint, the shape in current model is %s."):format(
+        e[1], tostring(src.shape), tostring(e[2].shape))
     end
   end
-  for key in pairs(own_sd) do
-    if sd[key] == nil then missing[#missing + 1] = key end
-  end
   for key in pairs(sd) do
-    if own_sd[key] == nil then unexpected[#unexpected + 1] = key end
+    if own[key] == nil then unexpected[#unexpected + 1] = tostring(key) end
   end
   table.sort(missing)
   table.sort(unexpected)
-  if strict and (#missing > 0 or #unexpected > 0) then
-    tc.raise("ValueError", string.format("error(s) in loading state_dict for %s: missing keys: [%s]; unexpected keys: [%s]",
-      self.__name, table.concat(missing, ", "), table.concat(unexpected, ", ")), 2)
+  local problems = {}
+  if strict and #unexpected > 0 then problems[#problems + 1] = "Unexpected key(s) in state_dict: " .. quoted(unexpected) .. "." end
+  if strict and #missing > 0 then problems[#problems + 1] = "Missing key(s) in state_dict: " .. quoted(missing) .. "." end
+  table.sort(mismatched)
+  for _, m in ipairs(mismatched) do problems[#problems + 1] = m end
+  if #problems > 0 then
+    raise(#mismatched > 0 and "ShapeError" or "ValueError", ("Error(s) in loading state_dict for %s:\n\t%s"):format(
+      self.__name, table.concat(problems, "\n\t")))
   end
-  for key, t in pairs(targets) do
-    local src = sd[key]
-    if src ~= nil then
-      if tostring(src:size()) ~= tostring(t:size()) then
-        tc.raise("ShapeError", string.format("size mismatch for %s: copying a param with shape %s from checkpoint, the shape in current model is %s",
-          key, tostring(src:size()), tostring(t:size())), 2)
-      end
-      t:detach():copy_(src)
-    end
+  for _, e in ipairs(entries) do
+    local src = sd[e[1]]
+    if src ~= nil then e[2]:detach():copy_(src) end
   end
   return {missing_keys = missing, unexpected_keys = unexpected}
 end
@@ -261,8 +306,10 @@ function Module:_apply(fn)
       local k, v = kinds[name], rawget(m, name)
       if v ~= nil and k ~= "module" then
         local nv = fn(v)
-        if k == "param" then nv = nn.Parameter(nv, v.requires_grad) end
-        rawset(m, name, nv)
+        if not rawequal(nv, v) then
+          if k == "param" then nv = nn.Parameter(nv, v.requires_grad) end
+          rawset(m, name, nv)
+        end
       end
     end
   end
@@ -275,9 +322,9 @@ function Module:to(...)
 end
 function Module:cuda() return self:to("cuda") end
 function Module:cpu() return self:to("cpu") end
-function Module:float() return self:_apply(function(t) return tc.is_floating_point(t) and t:float() or t end) end
-function Module:double() return self:_apply(function(t) return tc.is_floating_point(t) and t:double() or t end) end
-function Module:half() return self:_apply(function(t) return tc.is_floating_point(t) and t:half() or t end) end
+function Module:float() return self:_apply(function(t) return t.dtype.is_floating_point and t:float() or t end) end
+function Module:double() return self:_apply(function(t) return t.dtype.is_floating_point and t:double() or t end) end
+function Module:half() return self:_apply(function(t) return t.dtype.is_floating_point and t:half() or t end) end
 
 function Module:zero_grad()
   for _, p in ipairs(self:parameters()) do p.grad = nil end

@@ -1,6 +1,7 @@
 -- tc.optim: SGD, Adam and AdamW over parameter lists, following PyTorch's single-tensor
 -- algorithms step for step (so results match torch.optim given the same gradients).
 local tc = require "tc"
+local raise = tc._C.raise
 local optim = {}
 
 local Optimizer = {}
@@ -11,12 +12,12 @@ local function new_optimizer(cls, params, defaults, opts)
   local group = {params = {}}
   for k, v in pairs(defaults) do group[k] = v end
   for k, v in pairs(opts or {}) do
-    if defaults[k] == nil then tc.raise("ValueError", string.format("%s: unknown option '%s'", cls.__name, k), 3) end
+    if defaults[k] == nil then raise("ValueError", string.format("%s: unknown option '%s'", cls.__name, k)) end
     group[k] = v
   end
   for i, p in ipairs(params) do group.params[i] = p end
-  if #group.params == 0 then tc.raise("ValueError", cls.__name .. ": optimizer got an empty parameter list", 3) end
-  if group.lr < 0 then tc.raise("ValueError", string.format("%s: invalid learning rate: %g", cls.__name, group.lr), 3) end
+  if #group.params == 0 then raise("ValueError", cls.__name .. ": optimizer got an empty parameter list") end
+  if group.lr < 0 then raise("ValueError", string.format("%s: invalid learning rate: %g", cls.__name, group.lr)) end
   self.param_groups[1] = group
   return self
 end
@@ -54,7 +55,7 @@ function Optimizer:load_state_dict(sd)
   for gi, g in ipairs(self.param_groups) do
     local src = sd.param_groups[gi]
     if not src or #src.params ~= #g.params then
-      tc.raise("ValueError", "loaded state dict has a different number of parameters", 2)
+      raise("ValueError", "loaded state dict has a different number of parameters")
     end
     for k, v in pairs(src) do if k ~= "params" then g[k] = v end end
     for _, p in ipairs(g.params) do
@@ -77,7 +78,7 @@ setmetatable(SGD, {__index = Optimizer, __call = function(cls, params, opts)
   local self = new_optimizer(cls, params, {lr = 1e-3, momentum = 0, dampening = 0, weight_decay = 0, nesterov = false, maximize = false}, opts)
   local g = self.param_groups[1]
   if g.nesterov and (g.momentum <= 0 or g.dampening ~= 0) then
-    tc.raise("ValueError", "SGD: nesterov momentum requires a momentum and zero dampening", 2)
+    raise("ValueError", "SGD: nesterov momentum requires a momentum and zero dampening")
   end
   return self
 end})
@@ -114,7 +115,7 @@ local function adam_class(name, decoupled)
       weight_decay = decoupled and 1e-2 or 0, amsgrad = false, maximize = false}, opts)
     local b = self.param_groups[1].betas
     if b[1] < 0 or b[1] >= 1 or b[2] < 0 or b[2] >= 1 then
-      tc.raise("ValueError", string.format("%s: invalid betas {%g, %g}", name, b[1], b[2]), 2)
+      raise("ValueError", string.format("%s: invalid betas {%g, %g}", name, b[1], b[2]))
     end
     return self
   end})
