@@ -2,6 +2,8 @@
 // every bad-input diagnosis) and the dispatch of its CPU kernels to the family files.
 #include "cpu/pointwise.h"
 
+#include <sys/mman.h>
+
 #include <cfloat>
 #include <cmath>
 
@@ -246,6 +248,17 @@ Shape out_shape(Op op, const Stack& a) {
   }
 }
 
+// A large fresh output is about to be written whole: ask for transparent huge pages before the first
+// touch. With 4 KiB pages the page faults cost more than the kernel (64 MiB: 30 ms against 8 ms).
+void prefer_huge_pages(const Tensor& t) {
+  const uintptr_t huge = 2u << 20;
+  size_t bytes = t.storage()->nbytes();
+  if (bytes < 4 * huge) return;
+  uintptr_t p = reinterpret_cast<uintptr_t>(t.storage()->data());
+  uintptr_t b = (p + huge - 1) & ~(huge - 1), e = (p + bytes) & ~(huge - 1);
+  if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_HUGEPAGE);  // a hint: errors are harmless
+}
+
 }  // namespace
 
 Metas meta_pointwise(Op op, const Stack& a) {
@@ -257,6 +270,7 @@ Metas meta_pointwise(Op op, const Stack& a) {
 Stack cpu_pointwise(Op op, const Stack& a, const Metas& m) {
   Tensor out = empty_from_meta(m[0]);
   if (out.numel() == 0) return {Value(out)};
+  prefer_huge_pages(out);
   switch (op) {
     case Op::add: case Op::sub: case Op::mul: case Op::div: case Op::remainder: case Op::pow:
     case Op::minimum: case Op::maximum: case Op::lerp:
