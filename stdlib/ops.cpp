@@ -356,12 +356,15 @@ namespace {
 
 // All tensors of an op must share a device, except CPU 0-dim tensors and wrapped numbers.
 Device common_device(Op op, const Stack& args, bool* any_fake) {
+  // Transfers are the ops whose tensors may live on different devices; they run on the host
+  // side through Tensor::copy_from, which drives the device allocator's copies.
+  bool transfer = op == Op::copy_ || op == Op::to_device;
   std::optional<Device> dev;
   const Tensor* first = nullptr;
   auto visit = [&](const Tensor& t) {
     if (!t.defined()) return;
     if (t.is_fake()) *any_fake = true;
-    if (t.dim() == 0 && t.device().is_cpu()) return;
+    if (transfer || (t.dim() == 0 && t.device().is_cpu())) return;
     if (!dev) {
       dev = t.device();
       first = &t;
