@@ -18,8 +18,8 @@
 namespace tc::lua {
 
 // ---- tensors ---------------------------------------------------------------------------------
-// Pushes a tensor userdata. The same TensorImpl always gets the same userdata while it is alive
-// (so `x:add_(y)` returns `x` itself, and `x.grad` is stable).
+// Pushes a new tensor userdata. (Op functions give back an argument's own userdata when a result
+// is that argument, so `x:add_(y)` returns `x` itself; `x.grad` is cached per tensor.)
 void push_tensor(lua_State* L, const Tensor& t);
 // The tensor at `idx`, or null if the value is not a tensor userdata.
 const Tensor* to_tensor(lua_State* L, int idx);

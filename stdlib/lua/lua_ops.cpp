@@ -12,7 +12,7 @@ int op_function(lua_State* L) {
   int n = guarded(L, [](lua_State* L) {
     Op o = (Op)lua_tointeger(L, lua_upvalueindex(1));
     const OpSchema& s = schema(o);
-    char what[96];
+    char what[96] = "";
     int top = lua_gettop(L);
     std::vector<std::pair<std::string, Value>> kw;
     if (top > 0 && is_options_table(L, top)) {
@@ -31,11 +31,25 @@ int op_function(lua_State* L) {
     Stack pos;
     pos.reserve(top);
     for (int i = 1; i <= top; i++) {
-      std::snprintf(what, sizeof what, "%s(): argument %d", s.name, i);
+      int t = lua_type(L, i);
+      if (t == LUA_TTABLE || t == LUA_TUSERDATA || t == LUA_TFUNCTION || t == LUA_TTHREAD || t == LUA_TLIGHTUSERDATA)
+        std::snprintf(what, sizeof what, "%s(): argument %d", s.name, i);  // only these can fail
       pos.push_back(to_value(L, i, what));
     }
     Stack out = call(o, bind(o, std::move(pos), std::move(kw)));
-    for (const Value& v : out) push_value(L, v);
+    for (const Value& v : out) {
+      // A result that is one of the arguments (in-place ops, no-op conversions) is given back as
+      // the same Lua object.
+      int same = 0;
+      for (int i = 1; v.is_tensor() && i <= top && !same; i++) {
+        const Tensor* a = to_tensor(L, i);
+        if (a && a->impl() == v.tensor().impl()) same = i;
+      }
+      if (same)
+        lua_pushvalue(L, same);
+      else
+        push_value(L, v);
+    }
     return (int)out.size();
   });
   gc_pressure(L);

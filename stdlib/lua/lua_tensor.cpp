@@ -8,7 +8,13 @@
 namespace tc::lua {
 namespace {
 
-constexpr const char* kCacheKey = "tc.tensor_cache";  // impl pointer -> userdata, weak values
+// The userdata: a tag (checked instead of a metatable lookup: to_tensor is on every op's path)
+// and the tensor. One user value caches the userdata of x.grad.
+constexpr uint64_t kTag = 0x74632e54656e736fULL;  // "tc.Tenso"
+struct TensorBox {
+  uint64_t tag;
+  Tensor t;
+};
 
 // ---- GC pacing ---------------------------------------------------------------------------------
 int64_t g_last_live = 0;  // Storage::live_bytes() at the last look
@@ -16,8 +22,7 @@ int64_t g_pending = 0;    // bytes allocated since the collector was last told
 constexpr int64_t kStepBytes = 1 << 20;
 
 int tensor_gc(lua_State* L) {
-  Tensor* p = static_cast<Tensor*>(luaL_testudata(L, 1, kTensorMeta));
-  if (p) *p = Tensor();  // releases the storage; a resurrected userdata reads as freed
+  if (to_tensor(L, 1)) static_cast<TensorBox*>(lua_touserdata(L, 1))->t = Tensor();  // a resurrected userdata reads as freed
   return 0;
 }
 
@@ -123,10 +128,17 @@ int property(lua_State* L) {
     } else if (k == "requires_grad") {
       lua_pushboolean(L, t.requires_grad());
     } else if (k == "grad") {
-      if (t.impl()->grad)
-        push_tensor(L, Tensor(t.impl()->grad));
-      else
+      if (!t.impl()->grad) {
         lua_pushnil(L);
+        return 1;
+      }
+      lua_getiuservalue(L, 1, 1);  // the grad's userdata from last time, if still current
+      const Tensor* g = to_tensor(L, -1);
+      if (g && g->impl() == t.impl()->grad.get()) return 1;
+      lua_pop(L, 1);
+      push_tensor(L, Tensor(t.impl()->grad));
+      lua_pushvalue(L, -1);
+      lua_setiuservalue(L, 1, 1);
     } else if (k == "is_leaf") {
       lua_pushboolean(L, true);  // no autograd graph yet: every tensor is a leaf
     } else if (k == "ndim") {
@@ -180,6 +192,8 @@ int tensor_newindex(lua_State* L) {
           TC_CHECK(g.dtype() == t.dtype(), DTypeError, "assigned grad has dtype %s but the tensor has dtype %s",
                    dtype_name(g.dtype()), dtype_name(t.dtype()));
           t.impl()->grad = g.impl_ptr();
+          lua_pushvalue(L, 3);
+          lua_setiuservalue(L, 1, 1);  // x.grad gives back this object
         }
       } else {
         TC_FAIL(ValueError, "cannot set field '%s' of a tensor (tensors only accept indexing assignment, "
@@ -310,8 +324,9 @@ int m_meta(lua_State* L) {
 }  // namespace
 
 const Tensor* to_tensor(lua_State* L, int idx) {
-  Tensor* p = static_cast<Tensor*>(luaL_testudata(L, idx, kTensorMeta));
-  return p && p->defined() ? p : nullptr;
+  if (lua_type(L, idx) != LUA_TUSERDATA || lua_rawlen(L, idx) != sizeof(TensorBox)) return nullptr;
+  auto* b = static_cast<TensorBox*>(lua_touserdata(L, idx));
+  return b->tag == kTag && b->t.defined() ? &b->t : nullptr;
 }
 
 const Tensor& check_tensor(lua_State* L, int idx, const char* what) {
@@ -322,21 +337,9 @@ const Tensor& check_tensor(lua_State* L, int idx, const char* what) {
 
 void push_tensor(lua_State* L, const Tensor& t) {
   TC_ASSERT(t.defined(), "push_tensor of an undefined tensor");
-  lua_getfield(L, LUA_REGISTRYINDEX, kCacheKey);
-  if (lua_rawgetp(L, -1, t.impl()) == LUA_TUSERDATA) {
-    const Tensor* p = to_tensor(L, -1);
-    if (p && p->impl() == t.impl()) {
-      lua_remove(L, -2);
-      return;
-    }
-  }
-  lua_pop(L, 1);
-  void* mem = lua_newuserdatauv(L, sizeof(Tensor), 0);
-  new (mem) Tensor(t);
+  void* mem = lua_newuserdatauv(L, sizeof(TensorBox), 1);
+  new (mem) TensorBox{kTag, t};
   luaL_setmetatable(L, kTensorMeta);
-  lua_pushvalue(L, -1);
-  lua_rawsetp(L, -3, t.impl());
-  lua_remove(L, -2);
 }
 
 void gc_pressure(lua_State* L) {
@@ -351,14 +354,7 @@ void gc_pressure(lua_State* L) {
 }
 
 void open_tensor_type(lua_State* L) {
-  // tc table at -1. Weak cache of userdata per TensorImpl.
-  lua_newtable(L);
-  lua_newtable(L);
-  lua_pushstring(L, "v");
-  lua_setfield(L, -2, "__mode");
-  lua_setmetatable(L, -2);
-  lua_setfield(L, LUA_REGISTRYINDEX, kCacheKey);
-
+  // tc table at -1
   // tc.Tensor: the method table (op functions are added by open_ops, Lua sugar by tc._tensor).
   lua_newtable(L);
   const luaL_Reg methods[] = {
