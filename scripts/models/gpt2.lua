@@ -68,7 +68,7 @@ end
 -- ids: int64 [B, T] of 1-based token ids -> logits [B, T, vocab]
 function GPT2:forward(ids)
   local T = ids:size(2)
-  local pos = tc.arange(1, T + 1, {dtype = tc.int64, device = ids.device})
+  local pos = tc.arange(1, T + 1, 1, {dtype = tc.int64, device = ids.device})
   local tr = self.transformer
   local x = tr.wte(ids) + tr.wpe(pos)
   for _, block in ipairs(tr.h) do x = block(x) end
