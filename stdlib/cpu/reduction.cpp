@@ -32,6 +32,26 @@ Rows as_rows(const Tensor& t, const std::vector<bool>& last) {
   return {t.as_strided(sz, st, t.offset()).contiguous(), rows, len};
 }
 
+std::optional<Columns> as_columns(const Tensor& t, const std::vector<bool>& reduced) {
+  if (!t.is_contiguous() || t.numel() == 0) return std::nullopt;
+  int64_t outer = 1, len = 1, inner = 1;
+  int state = 0;  // 0: before the reduced block, 1: in it, 2: after it
+  for (int64_t d = 0; d < t.dim(); d++) {
+    int64_t n = t.sizes()[d];
+    if (n == 1) continue;
+    if (reduced[d]) {
+      if (state == 2) return std::nullopt;  // a second reduced block
+      state = 1;
+      len *= n;
+    } else {
+      if (state == 1) state = 2;
+      (state == 0 ? outer : inner) *= n;
+    }
+  }
+  if (inner < kMinInner) return std::nullopt;
+  return Columns{t, outer, len, inner};
+}
+
 Rows dim_last_rows(const Tensor& t, int64_t d) {
   std::vector<bool> last(t.dim(), false);
   if (t.dim() > 0) last[d] = true;

@@ -55,44 +55,76 @@ int64_t add_int(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t
 Tensor sum_prod_mean(Op op, const Stack& a, const TensorMeta& m) {
   const Tensor& t = a[0].tensor();
   DType cd = a[3].is_none() ? t.dtype() : a[3].dtype();
-  Rows in = as_rows(t.to(cd), reduced_dims(op_name(op), t, a[1]));
+  Tensor src = t.to(cd);
+  auto red = reduced_dims(op_name(op), t, a[1]);
   bool prod = op == Op::prod;
   Tensor acc = Tensor::empty(m.sizes, is_floating(cd) ? DType::Float64 : DType::Int64);
-  visit_dtype(cd, [&]<typename T>() {
-    const T* p = in.t.data<T>();
-    int64_t len = in.len;
-    if constexpr (kFloating<T>) {
-      auto row = [&](int64_t r, int64_t b, int64_t e) {
-        return prod ? lane_prod(p + r * len + b, e - b) : lane_sum(p + r * len + b, e - b, [](double v) { return v; });
-      };
-      reduce_rows<double>(in.rows, len, acc.data<double>(), prod ? 1.0 : 0.0, row,
-                          [&](double x, double y) { return prod ? x * y : x + y; });
-    } else {
-      auto row = [&](int64_t r, int64_t b, int64_t e) {
-        return prod ? lane_prod_int(p + r * len + b, e - b)
-                    : lane_sum_int(p + r * len + b, e - b, [](int64_t v) { return v; });
-      };
-      reduce_rows<int64_t>(in.rows, len, acc.data<int64_t>(), prod ? 1 : 0, row, [&](int64_t x, int64_t y) {
-        return prod ? (int64_t)((uint64_t)x * (uint64_t)y) : add_int(x, y);
-      });
-    }
-  });
+  int64_t len;
+  if (auto c = as_columns(src, red)) {
+    len = c->len;
+    visit_dtype(cd, [&]<typename T>() {
+      if constexpr (kFloating<T>) {
+        double* o = acc.data<double>();
+        if (prod)
+          reduce_columns<double, T>(*c, o, 1.0, [](double s, double v) { return s * v; });
+        else
+          reduce_columns<double, T>(*c, o, 0.0, add);
+      } else {
+        int64_t* o = acc.data<int64_t>();
+        if (prod)
+          reduce_columns<int64_t, T>(*c, o, 1, [](int64_t s, int64_t v) { return (int64_t)((uint64_t)s * (uint64_t)v); });
+        else
+          reduce_columns<int64_t, T>(*c, o, 0, add_int);
+      }
+    });
+  } else {
+    Rows in = as_rows(src, red);
+    len = in.len;
+    visit_dtype(cd, [&]<typename T>() {
+      const T* p = in.t.data<T>();
+      if constexpr (kFloating<T>) {
+        auto row = [&](int64_t r, int64_t b, int64_t e) {
+          return prod ? lane_prod(p + r * len + b, e - b) : lane_sum(p + r * len + b, e - b, [](double v) { return v; });
+        };
+        reduce_rows<double>(in.rows, len, acc.data<double>(), prod ? 1.0 : 0.0, row,
+                            [&](double x, double y) { return prod ? x * y : x + y; });
+      } else {
+        auto row = [&](int64_t r, int64_t b, int64_t e) {
+          return prod ? lane_prod_int(p + r * len + b, e - b)
+                      : lane_sum_int(p + r * len + b, e - b, [](int64_t v) { return v; });
+        };
+        reduce_rows<int64_t>(in.rows, len, acc.data<int64_t>(), prod ? 1 : 0, row, [&](int64_t x, int64_t y) {
+          return prod ? (int64_t)((uint64_t)x * (uint64_t)y) : add_int(x, y);
+        });
+      }
+    });
+  }
   if (op == Op::mean) {
     double* d = acc.data<double>();
-    for (int64_t i = 0; i < acc.numel(); i++) d[i] /= (double)in.len;  // 0/0: NaN, like PyTorch
+    for (int64_t i = 0; i < acc.numel(); i++) d[i] /= (double)len;  // 0/0: NaN, like PyTorch
   }
   return acc.to(m.dtype);
 }
 
 Tensor any_all(Op op, const Stack& a, const TensorMeta& m) {
   const Tensor& t = a[0].tensor();
-  Rows in = as_rows(t, reduced_dims(op_name(op), t, a[1]));
+  auto red = reduced_dims(op_name(op), t, a[1]);
   bool all = op == Op::all;
   Tensor acc = Tensor::empty(m.sizes, DType::UInt8);
+  uint8_t* o = acc.data<uint8_t>();
   visit_dtype(t.dtype(), [&]<typename T>() {
+    using V = opmath_t<T>;
+    if (auto c = as_columns(t, red)) {
+      if (all)
+        reduce_columns<uint8_t, T>(*c, o, 1, [](uint8_t s, V v) { return (uint8_t)(s & (v != 0)); });
+      else
+        reduce_columns<uint8_t, T>(*c, o, 0, [](uint8_t s, V v) { return (uint8_t)(s | (v != 0)); });
+      return;
+    }
+    Rows in = as_rows(t, red);
     const T* p = in.t.data<T>();
     reduce_rows<uint8_t>(
-        in.rows, in.len, acc.data<uint8_t>(), all,
+        in.rows, in.len, o, all,
         [&](int64_t r, int64_t b, int64_t e) {
           return all ? lane_truth<true>(p + r * in.len + b, e - b) : lane_truth<false>(p + r * in.len + b, e - b);
         },

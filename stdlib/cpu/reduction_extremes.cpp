@@ -11,20 +11,32 @@ constexpr bool kFloating = std::is_floating_point_v<opmath_t<T>>;
 
 Tensor amax_amin(Op op, const Stack& a, const TensorMeta& m) {
   const Tensor& t = a[0].tensor();
-  Rows in = as_rows(t, reduced_dims(op_name(op), t, a[1]));
+  auto red = reduced_dims(op_name(op), t, a[1]);
   bool max = op == Op::amax;
   Tensor out;
   visit_dtype(t.dtype(), [&]<typename T>() {
+    using V = opmath_t<T>;
     using Acc = std::conditional_t<kFloating<T>, double, int64_t>;
     out = Tensor::empty(m.sizes, kFloating<T> ? DType::Float64 : DType::Int64);
+    Acc* o = out.data<Acc>();
+    if (auto c = as_columns(t, red)) {  // a NaN, once in an accumulator, stays there
+      using L = std::numeric_limits<Acc>;
+      constexpr Acc big = L::has_infinity ? L::infinity() : L::max();
+      if (max)
+        reduce_columns<Acc, T>(*c, o, kFloating<T> ? -big : L::lowest(), [](Acc s, Acc v) { return v > s || v != v ? v : s; });
+      else
+        reduce_columns<Acc, T>(*c, o, big, [](Acc s, Acc v) { return v < s || v != v ? v : s; });
+      return;
+    }
+    Rows in = as_rows(t, red);
     const T* x = in.t.data<T>();
-    auto id = [](opmath_t<T> v) { return v; };
+    auto id = [](V v) { return v; };
     auto row = [&](int64_t r, int64_t b, int64_t e) -> Acc {
       const T* p = x + r * in.len + b;
       return max ? (Acc)lane_extreme<true>(p, e - b, id) : (Acc)lane_extreme<false>(p, e - b, id);
     };
     auto combine = [&](Acc u, Acc v) { return max ? extreme2<true>(u, v) : extreme2<false>(u, v); };
-    reduce_rows<Acc>(in.rows, in.len, out.data<Acc>(), Acc(0), row, combine);  // len > 0 (meta rule)
+    reduce_rows<Acc>(in.rows, in.len, o, Acc(0), row, combine);  // len > 0 (meta rule)
   });
   return out.to(m.dtype);
 }

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "tc/ops.h"
@@ -148,6 +149,39 @@ inline V extreme2(V a, V b) {
   if (a != a) return a;
   if (b != b) return b;
   return (Max ? b > a : b < a) ? b : a;
+}
+
+// The input as [outer, len, inner] without a copy, when it is contiguous and the reduced dims
+// are one block in memory with at least kMinInner elements after it: output o1 * inner + o2
+// reduces x[(o1 * len + k) * inner + o2] over k. Reducing a leading dim then reads whole rows.
+constexpr int64_t kMinInner = 16;
+struct Columns {
+  Tensor t;
+  int64_t outer, len, inner;
+};
+std::optional<Columns> as_columns(const Tensor& t, const std::vector<bool>& reduced);
+
+// out[o] = step(...step(init, x[k=0])..., x[len-1]) for every output of a Columns layout, a block
+// of columns at a time (the inner loop runs along contiguous memory and vectorizes).
+template <typename Acc, typename T, typename Step>
+void reduce_columns(const Columns& c, Acc* out, Acc init, Step step) {
+  constexpr int64_t B = 256;
+  const T* x = c.t.data<T>();
+  int64_t blocks = (c.inner + B - 1) / B;
+  int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(c.len * B, 1));
+  parallel_for(0, c.outer * blocks, grain, [&](int64_t b, int64_t e) {
+    Acc acc[B];
+    for (int64_t task = b; task < e; task++) {
+      int64_t o1 = task / blocks, j0 = task % blocks * B, nb = std::min(B, c.inner - j0);
+      for (int64_t j = 0; j < nb; j++) acc[j] = init;
+      const T* base = x + o1 * c.len * c.inner + j0;
+      for (int64_t k = 0; k < c.len; k++) {
+        const T* row = base + k * c.inner;
+        for (int64_t j = 0; j < nb; j++) acc[j] = step(acc[j], load(row, j));
+      }
+      std::copy(acc, acc + nb, out + o1 * c.inner + j0);
+    }
+  });
 }
 
 // visit_dtype restricted to the floating dtypes (the meta rule has rejected the others).

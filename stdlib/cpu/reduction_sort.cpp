@@ -1,51 +1,73 @@
 // CPU kernels of sort (stable: equal values keep their order, ascending or descending) and topk
 // (the k largest or smallest, sorted; equal values by position). NaN orders above every number,
 // as in PyTorch. Indices are 1-based.
+//
+// Every element becomes one unsigned integer: an order-preserving key of its value in the high
+// bits, its position in the low bits. Integer order is then the wanted total order (ties by
+// position, so std::sort is stable) and comparisons are single instructions.
+#include <cstring>
+
 #include "cpu/reduction_rows.h"
 
 namespace tc::cpu {
 namespace {
 
-template <typename V>
-bool less_nan(V a, V b) {
-  return b != b ? a == a : a < b;
+// Unsigned key with key(a) < key(b) iff a < b; NaN above +inf, -0.0 equal to 0.0.
+template <typename T>
+auto sort_key(T x) {
+  using V = opmath_t<T>;
+  if constexpr (std::is_floating_point_v<V>) {
+    using U = std::conditional_t<sizeof(V) == 4, uint32_t, uint64_t>;
+    V v = static_cast<V>(x);
+    if (v != v) return ~U(0);
+    if (v == 0) v = 0;
+    U b;
+    std::memcpy(&b, &v, sizeof b);
+    constexpr U sign = U(1) << (8 * sizeof(U) - 1);
+    return (b & sign) ? U(~b) : U(b | sign);
+  } else if constexpr (std::is_same_v<T, int64_t>) {
+    return (uint64_t)x ^ (uint64_t(1) << 63);
+  } else if constexpr (std::is_same_v<T, int32_t>) {
+    return (uint32_t)x ^ 0x80000000u;
+  } else {
+    return (uint32_t)x;  // uint8, bool
+  }
 }
 
-template <typename V>
-struct Item {
-  V v;
-  int64_t i;
-};
-
 // Sorts (or, for topk, selects the first k of) every row; `k` is the output row length.
+template <typename T, typename P>
+void sort_rows_as(const Rows& in, int64_t k, bool descending, bool partial, Tensor& values, Tensor& indices) {
+  constexpr int shift = 4 * sizeof(P);  // key in the high half, position in the low half
+  const T* x = in.t.data<T>();
+  T* y = values.data<T>();
+  int64_t* yi = indices.data<int64_t>();
+  int64_t n = in.len;
+  P flip = descending ? ~P(0) : P(0);
+  P low = (P(1) << shift) - 1;
+  parallel_for(0, in.rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
+    std::vector<P> items(n);
+    for (int64_t r = b; r < e; r++) {
+      const T* xr = x + r * n;
+      for (int64_t i = 0; i < n; i++) items[i] = (((P)sort_key(xr[i]) ^ flip) << shift) | (P)i;
+      if (partial && k < n)
+        std::partial_sort(items.begin(), items.begin() + k, items.end());
+      else
+        std::sort(items.begin(), items.end());
+      for (int64_t i = 0; i < k; i++) {
+        int64_t j = (int64_t)(items[i] & low);
+        y[r * k + i] = xr[j];
+        yi[r * k + i] = j + 1;
+      }
+    }
+  });
+}
+
 void sort_rows(const Rows& in, int64_t k, bool descending, bool partial, Tensor& values, Tensor& indices) {
   visit_dtype(in.t.dtype(), [&]<typename T>() {
-    using V = opmath_t<T>;
-    const T* x = in.t.data<T>();
-    T* y = values.data<T>();
-    int64_t* yi = indices.data<int64_t>();
-    int64_t n = in.len;
-    auto before = [descending](const Item<V>& a, const Item<V>& b) {
-      return descending ? less_nan(b.v, a.v) : less_nan(a.v, b.v);
-    };
-    auto before_or_first = [&](const Item<V>& a, const Item<V>& b) {
-      if (before(a, b)) return true;
-      return !before(b, a) && a.i < b.i;
-    };
-    parallel_for(0, in.rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
-      std::vector<Item<V>> items(n);
-      for (int64_t r = b; r < e; r++) {
-        for (int64_t i = 0; i < n; i++) items[i] = {load(x + r * n, i), i};
-        if (partial && k < n)
-          std::partial_sort(items.begin(), items.begin() + k, items.end(), before_or_first);
-        else
-          std::stable_sort(items.begin(), items.end(), before);
-        for (int64_t i = 0; i < k; i++) {
-          y[r * k + i] = x[r * n + items[i].i];
-          yi[r * k + i] = items[i].i + 1;
-        }
-      }
-    });
+    if (sizeof(sort_key(T())) == 4 && in.len <= (int64_t)UINT32_MAX)
+      sort_rows_as<T, uint64_t>(in, k, descending, partial, values, indices);
+    else
+      sort_rows_as<T, unsigned __int128>(in, k, descending, partial, values, indices);
   });
 }
 
