@@ -1,6 +1,7 @@
 // Shared machinery of the reduction group: dim parsing, the "rows" view of an input (kept dims
-// first, reduced or scanned dims last, one contiguous row per output element), a chunked
-// parallel row driver, and vectorizable lane loops.
+// first, reduced or scanned dims last, one contiguous row per output element) with a chunked
+// parallel driver, the "columns" view (reduced dims leading: accumulate whole rows into a block
+// of outputs, no copy), and vectorizable lane loops.
 //
 //   Rows in = as_rows(x, reduced_dims("sum", x, dims));    // in.rows x in.len, contiguous
 //   reduce_rows<double>(in.rows, in.len, out_ptr, 0.0,
