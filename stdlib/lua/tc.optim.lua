@@ -89,18 +89,18 @@ function SGD:step()
       local d = p.grad
       if d ~= nil then
         if g.maximize then d = -d end
-        if g.weight_decay ~= 0 then d = d + g.weight_decay * p end
+        if g.weight_decay ~= 0 then d = d:add(p:detach(), {alpha = g.weight_decay}) end
         if g.momentum ~= 0 then
           local s = self.state[p] or {}
           self.state[p] = s
           if s.momentum_buffer == nil then
             s.momentum_buffer = d:clone()
           else
-            s.momentum_buffer:copy_(s.momentum_buffer * g.momentum + (1 - g.dampening) * d)
+            s.momentum_buffer:mul_(g.momentum):add_(d, {alpha = 1 - g.dampening})
           end
-          d = g.nesterov and d + g.momentum * s.momentum_buffer or s.momentum_buffer
+          d = g.nesterov and d:add(s.momentum_buffer, {alpha = g.momentum}) or s.momentum_buffer
         end
-        p:detach():copy_(p - g.lr * d)
+        p:detach():add_(d, {alpha = -g.lr})
       end
     end
   end
@@ -136,13 +136,13 @@ local function adam_class(name, decoupled)
           local param = p:detach()
           if g.weight_decay ~= 0 then
             if decoupled then
-              param:copy_(param * (1 - g.lr * g.weight_decay))
+              param:mul_(1 - g.lr * g.weight_decay)
             else
-              grad = grad + g.weight_decay * param
+              grad = grad:add(param, {alpha = g.weight_decay})
             end
           end
-          s.exp_avg:copy_(tc.lerp(s.exp_avg, grad, 1 - beta1))
-          s.exp_avg_sq:copy_(s.exp_avg_sq * beta2 + (1 - beta2) * grad * grad)
+          s.exp_avg:mul_(beta1):add_(grad, {alpha = 1 - beta1})
+          s.exp_avg_sq:mul_(beta2):add_(grad * grad, {alpha = 1 - beta2})
           local bc1 = 1 - beta1 ^ s.step
           local bc2 = 1 - beta2 ^ s.step
           local step_size = g.lr / bc1
@@ -152,7 +152,7 @@ local function adam_class(name, decoupled)
             v = s.max_exp_avg_sq
           end
           local denom = v:sqrt() / math.sqrt(bc2) + g.eps
-          param:copy_(param - step_size * (s.exp_avg / denom))
+          param:add_(s.exp_avg / denom, {alpha = -step_size})
         end
       end
     end
