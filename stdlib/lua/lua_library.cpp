@@ -7,6 +7,7 @@
 
 #include "lua_binding.h"
 #include "tc/parallel.h"
+#include "tc/random.h"
 
 namespace tc::lua {
 void open_safetensors(lua_State* L);  // lua_safetensors.cpp: tc.save, tc.load
@@ -208,6 +209,17 @@ int l_set_grad_enabled(lua_State* L) {
   g_grad_enabled = lua_toboolean(L, 1);
   return 0;
 }
+int l_manual_seed(lua_State* L) {
+  return guarded(L, [](lua_State* L) {
+    TC_CHECK(lua_isinteger(L, 1), ValueError, "manual_seed: expected an integer seed, got %s", luaL_typename(L, 1));
+    manual_seed((uint64_t)lua_tointeger(L, 1));
+    return 0;
+  });
+}
+int l_initial_seed(lua_State* L) {
+  lua_pushinteger(L, (lua_Integer)initial_seed());
+  return 1;
+}
 int l_perf_counter(lua_State* L) {
   auto now = std::chrono::steady_clock::now().time_since_epoch();
   lua_pushnumber(L, std::chrono::duration<double>(now).count());
@@ -349,6 +361,8 @@ extern "C" int tc_open_library(lua_State* L) {
                           {"is_tensor", l_is_tensor},
                           {"is_grad_enabled", l_is_grad_enabled},
                           {"set_grad_enabled", l_set_grad_enabled},
+                          {"manual_seed", l_manual_seed},
+                          {"initial_seed", l_initial_seed},
                           {nullptr, nullptr}};
   set_funcs(L, nullptr, fns);
   const luaL_Reg utils[] = {{"perf_counter", l_perf_counter}, {nullptr, nullptr}};
