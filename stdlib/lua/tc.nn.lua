@@ -208,16 +208,18 @@ function Module:buffers()
   return out
 end
 
--- Entries of state_dict: {name, tensor} for every parameter and persistent buffer, in module
--- registration order (depth first).
+-- Entries of state_dict: {name, tensor} in PyTorch's order: modules depth first (a module
+-- before its children), in each its parameters then its persistent buffers, by registration.
 local function state_entries(self)
   local out = {}
   for prefix, m in self:named_modules() do
-    local kinds = rawget(m, "_kind")
-    for _, name in ipairs(rawget(m, "_order")) do
-      local k, v = kinds[name], rawget(m, name)
-      if v ~= nil and (k == "param" or k == "buffer") then
-        out[#out + 1] = {prefix == "" and name or prefix .. "." .. name, v}
+    local kinds, order = rawget(m, "_kind"), rawget(m, "_order")
+    for _, want in ipairs {"param", "buffer"} do
+      for _, name in ipairs(order) do
+        local v = rawget(m, name)
+        if v ~= nil and kinds[name] == want then
+          out[#out + 1] = {prefix == "" and name or prefix .. "." .. name, v}
+        end
       end
     end
   end
