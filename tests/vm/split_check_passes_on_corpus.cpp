@@ -4,6 +4,7 @@
 
 #include <lua.hpp>
 
+#include <fstream>
 #include <iostream>
 #include <set>
 #include <sstream>
@@ -42,6 +43,46 @@ TEST(SplitCheckPassesOnCorpus, EveryFileAllPointsPass) {
     EXPECT_NE(out.str().find(" passed, 0 failed\n"), std::string::npos);
   }
   EXPECT_GE(functions.size(), 60u) << "the split corpus should exercise at least 60 functions";
+}
+
+}  // namespace
+}  // namespace tc::vm
+
+namespace tc::vm {
+namespace {
+
+std::string check_source(const std::string& name, const std::string& source, int* rc) {
+  std::string path = ::testing::TempDir() + name;
+  {
+    std::ofstream out(path);
+    out << source;
+  }
+  lua_State* L = luaL_newstate();
+  luaL_openlibs(L);
+  std::ostringstream out;
+  *rc = split_check(L, path.c_str(), out);
+  lua_close(L);
+  return out.str();
+}
+
+TEST(SplitCheckPassesOnCorpus, DifferencesBetweenRunsAreReportedAsFailures) {
+  // math.random draws differ between the uninterrupted and the split runs: every split fails.
+  int rc = 0;
+  std::string report = check_source("tc_split_random.lua",
+                                    "local function f() local x = math.random() return x end\n"
+                                    "return {{f}}\n",
+                                    &rc);
+  EXPECT_EQ(rc, 1) << report;
+  EXPECT_EQ(report.find(" 0 failed\n"), std::string::npos) << report;
+  EXPECT_NE(report.find("expected"), std::string::npos) << report;
+}
+
+TEST(SplitCheckPassesOnCorpus, BadCasesFileIsAClearFailure) {
+  int rc = 0;
+  std::string report = check_source("tc_split_bad.lua", "return 42\n", &rc);
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(report.find("must return a table of cases"), std::string::npos) << report;
+  EXPECT_NE(report.find("0 passed, 1 failed"), std::string::npos) << report;
 }
 
 }  // namespace
