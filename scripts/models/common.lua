@@ -11,10 +11,12 @@ end
 function common.time_forward(name, model, input, iters)
   iters = iters or 3
   model:eval()
+  local _ <close> = tc.no_grad()
   local out = model(input)
+  if input.device ~= "cpu" then tc.cuda.synchronize() end
   local t0 = tc.utils.perf_counter()
   for _ = 1, iters do out = model(input) end
-  if tc.cuda.is_available() then tc.cuda.synchronize() end
+  if input.device ~= "cpu" then tc.cuda.synchronize() end
   local ms = (tc.utils.perf_counter() - t0) / iters * 1e3
   print(string.format("%s: input %s -> output %s, %.2f ms per forward", name, tostring(input:size()),
     tostring(out:size()), ms))

@@ -3,6 +3,9 @@
 local tc = require "tc"
 local nn = require "tc.nn"
 local F = nn.functional
+-- this folder on package.path, so `tcrun scripts/models/inception.lua` finds common.lua
+local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
+if not package.path:find(here .. "/?.lua", 1, true) then package.path = here .. "/?.lua;" .. package.path end
 local common = require "common"
 
 local M = {}

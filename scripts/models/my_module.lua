@@ -1,6 +1,9 @@
 -- The seeds' MyModule: relu(Linear(100, 10)(x)).
 local tc = require "tc"
 local nn = require "tc.nn"
+-- this folder on package.path, so `tcrun scripts/models/my_module.lua` finds common.lua
+local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
+if not package.path:find(here .. "/?.lua", 1, true) then package.path = here .. "/?.lua;" .. package.path end
 local common = require "common"
 
 local M = {}

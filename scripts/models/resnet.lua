@@ -2,6 +2,9 @@
 -- tc.utils.from_torch_state_dict(torchvision_sd) loads into them).
 local tc = require "tc"
 local nn = require "tc.nn"
+-- this folder on package.path, so `tcrun scripts/models/resnet.lua` finds common.lua
+local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
+if not package.path:find(here .. "/?.lua", 1, true) then package.path = here .. "/?.lua;" .. package.path end
 local common = require "common"
 
 local M = {}

@@ -2,6 +2,9 @@
 -- then 64 Layers (regional compilation compiles each Layer instead of the whole model).
 local tc = require "tc"
 local nn = require "tc.nn"
+-- this folder on package.path, so `tcrun scripts/models/seed_layers.lua` finds common.lua
+local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
+if not package.path:find(here .. "/?.lua", 1, true) then package.path = here .. "/?.lua;" .. package.path end
 local common = require "common"
 
 local M = {}
