@@ -21,7 +21,8 @@
 //   rand / uniform_(from, to), W = 1 (float64: W = 2):
 //     u = uniform_bits(w, d) with d = 24 (float32), 11 (float16), 8 (bfloat16); float64: uniform53.
 //     v = (T) fma(u, to - from, from) in double; if v >= to (rounding) and from < to, v is the
-//     largest T below to. With from = 0, to = 1 the result is u exactly.
+//     largest T below to. With from = 0, to = 1 the result is u exactly. (Every "(T) double"
+//     here rounds to float first for float16/bfloat16, then to the 16-bit type.)
 //   randn / normal_(mean, std): Box-Muller, computed in double with log, sqrt, cos, sin:
 //     float32/16/bf16, W = 1: block b gives elements 4b..4b+3 from its lanes (w0, w1, w2, w3):
 //       (u1, u2) = (uniform_bits(w0, 24), uniform_bits(w1, 24)) -> elements 4b (cos), 4b+1 (sin)
