@@ -7,6 +7,9 @@
 
 #include "cpu/loops.h"
 #include "tc/error.h"
+#ifdef TC_HAVE_CUDA
+#include "tc/cuda.h"
+#endif
 
 namespace tc {
 namespace {
@@ -18,6 +21,12 @@ void cpu_free(void* p, void*) { std::free(p); }
 
 const DeviceAllocator* require_allocator(Device d) {
   const DeviceAllocator* a = g_allocators[(int)d.type];
+#ifdef TC_HAVE_CUDA
+  if (!a && d.is_cuda()) {  // first use: load the driver (DeviceError with the reason if unusable)
+    cuda::ensure_initialized();
+    a = g_allocators[(int)d.type];
+  }
+#endif
   TC_CHECK(a, DeviceError, "device %s is not available (tc was started without a usable CUDA driver "
            "or GPU; tc.cuda.is_available() is false)", d.str().c_str());
   return a;
@@ -233,6 +242,14 @@ void Tensor::copy_from(const Tensor& src) {
            shape_string(src.sizes()).c_str(), shape_string(sizes()).c_str());
   if (is_fake() || src.is_fake()) return;
   if (!device().is_cpu() || !src.device().is_cpu()) {
+#ifdef TC_HAVE_CUDA
+    if (device().is_cuda() || src.device().is_cuda()) {  // device kernels: any strides and dtypes
+      cuda::ensure_initialized();
+      cuda::copy_tensor(*this, src);
+      bump_version();
+      return;
+    }
+#endif
     // Cross-device or device-side: contiguous same-dtype buffers, converted on the CPU if needed.
     Device dev = device().is_cpu() ? src.device() : device();
     const DeviceAllocator* a = require_allocator(dev);
@@ -265,27 +282,23 @@ void Tensor::copy_from(const Tensor& src) {
   bump_version();
 }
 
-double Tensor::item_double() const {
-  TC_CHECK(numel() == 1, ValueError, "a Tensor with %lld elements cannot be converted to a number",
-           (long long)numel());
-  Tensor t = device().is_cpu() ? *this : Tensor();
-  if (!t.defined()) {
-    t = empty(Shape(dim(), 1), dtype());
-    t.copy_from(*this);
+namespace {
+// The single element of `t` read as R (float dtypes convert through float, others exactly).
+template <typename R>
+R read_item(const Tensor& t) {
+  TC_CHECK(t.numel() == 1, ValueError, "a Tensor with %lld elements cannot be converted to a number",
+           (long long)t.numel());
+  Tensor h = t;
+  if (!t.device().is_cpu()) {
+    h = Tensor::empty(Shape(t.dim(), 1), t.dtype());
+    h.copy_from(t);
   }
-  return visit_dtype(dtype(), [&]<typename T>() { return (double)static_cast<opmath_t<T>>(*t.data<T>()); });
+  return visit_dtype(t.dtype(), [&]<typename T>() { return (R) static_cast<opmath_t<T>>(*h.data<T>()); });
 }
+}  // namespace
 
-int64_t Tensor::item_int() const {
-  TC_CHECK(numel() == 1, ValueError, "a Tensor with %lld elements cannot be converted to a number",
-           (long long)numel());
-  Tensor t = device().is_cpu() ? *this : Tensor();
-  if (!t.defined()) {
-    t = empty(Shape(dim(), 1), dtype());
-    t.copy_from(*this);
-  }
-  return visit_dtype(dtype(), [&]<typename T>() { return (int64_t)static_cast<opmath_t<T>>(*t.data<T>()); });
-}
+double Tensor::item_double() const { return read_item<double>(*this); }
+int64_t Tensor::item_int() const { return read_item<int64_t>(*this); }
 
 std::string Tensor::meta_string() const {
   return std::string(dtype_name(dtype())) + shape_string(sizes()) +
