@@ -9,7 +9,8 @@ namespace tc::cpu {
 void random_uniform(const Tensor& out, double from, double to);
 void random_normal(const Tensor& out, double mean, double std);
 void random_int(const Tensor& out, int64_t low, int64_t high);
-// p_tensor: probabilities (broadcastable, any float dtype) or undefined to use p.
+// p_tensor: per-element probabilities (out's shape, any float dtype; checked to lie in [0, 1]), or
+// undefined to use p for every element.
 void random_bernoulli(const Tensor& out, const Tensor& p_tensor, double p);
 // probs: [categories] or [rows, categories]; out: int64 [num_samples] or [rows, num_samples],
 // 1-based category indices.
