@@ -7,7 +7,9 @@
 // Inputs must already have the storage types named (kernels convert mixed dtypes first); `f`
 // takes and returns opmath values (float for float16/bfloat16) and the result is rounded once.
 #pragma once
+#include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstdint>
 #include <tuple>
 #include <type_traits>
@@ -69,6 +71,47 @@ void strided_run(char* o, int64_t so, const char* const* in, const int64_t* s, i
         out_cast<Out>(f(static_cast<opmath_t<Ins>>(*reinterpret_cast<const Ins*>(in[I] + i * s[I]))...));
 }
 
+// An operand read across its dense dimension (a transposed view: last dim strided by at least a
+// cache line, next-to-last dim dense) makes row-by-row traversal fetch a cache line per element.
+template <size_t N>
+bool wants_tiles(const Shape& shape, const std::array<Shape, N>& st) {
+  size_t d = shape.size();
+  if (d < 2 || shape[d - 1] < 16 || shape[d - 2] < 16) return false;
+  for (size_t k = 1; k < N; k++) {
+    int64_t inner = std::abs(st[k][d - 1]), next = std::abs(st[k][d - 2]);
+    if (inner >= 64 && next != 0 && next < inner) return true;
+  }
+  return false;
+}
+
+// Visits the last two dims in 32 x 64 tiles (runs of at most 64 along the last dim), so the lines
+// of a transposed operand are reused from L1; tiles are split across threads.
+template <size_t N, typename F>
+void tiled_loop(const Shape& shape, const std::array<char*, N>& base, const std::array<Shape, N>& st, const F& fn) {
+  constexpr int64_t kRows = 32, kCols = 64;
+  int64_t nd = (int64_t)shape.size(), rows = shape[nd - 2], cols = shape[nd - 1];
+  int64_t row_blocks = (rows + kRows - 1) / kRows, outer = shape_numel(Shape(shape.begin(), shape.end() - 2));
+  std::array<int64_t, N> s;
+  for (size_t k = 0; k < N; k++) s[k] = st[k][nd - 1];
+  int64_t grain = std::max<int64_t>(1, 32768 / (kRows * cols));
+  parallel_for(0, outer * row_blocks, grain, [&](int64_t b, int64_t e) {
+    for (int64_t blk = b; blk < e; blk++) {
+      int64_t o = blk / row_blocks, r0 = (blk % row_blocks) * kRows, r1 = std::min(rows, r0 + kRows);
+      std::array<char*, N> p0 = base;
+      for (int64_t d = nd - 3; d >= 0; d--) {
+        for (size_t k = 0; k < N; k++) p0[k] += (o % shape[d]) * st[k][d];
+        o /= shape[d];
+      }
+      for (int64_t c0 = 0; c0 < cols; c0 += kCols)
+        for (int64_t r = r0; r < r1; r++) {
+          std::array<char*, N> p;
+          for (size_t k = 0; k < N; k++) p[k] = p0[k] + r * st[k][nd - 2] + c0 * s[k];
+          fn(p, s, std::min(kCols, cols - c0));
+        }
+    }
+  });
+}
+
 template <typename Out, typename... Ins, typename F>
 void map(const Tensor& out, const std::array<Tensor, sizeof...(Ins)>& in, const F& f) {
   constexpr size_t N = sizeof...(Ins) + 1;
@@ -83,7 +126,7 @@ void map(const Tensor& out, const std::array<Tensor, sizeof...(Ins)>& in, const 
     strides[k + 1] = broadcast_byte_strides(in[k], shape);
   }
   constexpr int64_t sizes[N] = {(int64_t)sizeof(Out), (int64_t)sizeof(Ins)...};
-  strided_loop<N>(shape, base, strides, [&](std::array<char*, N> p, std::array<int64_t, N> s, int64_t n) {
+  auto run = [&](std::array<char*, N> p, std::array<int64_t, N> s, int64_t n) {
     unsigned mask = 0;
     bool fast = s[0] == sizes[0];
     for (size_t k = 1; k < N; k++) {
@@ -99,7 +142,11 @@ void map(const Tensor& out, const std::array<Tensor, sizeof...(Ins)>& in, const 
       if (fast && mask == 2) return contiguous_run<2, Out, Ins...>(o, &p[1], n, f, Seq{});
     }
     strided_run<Out, Ins...>(p[0], s[0], &p[1], &s[1], n, f, Seq{});
-  });
+  };
+  if (wants_tiles(shape, strides))
+    tiled_loop<N>(shape, base, strides, run);
+  else
+    strided_loop<N>(shape, base, strides, run);
 }
 
 }  // namespace tc::cpu

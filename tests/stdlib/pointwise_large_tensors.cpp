@@ -114,6 +114,13 @@ TEST(PointwiseLarge, StridedAndTransposedOperands) {
   Tensor tr = transposed(sq);  // [1024, 1025], strides (1, 1024)
   expect_binary(call1(Op::add, {strided, tr}), strided, tr, [](double x, double y) { return (double)((float)x + (float)y); });
   expect_binary(call1(Op::maximum, {tr, strided}), tr, strided, [](double x, double y) { return std::max(x, y); });
+  // a batch of transposed matrices (tiles over the last two dims, per batch element), ragged tiles
+  Tensor b = random_f32({3, 301, 203}, 24);
+  Tensor bt = b.as_strided({3, 203, 301}, {301 * 203, 1, 203}, 0);
+  Tensor c = random_f32({3, 203, 301}, 25);
+  expect_binary(call1(Op::mul, {bt, c}), bt, c, [](double x, double y) { return (double)((float)x * (float)y); });
+  expect_binary(call1(Op::where, {call1(Op::gt, {bt, c}), bt, Value(0.5)}).as_strided({3, 203, 301}, {203 * 301, 301, 1}, 0), bt, c,
+                [](double x, double y) { return x > y ? x : (double)0.5f; });
 }
 
 TEST(PointwiseLarge, ComparisonsGiveBool) {
