@@ -71,6 +71,11 @@ void open_create(lua_State* L);        // lua_create.cpp: tc.tensor, x:tolist(),
 std::string format_tensor(const Tensor& t);  // tensor_format.cpp: PyTorch's repr
 std::string tensor_footer(const Tensor& t);  // "[tc.float32 of size 2x3 on cpu]"
 
+// tc's Lua-side functions (tc.max, x:to, tc.no_grad ...) are reached through C trampolines, so
+// that an error under a tail call still finds the user's frame. If the function at idx is such a
+// trampoline, pushes the Lua function it calls and returns true (the tracer inlines that one).
+bool push_trampoline_target(lua_State* L, int idx);
+
 // Grad mode (tc.no_grad / tc.enable_grad); autograd will read it.
 bool grad_enabled();
 void set_grad_enabled(bool on);

@@ -325,6 +325,12 @@ void set_funcs(lua_State* L, const char* field, const luaL_Reg* fns) {
 
 }  // namespace
 
+bool push_trampoline_target(lua_State* L, int idx) {
+  if (lua_tocfunction(L, idx) != trampoline) return false;
+  lua_getupvalue(L, idx, 1);
+  return true;
+}
+
 bool grad_enabled() { return g_grad_enabled; }
 void set_grad_enabled(bool on) { g_grad_enabled = on; }
 

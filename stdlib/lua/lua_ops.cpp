@@ -31,8 +31,12 @@ int op_function(lua_State* L) {
     Stack pos;
     pos.reserve(top);
     for (int i = 1; i <= top; i++) {
+      if (const Tensor* t = to_tensor(L, i)) {
+        pos.emplace_back(*t);
+        continue;
+      }
       int t = lua_type(L, i);
-      if (t == LUA_TTABLE || t == LUA_TUSERDATA || t == LUA_TFUNCTION || t == LUA_TTHREAD || t == LUA_TLIGHTUSERDATA)
+      if (t != LUA_TNUMBER && t != LUA_TBOOLEAN && t != LUA_TSTRING && t != LUA_TNIL)
         std::snprintf(what, sizeof what, "%s(): argument %d", s.name, i);  // only these can fail
       pos.push_back(to_value(L, i, what));
     }

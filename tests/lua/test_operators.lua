@@ -27,6 +27,14 @@ function T.numbers_on_either_side()
   check.values(10 % x, {0, 0, 2})
 end
 
+function T.keyword_arguments_in_options_tables()
+  local a, b = tc.tensor({1.0, 2.0}), tc.tensor({10.0, 20.0})
+  check.values(a:add(b, {alpha = 2}), {21, 42})
+  check.values(tc.sub(2, a), {1, 0})
+  check.values(a:div(tc.tensor({-3.0, 3.0}), {rounding_mode = "floor"}), {-1, 0})
+  check.values(a:div(tc.tensor({-3.0, 3.0}), {rounding_mode = "trunc"}), {-0.0, 0})
+end
+
 function T.floor_division_and_remainder_follow_python()
   local x = tc.tensor({-7, 7})
   check.values(x // 2, {-4, 3})
