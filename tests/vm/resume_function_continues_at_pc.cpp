@@ -149,3 +149,33 @@ TEST(ResumeFunctionContinuesAtPc, LivenessCoversCallRangesAndGenericForState) {
 
 }  // namespace
 }  // namespace tc::vm
+
+namespace tc::vm {
+namespace {
+
+TEST(ResumeFunctionContinuesAtPc, LoadkxWithItsExtraArgIsResumable) {
+  // More than 2^17 constants: the last string is loaded with LOADKX + EXTRAARG.
+  std::string src = "return function(x)\n  local t = {";
+  for (int i = 0; i < 131080; i++) src += "\"s" + std::to_string(i) + "\",";
+  src += "}\n  local a = \"late constant\"\n  return a .. x, #t\nend\n";
+  Proto f = testing::compile(src).protos[0];
+  int pc = -1;  // the last LOADKX: "late constant" (the constructor's tail uses LOADKX too)
+  for (int i = 0; testing::find_op(f, OpCode::LOADKX, i) >= 0; i++) pc = testing::find_op(f, OpCode::LOADKX, i);
+  ASSERT_GE(pc, 0);
+  EXPECT_EQ(resume_point_at(f, pc + 1).pc, -1) << "EXTRAARG is never a resume point";
+  ResumePlan plan = plan_resume(f, pc);
+  ASSERT_TRUE(plan.ok()) << plan.refusal;
+  EXPECT_EQ(plan.registers, (std::vector<int>{0, 1}));  // x and t
+  lua_State* L = luaL_newstate();
+  luaL_openlibs(L);
+  load_verified(L, synthesize_resume(f, plan), "=resume");
+  lua_pushstring(L, "!");
+  lua_newtable(L);
+  ASSERT_EQ(lua_pcall(L, 2, 2, 0), LUA_OK) << lua_tostring(L, -1);
+  EXPECT_STREQ(lua_tostring(L, -2), "late constant!");
+  EXPECT_EQ(lua_tointeger(L, -1), 0);
+  lua_close(L);
+}
+
+}  // namespace
+}  // namespace tc::vm

@@ -182,7 +182,7 @@ std::string format_instruction(const Proto& f, int pc) {
       break;
     case OpCode::NEWTABLE:
       add(out, "%d %d %d", a, b, c);
-      comment(std::to_string(c + extra * (kMaxC + 1)));
+      comment(std::to_string(c + extra * (kMaxC + 1LL)));
       break;
     case OpCode::ADDI:
     case OpCode::SHRI:
@@ -271,7 +271,7 @@ std::string format_instruction(const Proto& f, int pc) {
     case OpCode::TFORCALL: add(out, "%d %d", a, c); break;
     case OpCode::SETLIST:
       add(out, "%d %d %d", a, b, c);
-      if (i.k) comment(std::to_string(c + extra * (kMaxC + 1)));
+      if (i.k) comment(std::to_string(c + extra * (kMaxC + 1LL)));
       break;
     case OpCode::CLOSURE: {
       add(out, "%d %d", a, bx);

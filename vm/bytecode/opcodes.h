@@ -1,6 +1,7 @@
 // Lua 5.4 opcodes: enum, per-opcode properties and instruction decode/encode (from opcodes.def).
 #pragma once
 
+#include <cassert>
 #include <cstdint>
 
 namespace tc::vm {
@@ -64,14 +65,20 @@ inline Ins decode(uint32_t w) {
 }
 
 inline uint32_t make_abc(OpCode op, int a, int b, int c, bool k = false) {
+  assert(a >= 0 && a <= kMaxA && b >= 0 && b <= kMaxB && c >= 0 && c <= kMaxC &&
+         "make_abc: operand out of range");
   return uint32_t(op) | uint32_t(a) << 7 | uint32_t(k) << 15 | uint32_t(b) << 16 |
          uint32_t(c) << 24;
 }
 inline uint32_t make_abx(OpCode op, int a, int bx) {
+  assert(a >= 0 && a <= kMaxA && bx >= 0 && bx <= kMaxBx && "make_abx: operand out of range");
   return uint32_t(op) | uint32_t(a) << 7 | uint32_t(bx) << 15;
 }
 inline uint32_t make_asbx(OpCode op, int a, int sbx) { return make_abx(op, a, sbx + kOffsetBx); }
-inline uint32_t make_ax(OpCode op, int ax) { return uint32_t(op) | uint32_t(ax) << 7; }
+inline uint32_t make_ax(OpCode op, int ax) {
+  assert(ax >= 0 && ax <= kMaxAx && "make_ax: operand out of range");
+  return uint32_t(op) | uint32_t(ax) << 7;
+}
 inline uint32_t make_sj(OpCode op, int sj) { return make_ax(op, sj + kOffsetSJ); }
 
 // Instruction word with one field replaced.

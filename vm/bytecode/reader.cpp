@@ -29,6 +29,7 @@ class Reader {
   }
   void raw(void* out, size_t n, const char* what) {
     need(n, what);
+    if (n == 0) return;
     std::memcpy(out, data_.data() + pos_, n);
     pos_ += n;
   }

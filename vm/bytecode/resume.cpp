@@ -109,7 +109,7 @@ Proto synthesize_resume(const Proto& f, const ResumePlan& plan) {
   // jumps over. A FORPREP over an empty loop (1 to 0) jumps just the same but is not seen as a
   // jump, so the copied code keeps its names. It needs 4 scratch registers above the frame.
   const int scratch = f.maxstacksize;
-  const bool forprep = scratch + 4 <= 255 && next > 0;
+  const bool forprep = scratch + 4 <= 255 && next > 0 && next - 1 <= kMaxBx;
   const int jump_seq = next == 0 ? 0 : forprep ? 4 : 1;  // at pc 0 the copy simply follows
   const int jmp_at = int(prologue.size()) + jump_seq - 1;
   const int shift = jmp_at + 1;

@@ -12,7 +12,9 @@ class Writer {
   std::string out;
 
   void byte(uint8_t b) { out.push_back(char(b)); }
-  void raw(const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }
+  void raw(const void* p, size_t n) {
+    if (n > 0) out.append(static_cast<const char*>(p), n);
+  }
   void unsigned_(uint64_t x) {
     uint8_t buf[10];
     int n = 0;

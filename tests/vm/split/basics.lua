@@ -13,6 +13,12 @@ local function arith(a, b)
   return s, d, m, q, f, r, p, x, y, z, 1 - a, 2 * b, a % 3.5
 end
 
+local function bitwise(a, b)
+  local x, y, z, w = a & b, a ~ b, a << b, a >> b
+  local v = a | b
+  return x, y, z, w, v, a - 1000, a - 2.5, ~a, a // b, a % b
+end
+
 local function floats(a, b)
   return a / b, a // b, a % b, math.type(a + 0.0), math.type(a // 1), 3 // 0.0, -3 % math.huge
 end
@@ -45,6 +51,7 @@ return {
   {arith, 7, 3},
   {arith, 7.5, 2},
   {arith, -9, 4},
+  {bitwise, 12, 3}, {bitwise, -5, 70}, {bitwise, "8", 1}, {bitwise, 1.5, 1},
   {floats, 7, 2},
   {floats, 7.0, -2},
   {strings, "a", 3},
