@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "llvm/Config/llvm-config.h"
+#include "tc/backends.h"
+#include "tc/capture.h"
 #include "tc/vm/bytecode.h"
 #include "tc/vm/runtime.h"
 #ifdef TC_HAVE_CUDA
@@ -165,15 +167,6 @@ void print_error(const tc::vm::LuaError& e) {
   if (!e.traceback().empty()) std::fprintf(stderr, "%s\n", e.traceback().c_str());
 }
 
-void print_explain(const std::string& format) {
-  if (format == "json")
-    std::fprintf(stderr, "{\"graph_count\": 0, \"graph_break_count\": 0, \"op_count\": 0, \"break_reasons\": [], "
-                         "\"ops_per_graph\": [], \"guards\": [], \"recompiles\": [], \"compile_times\": {}}\n");
-  else
-    std::fprintf(stderr, "Graph Count: 0\nGraph Break Count: 0\nOp Count: 0\nBreak Reasons:\nOps per Graph:\n"
-                         "Guards:\nRecompiles:\nCompile Times:\n(no function was compiled: capture is not available yet)\n");
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -186,6 +179,7 @@ int main(int argc, char** argv) {
   if (!o.bytecode.empty()) return tc::vm::print_bytecode(o.bytecode.c_str(), std::cout);
   try {
     tc::vm::Runtime rt("tcrun");
+    tc::capture::install(rt.state(), tc::backends::compile_graph);  // tc.compile, tc.compiler
     if (!o.split_check.empty()) return tc::vm::split_check(rt.state(), o.split_check.c_str(), std::cout);
     if (!o.script && o.pre.empty()) {
       if (o.version) return 0;
@@ -209,7 +203,7 @@ int main(int argc, char** argv) {
       for (int i = o.script + 1; i < argc; i++) args.emplace_back(std::string(argv[i]));
       rt.run_file(argv[o.script], args);
     }
-    if (!o.explain.empty()) print_explain(o.explain);
+    if (!o.explain.empty()) tc::capture::print_explain(rt.state(), o.explain, stderr);
   } catch (const tc::vm::LuaError& e) {
     print_error(e);
     return 1;

@@ -1,0 +1,92 @@
+// Process-wide capture state: code caches by prototype key, the installed graph compiler, the
+// stance, counters and the explain report. Internal to capture.
+#pragma once
+#include <lua.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "entry.h"
+
+namespace tc::capture {
+
+// Options of one tc.compile call (shared by the resume functions it reaches).
+struct CompileConfig {
+  std::string backend = "tc";
+  int backend_fn_ref = LUA_NOREF;  // a Lua function backend
+  bool fullgraph = false;
+  int dynamic = -1;  // -1: automatic (after one size-driven recompile), 0: never, 1: from the start
+  std::string mode = "default";
+};
+
+// The userdata behind a compiled function (user value 1: the original function).
+struct CompiledFn {
+  std::shared_ptr<CompileConfig> cfg;
+  CodeCache* cc = nullptr;
+  uint64_t generation = 0;
+  std::string key;
+};
+
+struct Stats {
+  int64_t traces = 0, backend_compiles = 0, cache_hits = 0, recompiles = 0, graph_breaks = 0, fallbacks = 0;
+};
+
+struct Report {
+  struct GraphRec {
+    std::string function;
+    std::vector<std::string> ops;
+    std::string code;
+  };
+  struct GuardRec {
+    std::string function;
+    std::vector<std::string> lines;
+  };
+  struct RecompileRec {
+    std::string function;
+    int count;
+    std::string reason;
+  };
+  struct TimeRec {
+    std::string function;
+    double trace_ms, backend_ms;
+  };
+  std::vector<GraphRec> graphs;
+  std::vector<GraphBreak> breaks;
+  std::vector<GuardRec> guards;
+  std::vector<RecompileRec> recompiles;
+  std::vector<TimeRec> times;
+  std::vector<std::string> fallbacks;  // "function: why it runs uncompiled"
+};
+
+struct State {
+  std::unordered_map<std::string, std::unique_ptr<CodeCache>> caches;
+  std::vector<std::unique_ptr<vm::Proto>> resume_protos;
+  GraphCompiler compiler;
+  std::string stance = "default";
+  uint64_t generation = 1;
+  Stats stats;
+  Report report;
+};
+State& state();
+
+// dispatch.cpp
+int l_dispatch(lua_State* L);   // (compiled fn userdata, args...) -> (f, args...) to tail-call
+CodeCache* cache_for(lua_State* L, int fn_idx, std::string* key);
+// Pushes the compiled wrapper of the Lua function at idx (made once per function, config
+// inherited), used for Lua functions called at a break (regional compilation).
+void push_wrapper(lua_State* L, int fn_idx, const std::shared_ptr<CompileConfig>& cfg);
+// lua_api.cpp
+void push_compiled(lua_State* L, int fn_idx, std::shared_ptr<CompileConfig> cfg);  // a new wrapper
+bool log_enabled(lua_State* L, const char* topic);
+void raise_graph_break(lua_State* L, const GraphBreak& b);  // pushes the tc.GraphBreakError table
+// lua_backend.cpp: compile with a Lua function backend; leaves nothing on the stack, throws
+// tc::Error (CompileError) on failure.
+int lua_backend_compile(lua_State* L, int backend_fn_ref, const Graph& g, const std::vector<int>& input_slots);
+// Runs a Lua backend's callable (ref) on the inputs at the slots; returns outputs or throws.
+bool lua_backend_run(lua_State* L, int callable_ref, const std::vector<int>& input_slots, size_t nouts,
+                     std::vector<Tensor>* outs);
+
+}  // namespace tc::capture

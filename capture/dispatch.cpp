@@ -1,0 +1,603 @@
+// dispatch: a compiled function's call. Finds the code cache of the function's prototype, runs the
+// first entry whose guards pass (tracing a new one on a miss, up to the recompile limit), runs its
+// graph and side effects, and at a break runs the breaking instruction with stock Lua semantics
+// before continuing in the resume function, itself dispatched with its own cache.
+#include <chrono>
+#include <cstring>
+
+#include "capture_state.h"
+#include "lua_binding.h"
+#include "resume.h"
+#include "tracer.h"
+#include "verifier.h"
+
+namespace tc::capture {
+
+State& state() {
+  static State s;
+  return s;
+}
+
+namespace {
+
+enum class Outcome { Call, Results, Raise };
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string function_name(const vm::Proto& p) {
+  std::string src = p.source.value_or("?");
+  if (!src.empty() && (src[0] == '@' || src[0] == '=')) src = src.substr(1);
+  return "function <" + src + ":" + std::to_string(p.linedefined) + ">";
+}
+
+// ---- running an entry ----------------------------------------------------------------------------
+struct Run {
+  int base;       // guard slots
+  int outs = 0;   // first output userdata
+  int tabs = 0;   // table of materialized tables
+};
+
+void push_plan(lua_State* L, const VPlan& p, const Run& r) {
+  switch (p.kind) {
+    case VPlan::Kind::Nil: lua_pushnil(L); break;
+    case VPlan::Kind::Bool: lua_pushboolean(L, p.b); break;
+    case VPlan::Kind::Int: lua_pushinteger(L, p.i); break;
+    case VPlan::Kind::Float: lua_pushnumber(L, p.f); break;
+    case VPlan::Kind::Str: lua_pushlstring(L, p.s.data(), p.s.size()); break;
+    case VPlan::Kind::Output: lua_pushvalue(L, r.outs + int(p.i)); break;
+    case VPlan::Kind::Source: lua_pushvalue(L, GuardProgram::slot(r.base, int(p.i))); break;
+    case VPlan::Kind::Table:
+    case VPlan::Kind::Size: lua_rawgeti(L, r.tabs, p.i + 1); break;
+  }
+}
+
+void build_tables(lua_State* L, const Entry& e, Run& r) {
+  if (e.tables.empty()) return;
+  lua_createtable(L, int(e.tables.size()), 0);
+  r.tabs = lua_gettop(L);
+  for (size_t j = 0; j < e.tables.size(); j++) {
+    lua_createtable(L, int(e.tables[j].array.size()), int(e.tables[j].hash.size()));
+    lua_rawseti(L, r.tabs, lua_Integer(j) + 1);
+  }
+  for (size_t j = 0; j < e.tables.size(); j++) {
+    const TablePlan& t = e.tables[j];
+    lua_rawgeti(L, r.tabs, lua_Integer(j) + 1);
+    const int ti = lua_gettop(L);
+    for (size_t a = 0; a < t.array.size(); a++) {
+      push_plan(L, t.array[a], r);
+      lua_rawseti(L, ti, lua_Integer(a) + 1);
+    }
+    for (auto& [k, v] : t.hash) {
+      push_plan(L, k, r);
+      push_plan(L, v, r);
+      if (lua_isnil(L, -2))
+        lua_pop(L, 2);
+      else
+        lua_rawset(L, ti);
+    }
+    lua_pop(L, 1);
+  }
+  // metatables (Size tables and setmetatable in the trace)
+  for (size_t j = 0; j < e.tables.size(); j++) {
+    lua_rawgeti(L, r.tabs, lua_Integer(j) + 1);
+    if (e.tables[j].metatable_src >= 0) {
+      lua_pushvalue(L, GuardProgram::slot(r.base, e.tables[j].metatable_src));
+      lua_setmetatable(L, -2);
+    }
+    lua_pop(L, 1);
+  }
+}
+
+void mark_sizes(lua_State* L, const Entry& e, const Run& r, const std::vector<VPlan>& plans) {
+  // Size tables get tc.Size as metatable (found through the plans that mention them).
+  std::vector<bool> is_size(e.tables.size(), false);
+  std::function<void(const VPlan&)> visit = [&](const VPlan& p) {
+    if (p.kind == VPlan::Kind::Size && !is_size[p.i]) {
+      is_size[p.i] = true;
+      for (const VPlan& x : e.tables[p.i].array) visit(x);
+    } else if (p.kind == VPlan::Kind::Table) {
+      for (const VPlan& x : e.tables[p.i].array) visit(x);
+      for (auto& [k, v] : e.tables[p.i].hash) visit(k), visit(v);
+    }
+  };
+  for (const VPlan& p : plans) visit(p);
+  for (const Effect& ef : e.effects) visit(ef.value);
+  for (auto& [reg, p] : e.regs) visit(p);
+  for (size_t j = 0; j < is_size.size(); j++) {
+    if (!is_size[j]) continue;
+    lua_rawgeti(L, r.tabs, lua_Integer(j) + 1);
+    luaL_setmetatable(L, lua::kSizeMeta);
+    lua_pop(L, 1);
+  }
+}
+
+void apply_effects(lua_State* L, const Entry& e, const Run& r) {
+  for (const Effect& ef : e.effects) {
+    push_plan(L, ef.target, r);
+    const int t = lua_gettop(L);
+    if (ef.kind == Effect::Kind::RawSet) {
+      if (lua_type(L, t) == LUA_TTABLE) {
+        push_plan(L, ef.key, r);
+        push_plan(L, ef.value, r);
+        lua_rawset(L, t);
+      }
+    } else if (lua_type(L, t) == LUA_TFUNCTION) {
+      push_plan(L, ef.value, r);
+      if (!lua_setupvalue(L, t, ef.upval)) lua_pop(L, 1);
+    }
+    lua_settop(L, t - 1);
+  }
+}
+
+void push_constant(lua_State* L, const vm::Constant& c) {
+  switch (c.tag) {
+    case vm::ConstTag::Nil: lua_pushnil(L); break;
+    case vm::ConstTag::False: lua_pushboolean(L, 0); break;
+    case vm::ConstTag::True: lua_pushboolean(L, 1); break;
+    case vm::ConstTag::Int: lua_pushinteger(L, c.i); break;
+    case vm::ConstTag::Float: lua_pushnumber(L, c.f); break;
+    default: lua_pushlstring(L, c.s.data(), c.s.size()); break;
+  }
+}
+
+// The resume function of `cc`'s function at pc (as a CodeCache; created once per pc).
+CodeCache* resume_cache(CodeCache* cc, int pc) {
+  const vm::Proto* origin = cc->proto;
+  std::string okey = cc->key;
+  int opc = pc;
+  if (cc->origin && pc >= cc->shift) {
+    origin = cc->origin;
+    okey = cc->origin_key;
+    opc = pc - cc->shift;
+  }
+  const std::string key = okey + "@" + std::to_string(opc);
+  auto& caches = state().caches;
+  auto it = caches.find(key);
+  if (it != caches.end()) return it->second.get();
+  vm::ResumePlan plan = vm::plan_resume(*origin, opc);
+  auto proto = std::make_unique<vm::Proto>(vm::synthesize_resume(*origin, plan));
+  auto issues = vm::verify(*proto);
+  TC_ASSERT(issues.empty(), ("synthesized resume function fails verification: " + issues[0].message).c_str());
+  auto c = std::make_unique<CodeCache>();
+  c->key = key;
+  c->proto = proto.get();
+  c->analysis = std::make_shared<vm::Analysis>(vm::analyze(*proto));
+  c->origin = origin;
+  c->origin_key = okey;
+  c->origin_pc = opc;
+  c->shift = int(proto->code.size() - origin->code.size());
+  c->chunk = vm::write_chunk(*proto);
+  const int line = [&] {
+    auto lines = vm::decode_lines(*origin);
+    return opc < int(lines.size()) ? lines[opc] : origin->linedefined;
+  }();
+  c->name = "resume of " + function_name(*origin) + " at line " + std::to_string(line);
+  state().resume_protos.push_back(std::move(proto));
+  CodeCache* out = c.get();
+  caches[key] = std::move(c);
+  return out;
+}
+
+// Pushes the resume closure of the function at fn_idx for cache rc (memoized per function in a
+// weak table, its upvalues joined to the function's cells).
+void push_resume_closure(lua_State* L, int fn_idx, CodeCache* rc) {
+  lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.resumes");
+  const int memo = lua_gettop(L);
+  lua_pushvalue(L, fn_idx);
+  if (lua_rawget(L, memo) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, fn_idx);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, memo);
+  }
+  const int per_fn = lua_gettop(L);
+  lua_pushlstring(L, rc->key.data(), rc->key.size());
+  if (lua_rawget(L, per_fn) == LUA_TFUNCTION) {
+    lua_replace(L, memo);
+    lua_settop(L, memo);
+    return;
+  }
+  lua_pop(L, 1);
+  const std::string& chunk = rc->chunk;
+  int st = luaL_loadbufferx(L, chunk.data(), chunk.size(), rc->proto->source.value_or("=?").c_str(), "b");
+  TC_ASSERT(st == LUA_OK, "loading a verified resume chunk failed");
+  const int fresh = lua_gettop(L);
+  for (int j = 1; j <= int(rc->proto->upvalues.size()); j++) lua_upvaluejoin(L, fresh, j, fn_idx, j);
+  lua_pushlstring(L, rc->key.data(), rc->key.size());
+  lua_pushvalue(L, fresh);
+  lua_rawset(L, per_fn);
+  lua_replace(L, memo);
+  lua_settop(L, memo);
+}
+
+// Runs the breaking instruction on the rebuilt registers and leaves [next function, args...]
+// on the stack (returns Call), or the results of a tail call ([ident, results...], Results), or
+// an error value (Raise). `cc` becomes the next function's cache (null: call it uncompiled).
+Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc, const std::shared_ptr<CompileConfig>& cfg, Run& r) {
+  const vm::Proto& p = *cc->proto;
+  const vm::Ins i = vm::decode(p.code[e.pc]);
+  lua_createtable(L, std::max<int>(p.maxstacksize, e.top), 0);
+  const int R = lua_gettop(L);
+  for (auto& [reg, plan] : e.regs) {
+    push_plan(L, plan, r);
+    lua_rawseti(L, R, reg + 1);
+  }
+  lua_createtable(L, int(e.varargs.size()), 0);
+  const int VA = lua_gettop(L);
+  for (size_t j = 0; j < e.varargs.size(); j++) {
+    push_plan(L, e.varargs[j], r);
+    lua_rawseti(L, VA, lua_Integer(j) + 1);
+  }
+  int top = e.top;
+  int next = -1;
+  switch (i.op) {
+    case vm::OpCode::CALL:
+    case vm::OpCode::TAILCALL: {
+      const int nargs = i.b ? i.b - 1 : top - i.a - 1;
+      const int call_base = lua_gettop(L);
+      lua_rawgeti(L, R, i.a + 1);
+      const int callee = lua_gettop(L);
+      // Lua functions called at a break go through the compiler too (regional compilation).
+      if (lua_type(L, callee) == LUA_TFUNCTION && !lua_iscfunction(L, callee)) {
+        push_wrapper(L, callee, cfg);
+        lua_replace(L, callee);
+      } else if (lua_type(L, callee) == LUA_TTABLE && luaL_getmetafield(L, callee, "__call") != LUA_TNIL) {
+        if (lua_type(L, -1) == LUA_TFUNCTION && !lua_iscfunction(L, -1)) {
+          push_wrapper(L, lua_gettop(L), cfg);
+          lua_replace(L, -2);
+          lua_insert(L, callee);  // wrapper, table
+        } else {
+          lua_pop(L, 1);
+        }
+      }
+      const int extra = lua_gettop(L) - callee;  // the table passed to __call
+      for (int j = 0; j < nargs; j++) lua_rawgeti(L, R, i.a + 2 + j);
+      if (lua_pcall(L, nargs + extra, LUA_MULTRET, 0) != LUA_OK) return Outcome::Raise;
+      const int nres = lua_gettop(L) - call_base;
+      if (i.op == vm::OpCode::TAILCALL) {
+        lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.ident");
+        lua_insert(L, call_base + 1);
+        lua_rotate(L, 1, nres + 1);
+        lua_settop(L, nres + 1);
+        return Outcome::Results;
+      }
+      const int want = i.c ? i.c - 1 : nres;
+      for (int j = want - 1; j >= 0; j--) {
+        if (j < nres)
+          lua_pushvalue(L, call_base + 1 + j);
+        else
+          lua_pushnil(L);
+        lua_rawseti(L, R, i.a + 1 + j);
+      }
+      if (!i.c) top = i.a + nres;
+      lua_settop(L, call_base);
+      next = e.pc + 1;
+      break;
+    }
+    case vm::OpCode::TEST:
+    case vm::OpCode::TESTSET: {
+      lua_rawgeti(L, R, (i.op == vm::OpCode::TEST ? i.a : i.b) + 1);
+      const bool truthy = lua_toboolean(L, -1);
+      if (truthy != i.k) {
+        lua_pop(L, 1);
+        next = e.pc + 2;
+      } else {
+        if (i.op == vm::OpCode::TESTSET) lua_rawseti(L, R, i.a + 1);
+        else lua_pop(L, 1);
+        next = e.pc + 2 + vm::decode(p.code[e.pc + 1]).sj;
+      }
+      break;
+    }
+    case vm::OpCode::EQ: case vm::OpCode::LT: case vm::OpCode::LE: case vm::OpCode::EQK:
+    case vm::OpCode::EQI: case vm::OpCode::LTI: case vm::OpCode::LEI: case vm::OpCode::GTI:
+    case vm::OpCode::GEI: {
+      // cmp(kind, a, b) is a Lua helper: metamethods and their errors behave as in stock Lua.
+      lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.compare");
+      int kind = 0;
+      auto push_imm = [&] {
+        if (i.c) lua_pushnumber(L, i.sb()); else lua_pushinteger(L, i.sb());
+      };
+      switch (i.op) {
+        case vm::OpCode::EQ: kind = 0; lua_pushinteger(L, 0); lua_rawgeti(L, R, i.a + 1); lua_rawgeti(L, R, i.b + 1); break;
+        case vm::OpCode::LT: kind = 1; lua_pushinteger(L, 1); lua_rawgeti(L, R, i.a + 1); lua_rawgeti(L, R, i.b + 1); break;
+        case vm::OpCode::LE: kind = 2; lua_pushinteger(L, 2); lua_rawgeti(L, R, i.a + 1); lua_rawgeti(L, R, i.b + 1); break;
+        case vm::OpCode::EQK: lua_pushinteger(L, 0); lua_rawgeti(L, R, i.a + 1); push_constant(L, p.k[i.b]); break;
+        case vm::OpCode::EQI: lua_pushinteger(L, 0); lua_rawgeti(L, R, i.a + 1); push_imm(); break;
+        case vm::OpCode::LTI: lua_pushinteger(L, 1); lua_rawgeti(L, R, i.a + 1); push_imm(); break;
+        case vm::OpCode::LEI: lua_pushinteger(L, 2); lua_rawgeti(L, R, i.a + 1); push_imm(); break;
+        case vm::OpCode::GTI: lua_pushinteger(L, 1); push_imm(); lua_rawgeti(L, R, i.a + 1); break;
+        default: lua_pushinteger(L, 2); push_imm(); lua_rawgeti(L, R, i.a + 1); break;
+      }
+      (void)kind;
+      if (lua_pcall(L, 3, 1, 0) != LUA_OK) return Outcome::Raise;
+      const bool cond = lua_toboolean(L, -1);
+      lua_pop(L, 1);
+      next = cond != i.k ? e.pc + 2 : e.pc + 2 + vm::decode(p.code[e.pc + 1]).sj;
+      break;
+    }
+    default: next = e.pc; break;  // resumed uncompiled: the resume function runs the instruction
+  }
+  // The next function: the resume function at `next`, with the live registers as arguments.
+  CodeCache* rc = resume_cache(cc, next);
+  vm::ResumePlan plan = vm::plan_resume(*cc->proto, *cc->analysis, next);
+  TC_ASSERT(plan.ok(), "a resume point checked while tracing is refused at run time");
+  push_resume_closure(L, 1, rc);
+  const int fn = lua_gettop(L);
+  for (int reg : plan.registers) lua_rawgeti(L, R, reg + 1);
+  if (plan.varargs)
+    for (size_t j = 0; j < e.varargs.size(); j++) lua_rawgeti(L, VA, lua_Integer(j) + 1);
+  if (plan.open_results)
+    for (int reg = plan.open_base; reg < top; reg++) lua_rawgeti(L, R, reg + 1);
+  const int n = lua_gettop(L) - fn + 1;
+  lua_rotate(L, 1, n);
+  lua_settop(L, n);
+  cc = e.resume_uncompiled ? nullptr : rc;
+  return Outcome::Call;
+}
+
+// Runs entry e whose guards passed (slots above `base`). Returns Call with [next fn, args...]
+// (cc set to its cache, or null for an uncompiled call), Results, or Raise.
+Outcome execute(lua_State* L, const Entry& e, CodeCache*& cc, const std::shared_ptr<CompileConfig>& cfg, int base) {
+  if (e.end == EndKind::Fallback) {
+    lua_settop(L, base);
+    cc = nullptr;
+    return Outcome::Call;
+  }
+  Run r{base};
+  if (e.graph.num_ops() > 0) {
+    std::vector<Tensor> outs;
+    if (e.lua_backend_ref != LUA_NOREF) {
+      std::vector<int> slots;
+      for (int s : e.input_sources) slots.push_back(GuardProgram::slot(base, s));
+      if (!lua_backend_run(L, e.lua_backend_ref, slots, e.graph.outputs.size(), &outs)) return Outcome::Raise;
+    } else {
+      std::vector<Tensor> inputs;
+      inputs.reserve(e.input_sources.size());
+      for (int s : e.input_sources) inputs.push_back(*lua::to_tensor(L, GuardProgram::slot(base, s)));
+      outs = e.run(inputs);
+    }
+    lua_checkstack(L, int(outs.size()) + 16);
+    r.outs = lua_gettop(L) + 1;
+    for (const Tensor& t : outs) lua::push_tensor(L, t);
+    lua::gc_pressure(L);
+  }
+  build_tables(L, e, r);
+  if (r.tabs) mark_sizes(L, e, r, e.returns);
+  apply_effects(L, e, r);
+  if (e.end == EndKind::Return) {
+    lua_checkstack(L, int(e.returns.size()) + 4);
+    lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.ident");
+    for (const VPlan& p : e.returns) push_plan(L, p, r);
+    const int n = int(e.returns.size()) + 1;
+    lua_rotate(L, 1, n);
+    lua_settop(L, n);
+    return Outcome::Results;
+  }
+  return run_break(L, e, cc, cfg, r);
+}
+
+// The dims of the failing tensor guard that changed size (same dtype, device and rank).
+void learn_dynamic(lua_State* L, CodeCache* cc, const Entry& last, int base) {
+  const int i = last.guards.first_failure(L, base);
+  if (i < 0) return;
+  const Guard& g = last.guards.guards[i];
+  if (g.kind != GuardKind::Tensor) return;
+  const Tensor* t = lua::to_tensor(L, GuardProgram::slot(base, g.src));
+  if (!t || t->dtype() != g.tensor.dtype || t->device() != g.tensor.device || t->dim() != int64_t(g.tensor.sizes.size()))
+    return;
+  const std::string where = last.guards.describe(g.src);
+  for (int d = 0; d < t->dim(); d++)
+    if (t->sizes()[d] != g.tensor.sizes[d] && t->sizes()[d] >= 2) cc->dynamic.push_back({where, d});
+}
+
+std::string cache_name(const CodeCache* cc) { return cc->name; }
+
+// A new entry for a miss (stack: [fn, args...]); null with an outcome when none is made.
+Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileConfig>& cfg, int nargs, Outcome* out) {
+  State& st = state();
+  if (!cc->entries.empty()) {
+    const int base = lua_gettop(L);
+    const Entry& last = *cc->entries.back();
+    last.guards.check(L, 1, 2, nargs);
+    const std::string reason = last.guards.failure(L, base);
+    if (st.stance == "fail_on_recompile") {
+      lua_settop(L, base);
+      std::string msg = "tc.compiler.set_stance(\"fail_on_recompile\"): " + cache_name(cc) + " would recompile (" + reason + ")";
+      lua::push_error(L, "CompileError", msg.c_str(), 1);
+      *out = Outcome::Raise;
+      return nullptr;
+    }
+    int limit = 8;
+    lua_getfield(L, LUA_REGISTRYINDEX, "tc.module");
+    if (lua_istable(L, -1) && lua_getfield(L, -1, "config") == LUA_TTABLE) {
+      lua_getfield(L, -1, "recompile_limit");
+      if (lua_isinteger(L, -1)) limit = int(lua_tointeger(L, -1));
+      lua_pop(L, 1);
+    }
+    lua_settop(L, base);
+    last.guards.check(L, 1, 2, nargs);
+    if (int(cc->entries.size()) >= limit) {
+      lua_settop(L, base);
+      cc->gave_up = true;
+      st.stats.fallbacks++;
+      std::string msg = "tc: recompile limit (" + std::to_string(limit) + ") reached for " + cache_name(cc) +
+                        "; last reason: " + reason + ". It runs uncompiled from now on.";
+      std::fprintf(stderr, "%s\n", msg.c_str());
+      st.report.fallbacks.push_back(cache_name(cc) + ": recompile limit reached");
+      *out = Outcome::Call;
+      return nullptr;
+    }
+    if (cfg->dynamic != 0) learn_dynamic(L, cc, last, base);
+    lua_settop(L, base);
+    cc->recompiles++;
+    st.stats.recompiles++;
+    st.report.recompiles.push_back({cache_name(cc), cc->recompiles, reason});
+    if (log_enabled(L, "recompiles"))
+      std::fprintf(stderr, "[tc recompiles] recompiling %s (entry %d), triggered by: %s\n", cache_name(cc).c_str(),
+                   int(cc->entries.size()) + 1, reason.c_str());
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  Tracer::Options opt;
+  opt.fn_name = cc->name;
+  opt.dynamic = cc->dynamic;
+  opt.dynamic_all = cfg->dynamic == 1;
+  std::unique_ptr<Entry> e;
+  for (int attempt = 0;; attempt++) {
+    e = std::make_unique<Entry>();
+    Tracer t(L, cc->proto, *cc->analysis, 1, nargs, *e, opt);
+    try {
+      t.run();
+      break;
+    } catch (const Tracer::RestartAt& r) {
+      TC_ASSERT(attempt < 4 && r.pc != opt.forced_break_pc, "trace restarted at the same pc twice");
+      opt.forced_break_pc = r.pc;
+      opt.forced = r.brk;
+    }
+  }
+  st.stats.traces++;
+  const double trace_ms = ms_since(t0);
+  if (e->end == EndKind::Break || (e->end == EndKind::Fallback && !e->brk.stack.empty())) {
+    st.stats.graph_breaks++;
+    st.report.breaks.push_back(e->brk);
+    if (log_enabled(L, "graph_breaks")) {
+      std::string where = e->brk.stack.empty() ? "?" : e->brk.where();
+      std::fprintf(stderr, "[tc graph_breaks] graph break in %s at %s: %s\n", cache_name(cc).c_str(), where.c_str(),
+                   e->brk.reason().c_str());
+    }
+    if (cfg->fullgraph) {
+      raise_graph_break(L, e->brk);
+      *out = Outcome::Raise;
+      return nullptr;
+    }
+  }
+  if (e->end == EndKind::Fallback) {
+    st.stats.fallbacks++;
+    st.report.fallbacks.push_back(cache_name(cc) + ": " + e->fallback_reason);
+    if (cfg->fullgraph && e->brk.stack.empty()) {
+      lua::push_error(L, "CompileError", ("tc.compile(fullgraph=true): " + cache_name(cc) + " cannot be compiled: " + e->fallback_reason).c_str(), 1);
+      *out = Outcome::Raise;
+      return nullptr;
+    }
+  }
+  auto t1 = std::chrono::steady_clock::now();
+  if (e->end != EndKind::Fallback && e->graph.num_ops() > 0) {
+    const int base = lua_gettop(L);
+    if (cfg->backend_fn_ref != LUA_NOREF) {
+      // example inputs: the real tensors of this call
+      e->guards.check(L, 1, 2, nargs);
+      std::vector<int> slots;
+      for (int s : e->input_sources) slots.push_back(GuardProgram::slot(base, s));
+      e->lua_backend_ref = lua_backend_compile(L, cfg->backend_fn_ref, e->graph, slots);
+      lua_settop(L, base);
+      if (e->lua_backend_ref == LUA_NOREF) {
+        *out = Outcome::Raise;
+        return nullptr;
+      }
+    } else {
+      TC_CHECK(st.compiler, CompileError, "no graph compiler is installed (tc::capture::install was given none)");
+      e->run = st.compiler(e->graph, cfg->backend);
+    }
+    st.stats.backend_compiles++;
+    st.report.graphs.push_back({cache_name(cc), e->graph.op_names(), e->graph.print_code()});
+    if (log_enabled(L, "graph_code"))
+      std::fprintf(stderr, "[tc graph_code] %s\n%s", cache_name(cc).c_str(), e->graph.print_code().c_str());
+  }
+  st.report.times.push_back({cache_name(cc), trace_ms, ms_since(t1)});
+  st.report.guards.push_back({cache_name(cc), e->guards.lines()});
+  if (log_enabled(L, "guards")) {
+    std::fprintf(stderr, "[tc guards] %s\n", cache_name(cc).c_str());
+    for (const std::string& l : e->guards.lines()) std::fprintf(stderr, "  %s\n", l.c_str());
+  }
+  cc->entries.push_back(std::move(e));
+  return cc->entries.back().get();
+}
+
+Outcome drive(lua_State* L, CompiledFn& cf) {
+  State& st = state();
+  if (st.stance == "force_eager") return Outcome::Call;
+  if (cf.generation != st.generation || !cf.cc) {
+    cf.cc = cache_for(L, 1, &cf.key);
+    cf.generation = st.generation;
+  }
+  CodeCache* cc = cf.cc;
+  for (;;) {
+    if (!cc || cc->gave_up) return Outcome::Call;
+    const int nargs = lua_gettop(L) - 1;
+    Entry* hit = nullptr;
+    int base = lua_gettop(L);
+    for (auto& e : cc->entries) {
+      if (e->guards.check(L, 1, 2, nargs)) {
+        hit = e.get();
+        break;
+      }
+      lua_settop(L, base);
+    }
+    if (hit) {
+      st.stats.cache_hits++;
+    } else {
+      Outcome o;
+      hit = compile_new(L, cc, cf.cfg, nargs, &o);
+      if (!hit) return o;
+      if (!hit->guards.check(L, 1, 2, nargs)) {
+        // cannot happen for a sound trace; run uncompiled rather than wrong
+        lua_settop(L, base);
+        return Outcome::Call;
+      }
+    }
+    Outcome o = execute(L, *hit, cc, cf.cfg, base);
+    if (o != Outcome::Call) return o;
+  }
+}
+
+}  // namespace
+
+CodeCache* cache_for(lua_State* L, int fn_idx, std::string* key) {
+  std::string k;
+  const vm::Proto* p = Tracer::proto_of(L, fn_idx, &k);
+  if (key) *key = k;
+  auto& caches = state().caches;
+  auto it = caches.find(k);
+  if (it != caches.end()) return it->second.get();
+  auto c = std::make_unique<CodeCache>();
+  c->key = k;
+  c->proto = p;
+  c->analysis = std::make_shared<vm::Analysis>(vm::analyze(*p));
+  lua_Debug ar;
+  lua_pushvalue(L, fn_idx);
+  lua_getinfo(L, ">S", &ar);
+  c->name = "function <" + std::string(ar.short_src) + ":" + std::to_string(ar.linedefined) + ">";
+  CodeCache* out = c.get();
+  caches[k] = std::move(c);
+  return out;
+}
+
+int l_dispatch(lua_State* L) {
+  auto* cf = static_cast<CompiledFn*>(lua_touserdata(L, 1));
+  lua_getiuservalue(L, 1, 1);
+  lua_replace(L, 1);
+  Outcome o;
+  bool cpp_error = false;
+  char kind[32] = "CompileError";
+  char msg[1024] = "";
+  try {
+    o = drive(L, *cf);
+  } catch (const Error& e) {
+    cpp_error = true;
+    std::snprintf(kind, sizeof kind, "%s", error_kind_name(e.kind()));
+    std::snprintf(msg, sizeof msg, "%s", e.what());
+  } catch (const std::exception& e) {
+    cpp_error = true;
+    std::snprintf(msg, sizeof msg, "tc internal error while compiling: %s", e.what());
+  }
+  if (cpp_error) {
+    lua::push_error(L, kind, msg, 1);
+    return lua_error(L);
+  }
+  if (o == Outcome::Raise) return lua_error(L);
+  return lua_gettop(L);
+}
+
+}  // namespace tc::capture

@@ -1,0 +1,91 @@
+// What a trace produces (a cache entry: guards, graph, side effects, how the frame ends) and the
+// per-function code cache holding entries.
+#pragma once
+#include <lua.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "analysis.h"
+#include "breaks.h"
+#include "guards.h"
+#include "proto.h"
+#include "tc/capture/graph.h"
+
+namespace tc::capture {
+
+// How to rebuild one Lua value after the graph ran: a constant, a graph output, a value read
+// through a source, or a table made in the traced code.
+struct VPlan {
+  enum class Kind : uint8_t { Nil, Bool, Int, Float, Str, Output, Source, Table, Size };
+  Kind kind = Kind::Nil;
+  bool b = false;
+  int64_t i = 0;  // Int; Output: index in graph outputs; Source: source id; Table/Size: table index
+  double f = 0;
+  std::string s;
+};
+
+// A table created in the traced code that must exist after the graph (returned, stored, live at
+// a break). Built once per run, in creation order, so references between them keep identity.
+struct TablePlan {
+  std::vector<VPlan> array;
+  std::vector<std::pair<VPlan, VPlan>> hash;
+  int metatable_src = -1;  // setmetatable with a pinned metatable; or tc.Size for Size tables
+};
+
+struct Effect {
+  enum class Kind : uint8_t { RawSet, SetUpval };
+  Kind kind;
+  VPlan target;  // the table, or the function whose upvalue is set
+  VPlan key;     // RawSet
+  int upval = 0; // SetUpval
+  VPlan value;
+};
+
+enum class EndKind : uint8_t {
+  Return,    // the frame returns `returns`
+  Break,     // the instruction at pc runs in stock Lua, then a resume function continues
+  Fallback,  // the whole frame runs uncompiled (tracing could not handle it safely)
+};
+
+struct Entry {
+  GuardProgram guards;
+  Graph graph;
+  CompiledGraph run;
+  int lua_backend_ref = LUA_NOREF;  // a Lua backend's callable, when the backend is a function
+  std::vector<int> input_sources;   // source id of each graph input
+  std::vector<TablePlan> tables;
+  std::vector<Effect> effects;
+  EndKind end = EndKind::Return;
+  std::vector<VPlan> returns;
+  // Break: the registers rebuilt at `pc` (register, value), `top` for open operands, varargs.
+  int pc = -1;
+  std::vector<std::pair<int, VPlan>> regs;
+  int top = 0;
+  std::vector<VPlan> varargs;
+  std::vector<int> resume_pcs;  // legal successors checked at trace time
+  bool resume_uncompiled = false;  // the instruction is not one the executor runs: resume at pc raw
+  GraphBreak brk;
+  std::string fallback_reason;
+  int trace_id = 0;
+};
+
+struct CodeCache {
+  std::string key;        // hash of the proto's dump (plus the resume pc for resume functions)
+  std::string name;       // "function 'bar' (bar.lua:1)"
+  const vm::Proto* proto = nullptr;
+  std::shared_ptr<vm::Analysis> analysis;
+  // Resume functions: the proto they continue, the pc there, and the prologue length.
+  const vm::Proto* origin = nullptr;
+  std::string origin_key;
+  int origin_pc = -1, shift = 0;
+  std::string chunk;      // resume functions: the verified binary chunk to load per closure
+  std::vector<std::unique_ptr<Entry>> entries;
+  bool gave_up = false;   // recompile limit reached: runs uncompiled from now on
+  int recompiles = 0;
+  // Dynamic dims learned from size-driven recompiles: (source description, dim).
+  std::vector<std::pair<std::string, int>> dynamic;
+};
+
+}  // namespace tc::capture

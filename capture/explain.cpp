@@ -1,0 +1,195 @@
+// The explain report (LUA_API.md §7): text, JSON and the Lua table of tc.compiler.explain.
+#include <nlohmann/json.hpp>
+
+#include "capture_state.h"
+#include "tc/capture.h"
+
+namespace tc::capture {
+
+static int op_count(const Report& r) {
+  int n = 0;
+  for (const auto& g : r.graphs) n += int(g.ops.size());
+  return n;
+}
+
+static nlohmann::json to_json(const Report& r) {
+  using nlohmann::json;
+  json j;
+  j["graph_count"] = r.graphs.size();
+  j["graph_break_count"] = r.breaks.size();
+  j["op_count"] = op_count(r);
+  json reasons = json::array();
+  for (const GraphBreak& b : r.breaks) {
+    json x{{"reason", b.reason()}, {"code", break_info(b.code).code}, {"hint", break_info(b.code).hint}};
+    if (!b.stack.empty()) x["file"] = b.stack.back().file, x["line"] = b.stack.back().line;
+    json stack = json::array();
+    for (const StackFrame& f : b.stack)
+      stack.push_back({{"file", f.file}, {"line", f.line}, {"function", f.function}, {"source", f.source_line}});
+    x["user_stack"] = stack;
+    reasons.push_back(x);
+  }
+  j["break_reasons"] = reasons;
+  json ops = json::array();
+  for (const auto& g : r.graphs) ops.push_back(g.ops);
+  j["ops_per_graph"] = ops;
+  json guards = json::array();
+  for (const auto& g : r.guards) guards.push_back({{"function", g.function}, {"guards", g.lines}});
+  j["guards"] = guards;
+  json rec = json::array();
+  for (const auto& x : r.recompiles) rec.push_back({{"function", x.function}, {"count", x.count}, {"reason", x.reason}});
+  j["recompiles"] = rec;
+  json times = json::array();
+  for (const auto& t : r.times)
+    times.push_back({{"function", t.function}, {"trace_ms", t.trace_ms}, {"backend_compile_ms", t.backend_ms},
+                     {"total_ms", t.trace_ms + t.backend_ms}});
+  j["compile_times"] = times;
+  j["uncompiled"] = r.fallbacks;
+  return j;
+}
+
+static std::string to_text(const Report& r) {
+  std::string s;
+  s += "Graph Count: " + std::to_string(r.graphs.size()) + "\n";
+  s += "Graph Break Count: " + std::to_string(r.breaks.size()) + "\n";
+  s += "Op Count: " + std::to_string(op_count(r)) + "\n";
+  s += "Break Reasons:\n";
+  for (size_t i = 0; i < r.breaks.size(); i++) {
+    const GraphBreak& b = r.breaks[i];
+    s += "  Break Reason " + std::to_string(i + 1) + ":\n";
+    s += "    Reason: " + b.reason() + "\n";
+    s += "    User Stack:\n";
+    for (const StackFrame& f : b.stack) {
+      s += "      " + f.file + ":" + std::to_string(f.line) + " in " + f.function + "\n";
+      if (!f.source_line.empty()) s += "        " + f.source_line + "\n";
+    }
+    s += "    Hint: " + std::string(break_info(b.code).hint) + "\n";
+  }
+  s += "Ops per Graph:\n";
+  for (size_t i = 0; i < r.graphs.size(); i++) {
+    s += "  Ops " + std::to_string(i + 1) + ": ";
+    for (size_t k = 0; k < r.graphs[i].ops.size(); k++) s += (k ? ", " : "") + r.graphs[i].ops[k];
+    s += "\n";
+  }
+  s += "Guards:\n";
+  for (const auto& g : r.guards) {
+    s += "  " + g.function + ":\n";
+    for (const std::string& l : g.lines) s += "    " + l + "\n";
+  }
+  s += "Recompiles:\n";
+  for (const auto& x : r.recompiles)
+    s += "  " + x.function + ": recompile " + std::to_string(x.count) + ", guard failed: " + x.reason + "\n";
+  s += "Compile Times:\n";
+  for (const auto& t : r.times) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "  %s: trace %.3f ms, backend compile %.3f ms, total %.3f ms\n", t.function.c_str(),
+                  t.trace_ms, t.backend_ms, t.trace_ms + t.backend_ms);
+    s += buf;
+  }
+  if (!r.fallbacks.empty()) {
+    s += "Uncompiled:\n";
+    for (const std::string& f : r.fallbacks) s += "  " + f + "\n";
+  }
+  return s;
+}
+
+std::string report_text(const Report& r) { return to_text(r); }
+std::string report_json(const Report& r) { return to_json(r).dump(2); }
+
+// Pushes the report as the Lua table of LUA_API.md §7.
+void push_report(lua_State* L, const Report& r) {
+  lua_createtable(L, 0, 10);
+  lua_pushinteger(L, lua_Integer(r.graphs.size()));
+  lua_setfield(L, -2, "graph_count");
+  lua_pushinteger(L, lua_Integer(r.breaks.size()));
+  lua_setfield(L, -2, "graph_break_count");
+  lua_pushinteger(L, op_count(r));
+  lua_setfield(L, -2, "op_count");
+  lua_createtable(L, int(r.breaks.size()), 0);
+  for (size_t i = 0; i < r.breaks.size(); i++) {
+    const GraphBreak& b = r.breaks[i];
+    lua_createtable(L, 0, 6);
+    lua_pushstring(L, b.reason().c_str());
+    lua_setfield(L, -2, "reason");
+    lua_pushstring(L, break_info(b.code).code);
+    lua_setfield(L, -2, "code");
+    lua_pushstring(L, break_info(b.code).hint);
+    lua_setfield(L, -2, "hint");
+    if (!b.stack.empty()) {
+      lua_pushstring(L, b.stack.back().file.c_str());
+      lua_setfield(L, -2, "file");
+      lua_pushinteger(L, b.stack.back().line);
+      lua_setfield(L, -2, "line");
+      lua_pushstring(L, b.stack.back().source_line.c_str());
+      lua_setfield(L, -2, "source_line");
+    }
+    lua_rawseti(L, -2, lua_Integer(i) + 1);
+  }
+  lua_setfield(L, -2, "break_reasons");
+  lua_createtable(L, int(r.graphs.size()), 0);
+  for (size_t i = 0; i < r.graphs.size(); i++) {
+    lua_createtable(L, int(r.graphs[i].ops.size()), 0);
+    for (size_t k = 0; k < r.graphs[i].ops.size(); k++) {
+      lua_pushstring(L, r.graphs[i].ops[k].c_str());
+      lua_rawseti(L, -2, lua_Integer(k) + 1);
+    }
+    lua_rawseti(L, -2, lua_Integer(i) + 1);
+  }
+  lua_setfield(L, -2, "ops_per_graph");
+  lua_createtable(L, int(r.guards.size()), 0);
+  for (size_t i = 0; i < r.guards.size(); i++) {
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, r.guards[i].function.c_str());
+    lua_setfield(L, -2, "function");
+    lua_createtable(L, int(r.guards[i].lines.size()), 0);
+    for (size_t k = 0; k < r.guards[i].lines.size(); k++) {
+      lua_pushstring(L, r.guards[i].lines[k].c_str());
+      lua_rawseti(L, -2, lua_Integer(k) + 1);
+    }
+    lua_setfield(L, -2, "guards");
+    lua_rawseti(L, -2, lua_Integer(i) + 1);
+  }
+  lua_setfield(L, -2, "guards");
+  lua_createtable(L, int(r.recompiles.size()), 0);
+  for (size_t i = 0; i < r.recompiles.size(); i++) {
+    lua_createtable(L, 0, 3);
+    lua_pushstring(L, r.recompiles[i].function.c_str());
+    lua_setfield(L, -2, "function");
+    lua_pushinteger(L, r.recompiles[i].count);
+    lua_setfield(L, -2, "count");
+    lua_pushstring(L, r.recompiles[i].reason.c_str());
+    lua_setfield(L, -2, "reason");
+    lua_rawseti(L, -2, lua_Integer(i) + 1);
+  }
+  lua_setfield(L, -2, "recompiles");
+  lua_createtable(L, int(r.times.size()), 0);
+  for (size_t i = 0; i < r.times.size(); i++) {
+    lua_createtable(L, 0, 4);
+    lua_pushstring(L, r.times[i].function.c_str());
+    lua_setfield(L, -2, "function");
+    lua_pushnumber(L, r.times[i].trace_ms);
+    lua_setfield(L, -2, "trace_ms");
+    lua_pushnumber(L, r.times[i].backend_ms);
+    lua_setfield(L, -2, "backend_compile_ms");
+    lua_pushnumber(L, r.times[i].trace_ms + r.times[i].backend_ms);
+    lua_setfield(L, -2, "total_ms");
+    lua_rawseti(L, -2, lua_Integer(i) + 1);
+  }
+  lua_setfield(L, -2, "compile_times");
+  lua_createtable(L, int(r.fallbacks.size()), 0);
+  for (size_t i = 0; i < r.fallbacks.size(); i++) {
+    lua_pushstring(L, r.fallbacks[i].c_str());
+    lua_rawseti(L, -2, lua_Integer(i) + 1);
+  }
+  lua_setfield(L, -2, "uncompiled");
+}
+
+std::string explain_report(const std::string& format) {
+  return format == "json" ? report_json(state().report) + "\n" : report_text(state().report);
+}
+
+void print_explain(lua_State*, const std::string& format, FILE* out) {
+  std::string s = explain_report(format);
+  std::fputs(s.c_str(), out);
+}
+
+}  // namespace tc::capture

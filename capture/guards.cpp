@@ -1,0 +1,195 @@
+// Sources and guards: building (dedup), printing and the allocation-free evaluation loop.
+#include "guards.h"
+
+#include <cstring>
+
+#include "lua_binding.h"
+
+namespace tc::capture {
+
+int GuardProgram::source(SrcKind kind, int parent, int64_t n, const std::string& name) {
+  auto key = std::make_tuple(int(kind), parent, n, kind == SrcKind::Field ? name : std::string());
+  auto it = dedup.find(key);
+  if (it != dedup.end()) return it->second;
+  sources.push_back({kind, parent, n, name});
+  int id = int(sources.size()) - 1;
+  dedup[key] = id;
+  return id;
+}
+
+static bool is_identifier(const std::string& s) {
+  if (s.empty() || isdigit((unsigned char)s[0])) return false;
+  for (char c : s)
+    if (!isalnum((unsigned char)c) && c != '_') return false;
+  return true;
+}
+
+std::string GuardProgram::describe(int src) const {
+  const Source& s = sources[src];
+  switch (s.kind) {
+    case SrcKind::Arg: return "arg[" + std::to_string(s.n) + "]";
+    case SrcKind::Fn: return "fn";
+    case SrcKind::Upval: {
+      std::string up = s.name.empty() ? "upvalue " + std::to_string(s.n) : s.name;
+      return sources[s.parent].kind == SrcKind::Fn ? up : describe(s.parent) + ".<upvalue " + up + ">";
+    }
+    case SrcKind::Field:
+      if (sources[s.parent].kind == SrcKind::Upval && sources[s.parent].name == "_ENV" &&
+          sources[sources[s.parent].parent].kind == SrcKind::Fn)
+        return s.name;  // a global
+      return describe(s.parent) + (is_identifier(s.name) ? "." + s.name : "[\"" + s.name + "\"]");
+    case SrcKind::Index: return describe(s.parent) + "[" + std::to_string(s.n) + "]";
+    case SrcKind::Metatable: return "getmetatable(" + describe(s.parent) + ")";
+    case SrcKind::Pinned: return s.name;
+  }
+  return "?";
+}
+
+bool GuardProgram::check(lua_State* L, int fn_idx, int args_idx, int nargs) const {
+  lua_checkstack(L, int(sources.size()) + 8);
+  const int base = lua_gettop(L);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, k_ref);
+  const int K = base + 1;
+  for (const Source& s : sources) {
+    switch (s.kind) {
+      case SrcKind::Arg:
+        if (s.n <= nargs)
+          lua_pushvalue(L, args_idx + int(s.n) - 1);
+        else
+          lua_pushnil(L);
+        break;
+      case SrcKind::Fn: lua_pushvalue(L, fn_idx); break;
+      case SrcKind::Upval:
+        if (lua_type(L, slot(base, s.parent)) != LUA_TFUNCTION || !lua_getupvalue(L, slot(base, s.parent), int(s.n)))
+          lua_pushnil(L);
+        break;
+      case SrcKind::Field:
+        if (lua_type(L, slot(base, s.parent)) == LUA_TTABLE) {
+          lua_rawgeti(L, K, s.n);
+          lua_rawget(L, slot(base, s.parent));
+        } else {
+          lua_pushnil(L);
+        }
+        break;
+      case SrcKind::Index:
+        if (lua_type(L, slot(base, s.parent)) == LUA_TTABLE)
+          lua_rawgeti(L, slot(base, s.parent), s.n);
+        else
+          lua_pushnil(L);
+        break;
+      case SrcKind::Metatable:
+        if (!lua_getmetatable(L, slot(base, s.parent))) lua_pushnil(L);
+        break;
+      case SrcKind::Pinned: lua_rawgeti(L, K, s.n); break;
+    }
+  }
+  return first_failure(L, base) < 0;
+}
+
+static bool tensor_matches(const Tensor& t, const TensorSpec& s) {
+  if (t.dtype() != s.dtype || t.device() != s.device || t.requires_grad() != s.requires_grad) return false;
+  const size_t n = s.sizes.size();
+  if (t.sizes().size() != n) return false;
+  for (size_t d = 0; d < n; d++) {
+    if (s.dynamic >> d & 1) {
+      if (t.sizes()[d] < 2) return false;
+    } else if (t.sizes()[d] != s.sizes[d]) {
+      return false;
+    }
+  }
+  if (s.dynamic) return true;
+  for (size_t d = 0; d < n; d++)
+    if (t.strides()[d] != s.strides[d] && s.sizes[d] > 1) return false;
+  return true;
+}
+
+int GuardProgram::first_failure(lua_State* L, int base) const {
+  const int K = base + 1;
+  for (int i = 0; i < int(guards.size()); i++) {
+    const Guard& g = guards[i];
+    const int v = g.src >= 0 ? slot(base, g.src) : 0;
+    bool ok = true;
+    switch (g.kind) {
+      case GuardKind::Type:
+        ok = lua_type(L, v) == g.type && (g.type != LUA_TUSERDATA || !lua::to_tensor(L, v));
+        break;
+      case GuardKind::Tensor: {
+        const Tensor* t = lua::to_tensor(L, v);
+        ok = t && tensor_matches(*t, g.tensor);
+        break;
+      }
+      case GuardKind::Equals:
+        lua_rawgeti(L, K, g.k);
+        ok = lua_rawequal(L, v, -1) && lua_isinteger(L, v) == lua_isinteger(L, -1);
+        lua_pop(L, 1);
+        break;
+      case GuardKind::Identity:
+        lua_rawgeti(L, K, g.k);
+        ok = lua_rawequal(L, v, -1);
+        lua_pop(L, 1);
+        break;
+      case GuardKind::GlobalState:
+        ok = lua::grad_enabled() == g.grad && default_dtype() == g.default_dtype &&
+             default_device() == g.default_device;
+        break;
+    }
+    if (!ok) return i;
+  }
+  return -1;
+}
+
+std::string tensor_spec_string(const TensorSpec& t) {
+  std::string s = std::string(dtype_name(t.dtype)) + "[";
+  for (size_t d = 0; d < t.sizes.size(); d++) {
+    if (d) s += ", ";
+    s += (t.dynamic >> d & 1) ? std::string(">=2") : std::to_string(t.sizes[d]);
+  }
+  s += "] on " + t.device.str();
+  if (t.requires_grad) s += ", requires_grad";
+  return s;
+}
+
+static std::string actual_string(lua_State* L, int v) {
+  if (const Tensor* t = lua::to_tensor(L, v)) {
+    TensorSpec s{t->dtype(), t->device(), t->requires_grad(), t->sizes(), t->strides(), 0};
+    std::string str = tensor_spec_string(s);
+    if (!t->is_contiguous()) str += " (strides " + shape_string(t->strides()) + ")";
+    return str;
+  }
+  switch (lua_type(L, v)) {
+    case LUA_TNUMBER:
+    case LUA_TSTRING: {
+      lua_pushvalue(L, v);
+      std::string s = lua_type(L, v) == LUA_TSTRING ? "\"" + std::string(lua_tostring(L, -1)) + "\"" : lua_tostring(L, -1);
+      lua_pop(L, 1);
+      return s;
+    }
+    case LUA_TBOOLEAN: return lua_toboolean(L, v) ? "true" : "false";
+    case LUA_TNIL: return "nil";
+    default: {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%s %p", lua_typename(L, lua_type(L, v)), lua_topointer(L, v));
+      return buf;
+    }
+  }
+}
+
+std::string GuardProgram::failure(lua_State* L, int base) const {
+  int i = first_failure(L, base);
+  if (i < 0) return "";
+  const Guard& g = guards[i];
+  if (g.kind == GuardKind::GlobalState)
+    return "global state: expected " + g.expected + ", got grad " + (lua::grad_enabled() ? "on" : "off") +
+           ", default dtype " + dtype_name(default_dtype()) + ", default device " + default_device().str();
+  return describe(g.src) + ": expected " + g.expected + ", got " + actual_string(L, slot(base, g.src));
+}
+
+std::vector<std::string> GuardProgram::lines() const {
+  static const char* names[] = {"TYPE_MATCH", "TENSOR_MATCH", "EQUALS_MATCH", "ID_MATCH", "GLOBAL_STATE"};
+  std::vector<std::string> out;
+  for (const Guard& g : guards)
+    out.push_back(std::string(names[int(g.kind)]) + ": " + (g.src >= 0 ? describe(g.src) + " " : "") + g.expected);
+  return out;
+}
+
+}  // namespace tc::capture

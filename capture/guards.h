@@ -1,0 +1,88 @@
+// Sources (where a value came from: arg[1].layers[3].linear1.weight) and guards (what tracing
+// relied on), compiled to a flat program evaluated on the Lua stack without allocation.
+#pragma once
+#include <lua.hpp>
+
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "tc/tensor.h"
+
+namespace tc::capture {
+
+// Every source is a raw read: guards never run metamethods.
+enum class SrcKind : uint8_t {
+  Arg,        // the n-th argument of the dispatched call (1-based; varargs continue the count)
+  Fn,         // the dispatched closure itself
+  Upval,      // upvalue n of the function at parent
+  Field,      // rawget(parent, key) with a string key (K[key])
+  Index,      // rawget(parent, n) with an integer key
+  Metatable,  // getmetatable(parent) without __metatable
+  Pinned,     // K[n]: an object whose identity is guarded (metatables, functions)
+};
+
+struct Source {
+  SrcKind kind;
+  int parent = -1;
+  int64_t n = 0;     // Arg/Upval/Index number; Pinned: K index; Field: K index of the key
+  std::string name;  // Field key, Upval name, Pinned description
+};
+
+struct TensorSpec {
+  DType dtype;
+  Device device;
+  bool requires_grad = false;
+  Shape sizes, strides;
+  uint64_t dynamic = 0;  // bit d: dim d is dynamic (size >= 2, any value), strides unchecked
+};
+
+enum class GuardKind : uint8_t {
+  Type,         // lua_type(v) == type (userdata: and not a tc tensor)
+  Tensor,       // a tc tensor matching spec
+  Equals,       // v is the constant K[k] (rawequal; numbers also by subtype int/float)
+  Identity,     // v is the object K[k]
+  GlobalState,  // grad mode, default dtype and device as when traced
+};
+
+struct Guard {
+  GuardKind kind;
+  int src = -1;
+  int type = LUA_TNIL;  // Type
+  int k = 0;            // Equals/Identity
+  TensorSpec tensor;    // Tensor
+  bool grad = true;     // GlobalState
+  DType default_dtype = DType::Float32;
+  Device default_device;
+  std::string expected;  // printed expected value ("float32[10, 10] on cpu", "3", "function 0x...")
+};
+
+// The per-trace builder and, once finished, the entry's program.
+struct GuardProgram {
+  std::vector<Source> sources;
+  std::vector<Guard> guards;
+  int k_ref = LUA_NOREF;  // registry ref of K: key strings, constants and pinned objects
+
+  // Builder side (while tracing; K is the table at stack index `k_idx`).
+  std::map<std::tuple<int, int, int64_t, std::string>, int> dedup;
+  std::map<std::pair<int, int>, bool> guarded;  // (src, kind) already guarded
+
+  int source(SrcKind kind, int parent, int64_t n, const std::string& name = "");
+  std::string describe(int src) const;  // "arg[1].layers[3].linear1.weight"
+
+  // Evaluation: pushes K then one slot per source above `base` (= lua_gettop on entry) and
+  // returns true iff every guard passes. Leaves the slots on the stack (slot(i) = base+2+i).
+  bool check(lua_State* L, int fn_idx, int args_idx, int nargs) const;
+  static int slot(int base, int src) { return base + 2 + src; }
+  // After a failed check (slots still pushed): the first failing guard as
+  // "arg[1]: expected float32[10, 10] on cpu, got float32[20, 10] on cpu". Empty if none fails.
+  std::string failure(lua_State* L, int base) const;
+  // Index of the first failing guard, or -1.
+  int first_failure(lua_State* L, int base) const;
+  std::vector<std::string> lines() const;  // one printed line per guard
+};
+
+std::string tensor_spec_string(const TensorSpec& t);
+
+}  // namespace tc::capture

@@ -1,0 +1,82 @@
+// The graph IR: a flat, append-only array of nodes (graph inputs and op calls) whose arguments
+// point backwards by integer reference, with the fake-tensor metadata of every output.
+//
+//   Graph g;
+//   Ref x = g.add_input("x", "arg[1]", Tensor::fake({2, 3}, {3, 1}, DType::Float32));
+//   Ref s = g.add_op(Op::sin, {NodeArg::ref(x)}, call(Op::sin, {g.fake(x)}))[0];
+//   g.outputs.push_back(s);
+//   std::cout << g.print_tabular();      // opcode / name / target / args, like torch.fx
+//
+// A graph crosses from capture to the backends as this plain C++ value (no Lua inside).
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tc/ops.h"
+
+namespace tc::capture {
+
+// One tensor value of the graph: output `out` of node `node`; `elem` >= 0 picks one tensor of a
+// Tensor[] output.
+struct Ref {
+  int node = -1;
+  int out = 0;
+  int elem = -1;
+  bool operator==(const Ref&) const = default;
+};
+
+// One bound argument of an op node: a constant (numbers, lists, strings, dtypes, and the 0-dim
+// tensors the binder makes of Lua numbers), a tensor of the graph, or a list of them.
+struct NodeArg {
+  enum class Kind : uint8_t { Const, Ref, RefList };
+  Kind kind = Kind::Const;
+  Value constant;
+  std::vector<Ref> refs;
+  static NodeArg constant_of(Value v) { return {Kind::Const, std::move(v), {}}; }
+  static NodeArg ref(Ref r) { return {Kind::Ref, {}, {r}}; }
+  static NodeArg list(std::vector<Ref> r) { return {Kind::RefList, {}, std::move(r)}; }
+};
+
+enum class NodeKind : uint8_t { Input, Op };
+
+struct Node {
+  NodeKind kind = NodeKind::Op;
+  Op op = Op::add;              // Op nodes
+  std::vector<NodeArg> args;    // Op nodes: bound arguments in schema order
+  Stack fakes;                  // outputs as fake tensors (Tensor or TensorList values)
+  std::string name;             // unique: "x", "sin", "add_1"
+  std::string source;           // Input nodes: where the value comes from ("arg[1].weight")
+  int line = -1;                // Op nodes: user line that made it
+};
+
+struct Graph {
+  std::vector<Node> nodes;
+  std::vector<int> inputs;    // Input node indices, in input order
+  std::vector<Ref> outputs;   // tensors the graph returns, in order
+  // Dynamic dimensions of inputs (input index, 0-based dim): printed as s0, s1 ...
+  std::vector<std::pair<int, int>> dynamic_dims;
+
+  Ref add_input(const std::string& name, const std::string& source, const Tensor& fake);
+  // Appends an op node; `fakes` are its outputs (from the meta rule). Returns one Ref per
+  // output (Tensor[] outputs: one Ref per element).
+  std::vector<Ref> add_op(Op op, std::vector<NodeArg> args, Stack fakes, int line = -1);
+  const Tensor& fake(Ref r) const;
+  int num_ops() const { return int(nodes.size() - inputs.size()); }
+  std::vector<std::string> op_names() const;  // in node order: "linear", "relu", ...
+
+  // torch.fx's print_tabular: one row per node and one for the output.
+  std::string print_tabular() const;
+  // A readable listing with metadata: "%add : float32[10, 10] = add(%x, %y, alpha=1)".
+  std::string print_code() const;
+  std::string ref_name(Ref r) const;
+  std::string meta_string(Ref r) const;  // dynamic dims as s0, s1 ...
+};
+
+// What a backend makes of a graph: inputs (in Graph::inputs order) -> outputs.
+using CompiledGraph = std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs)>;
+// Installed by the program (tcrun) from the backends library, which capture cannot include:
+// compiles `g` with the named backend ("eager", "tc" ...); throws tc::Error for an unknown name.
+using GraphCompiler = std::function<CompiledGraph(const Graph& g, const std::string& backend)>;
+
+}  // namespace tc::capture

@@ -1,0 +1,459 @@
+// install(): tc.compile and tc.compiler.* backed by capture, the compiled-function wrappers
+// (a Lua trampoline around l_dispatch) and the pointers of the C functions the tracer models.
+#include <cstring>
+
+#include "capture_state.h"
+#include "lua_binding.h"
+#include "tc/capture.h"
+#include "tracer.h"
+
+namespace tc::capture {
+
+std::string report_text(const Report& r);
+void push_report(lua_State* L, const Report& r);
+
+namespace {
+
+constexpr const char* kCompiledMeta = "tc.CompiledFunction";
+
+// The Lua side: option checks, modules, explain. Runs as a tc chunk (errors point at the user).
+const char* const kLuaSide = R"LUA(
+local tc, prim = ...
+local raise, is_tensor = tc._C.raise, tc._C.is_tensor
+local config = tc.config
+
+local backends = {tc = true, eager = true, cpu = true, cuda = true, inductor = true}
+local modes = {default = true, ["reduce-overhead"] = true, ["max-autotune"] = true,
+               ["max-autotune-no-cudagraphs"] = true}
+local compile_keys = {fullgraph = "boolean", dynamic = "boolean", backend = true, mode = "string",
+                      options = "table", disable = "boolean"}
+
+local function check_options(opts)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then raise("ValueError", "tc.compile(f, opts): opts must be a table, got " .. type(opts)) end
+  for k, v in pairs(opts) do
+    local want = compile_keys[k]
+    if want == nil then
+      raise("ValueError", ("tc.compile() got an unexpected option '%s' (options: fullgraph, dynamic, backend, mode, options, disable)"):format(tostring(k)))
+    end
+    if want ~= true and type(v) ~= want then
+      raise("ValueError", ("tc.compile(): option '%s' must be a %s, got %s"):format(k, want, type(v)))
+    end
+  end
+  local b = opts.backend
+  if b ~= nil and not (type(b) == "function" or (type(b) == "string" and backends[b])) then
+    raise("ValueError", ("tc.compile(): unknown backend %s (backends: tc, eager, cpu, cuda, or a function(gm, example_inputs))"):format(
+      type(b) == "string" and '"' .. b .. '"' or type(b)))
+  end
+  if opts.mode ~= nil and not modes[opts.mode] then
+    raise("ValueError", ('tc.compile(): unknown mode "%s" (modes: default, reduce-overhead, max-autotune, max-autotune-no-cudagraphs)'):format(opts.mode))
+  end
+  return opts
+end
+
+local function callable(f)
+  if type(f) == "function" then return true end
+  local mt = getmetatable(f)
+  return type(mt) == "table" and mt.__call ~= nil
+end
+
+local function compile(f, opts)
+  local fullgraph = opts.fullgraph
+  if fullgraph == nil then fullgraph = config.fullgraph == true end
+  local backend = opts.backend or config.backend or "tc"
+  local dynamic = opts.dynamic
+  if dynamic == nil then dynamic = config.dynamic end
+  if type(f) ~= "function" then
+    -- a module (or any callable table): compile its call, hooks included; fields read through
+    local m = f
+    local cf = prim.compile(function(...) return m(...) end, backend, fullgraph, dynamic, opts.mode or config.mode)
+    return setmetatable({}, {__call = function(_, ...) return cf(...) end, __index = m, __name = "CompiledModule",
+                             __tostring = function() return "Compiled(" .. tostring(m) .. ")" end})
+  end
+  return prim.compile(f, backend, fullgraph, dynamic, opts.mode or config.mode)
+end
+
+function tc.compile(f, opts)
+  if not callable(f) then raise("ValueError", "tc.compile(): expected a function or a module, got " .. type(f)) end
+  opts = check_options(opts)
+  if opts.disable or config.eager or prim.is_disabled(f) then return f end
+  return compile(f, opts)
+end
+
+local compiler = tc.compiler
+local stances = {default = true, force_eager = true, eager_on_recompile = true, fail_on_recompile = true}
+function compiler.reset() prim.reset() end
+function compiler.disable(f)
+  if f == nil then return function(g) return compiler.disable(g) end end
+  if not callable(f) then raise("ValueError", "tc.compiler.disable(): expected a function, got " .. type(f)) end
+  prim.disable(f)
+  return f
+end
+function compiler.set_stance(stance)
+  if not stances[stance] then
+    raise("ValueError", ('tc.compiler.set_stance(): unknown stance "%s" (default, force_eager, eager_on_recompile, fail_on_recompile)'):format(tostring(stance)))
+  end
+  compiler.stance = stance
+  prim.set_stance(stance)
+end
+function compiler.mark_dynamic(x, dim)
+  if not is_tensor(x) then raise("ValueError", "tc.compiler.mark_dynamic(): expected a tensor, got " .. type(x)) end
+  local dims = {}
+  for _, d in ipairs(type(dim) == "table" and dim or {dim}) do
+    if math.type(d) ~= "integer" or d == 0 or d > x:dim() or d < -x:dim() then
+      raise("IndexError", ("tc.compiler.mark_dynamic(): dimension %s out of range for a %d-dim tensor (dims are 1-based)"):format(tostring(d), x:dim()))
+    end
+    dims[#dims + 1] = d < 0 and x:dim() + 1 + d or d
+  end
+  prim.mark_dynamic(x, dims)
+end
+function compiler.stats() return prim.stats() end
+function compiler.explain(f)
+  if not callable(f) then raise("ValueError", "tc.compiler.explain(): expected a function, got " .. type(f)) end
+  return function(...)
+    prim.explain_begin()
+    local ok, err = pcall(compile(f, {backend = "eager"}), ...)
+    local report, text = prim.explain_end()
+    if not ok then error(err, 0) end
+    return report, text
+  end
+end
+)LUA";
+
+// ---- wrappers ---------------------------------------------------------------------------------
+int compiled_gc(lua_State* L) {
+  static_cast<CompiledFn*>(lua_touserdata(L, 1))->~CompiledFn();
+  return 0;
+}
+
+void registry_weak_table(lua_State* L, const char* name) {
+  lua_newtable(L);
+  lua_newtable(L);
+  lua_pushstring(L, "k");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_setfield(L, LUA_REGISTRYINDEX, name);
+}
+
+int p_compile(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  auto cfg = std::make_shared<CompileConfig>();
+  if (lua_type(L, 2) == LUA_TFUNCTION) {
+    lua_pushvalue(L, 2);
+    cfg->backend_fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  } else {
+    cfg->backend = luaL_optstring(L, 2, "tc");
+  }
+  cfg->fullgraph = lua_toboolean(L, 3);
+  cfg->dynamic = lua_isnil(L, 4) ? -1 : lua_toboolean(L, 4) ? 1 : 0;
+  cfg->mode = luaL_optstring(L, 5, "default");
+  push_compiled(L, 1, cfg);
+  return 1;
+}
+
+int p_is_disabled(lua_State* L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.disabled");
+  lua_pushvalue(L, 1);
+  lua_pushboolean(L, lua_rawget(L, -2) != LUA_TNIL);
+  return 1;
+}
+
+int p_disable(lua_State* L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.disabled");
+  lua_pushvalue(L, 1);
+  lua_pushboolean(L, 1);
+  lua_rawset(L, -3);
+  return 0;
+}
+
+int p_reset(lua_State*) {
+  State& st = state();
+  st.caches.clear();
+  st.generation++;
+  st.stats = Stats{};
+  st.report = Report{};
+  st.stance = "default";
+  return 0;
+}
+
+int p_set_stance(lua_State* L) {
+  state().stance = luaL_checkstring(L, 1);
+  return 0;
+}
+
+int p_mark_dynamic(lua_State* L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.marked");
+  lua_pushvalue(L, 1);
+  if (lua_rawget(L, -2) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, 1);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, -4);
+  }
+  for (lua_Integer i = 1; i <= lua_Integer(lua_rawlen(L, 2)); i++) {
+    lua_rawgeti(L, 2, i);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, -3);
+  }
+  return 0;
+}
+
+int p_stats(lua_State* L) {
+  const Stats& s = state().stats;
+  lua_createtable(L, 0, 6);
+  const std::pair<const char*, int64_t> fields[] = {{"traces", s.traces},         {"backend_compiles", s.backend_compiles},
+                                                    {"cache_hits", s.cache_hits}, {"recompiles", s.recompiles},
+                                                    {"graph_breaks", s.graph_breaks}, {"fallbacks", s.fallbacks}};
+  for (auto& [k, v] : fields) {
+    lua_pushinteger(L, v);
+    lua_setfield(L, -2, k);
+  }
+  return 1;
+}
+
+struct Saved {
+  std::unordered_map<std::string, std::unique_ptr<CodeCache>> caches;
+  Report report;
+  Stats stats;
+  bool active = false;
+};
+Saved& saved() {
+  static Saved s;
+  return s;
+}
+
+int p_explain_begin(lua_State* L) {
+  State& st = state();
+  Saved& sv = saved();
+  if (sv.active) return luaL_error(L, "tc.compiler.explain cannot be nested");
+  sv.active = true;
+  sv.caches = std::move(st.caches);
+  sv.report = std::move(st.report);
+  sv.stats = st.stats;
+  st.caches.clear();
+  st.report = Report{};
+  st.generation++;
+  return 0;
+}
+
+int p_explain_end(lua_State* L) {
+  State& st = state();
+  Saved& sv = saved();
+  Report r = std::move(st.report);
+  st.caches = std::move(sv.caches);
+  st.report = std::move(sv.report);
+  st.stats = sv.stats;
+  st.generation++;
+  sv.active = false;
+  push_report(L, r);
+  std::string text = report_text(r);
+  lua_pushlstring(L, text.data(), text.size());
+  return 2;
+}
+
+void collect_builtins(lua_State* L) {
+  const int top0 = lua_gettop(L);
+  Known& k = known();
+  auto add = [&](const char* name) {
+    if (lua_iscfunction(L, -1)) k.builtins[lua_tocfunction(L, -1)] = name;
+  };
+  const char* base[] = {"type", "select", "ipairs", "pairs", "next", "rawget", "rawset", "rawequal", "rawlen",
+                        "getmetatable", "setmetatable", "assert", "error", "tostring", "tonumber"};
+  for (const char* n : base) {
+    lua_getglobal(L, n);
+    add(n);
+    lua_pop(L, 1);
+  }
+  for (const char* lib : {"math", "string", "table"}) {
+    if (lua_getglobal(L, lib) != LUA_TTABLE) {
+      lua_pop(L, 1);
+      continue;
+    }
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+      if (lua_type(L, -2) == LUA_TSTRING && lua_iscfunction(L, -1)) {
+        std::string name = std::string(lib) + "." + lua_tostring(L, -2);
+        static std::vector<std::unique_ptr<std::string>> names;
+        names.push_back(std::make_unique<std::string>(name));
+        k.builtins[lua_tocfunction(L, -1)] = *names.back();
+      }
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+  }
+  // unpack is table.unpack; the ipairs iterator
+  lua_getglobal(L, "ipairs");
+  lua_newtable(L);
+  lua_call(L, 1, 1);
+  k.builtins[lua_tocfunction(L, -1)] = "ipairs_aux";
+  lua_setfield(L, LUA_REGISTRYINDEX, "tc.capture.ipairs_aux");
+  // tc: ops, trampolines, tensor C methods
+  lua_getfield(L, LUA_REGISTRYINDEX, "tc.module");
+  lua_getfield(L, -1, "sin");
+  k.op_fn = lua_tocfunction(L, -1);
+  lua_pop(L, 1);
+  lua_getfield(L, -1, "arange");  // a Lua function of tc behind its trampoline
+  if (lua_iscfunction(L, -1)) k.trampoline = lua_tocfunction(L, -1);
+  lua_pop(L, 1);
+  lua_getfield(L, -1, "is_tensor");
+  add("tc.is_tensor");
+  lua_pop(L, 1);
+  lua_getfield(L, -1, "is_grad_enabled");
+  add("tc.is_grad_enabled");
+  lua_pop(L, 1);
+  lua_getfield(L, -1, "Tensor");
+  for (const char* m : {"size", "stride", "dim", "numel", "nelement", "is_contiguous", "element_size",
+                        "is_floating_point", "item", "tolist"}) {
+    lua_getfield(L, -1, m);
+    static std::vector<std::unique_ptr<std::string>> names;
+    names.push_back(std::make_unique<std::string>(std::string("Tensor.") + m));
+    if (lua_iscfunction(L, -1) && lua_tocfunction(L, -1) != k.trampoline) k.builtins[lua_tocfunction(L, -1)] = *names.back();
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 2);
+  luaL_getmetatable(L, lua::kSizeMeta);
+  if (lua_istable(L, -1) && lua_getfield(L, -1, "__index") == LUA_TTABLE) {
+    lua_getfield(L, -1, "numel");
+    add("tc.Size.numel");
+    lua_pop(L, 1);
+  }
+  lua_settop(L, top0);
+}
+
+}  // namespace
+
+void push_compiled(lua_State* L, int fn_idx, std::shared_ptr<CompileConfig> cfg) {
+  fn_idx = lua_absindex(L, fn_idx);
+  lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.factory");
+  void* mem = lua_newuserdatauv(L, sizeof(CompiledFn), 1);
+  new (mem) CompiledFn{std::move(cfg)};
+  luaL_setmetatable(L, kCompiledMeta);
+  lua_pushvalue(L, fn_idx);
+  lua_setiuservalue(L, -2, 1);
+  lua_call(L, 1, 1);  // factory(fs) -> wrapper
+  lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.wrappers");
+  lua_pushvalue(L, -2);
+  lua_pushvalue(L, fn_idx);
+  lua_rawset(L, -3);
+  lua_pop(L, 1);
+}
+
+void push_wrapper(lua_State* L, int fn_idx, const std::shared_ptr<CompileConfig>& cfg) {
+  fn_idx = lua_absindex(L, fn_idx);
+  lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.regional");
+  lua_pushvalue(L, fn_idx);
+  if (lua_rawget(L, -2) == LUA_TFUNCTION) {
+    lua_remove(L, -2);
+    return;
+  }
+  lua_pop(L, 1);
+  // functions that are themselves wrappers or disabled are called as they are
+  lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.wrappers");
+  lua_pushvalue(L, fn_idx);
+  bool wrapper = lua_rawget(L, -2) != LUA_TNIL;
+  lua_pop(L, 2);
+  lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.disabled");
+  lua_pushvalue(L, fn_idx);
+  bool disabled = lua_rawget(L, -2) != LUA_TNIL;
+  lua_pop(L, 2);
+  if (wrapper || disabled) {
+    lua_pop(L, 1);
+    lua_pushvalue(L, fn_idx);
+    return;
+  }
+  push_compiled(L, fn_idx, cfg);
+  lua_pushvalue(L, fn_idx);
+  lua_pushvalue(L, -2);
+  lua_rawset(L, -4);
+  lua_remove(L, -2);
+}
+
+bool log_enabled(lua_State* L, const char* topic) {
+  lua_getfield(L, LUA_REGISTRYINDEX, "tc.module");
+  bool on = false;
+  if (lua_istable(L, -1) && lua_getfield(L, -1, "config") == LUA_TTABLE) {
+    lua_getfield(L, -1, "log");
+    if (const char* s = lua_tostring(L, -1)) on = std::strstr(s, topic) || std::strstr(s, "all");
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 2);
+  return on;
+}
+
+void raise_graph_break(lua_State* L, const GraphBreak& b) {
+  const BreakInfo& info = break_info(b.code);
+  std::string msg = "graph break under fullgraph=true: " + b.reason();
+  const StackFrame* site = b.stack.empty() ? nullptr : &b.stack.back();
+  if (site && !site->source_line.empty()) msg += "\n  " + site->source_line;
+  msg += "\n  Hint: " + std::string(info.hint);
+  if (b.stack.size() > 1) {
+    msg += "\n  User stack:";
+    for (const StackFrame& f : b.stack) msg += "\n    " + f.file + ":" + std::to_string(f.line) + " in " + f.function;
+  }
+  lua::push_error(L, "GraphBreakError", msg.c_str(), 1);
+  lua_pushstring(L, info.code);
+  lua_setfield(L, -2, "code");
+  lua_pushstring(L, b.reason().c_str());
+  lua_setfield(L, -2, "reason");
+  lua_pushstring(L, info.hint);
+  lua_setfield(L, -2, "hint");
+  if (site) {
+    lua_pushstring(L, site->file.c_str());
+    lua_setfield(L, -2, "file");
+    lua_pushinteger(L, site->line);
+    lua_setfield(L, -2, "line");
+    lua_pushstring(L, site->source_line.c_str());
+    lua_setfield(L, -2, "source_line");
+  }
+}
+
+void install(lua_State* L, GraphCompiler compiler) {
+  state().compiler = std::move(compiler);
+  const int top = lua_gettop(L);
+  lua_getglobal(L, "require");
+  lua_pushstring(L, "tc");
+  lua_call(L, 1, 1);
+  const int tc_idx = lua_gettop(L);
+  for (const char* n : {"tc.capture.resumes", "tc.capture.wrappers", "tc.capture.disabled", "tc.capture.marked",
+                        "tc.capture.regional"})
+    registry_weak_table(L, n);
+  if (luaL_newmetatable(L, kCompiledMeta)) {
+    lua_pushcfunction(L, compiled_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_pop(L, 1);
+  // the wrapper factory, ident and compare helpers
+  const char* helpers = R"LUA(
+local dispatch = ...
+local function pass(f, ...) return f(...) end
+local function factory(fs) return function(...) return pass(dispatch(fs, ...)) end end
+local function ident(...) return ... end
+local function compare(kind, a, b)
+  if kind == 0 then return a == b elseif kind == 1 then return a < b else return a <= b end
+end
+return factory, ident, compare
+)LUA";
+  if (luaL_loadbuffer(L, helpers, std::strlen(helpers), "@[tc]/compile.lua") != LUA_OK) lua_error(L);
+  lua_pushcfunction(L, l_dispatch);
+  known().dispatch = l_dispatch;
+  lua_call(L, 1, 3);
+  lua_setfield(L, LUA_REGISTRYINDEX, "tc.capture.compare");
+  lua_setfield(L, LUA_REGISTRYINDEX, "tc.capture.ident");
+  lua_setfield(L, LUA_REGISTRYINDEX, "tc.capture.factory");
+  collect_builtins(L);
+  lua_settop(L, tc_idx);
+  // tc.compile / tc.compiler
+  if (luaL_loadbuffer(L, kLuaSide, std::strlen(kLuaSide), "@[tc]/compile.lua") != LUA_OK) lua_error(L);
+  lua_pushvalue(L, tc_idx);
+  const luaL_Reg prims[] = {{"compile", p_compile},           {"is_disabled", p_is_disabled},
+                            {"disable", p_disable},           {"reset", p_reset},
+                            {"set_stance", p_set_stance},     {"mark_dynamic", p_mark_dynamic},
+                            {"stats", p_stats},               {"explain_begin", p_explain_begin},
+                            {"explain_end", p_explain_end},   {nullptr, nullptr}};
+  luaL_newlib(L, prims);
+  lua_call(L, 2, 0);
+  lua_settop(L, top);
+}
+
+}  // namespace tc::capture

@@ -1,0 +1,171 @@
+// A Lua function as backend: it receives `gm` (gm:print_tabular(), gm.nodes, gm.code,
+// gm:forward(...) running the graph op by op) and the example inputs, and returns the callable
+// that runs the graph from then on.
+#include <cstring>
+#include <memory>
+
+#include "capture_state.h"
+#include "lua_binding.h"
+
+namespace tc::capture {
+namespace {
+
+constexpr const char* kGraphModuleMeta = "tc.GraphModule";
+
+struct GraphBox {
+  std::shared_ptr<Graph> g;
+  std::shared_ptr<CompiledGraph> run;  // eager, for gm:forward
+};
+
+GraphBox* check_gm(lua_State* L) { return static_cast<GraphBox*>(luaL_checkudata(L, 1, kGraphModuleMeta)); }
+
+int gm_print_tabular(lua_State* L) {
+  GraphBox* b = check_gm(L);
+  std::string s = b->g->print_tabular();
+  std::fwrite(s.data(), 1, s.size(), stdout);
+  std::fflush(stdout);
+  return 0;
+}
+
+int gm_forward(lua_State* L) {
+  GraphBox* b = check_gm(L);
+  return lua::guarded(L, [](lua_State* L) {
+    GraphBox* b = static_cast<GraphBox*>(lua_touserdata(L, 1));
+    const int n = lua_gettop(L) - 1;
+    TC_CHECK(n == int(b->g->inputs.size()), ValueError, "gm:forward(): expected %d tensors, got %d",
+             int(b->g->inputs.size()), n);
+    std::vector<Tensor> in;
+    for (int i = 2; i <= n + 1; i++) in.push_back(lua::check_tensor(L, i, "gm:forward() argument"));
+    std::vector<Tensor> out = (*b->run)(in);
+    for (const Tensor& t : out) lua::push_tensor(L, t);
+    return int(out.size());
+  });
+  (void)b;
+}
+
+int gm_tostring(lua_State* L) {
+  GraphBox* b = check_gm(L);
+  std::string s = b->g->print_code();
+  lua_pushlstring(L, s.data(), s.size());
+  return 1;
+}
+
+int gm_gc(lua_State* L) {
+  static_cast<GraphBox*>(lua_touserdata(L, 1))->~GraphBox();
+  return 0;
+}
+
+int gm_index(lua_State* L) {
+  GraphBox* b = check_gm(L);
+  const char* k = luaL_checkstring(L, 2);
+  if (std::strcmp(k, "print_tabular") == 0) return lua_pushcfunction(L, gm_print_tabular), 1;
+  if (std::strcmp(k, "forward") == 0) return lua_pushcfunction(L, gm_forward), 1;
+  if (std::strcmp(k, "code") == 0) return gm_tostring(L);
+  if (std::strcmp(k, "nodes") == 0) {
+    const Graph& g = *b->g;
+    lua_createtable(L, int(g.nodes.size()) + 1, 0);
+    int n = 0;
+    for (const Node& node : g.nodes) {
+      lua_createtable(L, 0, 4);
+      lua_pushstring(L, node.kind == NodeKind::Input ? "placeholder" : "call_function");
+      lua_setfield(L, -2, "op");
+      lua_pushstring(L, node.name.c_str());
+      lua_setfield(L, -2, "name");
+      lua_pushstring(L, node.kind == NodeKind::Input ? node.source.c_str() : op_name(node.op));
+      lua_setfield(L, -2, "target");
+      lua_createtable(L, int(node.args.size()), 0);
+      int a = 0;
+      for (const NodeArg& arg : node.args) {
+        if (arg.kind == NodeArg::Kind::Const) continue;
+        for (Ref r : arg.refs) {
+          lua_pushstring(L, g.ref_name(r).c_str());
+          lua_rawseti(L, -2, ++a);
+        }
+      }
+      lua_setfield(L, -2, "args");
+      lua_rawseti(L, -2, ++n);
+    }
+    lua_createtable(L, 0, 4);
+    lua_pushstring(L, "output");
+    lua_setfield(L, -2, "op");
+    lua_pushstring(L, "output");
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, "output");
+    lua_setfield(L, -2, "target");
+    lua_createtable(L, int(g.outputs.size()), 0);
+    for (size_t i = 0; i < g.outputs.size(); i++) {
+      lua_pushstring(L, g.ref_name(g.outputs[i]).c_str());
+      lua_rawseti(L, -2, lua_Integer(i) + 1);
+    }
+    lua_setfield(L, -2, "args");
+    lua_rawseti(L, -2, ++n);
+    return 1;
+  }
+  return 0;
+}
+
+void push_gm(lua_State* L, const Graph& g) {
+  void* mem = lua_newuserdatauv(L, sizeof(GraphBox), 0);
+  auto* b = new (mem) GraphBox{std::make_shared<Graph>(g), nullptr};
+  if (luaL_newmetatable(L, kGraphModuleMeta)) {
+    const luaL_Reg fns[] = {{"__index", gm_index}, {"__tostring", gm_tostring}, {"__gc", gm_gc}, {nullptr, nullptr}};
+    luaL_setfuncs(L, fns, 0);
+  }
+  lua_setmetatable(L, -2);
+  b->run = std::make_shared<CompiledGraph>(state().compiler(*b->g, "eager"));
+}
+
+}  // namespace
+
+int lua_backend_compile(lua_State* L, int backend_fn_ref, const Graph& g, const std::vector<int>& input_slots) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, backend_fn_ref);
+  push_gm(L, g);
+  lua_createtable(L, int(input_slots.size()), 0);
+  for (size_t i = 0; i < input_slots.size(); i++) {
+    lua_pushvalue(L, input_slots[i]);
+    lua_rawseti(L, -2, lua_Integer(i) + 1);
+  }
+  if (lua_pcall(L, 2, 1, 0) != LUA_OK) return LUA_NOREF;  // the error stays on top
+  if (lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    lua::push_error(L, "CompileError", "the backend function returned nil (it must return the callable that runs the graph)", 1);
+    return LUA_NOREF;
+  }
+  return luaL_ref(L, LUA_REGISTRYINDEX);
+}
+
+bool lua_backend_run(lua_State* L, int callable_ref, const std::vector<int>& input_slots, size_t nouts,
+                     std::vector<Tensor>* outs) {
+  const int base = lua_gettop(L);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, callable_ref);
+  for (int s : input_slots) lua_pushvalue(L, s);
+  if (lua_pcall(L, int(input_slots.size()), LUA_MULTRET, 0) != LUA_OK) return false;
+  const int n = lua_gettop(L) - base;
+  // a single table of tensors is accepted too (fx backends return tuples)
+  if (n == 1 && lua_istable(L, -1) && !lua::to_tensor(L, -1)) {
+    const int t = lua_gettop(L);
+    for (lua_Integer i = 1; i <= lua_Integer(lua_rawlen(L, t)); i++) lua_rawgeti(L, t, i);
+    lua_remove(L, t);
+  }
+  const int m = lua_gettop(L) - base;
+  if (size_t(m) < nouts) {
+    lua_settop(L, base);
+    char msg[160];
+    std::snprintf(msg, sizeof msg, "the backend's callable returned %d values, the graph has %d outputs", m, int(nouts));
+    lua::push_error(L, "CompileError", msg, 1);
+    return false;
+  }
+  for (size_t i = 0; i < nouts; i++) {
+    const Tensor* t = lua::to_tensor(L, base + 1 + int(i));
+    if (!t) {
+      lua_settop(L, base);
+      lua::push_error(L, "CompileError", "the backend's callable returned a value that is not a tensor", 1);
+      return false;
+    }
+    outs->push_back(*t);
+  }
+  lua_settop(L, base);
+  return true;
+}
+
+}  // namespace tc::capture

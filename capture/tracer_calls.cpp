@@ -1,0 +1,451 @@
+// Tracer semantics: indexing (raw reads with guards, __index chains), writes (recorded side
+// effects), arithmetic (constant folding, tensor ops, metamethods), comparisons, calls (inlined
+// Lua functions, tc ops as graph nodes, modelled builtins) and tensor properties.
+#include <cmath>
+#include <cstring>
+
+#include "lua_binding.h"
+#include "tracer.h"
+
+namespace tc::capture {
+
+using vm::OpCode;
+
+namespace {
+const char* const kArithEvents[] = {"__add", "__sub", "__mul", "__mod", "__pow", "__div", "__idiv",
+                                    "__band", "__bor", "__bxor", "__shl", "__shr", "__unm", "__bnot"};
+
+std::string key_string(const Var& k) {
+  switch (k.k) {
+    case Var::K::Str: return "s" + k.s;
+    case Var::K::Int: return "i" + std::to_string(k.i);
+    case Var::K::Float: return "f" + std::to_string(k.f);
+    case Var::K::Bool: return k.b ? "btrue" : "bfalse";
+    default: return "";
+  }
+}
+
+bool same_const(const Var& a, const Var& b) {
+  if (a.is_number() && b.is_number()) {
+    if (a.k == Var::K::Int && b.k == Var::K::Int) return a.i == b.i;
+    return a.num() == b.num();
+  }
+  if (a.k != b.k) return false;
+  switch (a.k) {
+    case Var::K::Nil: return true;
+    case Var::K::Bool: return a.b == b.b;
+    case Var::K::Str: return a.s == b.s;
+    case Var::K::Object: return a.obj == b.obj;
+    case Var::K::Table:
+    case Var::K::Closure: return a.id == b.id;
+    case Var::K::Tensor: return a.ref == b.ref;
+    default: return false;
+  }
+}
+}  // namespace
+
+Var Tracer::new_table() {
+  tables_.push_back({});
+  Var v;
+  v.k = Var::K::Table;
+  v.id = int(tables_.size()) - 1;
+  return v;
+}
+
+Var Tracer::size_table(const Shape& s) {
+  Var v = new_table();
+  tables_[v.id].is_size = true;
+  for (int64_t d : s) tables_[v.id].array.push_back(Var::integer(d));
+  return v;
+}
+
+// ---- indexing ----------------------------------------------------------------------------------
+static int model_find(const ModelTable& t, const Var& key) {
+  for (size_t j = 0; j < t.hash.size(); j++)
+    if (same_const(t.hash[j].first, key)) return int(j);
+  return -1;
+}
+
+Var Tracer::raw_get(const Var& t, const Var& key) {
+  const std::string ks = key_string(key);
+  for (auto it = overlay_.rbegin(); it != overlay_.rend(); ++it)
+    if (it->first.first == t.obj && it->first.second == ks && !ks.empty()) return it->second;
+  int src;
+  if (key.k == Var::K::Str) {
+    src = e_.guards.source(SrcKind::Field, t.src, 0, key.s);
+    if (e_.guards.sources[src].n == 0) {
+      lua_pushlstring(L, key.s.data(), key.s.size());
+      e_.guards.sources[src].n = add_k(-1);
+      lua_pop(L, 1);
+    }
+  } else if (key.k == Var::K::Int) {
+    src = e_.guards.source(SrcKind::Index, t.src, key.i);
+  } else {
+    throw BreakSignal{BreakCode::UnsupportedBytecode, "table key that is not a string or an integer"};
+  }
+  return read_source(src);
+}
+
+Var Tracer::metatable_of(const Var& v) {
+  int msrc = e_.guards.source(SrcKind::Metatable, v.src, 0);
+  Var mt = read_source(msrc);
+  if (mt.k == Var::K::Nil) return mt;
+  push_obj(mt.obj);
+  guard_identity(msrc, -1);
+  Var pm = mt;
+  pm.src = pin(-1, "");
+  lua_pop(L, 1);
+  return pm;
+}
+
+void Tracer::note_size_read(const Var& t) {
+  // A size read into Lua may flow anywhere: dynamic dims become static again (equality guards).
+  if (e_.graph.dynamic_dims.empty()) return;
+  e_.graph.dynamic_dims.clear();
+  for (Guard& g : e_.guards.guards)
+    if (g.kind == GuardKind::Tensor && g.tensor.dynamic) {
+      g.tensor.dynamic = 0;
+      g.expected = tensor_spec_string(g.tensor);
+    }
+}
+
+bool Tracer::index(const Var& t, const Var& key, Var* out, int ret_a) {
+  switch (t.k) {
+    case Var::K::Tensor: {
+      if (key.k == Var::K::Str) {
+        // methods first (tc.Tensor), then properties, as the tensor's __index does
+        lua_getfield(L, LUA_REGISTRYINDEX, "tc.module");
+        lua_getfield(L, -1, "Tensor");
+        lua_pushlstring(L, key.s.data(), key.s.size());
+        if (lua_rawget(L, -2) != LUA_TNIL) {
+          *out = from_lua_unguarded(-1);  // tc.Tensor's methods: pinned
+          lua_pop(L, 3);
+          return true;
+        }
+        lua_pop(L, 3);
+        bool found = false;
+        *out = tensor_property(t, key.s, &found);
+        return true;
+      }
+      if (key.k == Var::K::Int) {
+        *out = call_op(int(Op::select), {t, Var::integer(1), key})[0];
+        return true;
+      }
+      if (key.k == Var::K::Table) {
+        Var x = t;
+        int64_t d = 1;
+        const ModelTable& m = tables_[key.id];
+        if (!m.hash.empty()) throw BreakSignal{BreakCode::UnsupportedBytecode, "tensor index table with keys"};
+        for (const Var& item : m.array) {
+          if (item.k == Var::K::Int) {
+            x = call_op(int(Op::select), {x, Var::integer(d), item})[0];
+          } else if (item.k == Var::K::Table && tables_[item.id].hash.empty() && tables_[item.id].array.size() <= 3) {
+            const auto& r = tables_[item.id].array;
+            if (r.size() == 1)
+              x = call_op(int(Op::narrow), {x, Var::integer(d), r[0], Var::integer(1)})[0];
+            else if (r.size() >= 2)
+              x = call_op(int(Op::slice), {x, Var::integer(d), r[0], r[1], r.size() == 3 ? r[2] : Var::integer(1)})[0];
+            d++;
+          } else {
+            throw BreakSignal{BreakCode::UnsupportedBytecode, "tensor index with this kind of key"};
+          }
+        }
+        *out = x;
+        return true;
+      }
+      if (key.k == Var::K::Tensor) throw BreakSignal{BreakCode::DataDependentShape, "indexing with a tensor"};
+      throw BreakSignal{BreakCode::UnsupportedBytecode, "tensor index with this kind of key"};
+    }
+    case Var::K::Table: {
+      ModelTable& m = tables_[t.id];
+      if (key.k == Var::K::Int && key.i >= 1 && key.i <= int64_t(m.array.size())) {
+        *out = m.array[key.i - 1];
+        if (out->k != Var::K::Nil) return true;
+      } else if (int j = model_find(m, key); j >= 0 && m.hash[j].second.k != Var::K::Nil) {
+        *out = m.hash[j].second;
+        return true;
+      }
+      if (m.is_size && key.k == Var::K::Str) {  // tc.Size methods
+        if (key.s == "numel") {
+          lua_getfield(L, LUA_REGISTRYINDEX, "tc.Size");
+          lua_getfield(L, -1, "__index");
+          lua_getfield(L, -1, "numel");
+          *out = from_lua_unguarded(-1);
+          lua_pop(L, 3);
+          return true;
+        }
+      }
+      if (m.metatable) {
+        Var h = raw_get(*m.metatable, Var::string("__index"));
+        if (h.k == Var::K::Nil) break;
+        if (h.k == Var::K::Object || h.k == Var::K::Closure) {
+          push_obj(h.obj);
+          bool fn = h.k == Var::K::Closure || lua_type(L, -1) == LUA_TFUNCTION;
+          lua_pop(L, 1);
+          if (fn) return call(h, {t, key}, ret_a, 1, false);
+        }
+        return index(h, key, out, ret_a);
+      }
+      *out = Var::nil();
+      return true;
+    }
+    case Var::K::Object: {
+      const int o = push_obj(t.obj);
+      const int type = lua_type(L, o);
+      lua_pop(L, 1);
+      if (type == LUA_TUSERDATA) throw BreakSignal{BreakCode::ForeignUserdata, "indexing"};
+      if (type != LUA_TTABLE)
+        throw BreakSignal{BreakCode::UnsupportedBytecode, std::string("indexing a ") + lua_typename(L, type) + " value"};
+      Var v = raw_get(t, key);
+      if (v.k != Var::K::Nil) {
+        *out = v;
+        return true;
+      }
+      // Absent: the metatable decides (its identity is guarded, so its fields are read once).
+      Var mt = metatable_of(t);
+      if (mt.k == Var::K::Nil) {
+        *out = Var::nil();
+        return true;
+      }
+      Var h = raw_get(mt, Var::string("__index"));
+      if (h.k == Var::K::Nil) {
+        *out = Var::nil();
+        return true;
+      }
+      if (h.k == Var::K::Object) {
+        push_obj(h.obj);
+        bool fn = lua_type(L, -1) == LUA_TFUNCTION;
+        lua_pop(L, 1);
+        if (fn) return call(h, {t, key}, ret_a, 1, false);
+      }
+      return index(h, key, out, ret_a);
+    }
+    case Var::K::Str: {
+      // ("x"):upper(): the string library through the string metatable
+      if (key.k != Var::K::Str) throw BreakSignal{BreakCode::UnsupportedBytecode, "indexing a string"};
+      lua_getglobal(L, "string");
+      if (!lua_istable(L, -1)) {
+        lua_pop(L, 1);
+        throw BreakSignal{BreakCode::UnsupportedBytecode, "string methods"};
+      }
+      lua_getfield(L, -1, key.s.c_str());
+      *out = from_lua_unguarded(-1);
+      lua_pop(L, 2);
+      return true;
+    }
+    default:
+      throw BreakSignal{BreakCode::UnsupportedBytecode, "indexing a value that is not a table"};
+  }
+  *out = Var::nil();
+  return true;
+}
+
+void Tracer::newindex(const Var& t, const Var& key, const Var& v) {
+  if (v.k == Var::K::Closure) throw BreakSignal{BreakCode::EscapingClosure, "stored in a table"};
+  switch (t.k) {
+    case Var::K::Table: {
+      ModelTable& m = tables_[t.id];
+      if (m.metatable) throw BreakSignal{BreakCode::MetamethodWrite, "table with a metatable"};
+      if (key.k == Var::K::Nil) throw BreakSignal{BreakCode::UnsupportedBytecode, "nil table key"};
+      if (key.k == Var::K::Int && key.i >= 1 && key.i <= int64_t(m.array.size()) + 1) {
+        if (key.i == int64_t(m.array.size()) + 1) {
+          if (v.k == Var::K::Nil) return;
+          m.array.push_back(v);
+          // pull following integer keys out of the hash part
+          for (int j; (j = model_find(m, Var::integer(int64_t(m.array.size()) + 1))) >= 0;) {
+            m.array.push_back(m.hash[j].second);
+            m.hash.erase(m.hash.begin() + j);
+          }
+        } else {
+          m.array[key.i - 1] = v;
+          if (v.k == Var::K::Nil && key.i == int64_t(m.array.size())) m.array.pop_back();
+        }
+        return;
+      }
+      if (!key.is_const() && key.k != Var::K::Object) throw BreakSignal{BreakCode::UnsupportedBytecode, "table key kind"};
+      if (int j = model_find(m, key); j >= 0)
+        m.hash[j].second = v;
+      else
+        m.hash.push_back({key, v});
+      return;
+    }
+    case Var::K::Object: {
+      const int o = push_obj(t.obj);
+      if (lua_type(L, o) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        throw BreakSignal{lua_type(L, o) == LUA_TUSERDATA ? BreakCode::ForeignUserdata : BreakCode::UnsupportedBytecode,
+                          "assignment into a value that is not a table"};
+      }
+      lua_pop(L, 1);
+      const std::string ks = key_string(key);
+      if (ks.empty() || (key.k != Var::K::Str && key.k != Var::K::Int))
+        throw BreakSignal{BreakCode::UnsupportedBytecode, "table key that is not a string or an integer"};
+      if (raw_get(t, key).k == Var::K::Nil) {
+        // A new key: __newindex would run; allowed only without one (its absence is guarded).
+        Var mt = metatable_of(t);
+        if (mt.k != Var::K::Nil && raw_get(mt, Var::string("__newindex")).k != Var::K::Nil)
+          throw BreakSignal{BreakCode::MetamethodWrite, e_.guards.describe(t.src)};
+      }
+      overlay_.push_back({{t.obj, ks}, v});
+      effects_.push_back({Effect::Kind::RawSet, t, key, v, 0});
+      return;
+    }
+    case Var::K::Tensor: throw BreakSignal{BreakCode::TensorAssignment, ""};
+    default: throw BreakSignal{BreakCode::UnsupportedBytecode, "assignment into a value that is not a table"};
+  }
+}
+
+// ---- arithmetic ------------------------------------------------------------------------------
+bool Tracer::arith(int op, const Var& a, const Var& b, Var* out, int ret_a) {
+  if (a.is_number() && b.is_number()) {
+    // Cases where Lua raises: integer division/modulo by zero, bitwise on non-integral floats.
+    const bool bitwise = op >= LUA_OPBAND && op <= LUA_OPSHR || op == LUA_OPBNOT;
+    if ((op == LUA_OPIDIV || op == LUA_OPMOD) && a.k == Var::K::Int && b.k == Var::K::Int && b.i == 0)
+      throw BreakSignal{BreakCode::UnsupportedBytecode, "integer division by zero"};
+    if (bitwise) {
+      for (const Var* v : {&a, &b})
+        if (v->k == Var::K::Float && (std::floor(v->f) != v->f || std::fabs(v->f) >= 9.2e18))
+          throw BreakSignal{BreakCode::UnsupportedBytecode, "bitwise operation on a float"};
+    }
+    push_var(a);
+    if (op != LUA_OPUNM && op != LUA_OPBNOT) push_var(b);
+    lua_arith(L, op);
+    *out = from_lua_unguarded(-1);
+    lua_pop(L, 1);
+    return true;
+  }
+  const bool ta = a.k == Var::K::Tensor, tb = b.k == Var::K::Tensor;
+  if ((ta && (tb || b.is_number() || b.k == Var::K::Bool)) || (tb && (a.is_number() || a.k == Var::K::Bool))) {
+    switch (op) {
+      case LUA_OPADD: *out = call_op(int(Op::add), {a, b})[0]; return true;
+      case LUA_OPSUB: *out = call_op(int(Op::sub), {a, b})[0]; return true;
+      case LUA_OPMUL: *out = call_op(int(Op::mul), {a, b})[0]; return true;
+      case LUA_OPDIV: *out = call_op(int(Op::div), {a, b})[0]; return true;
+      case LUA_OPMOD: *out = call_op(int(Op::remainder), {a, b})[0]; return true;
+      case LUA_OPPOW: *out = call_op(int(Op::pow), {a, b})[0]; return true;
+      case LUA_OPIDIV: {
+        Var opts = new_table();
+        tables_[opts.id].hash.push_back({Var::string("rounding_mode"), Var::string("floor")});
+        *out = call_op(int(Op::div), {a, b, opts})[0];
+        return true;
+      }
+      case LUA_OPBAND: *out = call_op(int(Op::bitwise_and), {a, b})[0]; return true;
+      case LUA_OPBOR: *out = call_op(int(Op::bitwise_or), {a, b})[0]; return true;
+      case LUA_OPBXOR: *out = call_op(int(Op::bitwise_xor), {a, b})[0]; return true;
+      case LUA_OPUNM: *out = call_op(int(Op::neg), {a})[0]; return true;
+      case LUA_OPBNOT: *out = call_op(int(Op::bitwise_not), {a})[0]; return true;
+      default: throw BreakSignal{BreakCode::UnsupportedBytecode, "shift on a tensor"};
+    }
+  }
+  // Lua classes: the metamethod of the first operand that has one.
+  for (const Var* v : {&a, &b}) {
+    if (v->k != Var::K::Object && !(v->k == Var::K::Table && tables_[v->id].metatable)) continue;
+    Var mm;
+    if (v->k == Var::K::Object) {
+      push_obj(v->obj);
+      bool table = lua_type(L, -1) == LUA_TTABLE;
+      lua_pop(L, 1);
+      if (!table) continue;
+      Var mt = metatable_of(*v);
+      if (mt.k == Var::K::Nil) continue;
+      mm = raw_get(mt, Var::string(kArithEvents[op]));
+    } else {
+      mm = raw_get(*tables_[v->id].metatable, Var::string(kArithEvents[op]));
+    }
+    if (mm.k == Var::K::Nil) continue;
+    std::vector<Var> args{a, b};
+    return call(mm, std::move(args), ret_a, 1, false);
+  }
+  if (a.k == Var::K::Str || b.k == Var::K::Str) throw BreakSignal{BreakCode::UnsupportedBytecode, "arithmetic on a string"};
+  throw BreakSignal{BreakCode::UnsupportedBytecode, "arithmetic on values tc does not model"};
+}
+
+// ---- comparisons -------------------------------------------------------------------------------
+bool Tracer::compare(OpCode op, const Var& a, const Var& b) {
+  static const char* names[] = {"==", "<", "<="};
+  const int which = op == OpCode::EQ ? 0 : op == OpCode::LT ? 1 : 2;
+  if (a.k == Var::K::Tensor || b.k == Var::K::Tensor) {
+    if (op == OpCode::EQ && a.k != b.k && !(a.k == Var::K::Object || b.k == Var::K::Object)) return false;
+    throw BreakSignal{BreakCode::DataDependentBranch, std::string("`") + names[which] + "` on a tensor value"};
+  }
+  if ((a.is_number() && b.is_number()) || (a.k == Var::K::Str && b.k == Var::K::Str)) {
+    push_var(a);
+    push_var(b);
+    bool r = lua_compare(L, -2, -1, which == 0 ? LUA_OPEQ : which == 1 ? LUA_OPLT : LUA_OPLE);
+    lua_pop(L, 2);
+    return r;
+  }
+  if (op != OpCode::EQ) throw BreakSignal{BreakCode::UnsupportedBytecode, std::string("`") + names[which] + "` on values tc does not model"};
+  if (a.k == Var::K::Table && b.k == Var::K::Table && tables_[a.id].is_size && tables_[b.id].is_size) {
+    const auto &x = tables_[a.id].array, &y = tables_[b.id].array;
+    if (x.size() != y.size()) return false;
+    for (size_t j = 0; j < x.size(); j++)
+      if (!same_const(x[j], y[j])) return false;
+    return true;
+  }
+  if (a.k == Var::K::Object && b.k == Var::K::Object) {
+    push_obj(a.obj);
+    push_obj(b.obj);
+    bool same = lua_rawequal(L, -1, -2);
+    bool tables = lua_type(L, -1) == LUA_TTABLE && lua_type(L, -2) == LUA_TTABLE;
+    bool meta = tables && (lua_getmetatable(L, -1) ? (lua_pop(L, 1), true) : false);
+    meta = meta || (tables && (lua_getmetatable(L, -2) ? (lua_pop(L, 1), true) : false));
+    lua_pop(L, 2);
+    if (same) return true;
+    if (meta) throw BreakSignal{BreakCode::UnsupportedBytecode, "`==` on tables with metatables"};
+    return false;
+  }
+  return same_const(a, b);
+}
+
+Var Tracer::len(const Var& v) {
+  switch (v.k) {
+    case Var::K::Str: return Var::integer(int64_t(v.s.size()));
+    case Var::K::Tensor: {
+      const Tensor& t = e_.graph.fake(v.ref);
+      if (t.dim() == 0) throw BreakSignal{BreakCode::UnsupportedBytecode, "# of a 0-dim tensor"};
+      note_size_read(v);
+      return Var::integer(t.sizes()[0]);
+    }
+    case Var::K::Table:
+      if (tables_[v.id].metatable) throw BreakSignal{BreakCode::UnsupportedBytecode, "# of a table with a metatable"};
+      return Var::integer(int64_t(tables_[v.id].array.size()));
+    case Var::K::Object: {
+      push_obj(v.obj);
+      if (lua_type(L, -1) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        throw BreakSignal{BreakCode::UnsupportedBytecode, "# of a value that is not a table"};
+      }
+      lua_pop(L, 1);
+      Var mt = metatable_of(v);
+      if (mt.k != Var::K::Nil && raw_get(mt, Var::string("__len")).k != Var::K::Nil)
+        throw BreakSignal{BreakCode::UnsupportedBytecode, "# through __len"};
+      // Guard the border: t[n] present (when n > 0) and t[n+1] absent.
+      push_obj(v.obj);
+      int64_t n = int64_t(lua_rawlen(L, -1));
+      lua_pop(L, 1);
+      if (n > 0) {
+        Var last;
+        index(v, Var::integer(n), &last, 0);
+      }
+      int after = e_.guards.source(SrcKind::Index, v.src, n + 1);
+      read_source(after);
+      return Var::integer(n);
+    }
+    default: throw BreakSignal{BreakCode::UnsupportedBytecode, "# of this value"};
+  }
+}
+
+Var Tracer::concat(const std::vector<Var>& parts) {
+  for (const Var& p : parts) {
+    if (p.k == Var::K::Tensor) throw BreakSignal{BreakCode::ReadsTensorValue, "`..` on a tensor"};
+    if (!(p.is_number() || p.k == Var::K::Str)) throw BreakSignal{BreakCode::UnsupportedBytecode, "`..` on values that are not strings or numbers"};
+  }
+  for (const Var& p : parts) push_var(p);
+  lua_concat(L, int(parts.size()));
+  Var out = from_lua_unguarded(-1);
+  lua_pop(L, 1);
+  return out;
+}
+
+}  // namespace tc::capture

@@ -1,0 +1,212 @@
+// The start and end of a trace: the root frame from the real arguments, and what the entry keeps
+// at a return or a break (graph outputs, value plans, side effects, the registers to rebuild).
+#include <fstream>
+
+#include "lua_binding.h"
+#include "resume.h"
+#include "tracer.h"
+
+namespace tc::capture {
+
+Tracer::Tracer(lua_State* L, const vm::Proto* root, const vm::Analysis& analysis, int fn_idx, int nargs, Entry& e,
+               Options opt)
+    : L(L), root_(root), an_(analysis), fn_idx_(fn_idx), args_idx_(fn_idx + 1), nargs_(nargs), e_(e),
+      opt_(std::move(opt)) {}
+
+void Tracer::run() {
+  lua_checkstack(L, 64);
+  const int base = lua_gettop(L);
+  lua_newtable(L);
+  objs_ = lua_gettop(L);
+  lua_newtable(L);
+  K_ = lua_gettop(L);
+  struct Restore {
+    lua_State* L;
+    int top;
+    ~Restore() { lua_settop(L, top); }
+  } restore{L, base};
+
+  e_.guards.guards.push_back({GuardKind::GlobalState});
+  Guard& gs = e_.guards.guards.back();
+  gs.grad = lua::grad_enabled();
+  gs.default_dtype = default_dtype();
+  gs.default_device = default_device();
+  gs.expected = std::string("grad ") + (gs.grad ? "on" : "off") + ", default dtype " + dtype_name(gs.default_dtype) +
+                ", default device " + gs.default_device.str();
+
+  Var fn;
+  fn.k = Var::K::Object;
+  fn.obj = add_obj(fn_idx_);
+  fn.src = e_.guards.source(SrcKind::Fn, -1, 0);
+  std::vector<Var> args;
+  for (int j = 1; j <= nargs_; j++) args.push_back(read_source(e_.guards.source(SrcKind::Arg, -1, j)));
+  push_frame(fn, root_, std::move(args), 0, -1);
+  frames_.back().name = opt_.fn_name;
+  try {
+    while (!frames_.empty()) step();
+  } catch (const BreakSignal& b) {
+    if (frames_.size() > 1) {
+      GraphBreak brk{b.code, b.detail, user_stack()};
+      throw RestartAt{frames_.front().cur, brk};
+    }
+    finish_break(b);
+  }
+  lua_pushvalue(L, K_);
+  e_.guards.k_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+}
+
+static std::string source_line(const std::string& file, int line) {
+  static std::unordered_map<std::string, std::vector<std::string>> files;
+  auto it = files.find(file);
+  if (it == files.end()) {
+    std::vector<std::string> lines;
+    std::ifstream in(file);
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    it = files.emplace(file, std::move(lines)).first;
+  }
+  if (line < 1 || line > int(it->second.size())) return "";
+  std::string s = it->second[line - 1];
+  size_t b = s.find_first_not_of(" \t");
+  return b == std::string::npos ? "" : s.substr(b);
+}
+
+std::vector<StackFrame> Tracer::user_stack() const {
+  std::vector<StackFrame> out;
+  for (const Frame& f : frames_) {
+    StackFrame s;
+    std::string src = f.p->source.value_or("?");
+    s.file = !src.empty() && (src[0] == '@' || src[0] == '=') ? src.substr(1) : src;
+    s.line = f.cur < int(f.lines.size()) ? f.lines[f.cur] : f.p->linedefined;
+    s.function = !f.name.empty() ? f.name : "function <" + s.file + ":" + std::to_string(f.p->linedefined) + ">";
+    if (!src.empty() && src[0] == '@') s.source_line = source_line(s.file, s.line);
+    out.push_back(s);
+  }
+  return out;
+}
+
+Ref Tracer::output(Ref r) {
+  for (size_t j = 0; j < e_.graph.outputs.size(); j++)
+    if (e_.graph.outputs[j] == r) return {int(j), 0, 0};
+  e_.graph.outputs.push_back(r);
+  return {int(e_.graph.outputs.size()) - 1, 0, 0};
+}
+
+struct FallbackSignal {
+  std::string reason;
+};
+
+VPlan Tracer::plan(const Var& v) {
+  VPlan p;
+  switch (v.k) {
+    case Var::K::Nil: p.kind = VPlan::Kind::Nil; break;
+    case Var::K::Bool: p.kind = VPlan::Kind::Bool; p.b = v.b; break;
+    case Var::K::Int: p.kind = VPlan::Kind::Int; p.i = v.i; break;
+    case Var::K::Float: p.kind = VPlan::Kind::Float; p.f = v.f; break;
+    case Var::K::Str: p.kind = VPlan::Kind::Str; p.s = v.s; break;
+    case Var::K::Tensor:
+      if (v.input >= 0) {
+        p.kind = VPlan::Kind::Source;
+        p.i = v.src;
+      } else {
+        p.kind = VPlan::Kind::Output;
+        p.i = output(v.ref).node;
+      }
+      break;
+    case Var::K::Object: p.kind = VPlan::Kind::Source; p.i = v.src; break;
+    case Var::K::Table: {
+      // tables made in the trace: one TablePlan each, memoized so shared references stay shared
+      static thread_local std::unordered_map<int, int>* memo = nullptr;
+      std::unordered_map<int, int> local;
+      bool owner = memo == nullptr;
+      if (owner) memo = &local;
+      auto it = memo->find(v.id);
+      int idx;
+      if (it != memo->end()) {
+        idx = it->second;
+      } else {
+        idx = int(e_.tables.size());
+        e_.tables.push_back({});
+        (*memo)[v.id] = idx;
+        const ModelTable& m = tables_[v.id];
+        TablePlan tp;
+        for (const Var& x : m.array) tp.array.push_back(plan(x));
+        for (auto& [k, x] : m.hash) tp.hash.push_back({plan(k), plan(x)});
+        if (m.metatable) tp.metatable_src = m.metatable->src;
+        e_.tables[idx] = std::move(tp);
+      }
+      if (owner) memo = nullptr;
+      p.kind = tables_[v.id].is_size ? VPlan::Kind::Size : VPlan::Kind::Table;
+      p.i = idx;
+      break;
+    }
+    case Var::K::Closure: throw FallbackSignal{"a function made in the compiled code is live after it (returned or kept at a break)"};
+  }
+  return p;
+}
+
+static void plan_effects(Tracer* t, Entry& e, const auto& effects, auto plan) {
+  for (const auto& pe : effects) {
+    Effect ef{pe.kind, plan(pe.target), pe.kind == Effect::Kind::RawSet ? plan(pe.key) : VPlan{}, pe.upval, plan(pe.value)};
+    e.effects.push_back(std::move(ef));
+  }
+}
+
+void Tracer::finish_return(std::vector<Var> results) {
+  try {
+    e_.end = EndKind::Return;
+    for (const Var& v : results) e_.returns.push_back(plan(v));
+    plan_effects(this, e_, effects_, [&](const Var& v) { return plan(v); });
+  } catch (const FallbackSignal& f) {
+    e_ = Entry{std::move(e_.guards)};
+    e_.end = EndKind::Fallback;
+    e_.fallback_reason = f.reason;
+  }
+}
+
+void Tracer::finish_break(const BreakSignal& b) {
+  Frame& f = frames_.back();
+  const int pc = f.cur;
+  e_.brk = opt_.forced_break_pc == pc && !opt_.forced.stack.empty() ? opt_.forced : GraphBreak{b.code, b.detail, user_stack()};
+  e_.pc = pc;
+  e_.end = EndKind::Break;
+  const vm::Ins i = vm::decode(root_->code[pc]);
+  auto fallback = [&](const std::string& why) {
+    GraphBreak brk = e_.brk;
+    e_ = Entry{std::move(e_.guards)};
+    e_.end = EndKind::Fallback;
+    e_.brk = brk;
+    e_.fallback_reason = why;
+  };
+  switch (i.op) {
+    case vm::OpCode::CALL: e_.resume_pcs = {pc + 1}; break;
+    case vm::OpCode::TAILCALL: break;
+    case vm::OpCode::EQ: case vm::OpCode::LT: case vm::OpCode::LE: case vm::OpCode::EQK:
+    case vm::OpCode::EQI: case vm::OpCode::LTI: case vm::OpCode::LEI: case vm::OpCode::GTI:
+    case vm::OpCode::GEI: case vm::OpCode::TEST: case vm::OpCode::TESTSET: {
+      const vm::Ins j = vm::decode(root_->code[pc + 1]);
+      e_.resume_pcs = {pc + 2, pc + 2 + j.sj};
+      break;
+    }
+    default:
+      e_.resume_uncompiled = true;
+      e_.resume_pcs = {pc};
+      break;
+  }
+  for (int p : e_.resume_pcs) {
+    vm::ResumePlan rp = vm::plan_resume(*root_, an_, p);
+    if (!rp.ok()) return fallback("cannot resume after the break: " + rp.refusal);
+  }
+  try {
+    vm::RegSet live = an_.live[pc];
+    const int n = std::max<int>(int(f.R.size()), f.top);
+    for (int r = 0; r < n && r < 256; r++)
+      if (live.test(r) || (vm::reads_open_top(i) && r >= i.a && r < f.top)) e_.regs.push_back({r, plan(reg(f, r))});
+    e_.top = f.top;
+    for (const Var& v : f.va) e_.varargs.push_back(plan(v));
+    plan_effects(this, e_, effects_, [&](const Var& v) { return plan(v); });
+  } catch (const FallbackSignal& s) {
+    return fallback(s.reason);
+  }
+}
+
+}  // namespace tc::capture

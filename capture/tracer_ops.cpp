@@ -1,0 +1,604 @@
+// Tracer calls: inlined Lua functions, tc ops recorded as graph nodes on fake tensors, tensor
+// properties and methods, and the modelled builtins (pure on constants, or exact models).
+#include <cstring>
+
+#include "lua_binding.h"
+#include "tracer.h"
+
+namespace tc::capture {
+
+namespace {
+bool is_pure_builtin(const std::string& n) {
+  if (n.rfind("math.", 0) == 0) return n != "math.random" && n != "math.randomseed";
+  if (n.rfind("string.", 0) == 0) return n != "string.gmatch" && n != "string.dump";
+  return n == "tostring" || n == "tonumber";
+}
+}  // namespace
+
+// Results of a call that finished at once, written like the CALL instruction would.
+static void assign(std::vector<Frame>& frames, int ret_a, int ret_n, const std::vector<Var>& results) {
+  Frame& f = frames.back();
+  const int n = ret_n < 0 ? int(results.size()) : ret_n;
+  for (int j = 0; j < n; j++) {
+    if (ret_a + j >= int(f.R.size())) f.R.resize(ret_a + j + 1);
+    f.R[ret_a + j] = j < int(results.size()) ? results[j] : Var::nil();
+  }
+  if (ret_n < 0) f.top = ret_a + n;
+}
+
+bool Tracer::call(const Var& fn, std::vector<Var> args, int ret_a, int ret_n, bool tail) {
+  if (fn.k == Var::K::Closure) {
+    push_frame(fn, closures_[fn.id].p, std::move(args), ret_a, ret_n);
+    return false;
+  }
+  if (fn.k != Var::K::Object) {
+    if (fn.k == Var::K::Table && tables_[fn.id].metatable) {
+      Var mm = raw_get(*tables_[fn.id].metatable, Var::string("__call"));
+      if (mm.k != Var::K::Nil) {
+        args.insert(args.begin(), fn);
+        return call(mm, std::move(args), ret_a, ret_n, tail);
+      }
+    }
+    throw BreakSignal{BreakCode::UnsupportedBytecode, "call of a value that is not a function"};
+  }
+  const int o = push_obj(fn.obj);
+  const int type = lua_type(L, o);
+  if (type == LUA_TTABLE || type == LUA_TUSERDATA) {
+    lua_pop(L, 1);
+    if (type == LUA_TUSERDATA && lua::to_tensor(L, o)) throw BreakSignal{BreakCode::UnsupportedBytecode, "call of a tensor"};
+    Var mt = metatable_of(fn);
+    Var mm = mt.k == Var::K::Nil ? mt : raw_get(mt, Var::string("__call"));
+    if (mm.k == Var::K::Nil) throw BreakSignal{BreakCode::UnsupportedBytecode, "call of a table without __call"};
+    args.insert(args.begin(), fn);
+    return call(mm, std::move(args), ret_a, ret_n, tail);
+  }
+  if (type != LUA_TFUNCTION) {
+    lua_pop(L, 1);
+    throw BreakSignal{BreakCode::UnsupportedBytecode, std::string("call of a ") + lua_typename(L, type) + " value"};
+  }
+  // Functions marked with tc.compiler.disable, and wrappers made by tc.compile (traced through).
+  lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.disabled");
+  lua_pushvalue(L, o);
+  bool disabled = lua_istable(L, -2) && lua_rawget(L, -2) != LUA_TNIL;
+  lua_pop(L, lua_istable(L, -2) ? 2 : 2);
+  if (disabled) {
+    lua_pop(L, 1);
+    throw BreakSignal{BreakCode::DisabledFunction, e_.guards.describe(fn.src)};
+  }
+  lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.wrappers");
+  if (lua_istable(L, -1)) {
+    lua_pushvalue(L, o);
+    if (lua_rawget(L, -2) == LUA_TFUNCTION) {
+      // a compiled function called from compiled code: trace the original (wrapper pinned)
+      int wsrc = pin(o, "");
+      guard_identity(fn.src, o);
+      (void)wsrc;
+      Var inner = from_lua_unguarded(-1);
+      lua_pop(L, 3);
+      return call(inner, std::move(args), ret_a, ret_n, tail);
+    }
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  if (!lua_iscfunction(L, o)) {
+    // A Lua function: its identity is guarded, then its body is inlined.
+    guard_identity(fn.src, o);
+    Var pinned = fn;
+    pinned.src = pin(o, "");
+    std::string key;
+    const vm::Proto* p = proto_of(L, o, &key);
+    lua_pop(L, 1);
+    push_frame(pinned, p, std::move(args), ret_a, ret_n);
+    return false;
+  }
+  lua_CFunction cf = lua_tocfunction(L, o);
+  const Known& kn = known();
+  if (cf == kn.op_fn) {
+    guard_identity(fn.src, o);
+    lua_getupvalue(L, o, 1);
+    const int op = int(lua_tointeger(L, -1));
+    lua_pop(L, 2);
+    assign(frames_, ret_a, ret_n, call_op(op, args));
+    return true;
+  }
+  if (cf == kn.trampoline) {
+    // tc's Lua-side functions sit behind a C trampoline; trace the Lua function inside
+    guard_identity(fn.src, o);
+    lua_getupvalue(L, o, 1);
+    Var inner = from_lua_unguarded(-1);
+    lua_pop(L, 2);
+    return call(inner, std::move(args), ret_a, ret_n, tail);
+  }
+  auto it = kn.builtins.find(cf);
+  if (it != kn.builtins.end()) {
+    guard_identity(fn.src, o);
+    lua_pop(L, 1);
+    std::vector<Var> out;
+    if (call_builtin(it->second, fn, args, &out)) {
+      assign(frames_, ret_a, ret_n, out);
+      return true;
+    }
+    return false;  // a frame was pushed
+  }
+  lua_pop(L, 1);
+  throw BreakSignal{BreakCode::UnknownCFunction, e_.guards.describe(fn.src)};
+}
+
+// ---- tensor ops --------------------------------------------------------------------------------
+Value Tracer::to_value(const Var& v, bool* ok) {
+  *ok = true;
+  switch (v.k) {
+    case Var::K::Nil: return Value();
+    case Var::K::Bool: return Value(v.b);
+    case Var::K::Int: return Value(v.i);
+    case Var::K::Float: return Value(v.f);
+    case Var::K::Str: return Value(v.s);
+    case Var::K::Tensor: return Value(e_.graph.fake(v.ref));
+    case Var::K::Table: {
+      const ModelTable& m = tables_[v.id];
+      if (!m.hash.empty()) break;
+      if (m.array.empty()) return Value(TensorList{});
+      IntList ints;
+      FloatList floats;
+      TensorList tensors;
+      bool all_int = true, all_num = true, all_tensor = true;
+      for (const Var& x : m.array) {
+        all_int &= x.k == Var::K::Int;
+        all_num &= x.is_number();
+        all_tensor &= x.k == Var::K::Tensor;
+        if (x.k == Var::K::Int) ints.push_back(x.i);
+        if (x.is_number()) floats.push_back(x.num());
+        if (x.k == Var::K::Tensor) tensors.push_back(e_.graph.fake(x.ref));
+      }
+      if (all_int) return Value(ints);
+      if (all_num) return Value(floats);
+      if (all_tensor) return Value(tensors);
+      break;
+    }
+    case Var::K::Object: {
+      const int o = push_obj(v.obj);
+      DType dt;
+      if (lua_type(L, o) == LUA_TTABLE && lua::to_dtype(L, o, &dt)) {
+        // dtype objects are fixed tables of tc: identity guarded
+        guard_identity(v.src, o);
+        lua_pop(L, 1);
+        return Value(dt);
+      }
+      if (lua_type(L, o) == LUA_TTABLE && !lua_getmetatable(L, o)) {
+        // a real array of numbers: every element read (and guarded) through its source
+        int64_t n = int64_t(lua_rawlen(L, o));
+        lua_pop(L, 1);
+        IntList ints;
+        FloatList floats;
+        bool all_int = true;
+        for (int64_t j = 1; j <= n; j++) {
+          Var x = raw_get(v, Var::integer(j));
+          if (!x.is_number()) {
+            *ok = false;
+            return Value();
+          }
+          all_int &= x.k == Var::K::Int;
+          if (x.k == Var::K::Int) ints.push_back(x.i);
+          floats.push_back(x.num());
+        }
+        raw_get(v, Var::integer(n + 1));
+        if (n == 0) return Value(TensorList{});
+        return all_int ? Value(ints) : Value(floats);
+      }
+      lua_settop(L, o - 1);
+      break;
+    }
+    default: break;
+  }
+  *ok = false;
+  return Value();
+}
+
+std::vector<Var> Tracer::call_op(int op_id, const std::vector<Var>& in) {
+  const Op op = Op(op_id);
+  const OpSchema& s = schema(op);
+  std::vector<Var> args = in;
+  std::vector<std::pair<std::string, Value>> kw;
+  if (!args.empty() && args.back().k == Var::K::Table) {
+    const ModelTable& m = tables_[args.back().id];
+    bool options = !m.metatable && !m.is_size;
+    bool any_string = false;
+    for (auto& [k, _] : m.hash) any_string |= k.k == Var::K::Str;
+    if (options && any_string) {
+      for (auto& [k, val] : m.hash) {
+        if (k.k != Var::K::Str) throw BreakSignal{BreakCode::OpFailedWhileTracing, std::string(s.name) + ": options table with a non-string key"};
+        bool ok;
+        Value x = to_value(val, &ok);
+        if (!ok) throw BreakSignal{BreakCode::UnsupportedBytecode, std::string(s.name) + ": option '" + k.s + "'"};
+        kw.emplace_back(k.s, std::move(x));
+      }
+      args.pop_back();
+    }
+  }
+  if (s.kind == OpKind::DataDependent) throw BreakSignal{BreakCode::DataDependentShape, s.name};
+  Stack pos;
+  for (const Var& a : args) {
+    bool ok;
+    pos.push_back(to_value(a, &ok));
+    if (!ok) throw BreakSignal{BreakCode::UnsupportedBytecode, std::string(s.name) + ": an argument tc cannot pass to an op"};
+  }
+  Stack bound;
+  Metas metas;
+  try {
+    bound = bind(op, std::move(pos), std::move(kw));
+    metas = infer_meta(op, bound);
+  } catch (const Error& err) {
+    throw BreakSignal{BreakCode::OpFailedWhileTracing, std::string(s.name) + ": " + err.what()};
+  }
+  std::vector<NodeArg> nargs;
+  for (const Value& v : bound) {
+    if (v.is_tensor()) {
+      auto it = proxies_.find(v.tensor().impl());
+      nargs.push_back(it != proxies_.end() ? NodeArg::ref(it->second) : NodeArg::constant_of(v));
+    } else if (v.is_tensor_list()) {
+      std::vector<Ref> refs;
+      for (const Tensor& t : v.tensors()) {
+        auto it = proxies_.find(t.impl());
+        if (it == proxies_.end()) throw BreakSignal{BreakCode::UnsupportedBytecode, "tensor list with a constant tensor"};
+        refs.push_back(it->second);
+      }
+      nargs.push_back(NodeArg::list(std::move(refs)));
+    } else {
+      nargs.push_back(NodeArg::constant_of(v));
+    }
+  }
+  Stack fakes;
+  TensorList list;
+  for (const TensorMeta& m : metas) {
+    Tensor f = Tensor::fake(m.sizes, m.strides, m.dtype, m.device);
+    f.impl()->offset = m.offset;
+    if (s.returns == ReturnKind::List)
+      list.push_back(f);
+    else
+      fakes.push_back(f);
+  }
+  if (s.returns == ReturnKind::List) fakes.push_back(Value(list));
+  const Frame& fr = frames_.back();
+  const int line = fr.cur < int(fr.lines.size()) ? fr.lines[fr.cur] : -1;
+  std::vector<Ref> refs = e_.graph.add_op(op, std::move(nargs), std::move(fakes), line);
+  std::vector<Var> out;
+  for (Ref r : refs) {
+    Var v;
+    v.k = Var::K::Tensor;
+    v.ref = r;
+    proxies_[e_.graph.fake(r).impl()] = r;
+    out.push_back(v);
+  }
+  if (!s.args.empty() && s.args[0].mutated && !in.empty() && in[0].k == Var::K::Tensor) out[0] = in[0];
+  if (s.returns == ReturnKind::List) {
+    Var t = new_table();
+    tables_[t.id].array = out;
+    return {t};
+  }
+  return out;
+}
+
+Var Tracer::tensor_property(const Var& t, const std::string& key, bool* found) {
+  const Tensor& x = e_.graph.fake(t.ref);
+  *found = true;
+  if (key == "shape") {
+    note_size_read(t);
+    return size_table(x.sizes());
+  }
+  if (key == "dtype") {
+    lua::push_dtype(L, x.dtype());
+    Var v = from_lua_unguarded(-1);
+    lua_pop(L, 1);
+    return v;
+  }
+  if (key == "device") return Var::string(x.device().str());
+  if (key == "requires_grad") return Var::boolean(x.requires_grad());
+  if (key == "ndim") return Var::integer(x.dim());
+  if (key == "is_leaf") return Var::boolean(true);
+  if (key == "T") {
+    Var dims = new_table();
+    for (int64_t d = x.dim(); d >= 1; d--) tables_[dims.id].array.push_back(Var::integer(d));
+    return call_op(int(Op::permute), {t, dims})[0];
+  }
+  if (key == "data") return call_op(int(Op::detach), {t})[0];
+  if (key == "grad") throw BreakSignal{BreakCode::UnsupportedBytecode, "x.grad"};
+  *found = false;
+  return Var::nil();
+}
+
+// ---- builtins ----------------------------------------------------------------------------------
+bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Var>& args, std::vector<Var>* out) {
+  auto arg = [&](size_t j) { return j < args.size() ? args[j] : Var::nil(); };
+  auto need_tensor = [&](size_t j) -> const Tensor& {
+    if (arg(j).k != Var::K::Tensor) throw BreakSignal{BreakCode::UnsupportedBytecode, name + " on a value that is not a traced tensor"};
+    return e_.graph.fake(args[j].ref);
+  };
+  // ---- tensor metadata methods (C methods of tc.Tensor) ----
+  if (name.rfind("Tensor.", 0) == 0) {
+    const std::string m = name.substr(7);
+    if (m == "item" || m == "tolist") throw BreakSignal{BreakCode::ReadsTensorValue, "x:" + m + "()"};
+    const Tensor& x = need_tensor(0);
+    if (m == "size" || m == "stride") {
+      note_size_read(args[0]);
+      const Shape& s = m == "size" ? x.sizes() : x.strides();
+      if (arg(1).k == Var::K::Nil) {
+        if (m == "size") {
+          *out = {size_table(s)};
+        } else {
+          Var t = new_table();
+          for (int64_t v : s) tables_[t.id].array.push_back(Var::integer(v));
+          *out = {t};
+        }
+        return true;
+      }
+      if (arg(1).k != Var::K::Int || x.dim() == 0) throw BreakSignal{BreakCode::OpFailedWhileTracing, "x:" + m + "(dim)"};
+      int64_t d;
+      try {
+        d = wrap_dim(arg(1).i, x.dim());
+      } catch (const Error& e) {
+        throw BreakSignal{BreakCode::OpFailedWhileTracing, e.what()};
+      }
+      *out = {Var::integer(s[d])};
+      return true;
+    }
+    if (m == "dim") { *out = {Var::integer(x.dim())}; return true; }
+    if (m == "numel" || m == "nelement") { note_size_read(args[0]); *out = {Var::integer(x.numel())}; return true; }
+    if (m == "is_contiguous") { *out = {Var::boolean(x.is_contiguous())}; return true; }
+    if (m == "element_size") { *out = {Var::integer(int64_t(x.itemsize()))}; return true; }
+    if (m == "is_floating_point") { *out = {Var::boolean(is_floating(x.dtype()))}; return true; }
+    throw BreakSignal{BreakCode::UnknownCFunction, name};
+  }
+  if (name == "tc.is_tensor") { *out = {Var::boolean(arg(0).k == Var::K::Tensor)}; return true; }
+  if (name == "tc.is_grad_enabled") { *out = {Var::boolean(lua::grad_enabled())}; return true; }
+  if (name == "type") {
+    const Var a = arg(0);
+    const char* t = "nil";
+    switch (a.k) {
+      case Var::K::Nil: t = "nil"; break;
+      case Var::K::Bool: t = "boolean"; break;
+      case Var::K::Int:
+      case Var::K::Float: t = "number"; break;
+      case Var::K::Str: t = "string"; break;
+      case Var::K::Tensor: t = "userdata"; break;
+      case Var::K::Table: t = "table"; break;
+      case Var::K::Closure: t = "function"; break;
+      case Var::K::Object: push_obj(a.obj); t = luaL_typename(L, -1); lua_pop(L, 1); break;
+    }
+    if (args.empty()) throw BreakSignal{BreakCode::ErrorCall, "type() without argument"};
+    *out = {Var::string(t)};
+    return true;
+  }
+  if (name == "math.type") {
+    const Var a = arg(0);
+    *out = {a.k == Var::K::Int ? Var::string("integer") : a.k == Var::K::Float ? Var::string("float") : Var::nil()};
+    if (a.k == Var::K::Tensor || a.k == Var::K::Object || a.k == Var::K::Table) *out = {Var::nil()};
+    return true;
+  }
+  if (name == "select") {
+    const Var n = arg(0);
+    if (n.k == Var::K::Str && n.s == "#") {
+      *out = {Var::integer(int64_t(args.size()) - 1)};
+      return true;
+    }
+    if (n.k != Var::K::Int) throw BreakSignal{BreakCode::ErrorCall, "select with a bad index"};
+    int64_t k = n.i < 0 ? int64_t(args.size()) + n.i : n.i;
+    if (k < 1) throw BreakSignal{BreakCode::ErrorCall, "select index out of range"};
+    out->assign(args.begin() + std::min<int64_t>(k, int64_t(args.size())), args.end());
+    return true;
+  }
+  if (name == "ipairs") {
+    lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.ipairs_aux");
+    Var aux = from_lua_unguarded(-1);
+    lua_pop(L, 1);
+    *out = {aux, arg(0), Var::integer(0)};
+    return true;
+  }
+  if (name == "ipairs_aux") {
+    const Var i = arg(1);
+    if (i.k != Var::K::Int) throw BreakSignal{BreakCode::UnsupportedBytecode, "ipairs state"};
+    Var v;
+    if (!index(arg(0), Var::integer(i.i + 1), &v, 0)) throw BreakSignal{BreakCode::UnsupportedBytecode, "ipairs through an __index function"};
+    if (v.k == Var::K::Nil)
+      *out = {Var::nil()};
+    else
+      *out = {Var::integer(i.i + 1), v};
+    return true;
+  }
+  if (name == "pairs" || name == "next") throw BreakSignal{BreakCode::UnorderedIteration, name};
+  if (name == "rawget") {
+    const Var t = arg(0);
+    if (t.k == Var::K::Object) {
+      *out = {raw_get(t, arg(1))};
+      return true;
+    }
+    if (t.k == Var::K::Table) {
+      ModelTable& m = tables_[t.id];
+      Var v;
+      auto saved = m.metatable;
+      m.metatable.reset();
+      index(t, arg(1), &v, 0);
+      m.metatable = saved;
+      *out = {v};
+      return true;
+    }
+    throw BreakSignal{BreakCode::ErrorCall, "rawget on a value that is not a table"};
+  }
+  if (name == "rawequal") {
+    const Var a = arg(0), b = arg(1);
+    bool same;
+    if (a.k == Var::K::Object && b.k == Var::K::Object) {
+      push_obj(a.obj);
+      push_obj(b.obj);
+      same = lua_rawequal(L, -1, -2);
+      lua_pop(L, 2);
+    } else if (a.k == Var::K::Tensor && b.k == Var::K::Tensor) {
+      same = a.ref == b.ref;
+    } else if (a.k == Var::K::Table && b.k == Var::K::Table) {
+      same = a.id == b.id;
+    } else if (a.is_const() && b.is_const()) {
+      push_var(a);
+      push_var(b);
+      same = lua_rawequal(L, -1, -2);
+      lua_pop(L, 2);
+    } else {
+      same = false;
+    }
+    *out = {Var::boolean(same)};
+    return true;
+  }
+  if (name == "rawlen" && arg(0).k == Var::K::Table) {
+    *out = {Var::integer(int64_t(tables_[arg(0).id].array.size()))};
+    return true;
+  }
+  if (name == "rawset") {
+    Var t = arg(0);
+    if (t.k == Var::K::Table) {
+      auto saved = tables_[t.id].metatable;
+      tables_[t.id].metatable.reset();
+      newindex(t, arg(1), arg(2));
+      tables_[t.id].metatable = saved;
+      *out = {t};
+      return true;
+    }
+    if (t.k == Var::K::Object) {
+      const std::string what = e_.guards.describe(t.src);
+      if (arg(2).k == Var::K::Closure) throw BreakSignal{BreakCode::EscapingClosure, "stored in a table"};
+      if (arg(1).k != Var::K::Str && arg(1).k != Var::K::Int) throw BreakSignal{BreakCode::UnsupportedBytecode, "rawset key"};
+      raw_get(t, arg(1));
+      overlay_.push_back({{t.obj, (arg(1).k == Var::K::Str ? "s" + arg(1).s : "i" + std::to_string(arg(1).i))}, arg(2)});
+      effects_.push_back({Effect::Kind::RawSet, t, arg(1), arg(2), 0});
+      *out = {t};
+      return true;
+    }
+    throw BreakSignal{BreakCode::ErrorCall, "rawset on a value that is not a table"};
+  }
+  if (name == "getmetatable") {
+    const Var t = arg(0);
+    if (t.k == Var::K::Object) {
+      Var mt = metatable_of(t);
+      if (mt.k != Var::K::Nil && raw_get(mt, Var::string("__metatable")).k != Var::K::Nil)
+        throw BreakSignal{BreakCode::UnsupportedBytecode, "__metatable"};
+      *out = {mt};
+      return true;
+    }
+    if (t.k == Var::K::Table) {
+      *out = {tables_[t.id].metatable ? *tables_[t.id].metatable : Var::nil()};
+      return true;
+    }
+    if (t.k == Var::K::Tensor) {
+      luaL_getmetatable(L, lua::kTensorMeta);
+      *out = {from_lua_unguarded(-1)};
+      lua_pop(L, 1);
+      return true;
+    }
+    *out = {Var::nil()};
+    return true;
+  }
+  if (name == "setmetatable") {
+    Var t = arg(0), mt = arg(1);
+    if (t.k != Var::K::Table || (mt.k != Var::K::Object && mt.k != Var::K::Nil))
+      throw BreakSignal{BreakCode::UnsupportedBytecode, "setmetatable on a table made outside the compiled function"};
+    if (mt.k == Var::K::Object) {
+      push_obj(mt.obj);
+      guard_identity(mt.src, -1);
+      mt.src = pin(-1, "");
+      lua_pop(L, 1);
+      tables_[t.id].metatable = mt;
+    } else {
+      tables_[t.id].metatable.reset();
+    }
+    *out = {t};
+    return true;
+  }
+  if (name == "assert") {
+    if (args.empty() || !args[0].truthy()) throw BreakSignal{BreakCode::ErrorCall, "assert"};
+    *out = args;
+    return true;
+  }
+  if (name == "error") throw BreakSignal{BreakCode::ErrorCall, "error"};
+  if (name == "table.unpack") {
+    const Var t = arg(0);
+    std::vector<Var> items;
+    if (t.k == Var::K::Table && !tables_[t.id].metatable) {
+      items = tables_[t.id].array;
+    } else if (t.k == Var::K::Object) {
+      int64_t n = len(t).i;
+      for (int64_t j = 1; j <= n; j++) items.push_back(raw_get(t, Var::integer(j)));
+    } else {
+      throw BreakSignal{BreakCode::UnsupportedBytecode, "table.unpack of this value"};
+    }
+    int64_t i0 = arg(1).k == Var::K::Int ? arg(1).i : 1;
+    int64_t i1 = arg(2).k == Var::K::Int ? arg(2).i : int64_t(items.size());
+    if (arg(2).k == Var::K::Int && t.k == Var::K::Table) {
+      // explicit end (table.unpack(t, 1, t.n)): read each index, nils included
+      items.clear();
+      for (int64_t j = 1; j <= i1; j++) {
+        Var v;
+        index(t, Var::integer(j), &v, 0);
+        items.push_back(v);
+      }
+    }
+    out->clear();
+    for (int64_t j = i0; j <= i1; j++) out->push_back(j >= 1 && j <= int64_t(items.size()) ? items[j - 1] : Var::nil());
+    return true;
+  }
+  if (name == "table.pack") {
+    Var t = new_table();
+    tables_[t.id].array = args;
+    while (!tables_[t.id].array.empty() && tables_[t.id].array.back().k == Var::K::Nil) tables_[t.id].array.pop_back();
+    for (size_t j = 0; j < args.size(); j++)
+      if (args[j].k != Var::K::Nil && j >= tables_[t.id].array.size()) tables_[t.id].hash.push_back({Var::integer(int64_t(j) + 1), args[j]});
+    tables_[t.id].hash.push_back({Var::string("n"), Var::integer(int64_t(args.size()))});
+    *out = {t};
+    return true;
+  }
+  if (name == "table.insert") {
+    Var t = arg(0);
+    if (t.k != Var::K::Table || tables_[t.id].metatable) throw BreakSignal{BreakCode::UnsupportedBytecode, "table.insert into a table made outside the compiled function"};
+    auto& a = tables_[t.id].array;
+    if (args.size() == 2) {
+      newindex(t, Var::integer(int64_t(a.size()) + 1), args[1]);
+    } else if (args.size() == 3 && args[1].k == Var::K::Int && args[1].i >= 1 && args[1].i <= int64_t(a.size()) + 1) {
+      if (args[2].k == Var::K::Closure) throw BreakSignal{BreakCode::EscapingClosure, "stored in a table"};
+      a.insert(a.begin() + (args[1].i - 1), args[2]);
+    } else {
+      throw BreakSignal{BreakCode::ErrorCall, "table.insert arguments"};
+    }
+    out->clear();
+    return true;
+  }
+  if (name == "tc.Size.numel" && arg(0).k == Var::K::Table) {
+    int64_t p = 1;
+    for (const Var& v : tables_[arg(0).id].array) p *= v.i;
+    *out = {Var::integer(p)};
+    return true;
+  }
+  if (is_pure_builtin(name)) {
+    for (const Var& a : args)
+      if (!a.is_const()) {
+        if (a.k == Var::K::Tensor) throw BreakSignal{BreakCode::ReadsTensorValue, name + " of a tensor"};
+        throw BreakSignal{BreakCode::UnknownCFunction, name + " on a value that is not a constant"};
+      }
+    const int base = lua_gettop(L);
+    push_obj(fn.obj);
+    for (const Var& a : args) push_var(a);
+    if (lua_pcall(L, int(args.size()), LUA_MULTRET, 0) != LUA_OK) {
+      lua_settop(L, base);
+      throw BreakSignal{BreakCode::ErrorCall, name + " raised an error"};
+    }
+    out->clear();
+    for (int j = base + 1; j <= lua_gettop(L); j++) {
+      int t = lua_type(L, j);
+      if (t != LUA_TNIL && t != LUA_TBOOLEAN && t != LUA_TNUMBER && t != LUA_TSTRING) {
+        lua_settop(L, base);
+        throw BreakSignal{BreakCode::UnknownCFunction, name + " returned a value that is not a constant"};
+      }
+      out->push_back(from_lua_unguarded(j));
+    }
+    lua_settop(L, base);
+    return true;
+  }
+  throw BreakSignal{BreakCode::UnknownCFunction, name};
+}
+
+}  // namespace tc::capture

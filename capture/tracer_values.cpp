@@ -1,0 +1,389 @@
+// Tracer support: real objects and K, reading values through sources (with their guards), tensor
+// inputs, upvalues, frames and the delivery of results.
+#include <cstring>
+
+#include "dump.h"
+#include "lua_binding.h"
+#include "tracer.h"
+
+namespace tc::capture {
+
+Known& known() {
+  static Known k;
+  return k;
+}
+
+int Tracer::add_obj(int idx) {
+  idx = lua_absindex(L, idx);
+  lua_pushvalue(L, idx);
+  lua_rawseti(L, objs_, ++nobjs_);
+  return nobjs_;
+}
+
+int Tracer::push_obj(int obj) {
+  lua_rawgeti(L, objs_, obj);
+  return lua_gettop(L);
+}
+
+int Tracer::add_k(int idx) {
+  idx = lua_absindex(L, idx);
+  lua_pushvalue(L, idx);
+  lua_rawseti(L, K_, ++nk_);
+  return nk_;
+}
+
+static std::string value_string(lua_State* L, int idx) {
+  switch (lua_type(L, idx)) {
+    case LUA_TNIL: return "nil";
+    case LUA_TBOOLEAN: return lua_toboolean(L, idx) ? "true" : "false";
+    case LUA_TNUMBER: {
+      lua_pushvalue(L, idx);
+      std::string s = lua_tostring(L, -1);
+      lua_pop(L, 1);
+      return s;
+    }
+    case LUA_TSTRING: return "\"" + std::string(lua_tostring(L, idx)) + "\"";
+    default: {
+      char buf[80];
+      std::snprintf(buf, sizeof buf, "%s %p", luaL_typename(L, idx), lua_topointer(L, idx));
+      return buf;
+    }
+  }
+}
+
+void Tracer::guard_type(int src, int type) {
+  auto key = std::make_pair(src, int(GuardKind::Type));
+  if (e_.guards.guarded.count(key)) return;
+  e_.guards.guarded[key] = true;
+  Guard g{GuardKind::Type, src};
+  g.type = type;
+  g.expected = std::string("a ") + lua_typename(L, type);
+  e_.guards.guards.push_back(g);
+}
+
+void Tracer::guard_equals(int src, int idx) {
+  auto key = std::make_pair(src, int(GuardKind::Equals));
+  if (e_.guards.guarded.count(key)) return;
+  e_.guards.guarded[key] = true;
+  Guard g{GuardKind::Equals, src};
+  g.k = add_k(idx);
+  g.expected = value_string(L, idx);
+  e_.guards.guards.push_back(g);
+}
+
+void Tracer::guard_identity(int src, int idx) {
+  auto key = std::make_pair(src, int(GuardKind::Identity));
+  if (e_.guards.guarded.count(key)) return;
+  e_.guards.guarded[key] = true;
+  Guard g{GuardKind::Identity, src};
+  g.k = add_k(idx);
+  g.expected = "the same " + value_string(L, idx);
+  e_.guards.guards.push_back(g);
+}
+
+// A name for a pinned object: its __name field when it has one (classes), else its type.
+static std::string object_name(lua_State* L, int idx) {
+  std::string what = luaL_typename(L, idx);
+  if (lua_type(L, idx) == LUA_TTABLE) {
+    lua_pushstring(L, "__name");
+    if (lua_rawget(L, idx) == LUA_TSTRING) what = std::string("class ") + lua_tostring(L, -1);
+    lua_pop(L, 1);
+  }
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "<%s %p>", what.c_str(), lua_topointer(L, idx));
+  return buf;
+}
+
+int Tracer::pin(int idx, const std::string& what) {
+  idx = lua_absindex(L, idx);
+  int k = add_k(idx);
+  std::string name = what.empty() ? object_name(L, idx) : what;
+  // One pinned source per object: the same class reached from 64 instances is read once.
+  const void* p = lua_topointer(L, idx);
+  char key[32];
+  std::snprintf(key, sizeof key, "%p", p);
+  auto found = e_.guards.dedup.find(std::make_tuple(int(SrcKind::Pinned), -1, int64_t(0), std::string(key)));
+  if (found != e_.guards.dedup.end()) return found->second;
+  e_.guards.sources.push_back({SrcKind::Pinned, -1, k, name});
+  int id = int(e_.guards.sources.size()) - 1;
+  e_.guards.dedup[std::make_tuple(int(SrcKind::Pinned), -1, int64_t(0), std::string(key))] = id;
+  return id;
+}
+
+int Tracer::push_var(const Var& v) {
+  switch (v.k) {
+    case Var::K::Nil: lua_pushnil(L); break;
+    case Var::K::Bool: lua_pushboolean(L, v.b); break;
+    case Var::K::Int: lua_pushinteger(L, v.i); break;
+    case Var::K::Float: lua_pushnumber(L, v.f); break;
+    case Var::K::Str: lua_pushlstring(L, v.s.data(), v.s.size()); break;
+    case Var::K::Object: push_obj(v.obj); break;
+    default: TC_ASSERT(false, "push_var of a symbolic value");
+  }
+  return lua_gettop(L);
+}
+
+Var Tracer::from_lua_unguarded(int idx) {
+  switch (lua_type(L, idx)) {
+    case LUA_TNIL: return Var::nil();
+    case LUA_TBOOLEAN: return Var::boolean(lua_toboolean(L, idx));
+    case LUA_TNUMBER:
+      return lua_isinteger(L, idx) ? Var::integer(lua_tointeger(L, idx)) : Var::number(lua_tonumber(L, idx));
+    case LUA_TSTRING: {
+      size_t n;
+      const char* s = lua_tolstring(L, idx, &n);
+      return Var::string(std::string(s, n));
+    }
+    default: {
+      Var v;
+      v.k = Var::K::Object;
+      v.obj = add_obj(idx);
+      v.src = pin(idx, "");
+      return v;
+    }
+  }
+}
+
+Var Tracer::from_lua(int idx, int src) {
+  idx = lua_absindex(L, idx);
+  auto it = by_source_.find(src);
+  if (it != by_source_.end()) return it->second;
+  Var v;
+  const int t = lua_type(L, idx);
+  switch (t) {
+    case LUA_TNIL:
+    case LUA_TBOOLEAN:
+    case LUA_TNUMBER:
+    case LUA_TSTRING:
+      guard_equals(src, idx);
+      v = from_lua_unguarded(idx);
+      break;
+    case LUA_TUSERDATA:
+      if (lua::to_tensor(L, idx)) {
+        v = tensor_input(src, idx);
+        break;
+      }
+      [[fallthrough]];
+    default:
+      guard_type(src, t);
+      v.k = Var::K::Object;
+      v.obj = add_obj(idx);
+      v.src = src;
+      break;
+  }
+  by_source_[src] = v;
+  return v;
+}
+
+static std::string input_name(const GuardProgram& g, int src, const vm::Proto* root) {
+  const Source& s = g.sources[src];
+  if (s.kind == SrcKind::Arg && s.n <= root->numparams) {
+    std::string n = vm::local_name(*root, int(s.n) - 1, 0);
+    if (!n.empty()) return n;
+  }
+  std::string d = g.describe(src), out;
+  for (char c : d) {
+    if (isalnum((unsigned char)c) || c == '_')
+      out += c;
+    else if (!out.empty() && out.back() != '_')
+      out += '_';
+  }
+  while (!out.empty() && out.back() == '_') out.pop_back();
+  return out.empty() ? "input" : out;
+}
+
+Var Tracer::tensor_input(int src, int idx) {
+  const Tensor& t = *lua::to_tensor(L, idx);
+  Tensor fake = Tensor::fake(t.sizes(), t.strides(), t.dtype(), t.device());
+  fake.set_requires_grad(t.requires_grad());
+  Guard g{GuardKind::Tensor, src};
+  g.tensor = TensorSpec{t.dtype(), t.device(), t.requires_grad(), t.sizes(), t.strides(), 0};
+  const std::string where = e_.guards.describe(src);
+  for (int d = 0; opt_.dynamic_all && d < t.dim(); d++)
+    if (t.sizes()[d] >= 2) g.tensor.dynamic |= uint64_t(1) << d;
+  for (auto& [s, d] : opt_.dynamic)
+    if (s == where && d < t.dim() && t.sizes()[d] >= 2) g.tensor.dynamic |= uint64_t(1) << d;
+  // tc.compiler.mark_dynamic(x, dim): registry table tensor userdata -> {dim = true} (1-based)
+  lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.marked");
+  if (lua_istable(L, -1)) {
+    lua_pushvalue(L, idx);
+    if (lua_rawget(L, -2) == LUA_TTABLE) {
+      for (int d = 0; d < t.dim(); d++) {
+        lua_rawgeti(L, -1, d + 1);
+        if (lua_toboolean(L, -1) && t.sizes()[d] >= 2) g.tensor.dynamic |= uint64_t(1) << d;
+        lua_pop(L, 1);
+      }
+    }
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  g.expected = tensor_spec_string(g.tensor);
+  e_.guards.guards.push_back(g);
+  e_.guards.guarded[{src, int(GuardKind::Tensor)}] = true;
+  Var v;
+  v.k = Var::K::Tensor;
+  v.ref = e_.graph.add_input(input_name(e_.guards, src, root_), where, fake);
+  v.input = int(e_.graph.inputs.size()) - 1;
+  v.src = src;
+  for (int d = 0; d < t.dim(); d++)
+    if (g.tensor.dynamic >> d & 1) e_.graph.dynamic_dims.push_back({v.input, d});
+  e_.input_sources.push_back(src);
+  proxies_[fake.impl()] = v.ref;
+  return v;
+}
+
+// Pushes the current value of a source (guards do the same reads at run time).
+static void push_source(lua_State* L, const GuardProgram& g, int src, int fn_idx, int args_idx, int nargs, int K) {
+  const Source& s = g.sources[src];
+  switch (s.kind) {
+    case SrcKind::Arg:
+      if (s.n <= nargs)
+        lua_pushvalue(L, args_idx + int(s.n) - 1);
+      else
+        lua_pushnil(L);
+      return;
+    case SrcKind::Fn: lua_pushvalue(L, fn_idx); return;
+    case SrcKind::Pinned: lua_rawgeti(L, K, s.n); return;
+    default: break;
+  }
+  push_source(L, g, s.parent, fn_idx, args_idx, nargs, K);
+  const int p = lua_gettop(L);
+  switch (s.kind) {
+    case SrcKind::Upval:
+      if (lua_type(L, p) != LUA_TFUNCTION || !lua_getupvalue(L, p, int(s.n))) lua_pushnil(L);
+      break;
+    case SrcKind::Field:
+      if (lua_type(L, p) == LUA_TTABLE) {
+        lua_rawgeti(L, K, s.n);
+        lua_rawget(L, p);
+      } else {
+        lua_pushnil(L);
+      }
+      break;
+    case SrcKind::Index:
+      if (lua_type(L, p) == LUA_TTABLE)
+        lua_rawgeti(L, p, s.n);
+      else
+        lua_pushnil(L);
+      break;
+    case SrcKind::Metatable:
+      if (!lua_getmetatable(L, p)) lua_pushnil(L);
+      break;
+    default: break;
+  }
+  lua_remove(L, p);
+}
+
+Var Tracer::read_source(int src) {
+  auto it = by_source_.find(src);
+  if (it != by_source_.end()) return it->second;
+  push_source(L, e_.guards, src, fn_idx_, args_idx_, nargs_, K_);
+  Var v = from_lua(-1, src);
+  lua_pop(L, 1);
+  return v;
+}
+
+Var Tracer::upval(Frame& f, int n) {
+  if (n < int(f.up.size()) && f.up[n]) return *f.up[n];
+  if (int(f.up.size()) <= n) f.up.resize(n + 1);
+  Var v;
+  if (f.fn.k == Var::K::Closure) {
+    v = closures_[f.fn.id].upvals[n];
+  } else {
+    std::string name = n < int(f.p->upvalue_names.size()) && f.p->upvalue_names[n] ? *f.p->upvalue_names[n] : "";
+    int src = e_.guards.source(SrcKind::Upval, f.fn.src, n + 1, name);
+    v = read_source(src);
+  }
+  f.up[n] = v;
+  return v;
+}
+
+void Tracer::set_upval(Frame& f, int n, Var v) {
+  if (f.fn.k == Var::K::Closure) throw BreakSignal{BreakCode::EscapingClosure, "assignment to an upvalue of a function made in compiled code"};
+  if (v.k == Var::K::Closure) throw BreakSignal{BreakCode::EscapingClosure, "stored in an upvalue"};
+  if (int(f.up.size()) <= n) f.up.resize(n + 1);
+  f.up[n] = v;
+  effects_.push_back({Effect::Kind::SetUpval, f.fn, Var(), v, n + 1});
+}
+
+void Tracer::push_frame(const Var& fn, const vm::Proto* p, std::vector<Var> args, int ret_a, int ret_n) {
+  Frame f;
+  f.p = p;
+  f.fn = fn;
+  f.ret_a = ret_a;
+  f.ret_n = ret_n;
+  f.R.resize(p->maxstacksize);
+  for (int i = 0; i < p->numparams; i++) f.R[i] = i < int(args.size()) ? args[i] : Var::nil();
+  if (p->is_vararg)
+    for (size_t i = p->numparams; i < args.size(); i++) f.va.push_back(args[i]);
+  f.lines = vm::decode_lines(*p);
+  frames_.push_back(std::move(f));
+}
+
+void Tracer::deliver(std::vector<Var> results) {
+  if (frames_.size() == 1) {
+    finish_return(std::move(results));
+    frames_.clear();
+    return;
+  }
+  Frame done = std::move(frames_.back());
+  frames_.pop_back();
+  Frame& c = frames_.back();
+  if (done.discard) return;
+  const int n = done.ret_n < 0 ? int(results.size()) : done.ret_n;
+  for (int j = 0; j < n; j++) reg(c, done.ret_a + j) = j < int(results.size()) ? results[j] : Var::nil();
+  if (done.ret_n < 0) c.top = done.ret_a + n;
+}
+
+// ---- protos ----------------------------------------------------------------------------------
+namespace {
+struct ProtoStore {
+  std::unordered_map<std::string, std::unique_ptr<vm::Proto>> by_key;
+};
+ProtoStore& protos() {
+  static ProtoStore s;
+  return s;
+}
+}  // namespace
+
+static int dump_writer(lua_State*, const void* p, size_t sz, void* ud) {
+  static_cast<std::string*>(ud)->append(static_cast<const char*>(p), sz);
+  return 0;
+}
+
+static std::string dump_bytes(lua_State* L, int idx) {
+  std::string out;
+  lua_pushvalue(L, idx);
+  lua_dump(L, dump_writer, &out, 0);
+  lua_pop(L, 1);
+  return out;
+}
+
+std::string dump_key(lua_State* L, int idx) {
+  std::string bytes = dump_bytes(L, lua_absindex(L, idx));
+  // FNV-1a 64 over the dump, plus its length: the prototype's content key.
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ULL;
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%016llx-%zu", (unsigned long long)h, bytes.size());
+  return buf;
+}
+
+const vm::Proto* Tracer::proto_of(lua_State* L, int idx, std::string* key) {
+  idx = lua_absindex(L, idx);
+  std::string bytes = dump_bytes(L, idx);
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ULL;
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%016llx-%zu", (unsigned long long)h, bytes.size());
+  if (key) *key = buf;
+  auto& store = protos().by_key;
+  auto it = store.find(buf);
+  if (it != store.end()) return it->second.get();
+  auto p = std::make_unique<vm::Proto>(vm::read_chunk(bytes));
+  const vm::Proto* out = p.get();
+  store[buf] = std::move(p);
+  return out;
+}
+
+}  // namespace tc::capture
