@@ -404,6 +404,10 @@ Stack call(Op op, const Stack& args) {
     return out;
   }
   Metas m = infer_meta(op, args);
+#ifdef TC_HAVE_CUDA
+  if (op != Op::copy_ && op != Op::to_device && (dev.is_cuda() || (!m.empty() && m[0].device.is_cuda())))
+    return cuda_dispatch(op, args, m);
+#endif
   if (!dev.is_cpu()) {
     TC_FAIL(DeviceError, "%s(): no kernel for device %s yet", s.name, dev.str().c_str());
   }

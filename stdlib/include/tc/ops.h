@@ -105,6 +105,11 @@ TC_GROUP_FNS(linalg)
 TC_GROUP_FNS(nn)
 TC_GROUP_FNS(creation)
 #undef TC_GROUP_FNS
+#ifdef TC_HAVE_CUDA
+// Eager kernels for ops whose tensors (or, for creation ops, whose result) live on a CUDA device
+// (stdlib/cuda/dispatch.cpp).
+Stack cuda_dispatch(Op op, const Stack& args, const Metas& out);
+#endif
 
 // Helpers for meta rules and kernels.
 TensorMeta contiguous_meta(const Shape& sizes, DType dtype, Device device);

@@ -1,0 +1,124 @@
+// Internal interface of the CUDA runtime (stdlib/cuda): the driver entry points (resolved with
+// cuGetProcAddress after dlopen), per-device state (primary context, one stream, an error word
+// for device-side checks), kernel compilation through NVRTC with in-memory and on-disk caches,
+// launches, and the group kernels that cuda_dispatch calls.
+#pragma once
+#include <cuda.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tc/ops.h"
+
+namespace tc::cuda {
+
+// Driver entry points. Member names avoid cuda.h's macros (cuMemAlloc -> cuMemAlloc_v2 ...).
+struct Driver {
+  CUresult (*Init)(unsigned);
+  CUresult (*DriverGetVersion)(int*);
+  CUresult (*DeviceGetCount)(int*);
+  CUresult (*DeviceGet)(CUdevice*, int);
+  CUresult (*DeviceGetName)(char*, int, CUdevice);
+  CUresult (*DeviceGetAttribute)(int*, CUdevice_attribute, CUdevice);
+  CUresult (*DevicePrimaryCtxRetain)(CUcontext*, CUdevice);
+  CUresult (*CtxSetCurrent)(CUcontext);
+  CUresult (*CtxSynchronize)();
+  CUresult (*StreamCreate)(CUstream*, unsigned);
+  CUresult (*StreamSynchronize)(CUstream);
+  CUresult (*MemAlloc)(CUdeviceptr*, size_t);
+  CUresult (*MemFree)(CUdeviceptr);
+  CUresult (*MemGetInfo)(size_t*, size_t*);
+  CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void*, size_t, CUstream);
+  CUresult (*MemcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream);
+  CUresult (*MemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+  CUresult (*MemcpyPeerAsync)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream);
+  CUresult (*MemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+  CUresult (*ModuleLoadData)(CUmodule*, const void*);
+  CUresult (*ModuleGetFunction)(CUfunction*, CUmodule, const char*);
+  CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                           CUstream, void**, void**);
+  CUresult (*FuncSetAttribute)(CUfunction, CUfunction_attribute, int);
+  CUresult (*EventCreate)(CUevent*, unsigned);
+  CUresult (*EventRecord)(CUevent, CUstream);
+  CUresult (*EventSynchronize)(CUevent);
+  CUresult (*EventElapsedTime)(float*, CUevent, CUevent);
+  CUresult (*EventDestroy)(CUevent);
+  CUresult (*GetErrorName)(CUresult, const char**);
+  CUresult (*GetErrorString)(CUresult, const char**);
+};
+const Driver& drv();  // ensure_initialized() first
+
+// Throws for a failed driver call: OutOfMemoryError for CUDA_ERROR_OUT_OF_MEMORY, else a
+// DeviceError naming `what` and the driver's error name and text.
+void check(CUresult r, const char* what);
+
+struct DeviceState {
+  int index = 0;
+  CUdevice dev = 0;
+  CUcontext ctx = nullptr;
+  CUstream stream = nullptr;
+  int cc_major = 0, cc_minor = 0, sm_count = 0;
+  std::string name;
+  CUdeviceptr error_word = 0;  // 2 x int64: [0] flag, [1] detail (device-side checks)
+};
+// Initialized state of device `index` (DeviceError if out of range), its context made current.
+DeviceState& dev(int index);
+
+// Device memory from the caching allocator (OutOfMemoryError with figures when exhausted).
+void* raw_alloc(size_t nbytes, int device);
+void raw_free(void* p, int device);
+
+// ---- kernels --------------------------------------------------------------------------------
+// Compiles `source` (all entry points of one op signature) for the device's architecture once
+// per process (and per TC_CACHE_DIR entry on disk) and returns the entry points in `names`
+// order. `key` names the signature (the in-memory cache key); the source is produced only on
+// a miss. NVRTC failures raise CompileError with the log.
+std::vector<CUfunction> kernels(int device, const std::string& key, const std::function<std::string()>& source,
+                                const std::vector<std::string>& names);
+// NVRTC only (no driver, no GPU needed): the cubin of `source` for sm_<arch>, CompileError on
+// failure, DeviceError if NVRTC cannot be loaded.
+std::string compile_cubin(const std::string& source, int arch);
+bool nvrtc_available(std::string* why);
+std::string nvrtc_version();
+// The prelude every generated program starts with (types, conversions, math overloads).
+const std::string& prelude();
+
+// Launch on the device's stream: 1-D grid of `grid` blocks of `block` threads.
+void launch(int device, CUfunction f, unsigned grid, unsigned block, void** args, unsigned smem = 0);
+void launch3(int device, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned block, void** args,
+             unsigned smem = 0);
+// Reads and clears the device error word after the stream finished: 0 if no kernel flagged.
+int64_t take_device_error(int device, int64_t* detail);
+void sync_stream(int device);
+
+// ---- group kernels (stdlib/cuda/<group>.cpp); nullopt-like empty Stack = not handled --------
+bool pointwise(Op op, const Stack& a, const Metas& m, Stack* out);
+bool reduction(Op op, const Stack& a, const Metas& m, Stack* out);
+bool movement(Op op, const Stack& a, const Metas& m, Stack* out);
+bool linalg(Op op, const Stack& a, const Metas& m, Stack* out);
+bool nn(Op op, const Stack& a, const Metas& m, Stack* out);
+bool creation(Op op, const Stack& a, const Metas& m, Stack* out);
+
+// Device-side strided copy with dtype conversion and broadcasting of src to dst's shape
+// (same device). Both may be any strides.
+void copy_strided(const Tensor& dst, const Tensor& src);
+// Tensor::copy_from for copies involving a cuda tensor (any direction, strides, dtypes).
+void copy_tensor(const Tensor& dst, const Tensor& src);
+// A contiguous device copy of t in dtype dt (t itself if already so).
+Tensor contiguous_as(const Tensor& t, DType dt);
+// Fills a contiguous tensor with a value given as double or int64 (by dtype).
+void fill(const Tensor& t, double v, int64_t iv, bool is_int);
+
+// The C names of dtypes in generated code: storage type and compute (opmath) type.
+const char* ctype(DType t);
+const char* mtype(DType t);
+
+// Counts of ops that ran natively vs through the host fallback (for tests and reports).
+struct DispatchStats {
+  int64_t native = 0, fallback = 0;
+};
+DispatchStats& dispatch_stats();
+const char*& last_conv_impl_slot();
+
+}  // namespace tc::cuda
