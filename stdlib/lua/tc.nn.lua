@@ -84,6 +84,7 @@ local function module_tostring(self)
 end
 
 -- `Block = nn.Module:extend("Block")`: a class inheriting methods; `Block(...)` makes an instance.
+local new_instance
 local metamethods = {"__newindex", "__call", "__tostring", "__close", "__len", "__eq", "__lt", "__le", "__concat",
                      "__add", "__sub", "__mul", "__div", "__unm"}
 function Module:extend(name)
@@ -93,7 +94,7 @@ function Module:extend(name)
   cls.__name = name or "Module"
   cls.__index = cls
   cls.super = self
-  return setmetatable(cls, {__index = self, __call = function(c, ...) return c:new(...) end})
+  return setmetatable(cls, {__index = self, __call = new_instance})
 end
 
 function Module:new(...)
@@ -105,9 +106,18 @@ end
 function Module:__init() end
 function Module:forward() error(self.__name .. ":forward() is not implemented", 2) end
 Module.__newindex = module_newindex
-Module.__call = module_call
+-- Calls go through a C trampoline (tc._C.wrap_functions): `return m(x)` in user code is a tail
+-- call, and without a C frame between, Lua would drop the user's frame and errors raised inside
+-- the module could no longer name the user's line.
+local function trampoline(f)
+  local t = {f = f}
+  if tc._C.wrap_functions then tc._C.wrap_functions(t) end
+  return t.f
+end
+Module.__call = trampoline(module_call)
+new_instance = trampoline(function(c, ...) return c:new(...) end)
 Module.__tostring = module_tostring
-setmetatable(Module, {__call = function(c, ...) return c:new(...) end})
+setmetatable(Module, {__call = trampoline(function(c, ...) return c:new(...) end)})
 
 function Module:register_buffer(name, t, persistent)
   local order = rawget(self, "_order")

@@ -7,19 +7,57 @@ local optim = {}
 local Optimizer = {}
 Optimizer.__index = Optimizer
 
-local function new_optimizer(cls, params, defaults, opts)
-  local self = setmetatable({param_groups = {}, state = {}}, cls)
+local function is_group(v) return type(v) == "table" and getmetatable(v) == nil and v.params ~= nil end
+
+-- Checks and completes one parameter group: options from opts, the constructor's overrides, then
+-- the class defaults; `validate(group)` raises for values out of range.
+local function make_group(self, spec, opts)
+  local cls = getmetatable(self)
   local group = {params = {}}
-  for k, v in pairs(defaults) do group[k] = v end
-  for k, v in pairs(opts or {}) do
-    if defaults[k] == nil then raise("ValueError", string.format("%s: unknown option '%s'", cls.__name, k)) end
-    group[k] = v
+  for k, v in pairs(self.defaults) do group[k] = v end
+  for _, src in ipairs {opts or {}, is_group(spec) and spec or {}} do
+    for k, v in pairs(src) do
+      if k ~= "params" then
+        if self.defaults[k] == nil then raise("ValueError", string.format("%s: unknown option '%s'", cls.__name, k)) end
+        group[k] = v
+      end
+    end
   end
-  for i, p in ipairs(params) do group.params[i] = p end
-  if #group.params == 0 then raise("ValueError", cls.__name .. ": optimizer got an empty parameter list") end
+  local list = is_group(spec) and spec.params or spec
+  if tc.is_tensor(list) then list = {list} end
+  for i, p in ipairs(list) do
+    if not tc.is_tensor(p) then raise("ValueError", ("%s: parameter %d is a %s, not a tensor"):format(cls.__name, i, type(p))) end
+    group.params[i] = p
+  end
   if group.lr < 0 then raise("ValueError", string.format("%s: invalid learning rate: %g", cls.__name, group.lr)) end
-  self.param_groups[1] = group
+  if cls.validate then cls.validate(group) end
+  return group
+end
+
+-- params: an array of tensors, or an array of groups {params = {...}, lr = ...} whose options
+-- override opts (PyTorch's per-parameter options).
+local function new_optimizer(cls, params, defaults, opts)
+  local self = setmetatable({param_groups = {}, state = {}, defaults = defaults}, cls)
+  if type(params) ~= "table" then raise("ValueError", cls.__name .. ": params must be an array of tensors or of parameter groups") end
+  if is_group(params[1]) then
+    for _, spec in ipairs(params) do self:add_param_group(spec, opts) end
+  else
+    self.param_groups[1] = make_group(self, params, opts)
+  end
+  local n = 0
+  for _, g in ipairs(self.param_groups) do n = n + #g.params end
+  if n == 0 then raise("ValueError", cls.__name .. ": optimizer got an empty parameter list") end
   return self
+end
+
+function Optimizer:add_param_group(spec, opts)
+  local group = make_group(self, spec, opts)
+  local seen = {}
+  for _, g in ipairs(self.param_groups) do for _, p in ipairs(g.params) do seen[p] = true end end
+  for _, p in ipairs(group.params) do
+    if seen[p] then raise("ValueError", "some parameters appear in more than one parameter group") end
+  end
+  self.param_groups[#self.param_groups + 1] = group
 end
 
 -- Sets every gradient to nil (PyTorch's default set_to_none=true).
@@ -75,13 +113,13 @@ local SGD = {__name = "SGD"}
 SGD.__index = SGD
 optim.SGD = SGD
 setmetatable(SGD, {__index = Optimizer, __call = function(cls, params, opts)
-  local self = new_optimizer(cls, params, {lr = 1e-3, momentum = 0, dampening = 0, weight_decay = 0, nesterov = false, maximize = false}, opts)
-  local g = self.param_groups[1]
+  return new_optimizer(cls, params, {lr = 1e-3, momentum = 0, dampening = 0, weight_decay = 0, nesterov = false, maximize = false}, opts)
+end})
+function SGD.validate(g)
   if g.nesterov and (g.momentum <= 0 or g.dampening ~= 0) then
     raise("ValueError", "SGD: nesterov momentum requires a momentum and zero dampening")
   end
-  return self
-end})
+end
 
 function SGD:step()
   for _, g in ipairs(self.param_groups) do
@@ -111,14 +149,15 @@ local function adam_class(name, decoupled)
   local A = {__name = name}
   A.__index = A
   setmetatable(A, {__index = Optimizer, __call = function(cls, params, opts)
-    local self = new_optimizer(cls, params, {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8,
+    return new_optimizer(cls, params, {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8,
       weight_decay = decoupled and 1e-2 or 0, amsgrad = false, maximize = false}, opts)
-    local b = self.param_groups[1].betas
+  end})
+  function A.validate(g)
+    local b = g.betas
     if b[1] < 0 or b[1] >= 1 or b[2] < 0 or b[2] >= 1 then
       raise("ValueError", string.format("%s: invalid betas {%g, %g}", name, b[1], b[2]))
     end
-    return self
-  end})
+  end
   function A:step()
     for _, g in ipairs(self.param_groups) do
       local beta1, beta2 = g.betas[1], g.betas[2]

@@ -261,4 +261,30 @@ function tests.loads_a_pytorch_sequential_checkpoint()
   assert(seq[1].weight:eq(all["linear/p/weight"]):all():item())
 end
 
+function tests.containers()
+  local seq = nn.Sequential()
+  seq:add(nn.Linear(2, 3)):add(nn.ReLU())
+  seq:add_module("out", nn.Linear(3, 1))
+  same_list(keys_of(seq:named_children()), {"1", "2", "out"}, "Sequential children")
+  assert(#seq == 3 and seq[3] == seq.out, "named children are also positional")
+  assert(seq(tc.randn(4, 2)).shape == tc.Size({4, 1}))
+  local d = nn.ModuleDict({b = nn.Linear(2, 2), a = nn.Tanh()})
+  same_list(keys_of(d:named_children()), {"a", "b"}, "ModuleDict children (sorted keys)")
+  assert(d.b.in_features == 2)
+  local l = nn.ModuleList()
+  l:append(nn.Linear(1, 1)):append(nn.Linear(1, 2))
+  local n = 0
+  for i, m in ipairs(l) do n = n + 1; assert(m.out_features == i) end
+  assert(n == 2 and #l == 2)
+  same_list(keys_of(l:named_parameters()), {"1.weight", "1.bias", "2.weight", "2.bias"}, "ModuleList names")
+end
+
+function tests.errors_inside_layers_point_at_the_callers_line()
+  local m = nn.Sequential(nn.Linear(3, 4))
+  local line = debug.getinfo(1, "l").currentline + 1
+  local e = raises("ShapeError", function() return m(tc.randn(2, 5)) end)
+  assert(e.line == line, ("expected line %d, got %s (%s)"):format(line, tostring(e.line), e.message))
+  assert(e.message:find("2x5 and 3x4") or e.message:find("cannot be multiplied"), e.message)
+end
+
 return tests

@@ -103,6 +103,26 @@ function tests.state_dict_round_trip_resumes_exactly()
   end
 end
 
+-- Parameter groups with their own options: group 1 plain SGD, group 2 with momentum.
+function tests.param_groups_have_their_own_options()
+  local ps = params()
+  local opt = optim.SGD({{params = {ps[1]}}, {params = {ps[2]}, momentum = 0.9}}, {lr = 0.1})
+  assert(#opt.param_groups == 2 and opt.param_groups[2].lr == 0.1 and opt.param_groups[1].momentum == 0)
+  for step = 1, 3 do
+    set_grads(ps, step)
+    opt:step()
+  end
+  assert_close(ps[1], F()["sgd/step3/1"], "group 1 (sgd)")
+  assert_close(ps[2], F()["sgd_momentum/step3/2"], "group 2 (momentum 0.9)")
+  local ok, e = pcall(opt.add_param_group, opt, {params = {ps[1]}})
+  assert(not ok and e.kind == "ValueError" and e.message:find("more than one parameter group"), tostring(e))
+  local q = tc.zeros(2)
+  opt:add_param_group({params = {q}, lr = 0.5})
+  assert(opt.param_groups[3].lr == 0.5 and opt.param_groups[3].momentum == 0)
+  ok, e = pcall(optim.Adam, {{params = {ps[1]}, betas = {0.9, 1.5}}})
+  assert(not ok and e.kind == "ValueError" and e.message:find("invalid betas"), tostring(e))
+end
+
 function tests.bad_options_raise_value_errors()
   local ps = params()
   local function raises(f, pattern)
