@@ -8,8 +8,8 @@ local nn = {functional = F}
 
 require("tc.utils_sd").install()
 
--- Parameters are leaf tensors with requires_grad set (or made by nn.Parameter(t, false): frozen);
--- assigning one to a module field registers it.
+-- nn.Parameter(t[, requires_grad=true]): a detached leaf tensor marked as a parameter; assigning
+-- one to a module field registers it (frozen ones too: nn.Parameter(t, false)).
 local parameters = setmetatable({}, {__mode = "k"})
 function nn.Parameter(t, requires_grad)
   if requires_grad == nil then requires_grad = true end
@@ -23,7 +23,9 @@ function nn.is_parameter(t) return parameters[t] == true end
 
 local function is_tensor(v) return tc.is_tensor(v) end
 local function is_module(v) return type(v) == "table" and getmetatable(v) ~= nil and rawget(v, "_order") ~= nil end
-local function is_param(v) return is_tensor(v) and (parameters[v] or v.requires_grad) end
+-- Only tensors made by nn.Parameter register themselves (as in PyTorch): a result that requires
+-- grad, stored on self in forward, is not a parameter.
+local function is_param(v) return parameters[v] == true end
 nn.is_module = is_module
 
 -- Class mechanism -------------------------------------------------------------------------------
@@ -127,6 +129,7 @@ function Module:register_buffer(name, t, persistent)
 end
 
 function Module:register_parameter(name, t)
+  if is_tensor(t) then parameters[t] = true end
   local order = rawget(self, "_order")
   if rawget(self, "_kind")[name] == nil then order[#order + 1] = name end
   rawget(self, "_kind")[name] = "param"

@@ -92,6 +92,20 @@ function tests.shared_parameters_counted_once()
   same_list(names, {"a.weight", "a.bias", "b.bias"}, "tied weight appears once")
 end
 
+function tests.only_parameters_register()
+  local M = nn.Module:extend("M")
+  function M:__init()
+    self.w = nn.Parameter(tc.ones(2))
+    self.frozen = nn.Parameter(tc.ones(2), false)
+    self.plain = tc.ones(2, {requires_grad = true})  -- not a Parameter: not registered (PyTorch too)
+    self:register_parameter("extra", tc.zeros(1))
+  end
+  local m = M()
+  same_list(keys_of(m:named_parameters()), {"w", "frozen", "extra"}, "parameters")
+  assert(not m.frozen.requires_grad and m.w.requires_grad)
+  assert(m:state_dict().plain == nil)
+end
+
 function tests.reassigning_keeps_registration_order()
   local M = nn.Module:extend("M")
   function M:__init()
