@@ -72,7 +72,11 @@ std::string format_tensor(const Tensor& t);  // tensor_format.cpp: PyTorch's rep
 std::string tensor_footer(const Tensor& t);  // "[tc.float32 of size 2x3 on cpu]"
 
 // tc's Lua-side functions (tc.max, x:to, tc.no_grad ...) are reached through C trampolines, so
-// that an error under a tail call still finds the user's frame. If the function at idx is such a
+// that an error under a tail call (`return x:max(y)` in user code) still finds the user's frame:
+// Lua replaces the caller's frame on a tail call to a Lua function, but not to a C function.
+// tc_open_library wraps the tc._* parts; Lua code that installs functions into tc later, or
+// metamethods reached from user code (a module's __call), should use tc._C.wrap(f) or
+// tc._C.wrap_functions(t). If the function at idx is such a
 // trampoline, pushes the Lua function it calls and returns true (the tracer inlines that one).
 bool push_trampoline_target(lua_State* L, int idx);
 

@@ -306,6 +306,15 @@ int c_wrap_functions(lua_State* L) {
   return 0;
 }
 
+// tc._C.wrap(f): a trampoline to the Lua function f (f itself if it is a C function). For tc's
+// Lua modules that install functions or metamethods (__call of modules) reached from user code.
+int c_wrap(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  lua_settop(L, 1);
+  if (!lua_iscfunction(L, 1)) lua_pushcclosure(L, trampoline, 1);
+  return 1;
+}
+
 void set_funcs(lua_State* L, const char* field, const luaL_Reg* fns) {
   // tc table at -1; fns go into tc[field] (created if missing) or tc itself when field is null
   if (field) {
@@ -382,7 +391,7 @@ extern "C" int tc_open_library(lua_State* L) {
   set_funcs(L, "cuda", cuda);
   const luaL_Reg prims[] = {{"dtype", c_dtype},   {"is_dtype", c_is_dtype}, {"device", c_device},
                             {"host", c_host},     {"footer", c_footer},     {"is_tensor", l_is_tensor},
-                            {"wrap_functions", c_wrap_functions},
+                            {"wrap_functions", c_wrap_functions}, {"wrap", c_wrap},
                             {nullptr, nullptr}};
   set_funcs(L, "_C", prims);
 

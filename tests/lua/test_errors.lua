@@ -54,7 +54,7 @@ function T.errors_through_lua_sugar_point_at_the_user()
   local e = check.raises("ShapeError", function() return x:max(tc.ones(4)) end)
   at(e, line)
   line = check.line() + 1
-  e = check.raises("ValueError", function() return tc.compile(function() end, {fullgraf = true}) end)
+  e = check.raises("ValueError", function() local f = tc.compile(function() end, {fullgraf = true}) return f end)
   at(e, line)
   line = check.line() + 1
   e = check.raises("DTypeError", function() return tc.ones(2, {dtype = tc.int64}):add_(0.5) end)
