@@ -72,6 +72,7 @@ void Tracer::guard_equals(int src, int idx) {
 }
 
 void Tracer::guard_identity(int src, int idx) {
+  if (e_.guards.sources[src].kind == SrcKind::Pinned) return;  // a pinned object is itself
   auto key = std::make_pair(src, int(GuardKind::Identity));
   if (e_.guards.guarded.count(key)) return;
   e_.guards.guarded[key] = true;
