@@ -30,6 +30,16 @@ cases = {
  "tc.tensor({{true}, {false}})": torch.tensor([[True],[False]]),
  "tc.tensor({1, 2}, {dtype=tc.uint8})": torch.tensor([1,2], dtype=torch.uint8),
  "tc.tensor({100000.5, 1.0})": torch.tensor([100000.5, 1.0]),
+ "tc.tensor({-1e-5, 2.0, 3.0})": torch.tensor([-1e-5, 2.0, 3.0]),
+ "tc.tensor({1e9, -2.0})": torch.tensor([1e9, -2.0]),
+ "tc.tensor({123456789.0, 1.0}, {dtype=tc.float64})": torch.tensor([123456789.0, 1.0], dtype=torch.float64),
+ "tc.arange(5000):view(10, 500)": torch.arange(5000).view(10,500),
+ "tc.tensor({1.5, -2.75}, {dtype=tc.bfloat16})": torch.tensor([1.5, -2.75], dtype=torch.bfloat16),
+ "tc.arange(1001):view(7, 11, 13):float() * -1.5": torch.arange(1001).view(7,11,13).float() * -1.5,
+ "tc.tensor({{1.0/0, -1.0/0}, {0.0, 0/0}})": torch.tensor([[float('inf'), float('-inf')], [0.0, float('nan')]]),
+ "tc.tensor({-5, 300, 7})": torch.tensor([-5, 300, 7]),
+ "tc.ones(1, 0, 2)": torch.ones(1,0,2),
+ "tc.tensor({0.0001, 0.5})": torch.tensor([0.0001, 0.5]),
 }
 def lq(s):
     return '"' + s.replace('\\','\\\\').replace('"','\\"').replace('\n','\\n') + '"'

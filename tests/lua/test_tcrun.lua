@@ -106,6 +106,12 @@ function T.bytecode_listing()
   check.eq(out:find("RETURN", 1, true) ~= nil, true, out)
 end
 
+function T.split_check_harness()
+  local out, code = run(TCRUN .. " --split-check tests/vm/split/basics.lua")
+  check.eq(code, 0, out)
+  check.eq(out:match("\n%d+ passed, 0 failed\n$") ~= nil, true, out)
+end
+
 function T.hello_example_runs()
   local out, code = run(TCRUN .. " scripts/examples/hello.lua")
   check.eq(code, 0, out)
