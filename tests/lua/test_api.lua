@@ -106,10 +106,12 @@ end
 
 -- The same module from the stock interpreter: LUA_CPATH=build/?.so lua5.4.
 function T.stock_lua_loads_the_c_module()
-  local so = io.open("build/tc.so")
-  if not so then error("build/tc.so not found: run scripts/dev/build.sh --target tc_module (from the repo root)") end
+  -- tc.so sits next to tcrun in the build folder
+  local bin = arg and arg[-1] and arg[-1]:match("^(.*)/tcrun$") or "build"
+  local so = io.open(bin .. "/tc.so")
+  if not so then error(bin .. "/tc.so not found: run scripts/dev/build.sh --target tc_module (from the repo root)") end
   so:close()
-  local cmd = [[LUA_CPATH="build/?.so" lua5.4 -e 'local tc = require "tc"; print(tc.ones(2, 2)); ]]
+  local cmd = [[LUA_CPATH="]] .. bin .. [[/?.so" lua5.4 -e 'local tc = require "tc"; print(tc.ones(2, 2)); ]]
       .. [[local ok, e = pcall(function() return tc.ones(2, 3):matmul(tc.ones(2, 3)) end); print(e.kind, tostring(e)); ]]
       .. [[print(tc.compile(print) == print)' 2>&1]]
   local p = assert(io.popen(cmd))

@@ -3,7 +3,8 @@
 local check = require "check"
 local T = {}
 
-local TCRUN = os.getenv("TCRUN") or "./build/tcrun"
+-- The tcrun running these tests (arg[-1] under tcrun), else ./build/tcrun.
+local TCRUN = os.getenv("TCRUN") or (arg and arg[-1] and arg[-1]:match("tcrun$") and arg[-1]) or "./build/tcrun"
 
 -- Runs a shell command; returns its output (stdout and stderr) and exit status.
 local function run(cmd)
