@@ -2,6 +2,8 @@
 #include "tc/tensor.h"
 
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <cstring>
 #include <sstream>
 
@@ -17,7 +19,61 @@ namespace {
 std::atomic<int64_t> g_live_bytes{0};
 const DeviceAllocator* g_allocators[2] = {nullptr, nullptr};
 
-void cpu_free(void* p, void*) { std::free(p); }
+// CPU memory is cached after use: eager code frees and reallocates tensors of the same sizes
+// all the time, and fresh memory costs glibc's aligned-allocation path (small blocks) or mmap
+// plus page faults on first touch (large blocks). Small blocks come from power-of-two free lists,
+// large ones (rounded to 2 MiB) from lists keyed by size. At most kMaxCachedBytes stay cached.
+class CpuCache {
+ public:
+  static constexpr size_t kMinBlock = 64, kMaxSmall = size_t(1) << 20, kLargeQuantum = size_t(2) << 20,
+                          kMaxCachedBytes = size_t(512) << 20;
+  void* alloc(size_t nbytes, size_t* block) {
+    *block = round_up(nbytes);
+    {
+      std::lock_guard g(mu_);
+      std::vector<void*>* list = find(*block);
+      if (list && !list->empty()) {
+        void* p = list->back();
+        list->pop_back();
+        cached_ -= *block;
+        return p;
+      }
+    }
+    return std::aligned_alloc(64, *block);
+  }
+  void free(void* p, size_t block) {
+    std::lock_guard g(mu_);
+    if (cached_ + block <= kMaxCachedBytes) {
+      (block <= kMaxSmall ? small_[small_class(block)] : large_[block]).push_back(p);
+      cached_ += block;
+      return;
+    }
+    std::free(p);
+  }
+
+ private:
+  static size_t round_up(size_t n) {
+    if (n > kMaxSmall) return (n + kLargeQuantum - 1) / kLargeQuantum * kLargeQuantum;
+    size_t b = kMinBlock;
+    while (b < n) b <<= 1;
+    return b;
+  }
+  static int small_class(size_t block) { return __builtin_ctzll(block) - __builtin_ctzll(kMinBlock); }
+  std::vector<void*>* find(size_t block) {
+    if (block <= kMaxSmall) return &small_[small_class(block)];
+    auto it = large_.find(block);
+    return it == large_.end() ? nullptr : &it->second;
+  }
+  std::mutex mu_;
+  std::vector<void*> small_[16];
+  std::map<size_t, std::vector<void*>> large_;
+  size_t cached_ = 0;
+};
+CpuCache& cpu_cache() {
+  static CpuCache* c = new CpuCache;  // never destroyed: storages may outlive static destruction
+  return *c;
+}
+void cpu_free(void* p, void* ctx) { cpu_cache().free(p, (size_t)(uintptr_t)ctx); }
 
 const DeviceAllocator* require_allocator(Device d) {
   const DeviceAllocator* a = g_allocators[(int)d.type];
@@ -39,16 +95,16 @@ const DeviceAllocator* device_allocator(DeviceType type) { return g_allocators[(
 
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
   void* p = nullptr;
+  size_t block = 0;
   if (device.is_cpu()) {
-    size_t n = (nbytes + 63) & ~size_t(63);
-    p = std::aligned_alloc(64, n ? n : 64);
+    p = cpu_cache().alloc(nbytes, &block);
     TC_CHECK(p, OutOfMemoryError, "CPU out of memory: tried to allocate %zu bytes", nbytes);
   } else {
     p = require_allocator(device)->alloc(nbytes, device);
   }
   g_live_bytes += (int64_t)nbytes;
-  auto s = std::make_shared<Storage>(p, nbytes, device, nullptr, nullptr);
-  return s;
+  // ctx carries the CPU block size back to the cache
+  return std::make_shared<Storage>(p, nbytes, device, nullptr, (void*)(uintptr_t)block);
 }
 
 std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, Device device, Deleter deleter,
@@ -64,7 +120,7 @@ Storage::~Storage() {
   // owned
   g_live_bytes -= (int64_t)nbytes_;
   if (device_.is_cpu())
-    cpu_free(data_, nullptr);
+    cpu_free(data_, ctx_);
   else if (auto a = g_allocators[(int)device_.type])
     a->free(data_, device_);
 }
