@@ -34,9 +34,7 @@ std::string GuardProgram::describe(int src) const {
       return sources[s.parent].kind == SrcKind::Fn ? up : describe(s.parent) + ".<upvalue " + up + ">";
     }
     case SrcKind::Field:
-      if (sources[s.parent].kind == SrcKind::Upval && sources[s.parent].name == "_ENV" &&
-          sources[sources[s.parent].parent].kind == SrcKind::Fn)
-        return s.name;  // a global
+      if (sources[s.parent].kind == SrcKind::Upval && sources[s.parent].name == "_ENV") return s.name;  // a global
       return describe(s.parent) + (is_identifier(s.name) ? "." + s.name : "[\"" + s.name + "\"]");
     case SrcKind::Index: return describe(s.parent) + "[" + std::to_string(s.n) + "]";
     case SrcKind::Metatable: return "getmetatable(" + describe(s.parent) + ")";

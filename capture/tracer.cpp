@@ -72,9 +72,9 @@ void Tracer::step() {
   Frame& f = frames_.back();
   if (++steps_ > kMaxSteps) throw BreakSignal{BreakCode::TraceTooLong, std::to_string(kMaxSteps) + " instructions"};
   if (int(frames_.size()) > kMaxDepth) throw BreakSignal{BreakCode::CallTooDeep, std::to_string(kMaxDepth) + " frames"};
+  f.cur = f.pc;
   if (frames_.size() == 1 && f.pc == opt_.forced_break_pc) throw BreakSignal{BreakCode::UnsupportedBytecode, "forced"};
   TC_ASSERT(f.pc >= 0 && f.pc < int(f.p->code.size()), "tracer pc out of range");
-  f.cur = f.pc;
   const Ins i = vm::decode(f.p->code[f.pc]);
   exec(f, i);
 }
@@ -317,7 +317,7 @@ void Tracer::exec(Frame& f, const Ins& i) {
       }
       break;
     case OpCode::SETLIST: {
-      const int n = i.b ? i.b - 1 : f.top - i.a - 1;
+      const int n = i.b ? i.b : f.top - i.a - 1;  // SETLIST's B is the count
       int last = i.c;
       if (i.k) last += vm::decode(f.p->code[f.pc++]).ax * (vm::kMaxC + 1);
       const Var t = reg(f, i.a);

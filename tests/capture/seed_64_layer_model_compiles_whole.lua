@@ -1,0 +1,21 @@
+-- The seed model (linear + 64 Layers of linear, relu, sigmoid, linear, relu) compiled whole:
+-- one graph, no break, every parameter a graph input behind a guard, equal to eager.
+local tc = require "tc"
+local seed = require "seed_layers"
+local h = require "helpers"
+
+local model = seed.Model()
+local x = tc.randn(10, 10)
+local cm = tc.compile(model)
+h.close(cm(x), model(x), "whole model")
+h.close(cm(x), model(x), "second call")
+local s = h.stats()
+h.eq(s.traces, 1, "traces")
+h.eq(s.graph_breaks, 0, "breaks")
+h.eq(s.backend_compiles, 1, "backend compiles")
+local report = tc.compiler.explain(model)(x)
+h.eq(report.graph_count, 1)
+h.eq(report.op_count, 1 + 64 * 5, "ops")
+local guards = table.concat(report.guards[1].guards, "\n")
+h.eq(h.count(guards, "TENSOR_MATCH"), 1 + 2 + 64 * 4, "tensor guards: the input and every parameter")
+assert(guards:find("m.layers[64].linear2.bias", 1, true), "guards name the parameters by path")
