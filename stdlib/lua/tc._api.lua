@@ -44,18 +44,28 @@ end
 -- *_like: the shape of x; dtype and device of x unless the options say otherwise.
 local function like_options(x, opts, name)
   if not is_tensor(x) then raise("ValueError", name .. "(): expected a tensor, got " .. type(x)) end
+  if opts ~= nil and not is_options(opts) then
+    raise("ValueError", name .. "(): options must be a table with string keys such as {dtype = tc.float64}")
+  end
   local o = {dtype = x.dtype, device = x.device}
   for k, v in pairs(opts or {}) do o[k] = v end
   return o
 end
 for _, name in ipairs {"zeros", "ones", "empty", "rand", "randn"} do
   local f = tc[name]
-  tc[name .. "_like"] = function(x, opts) return f(x.shape, like_options(x, opts, name .. "_like")) end
+  tc[name .. "_like"] = function(x, opts)
+    local o = like_options(x, opts, name .. "_like")
+    return f(x.shape, o)
+  end
 end
-function tc.full_like(x, value, opts) return tc.full(x.shape, value, like_options(x, opts, "full_like")) end
+function tc.full_like(x, value, opts)
+  local o = like_options(x, opts, "full_like")
+  return tc.full(x.shape, value, o)
+end
 function tc.randint_like(x, lo, hi, opts)
-  if hi == nil then lo, hi = 0, lo end
+  if type(hi) == "table" then hi, opts = nil, hi end
   local o = like_options(x, opts, "randint_like")
+  if hi == nil then lo, hi = 0, lo end
   if not o.dtype.is_floating_point and o.dtype ~= tc.bool then
     return tc.randint(lo, hi, x.shape, o)
   end

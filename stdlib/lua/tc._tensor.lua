@@ -5,10 +5,17 @@ local tc, T, C = ...
 local raise, is_tensor, is_dtype = C.raise, C.is_tensor, C.is_dtype
 local type = type
 
+-- Argument checks: a tc.ValueError at the user's line rather than a Lua error inside tc.
+local function need(x, what)
+  if not is_tensor(x) then raise("ValueError", ("%s must be a tensor, got %s"):format(what, type(x))) end
+  return x
+end
+
 -- ---- overloads -----------------------------------------------------------------------------------
 -- x:max() -> amax over all; x:max(dim[, opts]) -> values, indices (1-based); x:max(y) -> maximum.
 local function reduce_or_binary(all, dim_op, binary)
   return function(x, dim, opts)
+    need(x, "self")
     if dim == nil then
       if opts ~= nil then return all(x, nil, opts) end
       return all(x)
@@ -25,17 +32,19 @@ tc.max, tc.min = T.max, T.min
 -- x:split(n[, dim]) or x:split({sizes}[, dim])
 local split, split_with_sizes = tc.split, tc.split_with_sizes
 function T.split(x, size, ...)
+  need(x, "split(): self")
   if type(size) == "table" then return split_with_sizes(x, size, ...) end
   return split(x, size, ...)
 end
 tc.split = T.split
 
 -- x:where(cond, y) is tc.where(cond, x, y)
-function T.where(x, cond, y) return tc.where(cond, x, y) end
+function T.where(x, cond, y) return tc.where(cond, need(x, "where(): self"), y) end
 
 -- `repeat` is a Lua keyword: x["repeat"](x, 2, 3) works, and so do x:tile(2, 3) (which pads the
 -- repeats with leading 1s like torch.tile) and Torch7's x:repeatTensor(2, 3).
 function T.tile(x, ...)
+  need(x, "tile(): self")
   local reps = type(...) == "table" and {table.unpack((...))} or {...}
   while #reps < x:dim() do table.insert(reps, 1, 1) end
   return T["repeat"](x, reps)
@@ -49,7 +58,7 @@ local copy_ = tc.copy_
 local function inplace(name)
   local f = T[name]
   T[name .. "_"] = function(x, ...)
-    local r = f(x, ...)
+    local r = f(need(x, name .. "_(): self"), ...)
     if rank(r.dtype) > rank(x.dtype) then
       raise("DTypeError", ("%s_(): result type %s can't be cast to the desired output type %s"):format(
         name, r.dtype.name, x.dtype.name))
@@ -70,8 +79,9 @@ for _, name in ipairs {
   "masked_fill", "lerp", "tril", "triu", "scatter", "scatter_add"} do
   inplace(name)
 end
-function T.zero_(x) return x:fill_(0) end
+function T.zero_(x) return need(x, "zero_(): self"):fill_(0) end
 function T.requires_grad_(x, on)
+  need(x, "requires_grad_(): self")
   if on == nil then on = true end
   x.requires_grad = on
   return x
@@ -80,6 +90,7 @@ end
 -- ---- conversions ----------------------------------------------------------------------------------
 local to_dtype, to_device = tc.to_dtype, tc.to_device
 local function convert(x, dtype)
+  need(x, "self")
   if x.dtype == dtype then return x end
   return to_dtype(x, dtype)
 end
@@ -90,6 +101,7 @@ end
 
 -- x:to(dtype), x:to("cuda"), x:to("cuda", tc.float16), x:to(other), x:to{dtype=, device=, copy=}
 function T.to(x, ...)
+  need(x, "to(): self")
   local dtype, device, copy
   for i = 1, select("#", ...) do
     local a = select(i, ...)
@@ -119,10 +131,10 @@ function T.to(x, ...)
 end
 function T.cuda(x) return T.to(x, "cuda") end
 function T.cpu(x) return T.to(x, "cpu") end
-function T.type_as(x, y) return convert(x, y.dtype) end
-function T.expand_as(x, y) return x:expand(y.shape) end
-function T.view_as(x, y) return x:view(y.shape) end
-function T.reshape_as(x, y) return x:reshape(y.shape) end
+function T.type_as(x, y) return convert(x, need(y, "type_as(): other").dtype) end
+function T.expand_as(x, y) return need(x, "expand_as(): self"):expand(need(y, "expand_as(): other").shape) end
+function T.view_as(x, y) return need(x, "view_as(): self"):view(need(y, "view_as(): other").shape) end
+function T.reshape_as(x, y) return need(x, "reshape_as(): self"):reshape(need(y, "reshape_as(): other").shape) end
 function T.is_tensor(x) return is_tensor(x) end
 
 -- Torch7 names that mean the same here.
