@@ -138,7 +138,7 @@ int host_function_call(lua_State* L) {
       args.push_back(lua::to_value(L, i, what.c_str()));
     }
     Values out = (*fn)(args);
-    luaL_checkstack(L, (int)out.size(), "too many results");
+    TC_CHECK(lua_checkstack(L, (int)out.size()), ValueError, "host function returned too many results (%zu)", out.size());
     for (const Value& v : out) lua::push_value(L, v);
     return (int)out.size();
   });
@@ -170,7 +170,7 @@ void Ref::push() const { lua_rawgeti(s_->L, LUA_REGISTRYINDEX, ref_); }
 
 Results Ref::call(const std::vector<Arg>& args) const {
   lua_State* L = s_->L;
-  luaL_checkstack(L, (int)args.size() + 4, "too many arguments");
+  if (!lua_checkstack(L, (int)args.size() + 4)) throw LuaError("too many arguments for a Lua call", "", "");
   push();
   for (const Arg& a : args) s_->push_arg(a);
   return s_->pcall((int)args.size());
@@ -283,7 +283,7 @@ Results Runtime::run_file(const std::string& path, const std::vector<Arg>& args)
     lua_pop(L, 1);
     throw LuaError(msg, "", "");
   }
-  luaL_checkstack(L, (int)args.size() + 4, "too many arguments");
+  if (!lua_checkstack(L, (int)args.size() + 4)) throw LuaError("too many arguments for a Lua call", "", "");
   for (const Arg& a : args) s_->push_arg(a);
   return s_->pcall((int)args.size());
 }

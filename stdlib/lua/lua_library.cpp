@@ -205,9 +205,11 @@ int l_is_grad_enabled(lua_State* L) {
   return 1;
 }
 int l_set_grad_enabled(lua_State* L) {
-  luaL_checktype(L, 1, LUA_TBOOLEAN);
-  g_grad_enabled = lua_toboolean(L, 1);
-  return 0;
+  return guarded(L, [](lua_State* L) {
+    TC_CHECK(lua_type(L, 1) == LUA_TBOOLEAN, ValueError, "set_grad_enabled: expected a boolean, got %s", luaL_typename(L, 1));
+    g_grad_enabled = lua_toboolean(L, 1);
+    return 0;
+  });
 }
 int l_manual_seed(lua_State* L) {
   return guarded(L, [](lua_State* L) {
