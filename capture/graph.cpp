@@ -153,7 +153,7 @@ std::string Graph::print_tabular() const {
     if (n.kind == NodeKind::Input)
       rows.push_back({"placeholder", n.name, n.source, "()"});
     else
-      rows.push_back({"call_function", n.name, op_name(n.op), "(" + args_string(*this, n) + ")"});
+      rows.push_back({"call_function", n.name, op_name(n.op), "(" + args_string(*this, n) + (n.args.size() == 1 ? ",)" : ")")});
   }
   std::string outs;
   for (size_t i = 0; i < outputs.size(); i++) outs += (i ? ", " : "") + ref_name(outputs[i]);
