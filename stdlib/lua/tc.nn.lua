@@ -112,6 +112,7 @@ Module.__newindex = module_newindex
 -- call, and without a C frame between, Lua would drop the user's frame and errors raised inside
 -- the module could no longer name the user's line.
 local function trampoline(f)
+  if tc._C.wrap then return tc._C.wrap(f) end
   local t = {f = f}
   if tc._C.wrap_functions then tc._C.wrap_functions(t) end
   return t.f
