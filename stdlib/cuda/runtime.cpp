@@ -373,6 +373,16 @@ void empty_cache() {
     if (G().devices[i]) release_cached(i);
 }
 
+void mem_get_info(int64_t* free_bytes, int64_t* total_bytes, int device) {
+  dev(device);
+  size_t f = 0, t = 0;
+  check(G().d.MemGetInfo(&f, &t), "cuMemGetInfo");
+  *free_bytes = (int64_t)f;
+  *total_bytes = (int64_t)t;
+}
+int64_t native_op_count() { return dispatch_stats().native; }
+int64_t fallback_op_count() { return dispatch_stats().fallback; }
+
 std::string device_name(int device) {
   DeviceState& s = dev(device);
   return "cc " + std::to_string(s.cc_major) + "." + std::to_string(s.cc_minor) + ", " + std::to_string(s.sm_count) +

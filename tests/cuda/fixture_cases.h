@@ -103,7 +103,7 @@ inline std::string run_case(const json& c, Device dev, bool check_values, std::s
   // Creation ops: make the result live on dev.
   const OpSchema& s = schema(*op);
   bool has_device_arg = false;
-  for (auto& a : s.args) has_device_arg |= a.type == ArgType::Device;
+  for (auto& a : s.args) has_device_arg |= a.type == ArgType::Device && a.kwonly;
   if (has_device_arg && !dev.is_cpu()) {
     bool given = false;
     for (auto& [k, v] : kw)
@@ -133,7 +133,7 @@ inline std::string run_case(const json& c, Device dev, bool check_values, std::s
   if (got.size() != want.size())
     return "got " + std::to_string(got.size()) + " outputs, expected " + std::to_string(want.size());
   for (size_t i = 0; i < got.size(); i++) {
-    if (!dev.is_cpu() && !got[i].device().is_cuda() && got[i].dim() > 0)
+    if (!dev.is_cpu() && *op != Op::to_device && !got[i].device().is_cuda() && got[i].dim() > 0)
       return "output " + std::to_string(i + 1) + " is on " + got[i].device().str();
     std::string d = compare(got[i], want[i], c["atol"], c["rtol"]);
     if (!d.empty()) return "output " + std::to_string(i + 1) + ": " + d;

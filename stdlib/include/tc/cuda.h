@@ -35,7 +35,12 @@ int64_t memory_allocated(int device = 0);
 int64_t max_memory_allocated(int device = 0);
 int64_t memory_reserved(int device = 0);  // allocated + cached
 void reset_peak_memory_stats(int device = 0);
-void empty_cache();  // frees the cached (unused) blocks back to the driver
+void empty_cache();
+// The driver's free and total device memory (cuMemGetInfo).
+void mem_get_info(int64_t* free_bytes, int64_t* total_bytes, int device = 0);
+// Ops that ran on native CUDA kernels vs through the host fallback since the process started.
+int64_t native_op_count();
+int64_t fallback_op_count();  // frees the cached (unused) blocks back to the driver
 
 // "cc 9.0, 132 SMs, NVIDIA H100 80GB HBM3" (initializes the device).
 std::string device_name(int device = 0);
