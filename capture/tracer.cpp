@@ -51,6 +51,7 @@ int64_t for_count(int64_t init, int64_t limit, int64_t step) {
 
 Var& Tracer::reg(Frame& f, int r) {
   if (r >= int(f.R.size())) f.R.resize(r + 1);
+  if (r < int(f.cell_of.size()) && f.cell_of[r] >= 0) return cells_[f.cell_of[r]];
   return f.R[r];
 }
 
@@ -186,11 +187,19 @@ void Tracer::exec(Frame& f, const Ins& i) {
     case OpCode::NOT: reg(f, i.a) = Var::boolean(!reg(f, i.b).truthy()); break;
     case OpCode::LEN: reg(f, i.a) = len(reg(f, i.b)); break;
     case OpCode::CONCAT: {
-      std::vector<Var> parts(f.R.begin() + i.a, f.R.begin() + i.a + i.b);
+      std::vector<Var> parts;
+      for (int r = i.a; r < i.a + i.b; r++) parts.push_back(reg(f, r));
       reg(f, i.a) = concat(parts);
       break;
     }
-    case OpCode::CLOSE: break;  // closures capture by value (tracer.h): nothing is open
+    case OpCode::CLOSE:
+      // the block ends: its captured registers leave their cells (closures keep the cells)
+      for (int r = i.a; r < int(f.cell_of.size()); r++)
+        if (f.cell_of[r] >= 0) {
+          f.R[r] = cells_[f.cell_of[r]];
+          f.cell_of[r] = -1;
+        }
+      break;
     case OpCode::TBC: throw BreakSignal{BreakCode::ToBeClosed, ""};
     case OpCode::JMP: f.pc += i.sj; break;
     case OpCode::EQ:
@@ -327,7 +336,21 @@ void Tracer::exec(Frame& f, const Ins& i) {
     case OpCode::CLOSURE: {
       const vm::Proto* p = &f.p->protos[i.bx];
       SymClosure c{p, {}};
-      for (const vm::UpvalDesc& u : p->upvalues) c.upvals.push_back(u.instack ? reg(f, u.idx) : upval(f, u.idx));
+      for (const vm::UpvalDesc& u : p->upvalues) {
+        if (u.instack) {
+          if (int(f.cell_of.size()) <= u.idx) f.cell_of.resize(u.idx + 1, -1);
+          if (f.cell_of[u.idx] < 0) {
+            cells_.push_back(reg(f, u.idx));
+            f.cell_of[u.idx] = int(cells_.size()) - 1;
+          }
+          c.cells.push_back(f.cell_of[u.idx]);
+        } else if (f.fn.k == Var::K::Closure) {
+          c.cells.push_back(closures_[f.fn.id].cells[u.idx]);
+        } else {
+          cells_.push_back(upval(f, u.idx));  // a real upvalue: read-only inside (see set_upval)
+          c.cells.push_back(-int(cells_.size()));  // negative: a copy that may not be written
+        }
+      }
       closures_.push_back(std::move(c));
       Var v;
       v.k = Var::K::Closure;

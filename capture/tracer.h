@@ -54,9 +54,11 @@ struct ModelTable {
   std::optional<Var> metatable;              // set by setmetatable with a pinned table
 };
 
+// A closure made in the traced code. Its upvalues are cells shared with the registers they
+// captured (until the enclosing block's CLOSE) and with other closures, as in Lua.
 struct SymClosure {
   const vm::Proto* p;
-  std::vector<Var> upvals;  // captured by value when the closure was made
+  std::vector<int> cells;  // index in Tracer::cells_
 };
 
 // Thrown inside the tracer: a graph break at the current instruction of the innermost frame.
@@ -68,6 +70,7 @@ struct BreakSignal {
 struct Frame {
   const vm::Proto* p = nullptr;
   std::vector<Var> R;
+  std::vector<int> cell_of;  // register -> open cell (captured by a closure), or -1
   std::vector<Var> va;
   int pc = 0;
   int cur = 0;           // the instruction being traced
@@ -124,6 +127,7 @@ class Tracer {
   std::vector<Frame> frames_;
   std::vector<ModelTable> tables_;
   std::vector<SymClosure> closures_;
+  std::vector<Var> cells_;
   std::unordered_map<int, Var> by_source_;              // source id -> Var read (inputs, tables)
   std::unordered_map<const TensorImpl*, Ref> proxies_;  // fake impl -> graph ref
   std::vector<std::pair<std::pair<int, std::string>, Var>> overlay_;  // writes to real tables (obj, key)
@@ -156,6 +160,7 @@ class Tracer {
   Var upval(Frame& f, int n);
   void set_upval(Frame& f, int n, Var v);
   void deliver(std::vector<Var> results);  // the innermost frame returned these
+  void assign(int ret_a, int ret_n, const std::vector<Var>& results);  // call results, as CALL writes them
 
   // ---- semantics (tracer_calls.cpp) ---------------------------------------------------------------
   // Each either produces a value now (returns true, *out set) or pushed an inlined frame whose

@@ -15,17 +15,6 @@ bool is_pure_builtin(const std::string& n) {
 }
 }  // namespace
 
-// Results of a call that finished at once, written like the CALL instruction would.
-static void assign(std::vector<Frame>& frames, int ret_a, int ret_n, const std::vector<Var>& results) {
-  Frame& f = frames.back();
-  const int n = ret_n < 0 ? int(results.size()) : ret_n;
-  for (int j = 0; j < n; j++) {
-    if (ret_a + j >= int(f.R.size())) f.R.resize(ret_a + j + 1);
-    f.R[ret_a + j] = j < int(results.size()) ? results[j] : Var::nil();
-  }
-  if (ret_n < 0) f.top = ret_a + n;
-}
-
 bool Tracer::call(const Var& fn, std::vector<Var> args, int ret_a, int ret_n, bool tail) {
   if (fn.k == Var::K::Closure) {
     push_frame(fn, closures_[fn.id].p, std::move(args), ret_a, ret_n);
@@ -98,7 +87,7 @@ bool Tracer::call(const Var& fn, std::vector<Var> args, int ret_a, int ret_n, bo
     lua_getupvalue(L, o, 1);
     const int op = int(lua_tointeger(L, -1));
     lua_pop(L, 2);
-    assign(frames_, ret_a, ret_n, call_op(op, args));
+    assign(ret_a, ret_n, call_op(op, args));
     return true;
   }
   if (cf == kn.trampoline) {
@@ -115,7 +104,7 @@ bool Tracer::call(const Var& fn, std::vector<Var> args, int ret_a, int ret_n, bo
     lua_pop(L, 1);
     std::vector<Var> out;
     if (call_builtin(it->second, fn, args, &out)) {
-      assign(frames_, ret_a, ret_n, out);
+      assign(ret_a, ret_n, out);
       return true;
     }
     return false;  // a frame was pushed

@@ -289,7 +289,8 @@ Var Tracer::upval(Frame& f, int n) {
   if (int(f.up.size()) <= n) f.up.resize(n + 1);
   Var v;
   if (f.fn.k == Var::K::Closure) {
-    v = closures_[f.fn.id].upvals[n];
+    const int c = closures_[f.fn.id].cells[n];
+    return cells_[c >= 0 ? c : -c - 1];  // cells are never cached: other closures may write them
   } else {
     std::string name = n < int(f.p->upvalue_names.size()) && f.p->upvalue_names[n] ? *f.p->upvalue_names[n] : "";
     int src = e_.guards.source(SrcKind::Upval, f.fn.src, n + 1, name);
@@ -300,7 +301,12 @@ Var Tracer::upval(Frame& f, int n) {
 }
 
 void Tracer::set_upval(Frame& f, int n, Var v) {
-  if (f.fn.k == Var::K::Closure) throw BreakSignal{BreakCode::EscapingClosure, "assignment to an upvalue of a function made in compiled code"};
+  if (f.fn.k == Var::K::Closure) {
+    const int c = closures_[f.fn.id].cells[n];
+    if (c < 0) throw BreakSignal{BreakCode::UnsupportedBytecode, "assignment to an outer upvalue from a function made in compiled code"};
+    cells_[c] = v;
+    return;
+  }
   if (v.k == Var::K::Closure) throw BreakSignal{BreakCode::EscapingClosure, "stored in an upvalue"};
   if (int(f.up.size()) <= n) f.up.resize(n + 1);
   f.up[n] = v;
@@ -329,11 +335,15 @@ void Tracer::deliver(std::vector<Var> results) {
   }
   Frame done = std::move(frames_.back());
   frames_.pop_back();
-  Frame& c = frames_.back();
   if (done.discard) return;
-  const int n = done.ret_n < 0 ? int(results.size()) : done.ret_n;
-  for (int j = 0; j < n; j++) reg(c, done.ret_a + j) = j < int(results.size()) ? results[j] : Var::nil();
-  if (done.ret_n < 0) c.top = done.ret_a + n;
+  assign(done.ret_a, done.ret_n, results);
+}
+
+void Tracer::assign(int ret_a, int ret_n, const std::vector<Var>& results) {
+  Frame& c = frames_.back();
+  const int n = ret_n < 0 ? int(results.size()) : ret_n;
+  for (int j = 0; j < n; j++) reg(c, ret_a + j) = j < int(results.size()) ? results[j] : Var::nil();
+  if (ret_n < 0) c.top = ret_a + n;
 }
 
 // ---- protos ----------------------------------------------------------------------------------
