@@ -7,16 +7,17 @@
 namespace tc::capture {
 namespace {
 
-std::string unique_name(const Graph& g, std::string base) {
+std::string unique_name(Graph& g, std::string base) {
   for (char& c : base)
     if (!isalnum((unsigned char)c) && c != '_') c = '_';
   if (base.empty() || isdigit((unsigned char)base[0])) base = "v" + base;
-  auto taken = [&](const std::string& n) {
-    return std::any_of(g.nodes.begin(), g.nodes.end(), [&](const Node& x) { return x.name == n; });
-  };
-  if (!taken(base)) return base;
-  for (int i = 1;; i++)
-    if (!taken(base + "_" + std::to_string(i))) return base + "_" + std::to_string(i);
+  int& n = g.names[base];  // references into an unordered_map survive rehashing
+  if (n++ == 0) return base;
+  std::string name;
+  do name = base + "_" + std::to_string(n++);
+  while (g.names.count(name));
+  g.names[name] = 1;
+  return name;
 }
 
 std::string format_value(const Value& v) {

@@ -78,7 +78,7 @@ struct Frame {
   Var fn;                // the function (Object with a source, or Closure)
   std::vector<std::optional<Var>> up;  // upvalues read so far
   int ret_a = 0, ret_n = -1;  // where results go in the caller (ret_n = -1: all)
-  std::vector<int> lines;
+  const std::vector<int>* lines = nullptr;  // line of each instruction
   std::string name;       // for stacks: "bar"
   bool discard = false;   // the caller does not want results (a call made by the tracer)
 };
@@ -138,6 +138,7 @@ class Tracer {
   };
   std::vector<PendingEffect> effects_;
   int steps_ = 0;
+  std::unordered_map<const void*, const vm::Proto*> proto_memo_;  // closures seen in this trace
 
   // ---- objects, constants, guards -------------------------------------------------------------
   int push_obj(int obj);                 // pushes the object, returns its stack index

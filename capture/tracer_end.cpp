@@ -76,7 +76,7 @@ std::vector<StackFrame> Tracer::user_stack() const {
     StackFrame s;
     std::string src = f.p->source.value_or("?");
     s.file = !src.empty() && (src[0] == '@' || src[0] == '=') ? src.substr(1) : src;
-    s.line = f.cur < int(f.lines.size()) ? f.lines[f.cur] : f.p->linedefined;
+    s.line = f.cur < int(f.lines->size()) ? (*f.lines)[f.cur] : f.p->linedefined;
     s.function = !f.name.empty() ? f.name : "function <" + s.file + ":" + std::to_string(f.p->linedefined) + ">";
     if (!src.empty() && src[0] == '@') s.source_line = source_line(s.file, s.line);
     out.push_back(s);

@@ -74,8 +74,9 @@ bool Tracer::call(const Var& fn, std::vector<Var> args, int ret_a, int ret_n, bo
     guard_identity(fn.src, o);
     Var pinned = fn;
     pinned.src = pin(o, "");
-    std::string key;
-    const vm::Proto* p = proto_of(L, o, &key);
+    const void* ptr = lua_topointer(L, o);
+    auto memo = proto_memo_.find(ptr);
+    const vm::Proto* p = memo != proto_memo_.end() ? memo->second : (proto_memo_[ptr] = proto_of(L, o, nullptr));
     lua_pop(L, 1);
     push_frame(pinned, p, std::move(args), ret_a, ret_n);
     return false;
@@ -248,7 +249,7 @@ std::vector<Var> Tracer::call_op(int op_id, const std::vector<Var>& in) {
   }
   if (s.returns == ReturnKind::List) fakes.push_back(Value(list));
   const Frame& fr = frames_.back();
-  const int line = fr.cur < int(fr.lines.size()) ? fr.lines[fr.cur] : -1;
+  const int line = fr.cur < int(fr.lines->size()) ? (*fr.lines)[fr.cur] : -1;
   std::vector<Ref> refs = e_.graph.add_op(op, std::move(nargs), std::move(fakes), line);
   std::vector<Var> out;
   for (Ref r : refs) {

@@ -323,7 +323,10 @@ void Tracer::push_frame(const Var& fn, const vm::Proto* p, std::vector<Var> args
   for (int i = 0; i < p->numparams; i++) f.R[i] = i < int(args.size()) ? args[i] : Var::nil();
   if (p->is_vararg)
     for (size_t i = p->numparams; i < args.size(); i++) f.va.push_back(args[i]);
-  f.lines = vm::decode_lines(*p);
+  static std::unordered_map<const vm::Proto*, std::vector<int>> lines;  // protos live for the process
+  auto it = lines.find(p);
+  if (it == lines.end()) it = lines.emplace(p, vm::decode_lines(*p)).first;
+  f.lines = &it->second;
   frames_.push_back(std::move(f));
 }
 

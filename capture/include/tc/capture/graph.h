@@ -11,6 +11,7 @@
 #pragma once
 #include <functional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "tc/ops.h"
@@ -56,6 +57,7 @@ struct Graph {
   std::vector<Ref> outputs;   // tensors the graph returns, in order
   // Dynamic dimensions of inputs (input index, 0-based dim): printed as s0, s1 ...
   std::vector<std::pair<int, int>> dynamic_dims;
+  std::unordered_map<std::string, int> names;  // name -> times used (unique names)
 
   Ref add_input(const std::string& name, const std::string& source, const Tensor& fake);
   // Appends an op node; `fakes` are its outputs (from the meta rule). Returns one Ref per
