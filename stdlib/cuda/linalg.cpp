@@ -113,10 +113,10 @@ void gemm(const Tensor& C, const Mat& A, const Mat& B, int64_t m, int64_t n, int
           double beta) {
   if (m == 0 || n == 0 || batch == 0) return;
   DType dt = C.dtype();
+  if (compile_only()) return;
   int device = C.device().index;
   cublasHandle_t h = handle(device);
   Cublas& c = cb();
-  if (compile_only()) return;
   cublasComputeType_t ct = dt == DType::Float64 ? CUBLAS_COMPUTE_64F
                            : (dt == DType::Float32 && allow_tf32()) ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                                      : CUBLAS_COMPUTE_32F;

@@ -4,7 +4,6 @@
 
 namespace tc::cuda {
 
-bool reduction(Op, const Stack&, const Metas&, Stack*) { return false; }
 bool movement(Op, const Stack&, const Metas&, Stack*) { return false; }
 bool nn(Op, const Stack&, const Metas&, Stack*) { return false; }
 bool creation(Op, const Stack&, const Metas&, Stack*) { return false; }
