@@ -104,20 +104,19 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
   }
   g_live_bytes += (int64_t)nbytes;
   // ctx carries the CPU block size back to the cache
-  return std::make_shared<Storage>(p, nbytes, device, nullptr, (void*)(uintptr_t)block);
+  return std::make_shared<Storage>(p, nbytes, device, true, nullptr, (void*)(uintptr_t)block);
 }
 
 std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, Device device, Deleter deleter,
                                        void* ctx) {
-  return std::make_shared<Storage>(data, nbytes, device, deleter, ctx);
+  return std::make_shared<Storage>(data, nbytes, device, false, deleter, ctx);
 }
 
 Storage::~Storage() {
-  if (deleter_) {
-    deleter_(data_, ctx_);
+  if (!owned_) {
+    if (deleter_) deleter_(data_, ctx_);
     return;
   }
-  // owned
   g_live_bytes -= (int64_t)nbytes_;
   if (device_.is_cpu())
     cpu_free(data_, ctx_);

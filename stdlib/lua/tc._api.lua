@@ -25,7 +25,8 @@ local arange = tc.arange
 function tc.arange(...)
   local opts, n = split_options(...)
   local a, b, c = ...
-  if n == 1 then a, b, c = 0, a, nil end
+  if n < 3 then c = nil end  -- with fewer numbers, the third value is the options table
+  if n == 1 then a, b = 0, a end
   if n < 1 or n > 3 then raise("ValueError", "arange(): expected arange(end), arange(start, end) or arange(start, end, step)") end
   if opts then return arange(a, b, c or 1, opts) end
   return arange(a, b, c or 1)
@@ -206,4 +207,12 @@ setmetatable(tc, {__index = function(t, k)
   local m = require(name)
   rawset(t, k, m)
   return m
+end})
+
+-- tc.utils.from_torch_state_dict / to_torch_state_dict live in tc.utils_sd; load it on first use
+-- (it requires "tc", so it cannot be loaded while tc itself is being opened).
+setmetatable(tc.utils, {__index = function(t, k)
+  if k ~= "from_torch_state_dict" and k ~= "to_torch_state_dict" then return nil end
+  require("tc.utils_sd").install()
+  return rawget(t, k)
 end})

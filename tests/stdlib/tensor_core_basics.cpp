@@ -160,3 +160,38 @@ TEST(Fake, TensorsRunOnlyMetaRules) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Storage, BorrowedMemoryIsNeverFreed) {
+  float host[4] = {1, 2, 3, 4};  // on the stack: freeing it would abort
+  {
+    auto s = Storage::wrap(host, sizeof host, Device{}, nullptr, nullptr);
+    Tensor t = Tensor(std::make_shared<TensorImpl>());
+    t.impl()->storage = s;
+    t.impl()->sizes = {4};
+    t.impl()->strides = {1};
+    EXPECT_THROW(t.item_double(), Error);  // 4 elements: item is refused
+  }
+  int calls = 0;
+  {
+    auto s = Storage::wrap(host, sizeof host, Device{}, [](void*, void* ctx) { ++*(int*)ctx; }, &calls);
+  }
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(host[3], 4);
+}
+
+TEST(Storage, FreedBlocksAreReusedAndLiveBytesTracked) {
+  int64_t before = Storage::live_bytes();
+  void* first;
+  {
+    Tensor a = Tensor::empty({1000}, DType::Float32);
+    first = a.data_ptr();
+    EXPECT_EQ(Storage::live_bytes(), before + 4000);
+  }
+  EXPECT_EQ(Storage::live_bytes(), before);
+  Tensor b = Tensor::empty({1000}, DType::Float32);
+  EXPECT_EQ(b.data_ptr(), first);  // the cached block comes back
+}
+
+}  // namespace

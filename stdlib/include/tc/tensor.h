@@ -40,13 +40,14 @@ class Storage {
   // Bytes of owned storage alive in this process (the Lua binding reports it to the collector).
   static int64_t live_bytes();
 
-  Storage(void* data, size_t nbytes, Device device, Deleter deleter, void* ctx)
-      : data_(data), nbytes_(nbytes), device_(device), deleter_(deleter), ctx_(ctx) {}
+  Storage(void* data, size_t nbytes, Device device, bool owned, Deleter deleter, void* ctx)
+      : data_(data), nbytes_(nbytes), device_(device), owned_(owned), deleter_(deleter), ctx_(ctx) {}
 
  private:
   void* data_;
   size_t nbytes_;
   Device device_;
+  bool owned_;  // allocated by Storage::allocate (else borrowed through wrap)
   Deleter deleter_;
   void* ctx_;
 };
