@@ -204,6 +204,24 @@ TEST(PointwiseLarge, UnaryAndWhereAndConversion) {
   EXPECT_EQ(bad, 0);
 }
 
+TEST(PointwiseLarge, VectorizedExpIsAccurateOverTheWholeRange) {
+  Tensor x = Tensor::empty({kLarge}, DType::Float32);
+  for (int64_t i = 0; i < kLarge; i++) x.data<float>()[i] = -110.0f + 205.0f * (float)i / (float)kLarge;  // [-110, 95)
+  x.data<float>()[0] = NAN;
+  x.data<float>()[1] = -INFINITY;
+  x.data<float>()[2] = INFINITY;
+  Tensor e = call1(Op::exp, {x}), s = call1(Op::sigmoid, {x});
+  int64_t bad = 0;
+  for (int64_t i = 0; i < kLarge; i++) {
+    float v = x.data<float>()[i], got = e.data<float>()[i], want = std::exp(v);
+    float sg = s.data<float>()[i], swant = 1.0f / (1.0f + std::exp(-v));
+    bool ok = std::isnan(want) ? std::isnan(got) : std::isinf(want) ? got == want : std::fabs(got - want) <= 2.5e-7f * want + 1e-45f;
+    bool sok = std::isnan(swant) ? std::isnan(sg) : std::fabs(sg - swant) <= 1e-6f * swant + 1e-45f;
+    if ((!ok || !sok) && bad++ < 5) ADD_FAILURE() << "exp/sigmoid(" << v << ") = " << got << ", " << sg << "; expected " << want << ", " << swant;
+  }
+  EXPECT_EQ(bad, 0);
+}
+
 TEST(PointwiseLarge, SameResultOnOneThread) {
   Tensor a = random_f32({kLarge}, 22), b = random_f32({kLarge}, 23);
   Tensor two = call1(Op::lerp, {a, b, Value(0.3)});
