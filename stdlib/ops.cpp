@@ -296,7 +296,8 @@ std::optional<Op> op_from_name(std::string_view name) {
 Stack bind(Op op, Stack positional, std::vector<std::pair<std::string, Value>> keywords) {
   const OpSchema& s = schema(op);
   Stack out(s.args.size());
-  std::vector<bool> set(s.args.size(), false);
+  TC_ASSERT(s.args.size() <= 64, "op with more than 64 arguments");
+  uint64_t set = 0;  // bit i: argument i was given
   size_t pi = 0;
   for (size_t i = 0; i < s.args.size() && pi < positional.size(); i++) {
     const ArgSpec& a = s.args[i];
@@ -312,7 +313,7 @@ Stack bind(Op op, Stack positional, std::vector<std::pair<std::string, Value>> k
     } else {
       out[i] = coerce(s, a, std::move(positional[pi++]));
     }
-    set[i] = true;
+    set |= uint64_t(1) << i;
   }
   TC_CHECK(pi == positional.size(), ValueError, "%s() takes at most %zu positional arguments but %zu were given",
            s.name, pi, positional.size());
@@ -321,12 +322,12 @@ Stack bind(Op op, Stack positional, std::vector<std::pair<std::string, Value>> k
     while (i < s.args.size() && s.args[i].name != name) i++;
     TC_CHECK(i < s.args.size(), ValueError, "%s() got an unexpected option '%s' (signature: %s)", s.name,
              name.c_str(), s.signature().c_str());
-    TC_CHECK(!set[i], ValueError, "%s() got multiple values for argument '%s'", s.name, name.c_str());
+    TC_CHECK(!(set >> i & 1), ValueError, "%s() got multiple values for argument '%s'", s.name, name.c_str());
     out[i] = coerce(s, s.args[i], std::move(v));
-    set[i] = true;
+    set |= uint64_t(1) << i;
   }
   for (size_t i = 0; i < s.args.size(); i++) {
-    if (set[i]) continue;
+    if (set >> i & 1) continue;
     const ArgSpec& a = s.args[i];
     if (a.has_default)
       out[i] = a.default_value;

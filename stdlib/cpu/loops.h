@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "tc/error.h"
 #include "tc/parallel.h"
 #include "tc/tensor.h"
 
@@ -26,37 +27,42 @@ inline Shape broadcast_byte_strides(const Tensor& t, const Shape& shape) {
   return out;
 }
 
+constexpr int64_t kMaxLoopDims = 64;
+
 template <size_t N, typename F>
-void strided_loop(const Shape& shape, std::array<char*, N> base, std::array<Shape, N> strides, F&& fn,
+void strided_loop(const Shape& shape, std::array<char*, N> base, const std::array<Shape, N>& strides, F&& fn,
                   int64_t grain = 32768) {
-  // Coalesce: drop size-1 dims, merge d into d+1 when contiguous-compatible for all operands.
-  Shape sizes;
-  std::array<Shape, N> st;
+  // Coalesce: drop size-1 dims, merge d into d-1 when contiguous-compatible for all operands.
+  // Fixed-size buffers: this runs for every eager op, and heap allocation would dominate tiny ones.
+  TC_ASSERT((int64_t)shape.size() <= kMaxLoopDims, "tensor rank above 64");
+  int64_t sizes[kMaxLoopDims];
+  int64_t st[N][kMaxLoopDims];
+  int64_t nd = 0;
   for (size_t d = 0; d < shape.size(); d++) {
     if (shape[d] == 1) continue;
     if (shape[d] == 0) return;
-    bool merge = !sizes.empty();
-    for (size_t k = 0; k < N && merge; k++)
-      merge = st[k].back() == strides[k][d] * shape[d];
+    bool merge = nd > 0;
+    for (size_t k = 0; k < N && merge; k++) merge = st[k][nd - 1] == strides[k][d] * shape[d];
     if (merge) {
-      sizes.back() *= shape[d];
-      for (size_t k = 0; k < N; k++) st[k].back() = strides[k][d];
+      sizes[nd - 1] *= shape[d];
+      for (size_t k = 0; k < N; k++) st[k][nd - 1] = strides[k][d];
     } else {
-      sizes.push_back(shape[d]);
-      for (size_t k = 0; k < N; k++) st[k].push_back(strides[k][d]);
+      sizes[nd] = shape[d];
+      for (size_t k = 0; k < N; k++) st[k][nd] = strides[k][d];
+      nd++;
     }
   }
-  if (sizes.empty()) {  // a single element
-    sizes.push_back(1);
-    for (size_t k = 0; k < N; k++) st[k].push_back(0);
+  if (nd == 0) {  // a single element
+    sizes[0] = 1;
+    for (size_t k = 0; k < N; k++) st[k][0] = 0;
+    nd = 1;
   }
-  int64_t nd = (int64_t)sizes.size(), inner = sizes[nd - 1], outer = 1;
+  int64_t inner = sizes[nd - 1], outer = 1;
   for (int64_t d = 0; d < nd - 1; d++) outer *= sizes[d];
   std::array<int64_t, N> inner_st;
   for (size_t k = 0; k < N; k++) inner_st[k] = st[k][nd - 1];
   auto run = [&](int64_t b, int64_t e) {
-    // multi-index of outer iteration b
-    std::vector<int64_t> idx(nd > 1 ? nd - 1 : 1, 0);
+    int64_t idx[kMaxLoopDims];  // multi-index of outer iteration b
     int64_t rem = b;
     for (int64_t d = nd - 2; d >= 0; d--) {
       idx[d] = rem % sizes[d];
