@@ -117,15 +117,27 @@ int GuardProgram::first_failure(lua_State* L, int base) const {
         break;
       }
       case GuardKind::Equals:
-        lua_rawgeti(L, K, g.k);
-        ok = lua_rawequal(L, v, -1) && lua_isinteger(L, v) == lua_isinteger(L, -1);
-        lua_pop(L, 1);
+        if (lua_type(L, v) != g.vtype) {
+          ok = false;
+          break;
+        }
+        switch (g.vtype) {
+          case LUA_TNIL: break;
+          case LUA_TBOOLEAN: ok = bool(lua_toboolean(L, v)) == g.bval; break;
+          case LUA_TNUMBER:
+            ok = lua_isinteger(L, v) == g.is_int && (g.is_int ? lua_tointeger(L, v) == g.ival : lua_tonumber(L, v) == g.fval);
+            break;
+          default:
+            if (g.ptr) {
+              ok = lua_tostring(L, v) == g.ptr;
+            } else {
+              lua_rawgeti(L, K, g.k);
+              ok = lua_rawequal(L, v, -1);
+              lua_pop(L, 1);
+            }
+        }
         break;
-      case GuardKind::Identity:
-        lua_rawgeti(L, K, g.k);
-        ok = lua_rawequal(L, v, -1);
-        lua_pop(L, 1);
-        break;
+      case GuardKind::Identity: ok = lua_topointer(L, v) == g.ptr && lua_type(L, v) == g.vtype; break;
       case GuardKind::GlobalState:
         ok = lua::grad_enabled() == g.grad && default_dtype() == g.default_dtype &&
              default_device() == g.default_device;
@@ -180,6 +192,36 @@ std::string GuardProgram::failure(lua_State* L, int base) const {
     return "global state: expected " + g.expected + ", got grad " + (lua::grad_enabled() ? "on" : "off") +
            ", default dtype " + dtype_name(default_dtype()) + ", default device " + default_device().str();
   return describe(g.src) + ": expected " + g.expected + ", got " + actual_string(L, slot(base, g.src));
+}
+
+void GuardProgram::capture_value(lua_State* L, int idx, Guard& g) {
+  g.vtype = lua_type(L, idx);
+  switch (g.vtype) {
+    case LUA_TBOOLEAN: g.bval = lua_toboolean(L, idx); break;
+    case LUA_TNUMBER:
+      g.is_int = lua_isinteger(L, idx);
+      g.ival = lua_tointeger(L, idx);
+      g.fval = lua_tonumber(L, idx);
+      break;
+    case LUA_TSTRING: {
+      size_t n;
+      const char* s = lua_tolstring(L, idx, &n);
+      g.ptr = n <= 40 ? s : nullptr;  // short strings are interned: equal iff the same pointer
+      break;
+    }
+    case LUA_TNIL: break;
+    default: g.ptr = lua_topointer(L, idx); break;
+  }
+}
+
+void GuardProgram::simplify() {
+  std::vector<bool> strong(sources.size(), false);
+  for (const Guard& g : guards)
+    if (g.src >= 0 && g.kind != GuardKind::Type) strong[g.src] = true;
+  std::vector<Guard> kept;
+  for (Guard& g : guards)
+    if (!(g.kind == GuardKind::Type && strong[g.src])) kept.push_back(std::move(g));
+  guards = std::move(kept);
 }
 
 std::vector<std::string> GuardProgram::lines() const {

@@ -50,7 +50,14 @@ struct Guard {
   GuardKind kind;
   int src = -1;
   int type = LUA_TNIL;  // Type
-  int k = 0;            // Equals/Identity
+  int k = 0;            // Equals/Identity: K index of the value (kept alive there)
+  // Equals/Identity compared in C++ (no K lookup): the value's type and payload; `ptr` is the
+  // object (Identity) or the interned short string (Equals on strings; null: compare via K).
+  int vtype = LUA_TNIL;
+  bool is_int = false, bval = false;
+  int64_t ival = 0;
+  double fval = 0;
+  const void* ptr = nullptr;
   TensorSpec tensor;    // Tensor
   bool grad = true;     // GlobalState
   DType default_dtype = DType::Float32;
@@ -81,6 +88,10 @@ struct GuardProgram {
   // Index of the first failing guard, or -1.
   int first_failure(lua_State* L, int base) const;
   std::vector<std::string> lines() const;  // one printed line per guard
+  // Drops Type guards implied by an Identity/Equals/Tensor guard of the same source.
+  void simplify();
+  // Fills the C++ payload of an Equals/Identity guard from the value at idx.
+  static void capture_value(lua_State* L, int idx, Guard& g);
 };
 
 std::string tensor_spec_string(const TensorSpec& t);

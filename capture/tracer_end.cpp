@@ -51,6 +51,7 @@ void Tracer::run() {
     }
     finish_break(b);
   }
+  e_.guards.simplify();
   lua_pushvalue(L, K_);
   e_.guards.k_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 }

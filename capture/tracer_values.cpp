@@ -67,6 +67,7 @@ void Tracer::guard_equals(int src, int idx) {
   e_.guards.guarded[key] = true;
   Guard g{GuardKind::Equals, src};
   g.k = add_k(idx);
+  GuardProgram::capture_value(L, idx, g);
   g.expected = value_string(L, idx);
   e_.guards.guards.push_back(g);
 }
@@ -78,6 +79,7 @@ void Tracer::guard_identity(int src, int idx) {
   e_.guards.guarded[key] = true;
   Guard g{GuardKind::Identity, src};
   g.k = add_k(idx);
+  GuardProgram::capture_value(L, idx, g);
   g.expected = "the same " + value_string(L, idx);
   e_.guards.guards.push_back(g);
 }

@@ -81,6 +81,9 @@ TEST(Guards, CheckReadsSourcesAndNamesTheFailure) {
   t.expected = "a table";
   Guard e{GuardKind::Equals, field};
   e.k = 2;
+  e.vtype = LUA_TNUMBER;
+  e.is_int = true;
+  e.ival = 3;
   e.expected = "3";
   p.guards = {t, e};
   EXPECT_EQ(p.describe(field), "arg[1].n");
