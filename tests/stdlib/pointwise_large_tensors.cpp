@@ -82,6 +82,17 @@ TEST(PointwiseLarge, AddContiguousMatchesScalarLoop) {
   expect_binary(out, a, b, [](double x, double y) { return (double)((float)x + (float)y); });
 }
 
+TEST(PointwiseLarge, OutputsOverSixteenMegabytesAreStreamed) {
+  const int64_t n = (1 << 22) + 5;  // 16 MiB + 20 bytes of float32: the non-temporal store path
+  Tensor a = random_f32({n}, 26), b = random_f32({n}, 27);
+  expect_binary(call1(Op::add, {a, b}), a, b, [](double x, double y) { return (double)((float)x + (float)y); });
+  Tensor s = Tensor::scalar(3, DType::Float32);
+  expect_binary(call1(Op::mul, {Value(3), b}), s, b, [](double x, double y) { return (double)((float)x * (float)y); });
+  // a view starting 4 bytes into its storage: the output is fresh, the input unaligned
+  Tensor off = a.as_strided({n - 1}, {1}, 1);
+  expect_binary(call1(Op::sub, {off, Value(0.5)}), off, s, [](double x, double) { return (double)((float)x - 0.5f); });
+}
+
 TEST(PointwiseLarge, AddWithAlphaAndSubtract) {
   Tensor a = random_f32({kLarge}, 3), b = random_f32({kLarge}, 4);
   expect_binary(call1(Op::add, {a, b}, {{"alpha", Value(2.5)}}), a, b,
