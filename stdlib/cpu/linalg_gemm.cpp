@@ -4,13 +4,49 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "cpu/linalg.h"
 #include "tc/parallel.h"
 
+// OpenBLAS built with DYNAMIC_ARCH (Debian's) picks its kernels by CPU model at load time; a
+// model newer than the library (e.g. 0.3.21 on Sapphire/Emerald Rapids) falls back to "Prescott"
+// (SSE3 kernels, ~4x slower sgemm). These entry points exist only in DYNAMIC_ARCH builds.
+extern "C" __attribute__((weak)) void gotoblas_dynamic_init(void);
+extern "C" __attribute__((weak)) void gotoblas_dynamic_quit(void);
+
 namespace tc::cpu {
 namespace {
+
+// When OpenBLAS chose an SSE-era core on a CPU with AVX2/AVX-512, re-select the best core the CPU
+// supports, as OPENBLAS_CORETYPE would have (a user's OPENBLAS_CORETYPE is left alone). Runs at
+// static initialisation, before any BLAS call.
+const char* fix_openblas_core() {
+  if (!gotoblas_dynamic_init || !gotoblas_dynamic_quit || std::getenv("OPENBLAS_CORETYPE")) return nullptr;
+  const char* core = openblas_get_corename();
+  static const char* const good[] = {"Haswell", "SkylakeX", "Cooperlake", "SapphireRapids", "Zen"};
+  for (const char* g : good)
+    if (core && std::strcmp(core, g) == 0) return nullptr;
+  __builtin_cpu_init();
+  const char* want = nullptr;
+  bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  if (avx512 && __builtin_cpu_supports("avx512bf16"))
+    want = "Cooperlake";
+  else if (avx512)
+    want = "SkylakeX";
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    want = "Haswell";
+  if (!want) return nullptr;
+  setenv("OPENBLAS_CORETYPE", want, 0);
+  gotoblas_dynamic_quit();
+  gotoblas_dynamic_init();
+  unsetenv("OPENBLAS_CORETYPE");
+  return want;
+}
+[[maybe_unused]] const char* const openblas_core_fixed = fix_openblas_core();
 
 // OpenBLAS runs GEMMs up to this many multiply-adds on the calling thread only (its
 // GEMM_MULTITHREAD_THRESHOLD * 65536), so below it we may parallelise over a batch ourselves.
