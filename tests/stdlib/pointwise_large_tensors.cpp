@@ -244,3 +244,24 @@ TEST(PointwiseLarge, SameResultOnOneThread) {
 }
 
 }  // namespace
+
+namespace {
+
+// Capture runs only the meta rules, on fake tensors: no data is read, results carry shapes and dtypes.
+TEST(PointwiseMeta, FakeTensorsGetShapesAndDtypes) {
+  Tensor a = Tensor::fake({3, 1}, {1, 1}, DType::Int32), b = Tensor::fake({4}, {1}, DType::Float16);
+  Tensor s = call1(Op::add, {a, b});
+  EXPECT_TRUE(s.is_fake());
+  EXPECT_EQ(s.sizes(), (Shape{3, 4}));
+  EXPECT_EQ(s.dtype(), DType::Float16);
+  EXPECT_EQ(call1(Op::pow, {a, Value(2)}).dtype(), DType::Int32);
+  EXPECT_EQ(call1(Op::sqrt, {a}).dtype(), DType::Float32);
+  EXPECT_EQ(call1(Op::lt, {a, Value(2.5)}).dtype(), DType::Bool);
+  EXPECT_EQ(call1(Op::clamp, {a, Value(0.5)}).dtype(), DType::Float32);
+  Tensor m = Tensor::fake({4}, {1}, DType::Bool);
+  EXPECT_EQ(call1(Op::masked_fill, {a, m, Value(1.5)}).sizes(), (Shape{3, 4}));
+  EXPECT_EQ(call1(Op::where, {m, a, Value(0)}).dtype(), DType::Int32);
+  EXPECT_THROW(call1(Op::add, {a, Tensor::fake({2, 5}, {5, 1}, DType::Float32)}), Error);
+}
+
+}  // namespace
