@@ -82,8 +82,8 @@ void build_tables(lua_State* L, const Entry& e, Run& r) {
   // metatables (Size tables and setmetatable in the trace)
   for (size_t j = 0; j < e.tables.size(); j++) {
     lua_rawgeti(L, r.tabs, lua_Integer(j) + 1);
-    if (e.tables[j].metatable_src >= 0) {
-      lua_pushvalue(L, GuardProgram::slot(r.base, e.tables[j].metatable_src));
+    if (e.tables[j].metatable.kind != VPlan::Kind::Nil) {
+      push_plan(L, e.tables[j].metatable, r);
       lua_setmetatable(L, -2);
     }
     lua_pop(L, 1);

@@ -31,7 +31,7 @@ struct VPlan {
 struct TablePlan {
   std::vector<VPlan> array;
   std::vector<std::pair<VPlan, VPlan>> hash;
-  int metatable_src = -1;  // setmetatable with a pinned metatable; or tc.Size for Size tables
+  VPlan metatable;  // from setmetatable in the trace (Nil: none; Size tables get tc.Size)
 };
 
 struct Effect {

@@ -259,7 +259,7 @@ void collect_builtins(lua_State* L) {
     if (lua_iscfunction(L, -1)) k.builtins[lua_tocfunction(L, -1)] = name;
   };
   const char* base[] = {"type", "select", "ipairs", "pairs", "next", "rawget", "rawset", "rawequal", "rawlen",
-                        "getmetatable", "setmetatable", "assert", "error", "tostring", "tonumber"};
+                        "getmetatable", "setmetatable", "assert", "error", "tostring", "tonumber", "pcall"};
   for (const char* n : base) {
     lua_getglobal(L, n);
     add(n);
@@ -302,6 +302,12 @@ void collect_builtins(lua_State* L) {
   lua_getfield(L, -1, "is_grad_enabled");
   add("tc.is_grad_enabled");
   lua_pop(L, 1);
+  lua_getfield(L, -1, "_C");
+  lua_getfield(L, -1, "is_dtype");
+  add("tc._C.is_dtype");
+  lua_getfield(L, -2, "is_tensor");
+  add("tc.is_tensor");
+  lua_pop(L, 3);
   lua_getfield(L, -1, "Tensor");
   for (const char* m : {"size", "stride", "dim", "numel", "nelement", "is_contiguous", "element_size",
                         "is_floating_point", "item", "tolist"}) {

@@ -81,6 +81,7 @@ struct Frame {
   const std::vector<int>* lines = nullptr;  // line of each instruction
   std::string name;       // for stacks: "bar"
   bool discard = false;   // the caller does not want results (a call made by the tracer)
+  bool pcall = false;     // called through pcall: results get a leading true
 };
 
 // Pointers of C functions tc knows (captured when capture is installed).

@@ -60,6 +60,7 @@ Var Tracer::size_table(const Shape& s) {
 }
 
 // ---- indexing ----------------------------------------------------------------------------------
+
 static int model_find(const ModelTable& t, const Var& key) {
   for (size_t j = 0; j < t.hash.size(); j++)
     if (same_const(t.hash[j].first, key)) return int(j);
@@ -67,6 +68,12 @@ static int model_find(const ModelTable& t, const Var& key) {
 }
 
 Var Tracer::raw_get(const Var& t, const Var& key) {
+  if (t.k == Var::K::Table) {
+    const ModelTable& m = tables_[t.id];
+    if (key.k == Var::K::Int && key.i >= 1 && key.i <= int64_t(m.array.size())) return m.array[key.i - 1];
+    int j = model_find(m, key);
+    return j >= 0 ? m.hash[j].second : Var::nil();
+  }
   const std::string ks = key_string(key);
   for (auto it = overlay_.rbegin(); it != overlay_.rend(); ++it)
     if (it->first.first == t.obj && it->first.second == ks && !ks.empty()) return it->second;
@@ -178,9 +185,10 @@ bool Tracer::index(const Var& t, const Var& key, Var* out, int ret_a) {
       if (m.metatable) {
         Var h = raw_get(*m.metatable, Var::string("__index"));
         if (h.k == Var::K::Nil) break;
-        if (h.k == Var::K::Object || h.k == Var::K::Closure) {
+        if (h.k == Var::K::Closure) return call(h, {t, key}, ret_a, 1, false);
+        if (h.k == Var::K::Object) {
           push_obj(h.obj);
-          bool fn = h.k == Var::K::Closure || lua_type(L, -1) == LUA_TFUNCTION;
+          bool fn = lua_type(L, -1) == LUA_TFUNCTION;
           lua_pop(L, 1);
           if (fn) return call(h, {t, key}, ret_a, 1, false);
         }
@@ -241,11 +249,13 @@ bool Tracer::index(const Var& t, const Var& key, Var* out, int ret_a) {
 }
 
 void Tracer::newindex(const Var& t, const Var& key, const Var& v) {
-  if (v.k == Var::K::Closure) throw BreakSignal{BreakCode::EscapingClosure, "stored in a table"};
+  // A closure may live in a table made in the trace; it escapes only if that table does.
+  if (v.k == Var::K::Closure && t.k != Var::K::Table) throw BreakSignal{BreakCode::EscapingClosure, "stored in a table"};
   switch (t.k) {
     case Var::K::Table: {
       ModelTable& m = tables_[t.id];
-      if (m.metatable) throw BreakSignal{BreakCode::MetamethodWrite, "table with a metatable"};
+      if (m.metatable && raw_get(t, key).k == Var::K::Nil && raw_get(*m.metatable, Var::string("__newindex")).k != Var::K::Nil)
+        throw BreakSignal{BreakCode::MetamethodWrite, "table with a __newindex metamethod"};
       if (key.k == Var::K::Nil) throw BreakSignal{BreakCode::UnsupportedBytecode, "nil table key"};
       if (key.k == Var::K::Int && key.i >= 1 && key.i <= int64_t(m.array.size()) + 1) {
         if (key.i == int64_t(m.array.size()) + 1) {
@@ -388,11 +398,15 @@ bool Tracer::compare(OpCode op, const Var& a, const Var& b) {
     push_obj(b.obj);
     bool same = lua_rawequal(L, -1, -2);
     bool tables = lua_type(L, -1) == LUA_TTABLE && lua_type(L, -2) == LUA_TTABLE;
-    bool meta = tables && (lua_getmetatable(L, -1) ? (lua_pop(L, 1), true) : false);
-    meta = meta || (tables && (lua_getmetatable(L, -2) ? (lua_pop(L, 1), true) : false));
     lua_pop(L, 2);
     if (same) return true;
-    if (meta) throw BreakSignal{BreakCode::UnsupportedBytecode, "`==` on tables with metatables"};
+    if (!tables) return false;
+    // different tables are equal only through __eq (looked up in either metatable, guarded)
+    for (const Var* v : {&a, &b}) {
+      Var mt = metatable_of(*v);
+      if (mt.k != Var::K::Nil && raw_get(mt, Var::string("__eq")).k != Var::K::Nil)
+        throw BreakSignal{BreakCode::UnsupportedBytecode, "`==` through __eq"};
+    }
     return false;
   }
   return same_const(a, b);

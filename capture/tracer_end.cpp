@@ -132,8 +132,11 @@ VPlan Tracer::plan(const Var& v) {
         TablePlan tp;
         for (const Var& x : m.array) tp.array.push_back(plan(x));
         for (auto& [k, x] : m.hash) tp.hash.push_back({plan(k), plan(x)});
-        if (m.metatable) tp.metatable_src = m.metatable->src;
         e_.tables[idx] = std::move(tp);
+        if (m.metatable) {
+          VPlan mp = plan(*m.metatable);
+          e_.tables[idx].metatable = mp;
+        }
       }
       if (owner) memo = nullptr;
       p.kind = tables_[v.id].is_size ? VPlan::Kind::Size : VPlan::Kind::Table;

@@ -486,9 +486,11 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
   }
   if (name == "setmetatable") {
     Var t = arg(0), mt = arg(1);
-    if (t.k != Var::K::Table || (mt.k != Var::K::Object && mt.k != Var::K::Nil))
+    if (t.k != Var::K::Table || (mt.k != Var::K::Object && mt.k != Var::K::Nil && mt.k != Var::K::Table))
       throw BreakSignal{BreakCode::UnsupportedBytecode, "setmetatable on a table made outside the compiled function"};
-    if (mt.k == Var::K::Object) {
+    if (mt.k == Var::K::Table) {
+      tables_[t.id].metatable = mt;
+    } else if (mt.k == Var::K::Object) {
       push_obj(mt.obj);
       guard_identity(mt.src, -1);
       mt.src = pin(-1, "");
@@ -506,6 +508,61 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
     return true;
   }
   if (name == "error") throw BreakSignal{BreakCode::ErrorCall, "error"};
+  if (name == "pcall") {
+    // pcall(f, ...) is f(...) with a leading true; an error or a break inside f makes the whole
+    // pcall the breaking call (the trace restarts there), so stock Lua catches the error.
+    if (args.empty()) throw BreakSignal{BreakCode::ErrorCall, "pcall without a function"};
+    Var f = args[0];
+    std::vector<Var> rest(args.begin() + 1, args.end());
+    const size_t depth = frames_.size();
+    const Frame& caller = frames_.back();
+    const vm::Ins ci = vm::decode(caller.p->code[caller.cur]);
+    const int ret_a = ci.a, ret_n = ci.op == vm::OpCode::CALL ? ci.c - 1 : -1;
+    std::vector<Var> immediate;
+    if (call(f, std::move(rest), ret_a, ret_n, false)) {
+      // done at once (a tc op or builtin): its results are in place; shift them for the true
+      Frame& fr = frames_.back();
+      std::vector<Var> res;
+      const int n = ret_n < 0 ? fr.top - ret_a : ret_n;
+      for (int j = 0; j < n; j++) res.push_back(reg(fr, ret_a + j));
+      res.insert(res.begin(), Var::boolean(true));
+      *out = res;
+      return true;
+    }
+    TC_ASSERT(frames_.size() == depth + 1, "pcall pushed no frame");
+    frames_.back().pcall = true;
+    return false;
+  }
+  if (name == "table.concat") {
+    const Var t = arg(0);
+    if (t.k != Var::K::Table || tables_[t.id].metatable) throw BreakSignal{BreakCode::UnknownCFunction, "table.concat of a table made outside the compiled function"};
+    const Var sep = args.size() > 1 ? args[1] : Var::string("");
+    std::vector<Var> parts;
+    for (size_t j = 0; j < tables_[t.id].array.size(); j++) {
+      if (j && !(sep.k == Var::K::Str && sep.s.empty())) parts.push_back(sep);
+      parts.push_back(tables_[t.id].array[j]);
+    }
+    if (args.size() > 2) throw BreakSignal{BreakCode::UnknownCFunction, "table.concat with a range"};
+    *out = {parts.empty() ? Var::string("") : concat(parts)};
+    return true;
+  }
+  if (name == "tc._C.is_dtype") {
+    const Var v = arg(0);
+    bool is = false;
+    if (v.k == Var::K::Object) {
+      push_obj(v.obj);
+      DType dt;
+      is = lua_type(L, -1) == LUA_TTABLE && lua::to_dtype(L, -1, &dt);
+      lua_pop(L, 1);
+      if (is) {
+        push_obj(v.obj);
+        guard_identity(v.src, -1);
+        lua_pop(L, 1);
+      }
+    }
+    *out = {Var::boolean(is)};
+    return true;
+  }
   if (name == "table.unpack") {
     const Var t = arg(0);
     std::vector<Var> items;

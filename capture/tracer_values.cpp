@@ -341,6 +341,7 @@ void Tracer::deliver(std::vector<Var> results) {
   Frame done = std::move(frames_.back());
   frames_.pop_back();
   if (done.discard) return;
+  if (done.pcall) results.insert(results.begin(), Var::boolean(true));
   assign(done.ret_a, done.ret_n, results);
 }
 
