@@ -448,9 +448,16 @@ std::optional<DType> combine_categories(std::optional<DType> higher, std::option
 }  // namespace
 
 DType result_type(const std::vector<Tensor>& tensors) {
+  std::vector<const Tensor*> ptrs;
+  for (const Tensor& t : tensors) ptrs.push_back(&t);
+  return result_type(ptrs.data(), ptrs.size());
+}
+
+DType result_type(const Tensor* const* tensors, size_t n) {
   // Three tiers, PyTorch order: tensors with dims, 0-dim tensors, wrapped numbers.
   std::optional<DType> dim_t, zero_t, wrapped_t;
-  for (const Tensor& t : tensors) {
+  for (size_t i = 0; i < n; i++) {
+    const Tensor& t = *tensors[i];
     if (!t.defined()) continue;
     DType dt = t.dtype();
     if (t.is_wrapped_number() && is_floating(dt)) dt = g_default_dtype;  // Lua floats: default dtype

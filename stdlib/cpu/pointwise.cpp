@@ -17,14 +17,19 @@ DType floatify(DType t) { return is_floating(t) ? t : default_dtype(); }
 }  // namespace
 
 // self's dtype, except that a Lua float given for it counts as the default dtype.
-DType self_dtype(const Stack& a) { return result_type({a[0].tensor()}); }
+DType self_dtype(const Stack& a) {
+  const Tensor* self = &a[0].tensor();
+  return result_type(&self, 1);
+}
 
 namespace {
 
 DType promoted(const Stack& a, std::initializer_list<int> idx) {
-  std::vector<Tensor> ts;
-  for (int i : idx) ts.push_back(a[i].tensor());
-  return result_type(ts);
+  TC_ASSERT(idx.size() <= 4, "promoted() takes up to 4 operands");
+  const Tensor* ts[4];
+  size_t n = 0;
+  for (int i : idx) ts[n++] = &a[i].tensor();
+  return result_type(ts, n);
 }
 
 // clamp's bounds take part in promotion like wrapped numbers.

@@ -117,6 +117,7 @@ Tensor empty_from_meta(const TensorMeta& m);
 // PyTorch's result type for the tensors among args (tiers: dim>0 tensors, 0-dim tensors,
 // wrapped numbers).
 DType result_type(const std::vector<Tensor>& tensors);
+DType result_type(const Tensor* const* tensors, size_t n);  // the same without a vector
 DType default_dtype();
 void set_default_dtype(DType t);
 Device default_device();
