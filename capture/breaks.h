@@ -30,6 +30,7 @@ struct GraphBreak {
   BreakCode code;
   std::string detail;              // what exactly: "`<` on a tensor value", "print"
   std::vector<StackFrame> stack;   // innermost last
+  std::string action;              // what tc did about it (explain)
   std::string reason() const;      // "data-dependent branch: ... (`<` on a tensor value) (TC0101)"
   std::string where() const;       // "file.lua:3"
 };

@@ -460,6 +460,17 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
   st.stats.traces++;
   const double trace_ms = ms_since(t0);
   if (e->end == EndKind::Break || (e->end == EndKind::Fallback && !e->brk.stack.empty())) {
+    const vm::Ins bi = vm::decode(cc->proto->code[e->end == EndKind::Break ? e->pc : 0]);
+    if (e->end == EndKind::Fallback)
+      e->brk.action = "the function runs uncompiled: " + e->fallback_reason;
+    else if (e->resume_uncompiled)
+      e->brk.action = "the graph so far runs, then the rest of the function runs uncompiled from this instruction";
+    else if (e->brk.stack.size() > 1)
+      e->brk.action = "the break is inside a called function: the graph so far runs, the call runs through the compiler (its own graphs), then a resume function continues after it";
+    else if (bi.op == vm::OpCode::CALL || bi.op == vm::OpCode::TAILCALL)
+      e->brk.action = "the graph so far runs, the call runs in stock Lua, then a resume function continues after it";
+    else
+      e->brk.action = "the graph so far runs, the test runs in stock Lua, then the resume function of the branch taken continues";
     st.stats.graph_breaks++;
     st.report.breaks.push_back(e->brk);
     if (log_enabled(L, "graph_breaks")) {

@@ -20,7 +20,7 @@ static nlohmann::json to_json(const Report& r) {
   j["op_count"] = op_count(r);
   json reasons = json::array();
   for (const GraphBreak& b : r.breaks) {
-    json x{{"reason", b.reason()}, {"code", break_info(b.code).code}, {"hint", break_info(b.code).hint}};
+    json x{{"reason", b.reason()}, {"code", break_info(b.code).code}, {"hint", break_info(b.code).hint}, {"action", b.action}};
     if (!b.stack.empty()) x["file"] = b.stack.back().file, x["line"] = b.stack.back().line;
     json stack = json::array();
     for (const StackFrame& f : b.stack)
@@ -63,6 +63,7 @@ static std::string to_text(const Report& r) {
       if (!f.source_line.empty()) s += "        " + f.source_line + "\n";
     }
     s += "    Hint: " + std::string(break_info(b.code).hint) + "\n";
+    if (!b.action.empty()) s += "    Action: " + b.action + "\n";
   }
   s += "Ops per Graph:\n";
   for (size_t i = 0; i < r.graphs.size(); i++) {
@@ -114,6 +115,8 @@ void push_report(lua_State* L, const Report& r) {
     lua_setfield(L, -2, "code");
     lua_pushstring(L, break_info(b.code).hint);
     lua_setfield(L, -2, "hint");
+    lua_pushstring(L, b.action.c_str());
+    lua_setfield(L, -2, "action");
     if (!b.stack.empty()) {
       lua_pushstring(L, b.stack.back().file.c_str());
       lua_setfield(L, -2, "file");
