@@ -75,6 +75,7 @@ State& state();
 // dispatch.cpp
 int l_dispatch(lua_State* L);   // (compiled fn userdata, args...) -> (f, args...) to tail-call
 CodeCache* cache_for(lua_State* L, int fn_idx, std::string* key);
+std::string state_prefix(lua_State* L);  // caches are per Lua state: their keys start with this
 // Pushes the compiled wrapper of the Lua function at idx (made once per function, config
 // inherited), used for Lua functions called at a break (regional compilation).
 void push_wrapper(lua_State* L, int fn_idx, const std::shared_ptr<CompileConfig>& cfg);

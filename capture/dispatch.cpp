@@ -565,9 +565,19 @@ Outcome drive(lua_State* L, CompiledFn& cf) {
 
 }  // namespace
 
+std::string state_prefix(lua_State* L) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%p/", lua_topointer(L, -1));
+  lua_pop(L, 1);
+  return buf;
+}
+
 CodeCache* cache_for(lua_State* L, int fn_idx, std::string* key) {
   std::string k;
   const vm::Proto* p = Tracer::proto_of(L, fn_idx, &k);
+  // Entries hold registry references: each Lua state has its own caches.
+  k = state_prefix(L) + k;
   if (key) *key = k;
   auto& caches = state().caches;
   auto it = caches.find(k);

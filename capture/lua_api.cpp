@@ -416,6 +416,10 @@ void raise_graph_break(lua_State* L, const GraphBreak& b) {
 
 void install(lua_State* L, GraphCompiler compiler) {
   state().compiler = std::move(compiler);
+  // a new state may reuse the address of a closed one: drop caches keyed by that address
+  const std::string prefix = state_prefix(L);
+  std::erase_if(state().caches, [&](const auto& kv) { return kv.first.rfind(prefix, 0) == 0; });
+  state().generation++;
   const int top = lua_gettop(L);
   lua_getglobal(L, "require");
   lua_pushstring(L, "tc");
