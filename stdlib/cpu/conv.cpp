@@ -1,9 +1,11 @@
-// Convolutions: conv1d/conv2d as im2col + one GEMM per sample and group (1x1 convolutions read
-// the input in place), conv_transpose2d as a GEMM per sample and group + col2im. conv1d is a
+// Convolutions: float32 conv1d/conv2d on AVX-512 CPUs as one implicit-im2col GEMM per group over
+// all samples (conv_gemm.cpp); otherwise im2col + one GEMM per sample and group (1x1 convolutions
+// read the input in place). conv_transpose2d as a GEMM per sample and group + col2im. conv1d is a
 // conv2d of height 1. float16/bfloat16 compute in float32.
 #include <string>
 #include <vector>
 
+#include "cpu/conv_gemm.h"
 #include "cpu/linalg.h"
 #include "tc/parallel.h"
 
@@ -171,9 +173,20 @@ void col2im(const Conv& c, int64_t channels, const T* col, T* y) {
   });
 }
 
+// Output channels per group from which the implicit-GEMM path beats im2col + BLAS (depthwise and
+// other thin groups stay on the GEMM-per-sample path).
+constexpr int64_t kFastMinOg = 8;
+
 template <typename T>
 void conv_kernel(const Conv& c, DType dt, const T* x, const T* w, const T* bias, T* y) {
   int64_t G = c.groups, Cg = c.C / G, Og = c.O / G, KK = c.KH * c.KW, HW = c.H * c.W, L = c.OH * c.OW;
+  if constexpr (std::is_same_v<T, float>) {
+    if (!c.transposed && Og >= kFastMinOg && cpu::conv_fast_available()) {
+      cpu::ConvGeom g{c.N, c.C, c.H, c.W, c.O, c.KH, c.KW, c.groups, c.sh, c.sw, c.ph, c.pw, c.dh, c.dw, c.OH, c.OW};
+      cpu::conv2d_f32_fast(g, x, w, bias, y);
+      return;
+    }
+  }
   bool direct = !c.transposed && KK == 1 && c.sh == 1 && c.sw == 1 && c.ph == 0 && c.pw == 0 && L == HW;
   int64_t col_size = direct ? 0 : c.transposed ? Og * KK * HW : c.C * KK * L;
   auto sample = [&](int64_t n, T* col) {
