@@ -8,6 +8,7 @@
 
 #include <mutex>
 
+#include "cpu/linalg.h"
 #include "cuda/runtime.h"
 #include "tc/config.h"
 #include "tc/cuda.h"
@@ -108,13 +109,12 @@ cudaDataType cu_type(DType t) {
   }
 }
 
-// Row-major C[b] (m x n, ldc = n, contiguous) = alpha * A[b] (m x k) . B[b] (k x n) + beta * C[b].
-void gemm(const Tensor& C, const Mat& A, const Mat& B, int64_t m, int64_t n, int64_t k, int64_t batch, double alpha,
-          double beta) {
+// Row-major C[b] (m x n, leading dimension ldc, batch stride cstride; dtype dt on `device`) =
+// alpha * A[b] (m x k) . B[b] (k x n) + beta * C[b].
+void gemm_raw(DType dt, int device, void* C, int64_t ldc, int64_t cstride, const Mat& A, const Mat& B, int64_t m,
+              int64_t n, int64_t k, int64_t batch, double alpha, double beta) {
   if (m == 0 || n == 0 || batch == 0) return;
-  DType dt = C.dtype();
   if (compile_only()) return;
-  int device = C.device().index;
   cublasHandle_t h = handle(device);
   Cublas& c = cb();
   cublasComputeType_t ct = dt == DType::Float64 ? CUBLAS_COMPUTE_64F
@@ -124,17 +124,21 @@ void gemm(const Tensor& C, const Mat& A, const Mat& B, int64_t m, int64_t n, int
   float af = (float)alpha, bf = (float)beta;
   const void* pa = dt == DType::Float64 ? (const void*)&ad : (const void*)&af;
   const void* pb = dt == DType::Float64 ? (const void*)&bd : (const void*)&bf;
-  if (k == 0) {  // empty inner dimension: C = beta * C
-    if (beta == 0) fill(C, 0, 0, false);
-    // beta != 0 with k == 0: cuBLAS handles it (scales C)
-  }
   // Column-major: C^T (n x m) = op(B)^T (n x k) . op(A)^T (k x m)
   cublasStatus_t st = c.GemmStridedBatchedEx(
       h, B.trans ? CUBLAS_OP_T : CUBLAS_OP_N, A.trans ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m, (int)k, pa, B.p,
-      cu_type(dt), (int)B.ld, B.bstride, A.p, cu_type(dt), (int)A.ld, A.bstride, pb, C.data_ptr(), cu_type(dt), (int)n,
-      m * n, (int)batch, ct, CUBLAS_GEMM_DEFAULT);
+      cu_type(dt), (int)B.ld, B.bstride, A.p, cu_type(dt), (int)A.ld, A.bstride, pb, C, cu_type(dt), (int)ldc,
+      cstride, (int)batch, ct, CUBLAS_GEMM_DEFAULT);
   TC_CHECK(st == CUBLAS_STATUS_SUCCESS, DeviceError, "cuBLAS gemm failed (status %d, m=%lld n=%lld k=%lld batch=%lld)",
            (int)st, (long long)m, (long long)n, (long long)k, (long long)batch);
+}
+
+// Row-major C[b] (m x n, ldc = n, contiguous) = alpha * A[b] (m x k) . B[b] (k x n) + beta * C[b].
+void gemm(const Tensor& C, const Mat& A, const Mat& B, int64_t m, int64_t n, int64_t k, int64_t batch, double alpha,
+          double beta) {
+  if (m == 0 || n == 0 || batch == 0) return;
+  if (k == 0 && beta == 0) fill(C, 0, 0, false);  // empty inner dimension: C = beta * C (cuBLAS scales C)
+  gemm_raw(C.dtype(), C.device().index, C.data_ptr(), n, m * n, A, B, m, n, k, batch, alpha, beta);
 }
 
 bool float_dtype(DType t) { return is_floating(t); }
@@ -158,6 +162,9 @@ void init_out(const Tensor& C, const Tensor& src) {
 
 bool linalg(Op op, const Stack& a, const Metas& m, Stack* result) {
   switch (op) {
+    case Op::conv1d: case Op::conv2d: case Op::conv_transpose2d: case Op::max_pool2d: case Op::avg_pool2d:
+    case Op::adaptive_avg_pool2d: case Op::adaptive_max_pool2d:
+      return conv_pool(op, a, m, result);
     case Op::mm: case Op::bmm: case Op::matmul: case Op::linear: case Op::addmm: case Op::baddbmm: break;
     default: return false;
   }
@@ -243,6 +250,257 @@ bool linalg(Op op, const Stack& a, const Metas& m, Stack* result) {
       return true;
     }
     default: return false;
+  }
+}
+
+// ---- convolutions (im2col + cuBLAS GEMM) and pools ------------------------------------------------
+namespace {
+
+constexpr int kCBlock = 256;
+
+unsigned cgrid(int64_t n, int device) {
+  return (unsigned)std::max<int64_t>(1, std::min<int64_t>((n + kCBlock - 1) / kCBlock, (int64_t)dev(device).sm_count * 64));
+}
+
+struct ConvGeo {
+  int64_t N, C, H, W, O, KH, KW, G, sh, sw, ph, pw, dh, dw, OH, OW;
+};
+
+// col[n][(ch*KH + i)*KW + j][oh*OW + ow] = x[n][ch][oh*sh - ph + i*dh][ow*sw - pw + j*dw] (0 outside)
+void im2col(const ConvGeo& g, const Tensor& x, const Tensor& col, int64_t n0, int64_t nb) {
+  int device = x.device().index;
+  std::string T = ctype(x.dtype());
+  auto f = kernels(device, "im2col:" + T, [&] {
+    return prelude() + "typedef " + T + " T;\n"
+           "struct G { i64 N, C, H, W, O, KH, KW, G, sh, sw, ph, pw, dh, dw, OH, OW; };\n"
+           "extern \"C\" __global__ void im2col(const T* __restrict__ x, T* __restrict__ col, i64 total, G g) {\n"
+           "  i64 L = g.OH * g.OW, KK = g.KH * g.KW;\n"
+           "  for (i64 e = (i64)blockIdx.x * 256 + threadIdx.x; e < total; e += (i64)gridDim.x * 256) {\n"
+           "    i64 l = e % L, r = e / L, k = r % (g.C * KK), n = r / (g.C * KK);\n"
+           "    i64 ch = k / KK, i = (k % KK) / g.KW, j = k % g.KW, oh = l / g.OW, ow = l % g.OW;\n"
+           "    i64 ih = oh * g.sh - g.ph + i * g.dh, iw = ow * g.sw - g.pw + j * g.dw;\n"
+           "    T v = (T)0;\n"
+           "    if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) v = x[((n * g.C + ch) * g.H + ih) * g.W + iw];\n"
+           "    col[e] = v;\n  }\n}\n";
+  }, {"im2col"})[0];
+  int64_t total = nb * g.C * g.KH * g.KW * g.OH * g.OW;
+  const char* xp = (const char*)x.data_ptr() + n0 * g.C * g.H * g.W * x.itemsize();
+  void* cp = col.data_ptr();
+  ConvGeo gg = g;
+  void* args[] = {&xp, &cp, &total, &gg};
+  launch(device, f, cgrid(total, device), kCBlock, args);
+}
+
+// y[n][oc][oh][ow] += sum over (i, j) of col[n][(oc*KH + i)*KW + j][ih*W + iw] where
+// oh = ih*sh - ph + i*dh, ow = iw*sw - pw + j*dw (the transposed convolution's scatter as a gather).
+void col2im(const ConvGeo& g, const Tensor& col, const Tensor& y, int64_t Og, int64_t group) {
+  int device = y.device().index;
+  std::string T = ctype(y.dtype());
+  auto f = kernels(device, "col2im:" + T, [&] {
+    return prelude() + "typedef " + T + " T;\n"
+           "struct G { i64 N, C, H, W, O, KH, KW, G, sh, sw, ph, pw, dh, dw, OH, OW; };\n"
+           "extern \"C\" __global__ void col2im(const T* __restrict__ col, T* __restrict__ y, i64 total, i64 Og, i64 grp, G g) {\n"
+           "  i64 OL = g.OH * g.OW, HW = g.H * g.W, KK = g.KH * g.KW;\n"
+           "  for (i64 e = (i64)blockIdx.x * 256 + threadIdx.x; e < total; e += (i64)gridDim.x * 256) {\n"
+           "    i64 ow = e % g.OW, oh = (e / g.OW) % g.OH, oc = (e / OL) % Og, n = e / (OL * Og);\n"
+           "    T acc = y[(n * g.O + grp * Og + oc) * OL + oh * g.OW + ow];\n"
+           "    const T* c = col + n * (g.G * Og * KK * HW) + grp * Og * KK * HW + oc * KK * HW;\n"
+           "    for (i64 i = 0; i < g.KH; i++) {\n"
+           "      i64 th = oh + g.ph - i * g.dh;\n      if (th < 0 || th % g.sh) continue;\n"
+           "      i64 ih = th / g.sh;\n      if (ih >= g.H) continue;\n"
+           "      for (i64 j = 0; j < g.KW; j++) {\n"
+           "        i64 tw = ow + g.pw - j * g.dw;\n        if (tw < 0 || tw % g.sw) continue;\n"
+           "        i64 iw = tw / g.sw;\n        if (iw >= g.W) continue;\n"
+           "        acc += c[(i * g.KW + j) * HW + ih * g.W + iw];\n      }\n    }\n"
+           "    y[(n * g.O + grp * Og + oc) * OL + oh * g.OW + ow] = acc;\n  }\n}\n";
+  }, {"col2im"})[0];
+  int64_t total = g.N * Og * g.OH * g.OW;
+  const void* cp = col.data_ptr();
+  void* yp = y.data_ptr();
+  ConvGeo gg = g;
+  void* args[] = {&cp, &yp, &total, &Og, &group, &gg};
+  launch(device, f, cgrid(total, device), kCBlock, args);
+}
+
+bool conv(Op op, const Stack& a, const Metas& m, Stack* result) {
+  const Tensor& x0 = a[0].tensor();
+  const Tensor& w0 = a[1].tensor();
+  DType dt = m[0].dtype;
+  if (!is_floating(dt)) return false;
+  DType ct = dt == DType::Float16 || dt == DType::BFloat16 ? DType::Float32 : dt;
+  bool tr = op == Op::conv_transpose2d, one = op == Op::conv1d;
+  const char* name = op_name(op);
+  int64_t sd = one ? 1 : 2;
+  bool batched = x0.dim() == sd + 2;
+  IntList stride = cpu::expand_param(name, "stride", a[3].ints(), sd);
+  IntList dil = cpu::expand_param(name, "dilation", a[tr ? 7 : 5].ints(), sd);
+  ConvGeo g{};
+  g.N = batched ? x0.sizes()[0] : 1;
+  g.C = x0.sizes()[batched ? 1 : 0];
+  g.H = one ? 1 : x0.sizes()[x0.dim() - 2];
+  g.W = x0.sizes()[x0.dim() - 1];
+  g.KH = one ? 1 : w0.sizes()[2];
+  g.KW = w0.sizes()[w0.dim() - 1];
+  g.G = a[6].to_int();
+  g.sh = one ? 1 : stride[0];
+  g.sw = stride.back();
+  g.dh = one ? 1 : dil[0];
+  g.dw = dil.back();
+  g.O = tr ? w0.sizes()[1] * g.G : w0.sizes()[0];
+  const Shape& os = m[0].sizes;
+  g.OH = one ? 1 : os[os.size() - 2];
+  g.OW = os.back();
+  if (tr) {
+    IntList pad = cpu::expand_param(name, "padding", a[4].ints(), sd);
+    g.ph = one ? 0 : pad[0];
+    g.pw = pad.back();
+  } else if (a[4].is_string()) {
+    bool same = a[4].str() == "same";
+    g.ph = same ? g.dh * (g.KH - 1) / 2 : 0;
+    g.pw = same ? g.dw * (g.KW - 1) / 2 : 0;
+  } else {
+    IntList pad = cpu::expand_param(name, "padding", a[4].ints(), sd);
+    g.ph = one ? 0 : pad[0];
+    g.pw = pad.back();
+  }
+  Tensor out = empty_from_meta(m[0]);
+  *result = {Value(out)};
+  last_conv_impl_slot() = "im2col+cublas";
+  if (out.numel() == 0) return true;
+  int device = out.device().index;
+  Tensor x = contiguous_as(x0, ct), w = contiguous_as(w0, ct);
+  Tensor y = ct == dt ? out : Tensor::empty(out.sizes(), ct, out.device());
+  int64_t KK = g.KH * g.KW, HW = g.H * g.W, L = g.OH * g.OW, G = g.G;
+  // bias first (beta = 1 accumulates onto it), else zeros
+  Shape ysz{g.N, g.O, L};
+  Tensor y3 = y.as_strided(ysz, {g.O * L, L, 1}, 0);
+  if (!a[2].is_none()) {
+    Tensor b = contiguous_as(a[2].tensor(), ct);
+    copy_strided(y3, b.as_strided(ysz, {0, 1, 0}, b.offset()));
+  } else {
+    fill(y3, 0, 0, false);
+  }
+  size_t isz = itemsize(ct);
+  if (!tr) {
+    int64_t Cg = g.C / G, Og = g.O / G, CK = Cg * KK;
+    bool direct = KK == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 && L == HW;
+    // im2col in chunks of samples (at most ~256 MiB of columns at a time)
+    int64_t per = g.C * KK * L, nb = direct ? g.N : std::max<int64_t>(1, std::min<int64_t>(g.N, (int64_t)(256 << 20) / std::max<int64_t>(1, per * (int64_t)isz)));
+    Tensor col = direct ? Tensor() : Tensor::empty({nb * per}, ct, out.device());
+    for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
+      int64_t cnt = std::min(nb, g.N - n0);
+      const char* src;
+      int64_t sstride;
+      if (direct) {
+        src = (const char*)x.data_ptr() + n0 * g.C * HW * isz;
+        sstride = g.C * HW;
+      } else {
+        im2col(g, x, col, n0, cnt);
+        src = (const char*)col.data_ptr();
+        sstride = per;
+      }
+      for (int64_t gi = 0; gi < G; gi++) {
+        Mat A{w, (const char*)w.data_ptr() + gi * Og * CK * isz, false, CK, 0};
+        Mat B{x, src + gi * CK * L * isz, false, L, sstride};
+        char* C = (char*)y.data_ptr() + (n0 * g.O * L + gi * Og * L) * isz;
+        gemm_raw(ct, device, C, L, g.O * L, A, B, Og, L, CK, cnt, 1, 1);
+      }
+    }
+  } else {
+    // col[n][g] (Og*KK x HW) = W_g^T (Og*KK x Cg) . x[n][g] (Cg x HW); then col2im adds into y
+    int64_t Cg = g.C / G, Og = g.O / G;
+    Tensor col = Tensor::empty({g.N * G * Og * KK * HW}, ct, out.device());
+    for (int64_t gi = 0; gi < G; gi++) {
+      Mat A{w, (const char*)w.data_ptr() + gi * Cg * Og * KK * isz, true, Og * KK, 0};
+      Mat B{x, (const char*)x.data_ptr() + gi * Cg * HW * isz, false, HW, g.C * HW};
+      char* C = (char*)col.data_ptr() + gi * Og * KK * HW * isz;
+      gemm_raw(ct, device, C, HW, G * Og * KK * HW, A, B, Og * KK, HW, Cg, g.N, 1, 0);
+    }
+    for (int64_t gi = 0; gi < G; gi++) col2im(g, col, y, Og, gi);
+  }
+  if (!y.same(out)) copy_strided(out, y);
+  return true;
+}
+
+bool pool(Op op, const Stack& a, const Metas& m, Stack* result) {
+  const Tensor& x0 = a[0].tensor();
+  DType dt = x0.dtype();
+  if (!is_floating(dt)) return false;
+  const char* name = op_name(op);
+  Tensor out = empty_from_meta(m[0]);
+  *result = {Value(out)};
+  if (out.numel() == 0) return true;
+  int device = out.device().index;
+  Tensor x = contiguous_as(x0, dt);
+  struct PG {
+    int64_t H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw, cip, divisor;
+  } p{};
+  p.H = x.sizes()[x.dim() - 2];
+  p.W = x.sizes()[x.dim() - 1];
+  p.OH = out.sizes()[out.dim() - 2];
+  p.OW = out.sizes()[out.dim() - 1];
+  int kind = op == Op::max_pool2d ? 0 : op == Op::avg_pool2d ? 1 : op == Op::adaptive_avg_pool2d ? 2 : 3;
+  if (kind < 2) {
+    bool is_max = kind == 0;
+    IntList k = cpu::expand_param(name, "kernel_size", a[1].ints(), 2);
+    IntList s = a[2].is_none() || a[2].ints().empty() ? k : cpu::expand_param(name, "stride", a[2].ints(), 2);
+    IntList pad = cpu::expand_param(name, "padding", a[3].ints(), 2);
+    IntList d = is_max ? cpu::expand_param(name, "dilation", a[4].ints(), 2) : IntList{1, 1};
+    p.kh = k[0], p.kw = k[1], p.sh = s[0], p.sw = s[1], p.ph = pad[0], p.pw = pad[1], p.dh = d[0], p.dw = d[1];
+    if (!is_max) {
+      p.cip = a[5].to_bool() ? 1 : 0;
+      p.divisor = a[6].is_none() ? 0 : a[6].to_int();
+    }
+  }
+  std::string T = ctype(dt), A = mtype(dt);
+  auto f = kernels(device, "pool:" + T, [&] {
+    return prelude() + "typedef " + T + " T;\ntypedef " + A + " A;\n"
+           "struct P { i64 H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw, cip, divisor; };\n"
+           "__device__ __forceinline__ A wmax(const T* x, i64 W, i64 h0, i64 h1, i64 dh, i64 w0, i64 w1, i64 dw) {\n"
+           "  A best = -m_inf<A>();\n"
+           "  for (i64 h = h0; h < h1; h += dh) for (i64 w = w0; w < w1; w += dw) {\n"
+           "    A v = cvt<A>(x[h * W + w]);\n    if (v > best || v != v) best = v;\n    if (best != best) return best;\n  }\n"
+           "  return best;\n}\n"
+           "__device__ __forceinline__ A wsum(const T* x, i64 W, i64 h0, i64 h1, i64 w0, i64 w1) {\n"
+           "  A s = 0;\n  for (i64 h = h0; h < h1; h++) for (i64 w = w0; w < w1; w++) s += cvt<A>(x[h * W + w]);\n  return s;\n}\n"
+           "extern \"C\" __global__ void pool(const T* __restrict__ x, T* __restrict__ y, i64 total, int kind, P p) {\n"
+           "  for (i64 e = (i64)blockIdx.x * 256 + threadIdx.x; e < total; e += (i64)gridDim.x * 256) {\n"
+           "    i64 ow = e % p.OW, oh = (e / p.OW) % p.OH, pl = e / (p.OW * p.OH);\n"
+           "    const T* in = x + pl * p.H * p.W;\n    A r;\n"
+           "    if (kind == 0) {\n"
+           "      i64 h0 = oh * p.sh - p.ph, h1 = h0 + (p.kh - 1) * p.dh + 1; if (h1 > p.H) h1 = p.H;\n"
+           "      while (h0 < 0) h0 += p.dh;\n"
+           "      i64 w0 = ow * p.sw - p.pw, w1 = w0 + (p.kw - 1) * p.dw + 1; if (w1 > p.W) w1 = p.W;\n"
+           "      while (w0 < 0) w0 += p.dw;\n"
+           "      r = wmax(in, p.W, h0, h1, p.dh, w0, w1, p.dw);\n"
+           "    } else if (kind == 1) {\n"
+           "      i64 h0 = oh * p.sh - p.ph, h1 = h0 + p.kh; if (h1 > p.H + p.ph) h1 = p.H + p.ph;\n"
+           "      i64 hpad = h1 - h0; if (h0 < 0) h0 = 0; if (h1 > p.H) h1 = p.H;\n"
+           "      i64 w0 = ow * p.sw - p.pw, w1 = w0 + p.kw; if (w1 > p.W + p.pw) w1 = p.W + p.pw;\n"
+           "      i64 count = hpad * (w1 - w0); if (w0 < 0) w0 = 0; if (w1 > p.W) w1 = p.W;\n"
+           "      if (p.divisor) count = p.divisor; else if (!p.cip) count = (h1 - h0) * (w1 - w0);\n"
+           "      r = wsum(in, p.W, h0, h1, w0, w1) / (A)count;\n"
+           "    } else {\n"
+           "      i64 h0 = oh * p.H / p.OH, h1 = ((oh + 1) * p.H + p.OH - 1) / p.OH;\n"
+           "      i64 w0 = ow * p.W / p.OW, w1 = ((ow + 1) * p.W + p.OW - 1) / p.OW;\n"
+           "      r = kind == 3 ? wmax(in, p.W, h0, h1, 1, w0, w1, 1) : wsum(in, p.W, h0, h1, w0, w1) / (A)((h1 - h0) * (w1 - w0));\n"
+           "    }\n"
+           "    y[e] = Cv<T>::f(r);\n  }\n}\n";
+  }, {"pool"})[0];
+  int64_t total = out.numel();
+  const void* xp = x.data_ptr();
+  void* yp = out.data_ptr();
+  void* args[] = {&xp, &yp, &total, &kind, &p};
+  launch(device, f, cgrid(total, device), kCBlock, args);
+  return true;
+}
+
+}  // namespace
+
+bool conv_pool(Op op, const Stack& a, const Metas& m, Stack* result) {
+  switch (op) {
+    case Op::conv1d: case Op::conv2d: case Op::conv_transpose2d: return conv(op, a, m, result);
+    default: return pool(op, a, m, result);
   }
 }
 

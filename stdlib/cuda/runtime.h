@@ -99,6 +99,10 @@ bool movement(Op op, const Stack& a, const Metas& m, Stack* out);
 bool linalg(Op op, const Stack& a, const Metas& m, Stack* out);
 bool nn(Op op, const Stack& a, const Metas& m, Stack* out);
 bool creation(Op op, const Stack& a, const Metas& m, Stack* out);
+// conv1d/conv2d/conv_transpose2d and the pools (stdlib/cuda/conv.cpp), called by linalg().
+bool conv_pool(Op op, const Stack& a, const Metas& m, Stack* out);
+// dropout with the CPU's bernoulli(1 - p) stream (stdlib/cuda/creation.cpp).
+Tensor dropout_cuda(const Tensor& x, double p, const TensorMeta& m);
 
 // Device-side strided copy with dtype conversion and broadcasting of src to dst's shape
 // (same device). Both may be any strides.
