@@ -54,15 +54,16 @@ TC_AVX512 inline __mmask16 lane_mask(int64_t lo, int64_t hi) {  // lanes t with 
 }
 
 // Packs rows [k0, k0 + kc) of B for the item's columns: Bp[sub][k - k0][NR], zero where the
-// window falls in the padding and past the last column.
-TC_AVX512 void pack_b(const ConvGeom& g, const float* xg, const Seg* segs, int64_t nseg, int64_t nsub, int64_t k0,
-                      int64_t kc, float* Bp) {
+// window falls in the padding (columns past the last one are zeroed by the caller).
+TC_AVX512 void pack_b(const ConvGeom& g, const float* xg, const Seg* segs, int64_t nseg, int64_t k0, int64_t kc,
+                      float* Bp) {
   int64_t KK = g.KH * g.KW, HW = g.H * g.W, CHW = g.C * HW;
-  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i step = _mm512_mullo_epi32(iota, _mm512_set1_epi32((int)g.sw));
+  const __m512i step = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32((int)g.sw));
+  int64_t ch = k0 / KK, i = k0 % KK / g.KW, j = k0 % g.KW;  // (channel, kernel row, kernel col) of row k
   for (int64_t kk = 0; kk < kc; kk++) {
-    int64_t k = k0 + kk, ch = k / KK, i = k % KK / g.KW, j = k % g.KW;
     float* row = Bp + kk * NR;
+    const float* plane = xg + ch * HW;
     for (int64_t s = 0; s < nseg; s++) {
       const Seg& sg = segs[s];
       float* dst = row + (sg.off / NR) * kc * NR + sg.off % NR;
@@ -73,9 +74,18 @@ TC_AVX512 void pack_b(const ConvGeom& g, const float* xg, const Seg* segs, int64
         if (len > 16) _mm512_mask_storeu_ps(dst + 16, lane_mask(0, len - 16), _mm512_setzero_ps());
         continue;
       }
-      const float* src = xg + sg.n * CHW + ch * HW + ih * g.W;
+      const float* src = plane + sg.n * CHW + ih * g.W;
       int64_t iw0 = sg.ow0 * g.sw - g.pw + j * g.dw;
       if (g.sw == 1) {
+        if (iw0 >= 0 && iw0 + len <= g.W) {  // all inside the row
+          __mmask16 m0 = lane_mask(0, len);
+          _mm512_mask_storeu_ps(dst, m0, _mm512_maskz_loadu_ps(m0, src + iw0));
+          if (len > 16) {
+            __mmask16 m1 = lane_mask(0, len - 16);
+            _mm512_mask_storeu_ps(dst + 16, m1, _mm512_maskz_loadu_ps(m1, src + iw0 + 16));
+          }
+          continue;
+        }
         for (int64_t h = 0; h < len; h += 16) {
           // lanes t: iw = iw0 + h + t must lie in [0, W)
           __mmask16 valid = lane_mask(-(iw0 + h), g.W - (iw0 + h)) & lane_mask(0, len - h);
@@ -84,8 +94,7 @@ TC_AVX512 void pack_b(const ConvGeom& g, const float* xg, const Seg* segs, int64
         }
       } else {
         for (int64_t h = 0; h < len; h += 16) {
-          int64_t base = iw0 + h * g.sw;  // lane t reads base + t*sw
-          // valid: 0 <= base + t*sw < W
+          int64_t base = iw0 + h * g.sw;  // lane t reads base + t*sw, valid when 0 <= base + t*sw < W
           int64_t lo = base >= 0 ? 0 : (-base + g.sw - 1) / g.sw;
           int64_t hi = g.W - base <= 0 ? 0 : (g.W - base + g.sw - 1) / g.sw;
           __mmask16 valid = lane_mask(lo, hi) & lane_mask(0, len - h);
@@ -94,6 +103,10 @@ TC_AVX512 void pack_b(const ConvGeom& g, const float* xg, const Seg* segs, int64
           _mm512_mask_storeu_ps(dst + h, lane_mask(0, len - h), v);
         }
       }
+    }
+    if (++j == g.KW) {
+      j = 0;
+      if (++i == g.KH) i = 0, ch++;
     }
   }
 }
@@ -146,7 +159,7 @@ TC_AVX512 void store_out(const ConvGeom& g, int64_t grp, int64_t o0, int64_t o1,
 }
 
 struct Plan {
-  int64_t P, K, Og, Cg;
+  int64_t P, K, Og, Cg, mr;  // mr: output channels per micro-tile (<= MR)
   int64_t nsub, ncb, subs_per_cb, noc, oc_size, nkb, kcb;
 };
 
@@ -185,10 +198,10 @@ void run_item(const ConvGeom& g, const Plan& pl, int64_t item, const float* x, c
     if (nc < nsub * NR)  // the tail of the last micro-tile: zero columns
       for (int64_t kk = 0; kk < kc; kk++)
         std::memset(Bp + (nsub - 1) * kc * NR + kk * NR, 0, sizeof(float) * NR);
-    pack_b(g, xg, segs.data(), (int64_t)segs.size(), nsub, k0, kc, Bp);
+    pack_b(g, xg, segs.data(), (int64_t)segs.size(), k0, kc, Bp);
     for (int64_t s = 0; s < nsub; s++)
-      for (int64_t o = o0; o < o1; o += MR) {
-        int64_t m = std::min<int64_t>(MR, o1 - o);
+      for (int64_t o = o0; o < o1; o += pl.mr) {
+        int64_t m = std::min<int64_t>(pl.mr, o1 - o);
         micro_fns[m](kc, wg + o * pl.K + k0, pl.K, Bp + s * kc * NR, C + (o - o0) * ldc + s * NR, ldc, kb > 0);
       }
   }
@@ -219,6 +232,7 @@ void conv2d_f32_fast(const ConvGeom& g0, const float* x, const float* w, const f
   pl.Og = g.O / g.groups;
   pl.K = pl.Cg * g.KH * g.KW;
   pl.P = g.N * g.OH * g.OW;
+  pl.mr = pl.Og % MR == 0 || pl.Og % 8 != 0 ? MR : 8;  // no partial micro-tile where 8 divides Og
   pl.nsub = (pl.P + NR - 1) / NR;
   pl.nkb = (pl.K + KCMAX - 1) / KCMAX;
   pl.kcb = (pl.K + pl.nkb - 1) / pl.nkb;
@@ -228,8 +242,9 @@ void conv2d_f32_fast(const ConvGeom& g0, const float* x, const float* w, const f
   pl.subs_per_cb = (pl.nsub + pl.ncb - 1) / pl.ncb;
   pl.ncb = (pl.nsub + pl.subs_per_cb - 1) / pl.subs_per_cb;
   pl.noc = 1;
-  if (T > 1 && pl.ncb * g.groups < T) pl.noc = std::min((pl.Og + MR - 1) / MR, (T + pl.ncb * g.groups - 1) / (pl.ncb * g.groups));
-  pl.oc_size = ((pl.Og + pl.noc - 1) / pl.noc + MR - 1) / MR * MR;
+  if (T > 1 && pl.ncb * g.groups < T)
+    pl.noc = std::min((pl.Og + pl.mr - 1) / pl.mr, (T + pl.ncb * g.groups - 1) / (pl.ncb * g.groups));
+  pl.oc_size = ((pl.Og + pl.noc - 1) / pl.noc + pl.mr - 1) / pl.mr * pl.mr;
   pl.noc = (pl.Og + pl.oc_size - 1) / pl.oc_size;
   int64_t items = g.groups * pl.ncb * pl.noc;
   parallel_for(0, items, 1, [&](int64_t i0, int64_t i1) {
