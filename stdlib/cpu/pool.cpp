@@ -1,7 +1,9 @@
 // 2-D pooling: max_pool2d, avg_pool2d and their adaptive forms over [N,C,H,W] or [C,H,W] input,
-// one window per output element, planes in parallel. Max propagates NaN like PyTorch.
+// planes in parallel; float32/float64 max and avg pools separably (rows, then columns), the rest one
+// window per output element. Max propagates NaN like PyTorch.
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "cpu/linalg.h"
 #include "tc/parallel.h"
@@ -108,6 +110,73 @@ T window_max(const T* x, int64_t W, int64_t h0, int64_t h1, int64_t dh, int64_t 
   return T(best);
 }
 
+// max with NaN winning, as window_max
+template <typename A>
+inline A max_nan(A m, A v) {
+  return (v > m || v != v) ? v : m;
+}
+
+// max_pool2d / avg_pool2d of float32/float64 planes, separably: per output row, first combine
+// the window's input rows column by column into `acc` (contiguous, vectorised), then each output
+// combines its window's columns of `acc`. Max is exact either way; sums add rows first.
+template <typename T>
+void pool_separable(bool is_max, const Pool& p, const T* x, T* y) {
+  int64_t per = std::max<int64_t>(1, p.OH * p.OW * p.kh * p.kw);
+  parallel_for(0, p.planes, std::max<int64_t>(1, 32768 / per), [&](int64_t b, int64_t e) {
+    std::vector<T> acc(p.W);
+    T* ac = acc.data();
+    for (int64_t pl = b; pl < e; pl++) {
+      const T* in = x + pl * p.H * p.W;
+      T* out = y + pl * p.OH * p.OW;
+      for (int64_t oh = 0; oh < p.OH; oh++) {
+        int64_t h0 = oh * p.sh - p.ph, hend;
+        if (is_max) {
+          hend = std::min(h0 + (p.kh - 1) * p.dh + 1, p.H);
+          while (h0 < 0) h0 += p.dh;
+        } else {
+          hend = std::min(h0 + p.kh, p.H + p.ph);
+        }
+        int64_t hpad = hend - h0;  // avg: window rows including padding
+        int64_t ha = std::max<int64_t>(h0, 0), hb = std::min(hend, p.H);
+        if (ha >= hb)  // no input row under the window (dilated windows can skip them all)
+          std::fill(ac, ac + p.W, is_max ? -std::numeric_limits<T>::infinity() : T(0));
+        else
+          std::copy(in + ha * p.W, in + (ha + 1) * p.W, ac);
+        for (int64_t h = ha + (is_max ? p.dh : 1); h < hb; h += is_max ? p.dh : 1) {
+          const T* r = in + h * p.W;
+          if (is_max)
+            for (int64_t w = 0; w < p.W; w++) ac[w] = max_nan(ac[w], r[w]);
+          else
+            for (int64_t w = 0; w < p.W; w++) ac[w] += r[w];
+        }
+        T* orow = out + oh * p.OW;
+        if (is_max) {
+          for (int64_t ow = 0; ow < p.OW; ow++) {
+            int64_t w0 = ow * p.sw - p.pw, w1 = std::min(w0 + (p.kw - 1) * p.dw + 1, p.W);
+            while (w0 < 0) w0 += p.dw;
+            T m = -std::numeric_limits<T>::infinity();
+            for (int64_t w = w0; w < w1; w += p.dw) m = max_nan(m, ac[w]);
+            orow[ow] = m;
+          }
+        } else {
+          for (int64_t ow = 0; ow < p.OW; ow++) {
+            int64_t w0 = ow * p.sw - p.pw, w1 = std::min(w0 + p.kw, p.W + p.pw);
+            int64_t count = hpad * (w1 - w0);
+            w0 = std::max<int64_t>(w0, 0), w1 = std::min(w1, p.W);
+            if (p.divisor)
+              count = p.divisor;
+            else if (!p.count_include_pad)
+              count = (hb - ha) * (w1 - w0);
+            T sum = 0;
+            for (int64_t w = w0; w < w1; w++) sum += ac[w];
+            orow[ow] = sum / static_cast<T>(count);
+          }
+        }
+      }
+    }
+  });
+}
+
 template <typename T>
 void pool_kernel(Op op, const Pool& p, const T* x, T* y) {
   using A = std::conditional_t<std::is_floating_point_v<opmath_t<T>>, opmath_t<T>, int64_t>;
@@ -117,6 +186,12 @@ void pool_kernel(Op op, const Pool& p, const T* x, T* y) {
       for (int64_t w = w0; w < w1; w++) s += static_cast<A>(in[h * p.W + w]);
     return s;
   };
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    if (op == Op::max_pool2d || op == Op::avg_pool2d) {
+      pool_separable<T>(op == Op::max_pool2d, p, x, y);
+      return;
+    }
+  }
   switch (op) {
     case Op::max_pool2d:
       each_plane(p, x, y, [&](const T* in, T* out) {

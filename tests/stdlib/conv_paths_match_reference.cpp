@@ -2,10 +2,12 @@
 // float32 path (stdlib/cpu/conv_gemm.cpp: padding, strides that gather, dilation, groups, 1x1
 // planes read as one row, columns spanning samples, channel counts that leave partial
 // micro-tiles, K split into several blocks, the work split over channels when columns are few)
-// and the im2col + BLAS path it leaves to (thin groups, float64). Error bound: float32 rounding
-// of a K-term dot product, relative to sum |x*w| of each output.
+// and the im2col + BLAS path it leaves to (thin groups, float64); and the separable max/avg pools
+// (stdlib/cpu/pool.cpp). Error bound: float32 rounding of a K-term dot product, relative to
+// sum |x*w| of each output.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -129,6 +131,64 @@ TEST(ConvPathsMatchReference, NonContiguousInputAndConv1d) {
                                  IntList{0, 2}});
   ASSERT_EQ(y1.numel(), y2.numel());
   for (int64_t i = 0; i < y1.numel(); i++) ASSERT_EQ(y1.data<float>()[i], y2.data<float>()[i]);
+}
+
+// max_pool2d / avg_pool2d (float32 and float64 take the separable path) against window loops,
+// with padding, ceil mode, dilation, count_include_pad, divisor_override, and NaN propagation.
+TEST(ConvPathsMatchReference, SeparablePoolsMatchWindowLoops) {
+  struct P {
+    int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+    bool ceil, include_pad;
+    int64_t divisor;
+  };
+  std::vector<P> ps = {{3, 3, 2, 2, 1, 1, 1, 1, false, true, 0}, {3, 3, 2, 2, 0, 0, 1, 1, true, true, 0},
+                       {2, 2, 2, 2, 0, 0, 1, 1, false, true, 0}, {3, 3, 1, 1, 1, 1, 1, 1, false, true, 0},
+                       {3, 3, 1, 1, 1, 1, 1, 1, false, false, 0}, {4, 3, 3, 2, 2, 1, 2, 3, true, false, 0},
+                       {5, 2, 2, 3, 2, 1, 3, 1, true, true, 7}};
+  for (DType dt : {DType::Float32, DType::Float64})
+    for (const P& q : ps) {
+      Tensor x = randn({2, 3, 13, 11}, dt, 9);
+      Tensor xd = x.to(DType::Float64).contiguous();
+      double* xv = xd.data<double>();
+      xv[5 * 11 + 4] = NAN;  // one NaN in plane 0
+      x = xd.to(dt);
+      Tensor mp = call1(Op::max_pool2d, {x, IntList{q.kh, q.kw}, IntList{q.sh, q.sw}, IntList{q.ph, q.pw},
+                                         IntList{q.dh, q.dw}, q.ceil});
+      Tensor ap = call1(Op::avg_pool2d, {x, IntList{q.kh, q.kw}, IntList{q.sh, q.sw}, IntList{q.ph, q.pw}, q.ceil,
+                                         q.include_pad, q.divisor ? Value(q.divisor) : Value()});
+      Tensor mpd = mp.to(DType::Float64).contiguous(), apd = ap.to(DType::Float64).contiguous();
+      int64_t OH = mp.size(2), OW = mp.size(3), AH = ap.size(2), AW = ap.size(3);
+      for (int64_t pl = 0; pl < 6; pl++) {
+        const double* in = xv + pl * 13 * 11;
+        for (int64_t oh = 0; oh < OH; oh++)
+          for (int64_t ow = 0; ow < OW; ow++) {
+            double best = -INFINITY;
+            for (int64_t i = 0; i < q.kh; i++)
+              for (int64_t j = 0; j < q.kw; j++) {
+                int64_t h = oh * q.sh - q.ph + i * q.dh, w = ow * q.sw - q.pw + j * q.dw;
+                if (h < 0 || h >= 13 || w < 0 || w >= 11) continue;
+                if (in[h * 11 + w] > best || std::isnan(in[h * 11 + w])) best = in[h * 11 + w];
+                if (std::isnan(best)) break;
+              }
+            double got = mpd.data<double>()[(pl * OH + oh) * OW + ow];
+            ASSERT_TRUE(std::isnan(best) ? std::isnan(got) : got == best) << "max plane " << pl << " " << oh << "," << ow;
+          }
+        if (q.dh != 1 || q.dw != 1) continue;  // avg_pool2d has no dilation
+        for (int64_t oh = 0; oh < AH; oh++)
+          for (int64_t ow = 0; ow < AW; ow++) {
+            int64_t h0 = oh * q.sh - q.ph, w0 = ow * q.sw - q.pw;
+            int64_t h1 = std::min(h0 + q.kh, 13 + q.ph), w1 = std::min(w0 + q.kw, 11 + q.pw);
+            int64_t cnt = (h1 - h0) * (w1 - w0), valid = 0;
+            double sum = 0;
+            for (int64_t h = std::max<int64_t>(h0, 0); h < std::min<int64_t>(h1, 13); h++)
+              for (int64_t w = std::max<int64_t>(w0, 0); w < std::min<int64_t>(w1, 11); w++) sum += in[h * 11 + w], valid++;
+            double want = sum / (q.divisor ? q.divisor : q.include_pad ? cnt : valid);
+            double got = apd.data<double>()[(pl * AH + oh) * AW + ow];
+            ASSERT_TRUE(std::isnan(want) ? std::isnan(got) : std::fabs(got - want) <= 1e-5 * (1 + std::fabs(want)))
+                << "avg plane " << pl << " " << oh << "," << ow << ": " << got << " vs " << want;
+          }
+      }
+    }
 }
 
 }  // namespace
