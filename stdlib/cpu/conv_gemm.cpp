@@ -236,7 +236,8 @@ void conv2d_f32_fast(const ConvGeom& g0, const float* x, const float* w, const f
   pl.nsub = (pl.P + NR - 1) / NR;
   pl.nkb = (pl.K + KCMAX - 1) / KCMAX;
   pl.kcb = (pl.K + pl.nkb - 1) / pl.nkb;
-  int64_t T = get_num_threads();
+  // Below ~2M multiply-adds (a few tens of microseconds) waking the pool costs more than it saves.
+  int64_t T = g.groups * pl.Og * pl.K * pl.P < (int64_t(1) << 21) ? 1 : get_num_threads();
   pl.ncb = (pl.nsub + SUBMAX - 1) / SUBMAX;
   if (T > 1 && pl.ncb * g.groups < T) pl.ncb = std::min(pl.nsub, T);
   pl.subs_per_cb = (pl.nsub + pl.ncb - 1) / pl.ncb;
@@ -247,7 +248,7 @@ void conv2d_f32_fast(const ConvGeom& g0, const float* x, const float* w, const f
   pl.oc_size = ((pl.Og + pl.noc - 1) / pl.noc + pl.mr - 1) / pl.mr * pl.mr;
   pl.noc = (pl.Og + pl.oc_size - 1) / pl.oc_size;
   int64_t items = g.groups * pl.ncb * pl.noc;
-  parallel_for(0, items, 1, [&](int64_t i0, int64_t i1) {
+  parallel_for(0, items, T == 1 ? items : 1, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; i++) run_item(g, pl, i, x, w, bias, y);
   });
 }
