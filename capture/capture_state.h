@@ -62,7 +62,7 @@ struct Report {
 };
 
 struct State {
-  std::unordered_map<std::string, std::unique_ptr<CodeCache>> caches;
+  std::unordered_map<std::string, std::shared_ptr<CodeCache>> caches;  // shared: a pending break keeps its cache
   std::vector<std::unique_ptr<vm::Proto>> resume_protos;
   GraphCompiler compiler;
   std::string stance = "default";
@@ -74,6 +74,8 @@ State& state();
 
 // dispatch.cpp
 int l_dispatch(lua_State* L);   // (compiled fn userdata, args...) -> (f, args...) to tail-call
+// (pending call state, results...) -> (f, args...): continues after a call made at a break
+int l_after_call(lua_State* L);
 CodeCache* cache_for(lua_State* L, int fn_idx, std::string* key);
 std::string state_prefix(lua_State* L);  // caches are per Lua state: their keys start with this
 // Pushes the compiled wrapper of the Lua function at idx (made once per function, config

@@ -160,7 +160,7 @@ CodeCache* resume_cache(CodeCache* cc, int pc) {
   auto proto = std::make_unique<vm::Proto>(vm::synthesize_resume(*origin, plan));
   auto issues = vm::verify(*proto);
   TC_ASSERT(issues.empty(), ("synthesized resume function fails verification: " + issues[0].message).c_str());
-  auto c = std::make_unique<CodeCache>();
+  auto c = std::make_shared<CodeCache>();
   c->key = key;
   c->proto = proto.get();
   c->analysis = std::make_shared<vm::Analysis>(vm::analyze(*proto));
@@ -213,6 +213,70 @@ void push_resume_closure(lua_State* L, int fn_idx, CodeCache* rc) {
   lua_settop(L, memo);
 }
 
+// A call made at a break runs from Lua (so it may yield, and errors keep their traceback):
+// dispatch returns [after, cont, f, args...]; `after` is `function(cont, f, ...) return
+// pass(after_call(cont, f(...))) end`. cont (user values: registers, varargs, the function)
+// remembers where to resume.
+constexpr const char* kContMeta = "tc.PendingCall";
+struct Cont {
+  std::shared_ptr<CodeCache> cc;
+  std::shared_ptr<CompileConfig> cfg;
+  int pc;
+};
+
+int cont_gc(lua_State* L) {
+  static_cast<Cont*>(lua_touserdata(L, 1))->~Cont();
+  return 0;
+}
+
+// The function that makes a call at a break: `function(cont, f, ...) return pass(after_call(cont,
+// f(...))) end` (or `function(f, ...) return f(...) end` for a tail call), loaded once per call
+// site with the user's chunk name and line, so that error() and argument errors of the callee
+// name the user's line, as without compilation.
+void push_site_helper(lua_State* L, const vm::Proto& p, int pc, bool tail, const std::string& f) {
+  const std::vector<int> lines = vm::decode_lines(p);
+  const int line = pc < int(lines.size()) && lines[pc] > 0 ? lines[pc] : 1;
+  const std::string source = p.source.value_or("=?");
+  const std::string key = source + ":" + std::to_string(line) + ":" + f + (tail ? ":tail" : "");
+  lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.sites");
+  if (lua_getfield(L, -1, key.c_str()) == LUA_TFUNCTION) {
+    lua_remove(L, -2);
+    return;
+  }
+  lua_pop(L, 1);
+  std::string text(line - 1, '\n');
+  // the parameter holding the callee carries its name: "bad argument #1 to 'rep'"
+  text += tail ? "local pass, after_call = ... return function(" + f + ", ...) return " + f + "(...) end"
+               : "local pass, after_call = ... return function(cont, " + f + ", ...) return pass(after_call(cont, " + f + "(...))) end";
+  int st = luaL_loadbufferx(L, text.data(), text.size(), source.c_str(), "t");
+  TC_ASSERT(st == LUA_OK, "call-site helper does not load");
+  lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.pass");
+  lua_pushcfunction(L, l_after_call);
+  lua_call(L, 2, 1);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, -3, key.c_str());
+  lua_remove(L, -2);
+}
+
+// Leaves [resume fn, args...] for the resume point `next` given the registers R, varargs VA and
+// `top`; `fn_idx` is the function whose cells the resume function shares.
+void push_resume_call(lua_State* L, CodeCache*& cc, int fn_idx, int R, int VA, int top, int next, bool uncompiled) {
+  CodeCache* rc = resume_cache(cc, next);
+  vm::ResumePlan plan = vm::plan_resume(*cc->proto, *cc->analysis, next);
+  TC_ASSERT(plan.ok(), "a resume point checked while tracing is refused at run time");
+  push_resume_closure(L, fn_idx, rc);
+  const int fn = lua_gettop(L);
+  for (int reg : plan.registers) lua_rawgeti(L, R, reg + 1);
+  if (plan.varargs)
+    for (lua_Integer j = 1; j <= lua_Integer(lua_rawlen(L, VA)); j++) lua_rawgeti(L, VA, j);
+  if (plan.open_results)
+    for (int reg = plan.open_base; reg < top; reg++) lua_rawgeti(L, R, reg + 1);
+  const int n = lua_gettop(L) - fn + 1;
+  lua_rotate(L, 1, n);
+  lua_settop(L, n);
+  cc = uncompiled ? nullptr : rc;
+}
+
 // Runs the breaking instruction on the rebuilt registers and leaves [next function, args...]
 // on the stack (returns Call), or the results of a tail call ([ident, results...], Results), or
 // an error value (Raise). `cc` becomes the next function's cache (null: call it uncompiled).
@@ -238,6 +302,22 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc, const std::share
     case vm::OpCode::TAILCALL: {
       const int nargs = i.b ? i.b - 1 : top - i.a - 1;
       const int call_base = lua_gettop(L);
+      push_site_helper(L, p, e.pc, i.op == vm::OpCode::TAILCALL, e.callee_name);
+      if (i.op == vm::OpCode::CALL) {
+        void* mem = lua_newuserdatauv(L, sizeof(Cont), 3);
+        new (mem) Cont{state().caches.at(cc->key), cfg, e.pc};
+        if (luaL_newmetatable(L, kContMeta)) {
+          lua_pushcfunction(L, cont_gc);
+          lua_setfield(L, -2, "__gc");
+        }
+        lua_setmetatable(L, -2);
+        lua_pushvalue(L, R);
+        lua_setiuservalue(L, -2, 1);
+        lua_pushvalue(L, VA);
+        lua_setiuservalue(L, -2, 2);
+        lua_pushvalue(L, 1);
+        lua_setiuservalue(L, -2, 3);
+      }
       lua_rawgeti(L, R, i.a + 1);
       const int callee = lua_gettop(L);
       // Lua functions called at a break go through the compiler too (regional compilation).
@@ -253,29 +333,13 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc, const std::share
           lua_pop(L, 1);
         }
       }
-      const int extra = lua_gettop(L) - callee;  // the table passed to __call
       for (int j = 0; j < nargs; j++) lua_rawgeti(L, R, i.a + 2 + j);
-      if (lua_pcall(L, nargs + extra, LUA_MULTRET, 0) != LUA_OK) return Outcome::Raise;
-      const int nres = lua_gettop(L) - call_base;
-      if (i.op == vm::OpCode::TAILCALL) {
-        lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.ident");
-        lua_insert(L, call_base + 1);
-        lua_rotate(L, 1, nres + 1);
-        lua_settop(L, nres + 1);
-        return Outcome::Results;
-      }
-      const int want = i.c ? i.c - 1 : nres;
-      for (int j = want - 1; j >= 0; j--) {
-        if (j < nres)
-          lua_pushvalue(L, call_base + 1 + j);
-        else
-          lua_pushnil(L);
-        lua_rawseti(L, R, i.a + 1 + j);
-      }
-      if (!i.c) top = i.a + nres;
-      lua_settop(L, call_base);
-      next = e.pc + 1;
-      break;
+      // [after, cont,] f, args...: Lua makes the call (a tail call for TAILCALL)
+      const int n = lua_gettop(L) - call_base;
+      lua_rotate(L, 1, n);
+      lua_settop(L, n);
+      cc = nullptr;
+      return Outcome::Call;
     }
     case vm::OpCode::TEST:
     case vm::OpCode::TESTSET: {
@@ -321,20 +385,7 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc, const std::share
     default: next = e.pc; break;  // resumed uncompiled: the resume function runs the instruction
   }
   // The next function: the resume function at `next`, with the live registers as arguments.
-  CodeCache* rc = resume_cache(cc, next);
-  vm::ResumePlan plan = vm::plan_resume(*cc->proto, *cc->analysis, next);
-  TC_ASSERT(plan.ok(), "a resume point checked while tracing is refused at run time");
-  push_resume_closure(L, 1, rc);
-  const int fn = lua_gettop(L);
-  for (int reg : plan.registers) lua_rawgeti(L, R, reg + 1);
-  if (plan.varargs)
-    for (size_t j = 0; j < e.varargs.size(); j++) lua_rawgeti(L, VA, lua_Integer(j) + 1);
-  if (plan.open_results)
-    for (int reg = plan.open_base; reg < top; reg++) lua_rawgeti(L, R, reg + 1);
-  const int n = lua_gettop(L) - fn + 1;
-  lua_rotate(L, 1, n);
-  lua_settop(L, n);
-  cc = e.resume_uncompiled ? nullptr : rc;
+  push_resume_call(L, cc, 1, R, VA, top, next, e.resume_uncompiled);
   return Outcome::Call;
 }
 
@@ -526,6 +577,8 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
   return cc->entries.back().get();
 }
 
+Outcome drive_from(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileConfig>& cfg);
+
 Outcome drive(lua_State* L, CompiledFn& cf) {
   State& st = state();
   if (st.stance == "force_eager") return Outcome::Call;
@@ -533,7 +586,11 @@ Outcome drive(lua_State* L, CompiledFn& cf) {
     cf.cc = cache_for(L, 1, &cf.key);
     cf.generation = st.generation;
   }
-  CodeCache* cc = cf.cc;
+  return drive_from(L, cf.cc, cf.cfg);
+}
+
+Outcome drive_from(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileConfig>& cfg) {
+  State& st = state();
   for (;;) {
     if (!cc || cc->gave_up) return Outcome::Call;
     const int nargs = lua_gettop(L) - 1;
@@ -550,7 +607,7 @@ Outcome drive(lua_State* L, CompiledFn& cf) {
       st.stats.cache_hits++;
     } else {
       Outcome o;
-      hit = compile_new(L, cc, cf.cfg, nargs, &o);
+      hit = compile_new(L, cc, cfg, nargs, &o);
       if (!hit) return o;
       if (!hit->guards.check(L, 1, 2, nargs)) {
         // cannot happen for a sound trace; run uncompiled rather than wrong
@@ -558,7 +615,7 @@ Outcome drive(lua_State* L, CompiledFn& cf) {
         return Outcome::Call;
       }
     }
-    Outcome o = execute(L, *hit, cc, cf.cfg, base);
+    Outcome o = execute(L, *hit, cc, cfg, base);
     if (o != Outcome::Call) return o;
   }
 }
@@ -582,7 +639,7 @@ CodeCache* cache_for(lua_State* L, int fn_idx, std::string* key) {
   auto& caches = state().caches;
   auto it = caches.find(k);
   if (it != caches.end()) return it->second.get();
-  auto c = std::make_unique<CodeCache>();
+  auto c = std::make_shared<CodeCache>();
   c->key = k;
   c->proto = p;
   c->analysis = std::make_shared<vm::Analysis>(vm::analyze(*p));
@@ -593,6 +650,48 @@ CodeCache* cache_for(lua_State* L, int fn_idx, std::string* key) {
   CodeCache* out = c.get();
   caches[k] = std::move(c);
   return out;
+}
+
+int l_after_call(lua_State* L) {
+  // stack: cont, results...
+  Outcome o;
+  bool cpp_error = false;
+  char msg[1024] = "";
+  try {
+    Cont* c = static_cast<Cont*>(lua_touserdata(L, 1));
+    std::shared_ptr<CodeCache> keep = c->cc;
+    std::shared_ptr<CompileConfig> cfg = c->cfg;
+    CodeCache* cc = keep.get();
+    const vm::Ins i = vm::decode(cc->proto->code[c->pc]);
+    const int nres = lua_gettop(L) - 1;
+    lua_getiuservalue(L, 1, 1);
+    const int R = lua_gettop(L);
+    lua_getiuservalue(L, 1, 2);
+    const int VA = lua_gettop(L);
+    lua_getiuservalue(L, 1, 3);
+    const int F = lua_gettop(L);
+    const int want = i.c ? i.c - 1 : nres;
+    for (int j = 0; j < want; j++) {
+      if (j < nres)
+        lua_pushvalue(L, 2 + j);
+      else
+        lua_pushnil(L);
+      lua_rawseti(L, R, i.a + 1 + j);
+    }
+    const int top = i.a + nres;
+    const int pc = c->pc;
+    push_resume_call(L, cc, F, R, VA, top, pc + 1, false);
+    o = drive_from(L, cc, cfg);
+  } catch (const std::exception& e) {
+    cpp_error = true;
+    std::snprintf(msg, sizeof msg, "%s", e.what());
+  }
+  if (cpp_error) {
+    lua::push_error(L, "CompileError", msg, 1);
+    return lua_error(L);
+  }
+  if (o == Outcome::Raise) return lua_error(L);
+  return lua_gettop(L);
 }
 
 int l_dispatch(lua_State* L) {

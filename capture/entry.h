@@ -65,7 +65,8 @@ struct Entry {
   int top = 0;
   std::vector<VPlan> varargs;
   std::vector<int> resume_pcs;  // legal successors checked at trace time
-  bool resume_uncompiled = false;  // the instruction is not one the executor runs: resume at pc raw
+  bool resume_uncompiled = false;
+  std::string callee_name = "f";  // CALL breaks: the callee's name, for Lua's error messages  // the instruction is not one the executor runs: resume at pc raw
   GraphBreak brk;
   std::string fallback_reason;
   int trace_id = 0;

@@ -213,7 +213,7 @@ int p_stats(lua_State* L) {
 }
 
 struct Saved {
-  std::unordered_map<std::string, std::unique_ptr<CodeCache>> caches;
+  std::unordered_map<std::string, std::shared_ptr<CodeCache>> caches;  // shared: a pending break keeps its cache
   Report report;
   Stats stats;
   bool active = false;
@@ -428,6 +428,8 @@ void install(lua_State* L, GraphCompiler compiler) {
   for (const char* n : {"tc.capture.resumes", "tc.capture.wrappers", "tc.capture.disabled", "tc.capture.marked",
                         "tc.capture.regional"})
     registry_weak_table(L, n);
+  for (const char* n : {"tc.capture.sites"})
+    registry_weak_table(L, n);
   if (luaL_newmetatable(L, kCompiledMeta)) {
     lua_pushcfunction(L, compiled_gc);
     lua_setfield(L, -2, "__gc");
@@ -435,19 +437,22 @@ void install(lua_State* L, GraphCompiler compiler) {
   lua_pop(L, 1);
   // the wrapper factory, ident and compare helpers
   const char* helpers = R"LUA(
-local dispatch = ...
+local dispatch, after_call = ...
 local function pass(f, ...) return f(...) end
 local function factory(fs) return function(...) return pass(dispatch(fs, ...)) end end
+
 local function ident(...) return ... end
 local function compare(kind, a, b)
   if kind == 0 then return a == b elseif kind == 1 then return a < b else return a <= b end
 end
-return factory, ident, compare
+return factory, ident, compare, pass
 )LUA";
   if (luaL_loadbuffer(L, helpers, std::strlen(helpers), "@[tc]/compile.lua") != LUA_OK) lua_error(L);
   lua_pushcfunction(L, l_dispatch);
+  lua_pushcfunction(L, l_after_call);
   known().dispatch = l_dispatch;
-  lua_call(L, 1, 3);
+  lua_call(L, 2, 4);
+  lua_setfield(L, LUA_REGISTRYINDEX, "tc.capture.pass");
   lua_setfield(L, LUA_REGISTRYINDEX, "tc.capture.compare");
   lua_setfield(L, LUA_REGISTRYINDEX, "tc.capture.ident");
   lua_setfield(L, LUA_REGISTRYINDEX, "tc.capture.factory");
