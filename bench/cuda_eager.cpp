@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
       {"gelu", 2 * gb1, [&] { call1(Op::gelu, {x}); }},
       {"to_bf16", 1.5 * gb1, [&] { call1(Op::to_dtype, {x, Value(DType::BFloat16)}); }},
       {"add_bcast_row", 2 * gb1, [&] { call1(Op::add, {x.as_strided({n / 1024, 1024}, {1024, 1}, 0), y.as_strided({1024}, {1}, 0)}); }},
+      {"add_bcast_chan", 2 * gb1, [&] { call1(Op::add, {x.as_strided({n / (64 * 4096), 64, 4096}, {64 * 4096, 4096, 1}, 0), y.as_strided({64, 1}, {1, 0}, 0)}); }},
       {"sum", 1 * gb1, [&] { call1(Op::sum, {x}); }},
   };
   double copy_gbs = 2 * gb1 / copy * 1e3;

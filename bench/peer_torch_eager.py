@@ -4,8 +4,10 @@ import sys, time
 import torch
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 200000
+device = sys.argv[2] if len(sys.argv) > 2 else "cpu"  # or "cuda"
 torch.set_num_threads(torch.get_num_threads())
-x = torch.ones(1)
+x = torch.ones(1, device=device)
+sync = torch.cuda.synchronize if device != "cpu" else (lambda: None)
 
 
 def measure(name, fn):
@@ -15,6 +17,7 @@ def measure(name, fn):
         t0 = time.perf_counter()
         for _ in range(N):
             fn()
+        sync()
         best = min(best, time.perf_counter() - t0)
     print(f"{name} {best / N * 1e6:.3f}")
 

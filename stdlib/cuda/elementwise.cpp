@@ -9,6 +9,7 @@ namespace tc::cuda {
 namespace {
 
 constexpr int kMaxRank = 8;
+constexpr int kMaxIn = 8;  // inputs of one elementwise kernel (bit masks, broadcast table)
 constexpr int kBlock = 256;
 
 std::string key_of(const EwSpec& s) {
@@ -32,6 +33,35 @@ int vec_width(const EwSpec& s) {
   for (auto& i : s.in)
     if (i.kind == EwIn::Ptr) w = std::max(w, itemsize(i.storage));
   return (int)std::max<size_t>(1, std::min<size_t>(8, 16 / w));
+}
+
+// t broadcast to `shape` reads element i of the (contiguous) result at (i / div) % mod of its own
+// memory: its non-broadcast dims form one contiguous block (a row, a channel vector ...).
+bool broadcast_block(const Tensor& t, const Shape& shape, int64_t* div, int64_t* mod) {
+  int nd = (int)shape.size(), off = nd - (int)t.dim();
+  if (off < 0) return false;
+  int first = -1, last = -1;
+  for (int d = 0; d < nd; d++) {
+    int td = d - off;
+    bool real = td >= 0 && t.sizes()[td] != 1 && shape[d] != 1;
+    if (real) {
+      if (td >= 0 && t.sizes()[td] != shape[d]) return false;
+      if (first < 0) first = d;
+      else if (last != d - 1) return false;  // a gap of broadcast dims inside the block
+      last = d;
+    }
+  }
+  if (first < 0) return false;
+  int64_t expect = 1;
+  for (int d = last; d >= first; d--) {
+    if (t.strides()[d - off] != expect) return false;
+    expect *= shape[d];
+  }
+  int64_t dv = 1;
+  for (int d = last + 1; d < nd; d++) dv *= shape[d];
+  *div = dv;
+  *mod = expect;
+  return true;
 }
 
 }  // namespace
@@ -68,9 +98,17 @@ std::string elementwise_source(const EwSpec& s) {
   src += "#define EXPR (" + s.expr + ")\n";
   std::string zchk = s.zero_div_check ? "    if (a1 == 0) flag_error(err, 1, 0);\n" : "";
   // Contiguous kernel.
+  src += "struct BD { i64 div[" + std::to_string(kMaxIn) + "]; i64 mod[" + std::to_string(kMaxIn) + "]; };\n";
   src += "extern \"C\" __global__ void __launch_bounds__(256) ew_c(" + O + "* __restrict__ out" + ptr_params + params +
-         ", i64 n, unsigned bmask, int vec) {\n";
+         ", i64 n, unsigned bmask, int vec, unsigned dmask, BD bd) {\n";
   src += "  i64 base = ((i64)blockIdx.x * 256 + threadIdx.x) * " + std::to_string(V) + ";\n  if (base >= n) return;\n";
+  // broadcast inputs read in[(i / div) % mod]: q, r of base, then stepped along the V elements
+  for (size_t i = 0; i < s.in.size(); i++) {
+    if (s.in[i].kind != EwIn::Ptr) continue;
+    std::string I = std::to_string(i), B = std::to_string(1u << i) + "u";
+    src += "  i64 r" + I + " = 0, k" + I + " = 0;\n  if (dmask & " + B + ") { i64 q = base / bd.div[" + I + "]; r" + I +
+           " = base - q * bd.div[" + I + "]; k" + I + " = q % bd.mod[" + I + "]; }\n";
+  }
   src += "  if (vec && base + " + std::to_string(V) + " <= n) {\n";
   for (size_t i = 0; i < s.in.size(); i++) {
     if (s.in[i].kind != EwIn::Ptr) continue;
@@ -78,6 +116,9 @@ std::string elementwise_source(const EwSpec& s) {
     src += "    Vec<" + T + ", " + std::to_string(V) + "> x" + I + ";\n";
     src += "    if (bmask & " + std::to_string(1u << i) + "u) { " + T + " t = in" + I + "[0]; for (int j = 0; j < " +
            std::to_string(V) + "; j++) x" + I + ".v[j] = t; }\n";
+    src += "    else if (dmask & " + std::to_string(1u << i) + "u) { for (int j = 0; j < " + std::to_string(V) +
+           "; j++) { x" + I + ".v[j] = in" + I + "[k" + I + "]; if (++r" + I + " == bd.div[" + I + "]) { r" + I +
+           " = 0; if (++k" + I + " == bd.mod[" + I + "]) k" + I + " = 0; } } }\n";
     src += "    else x" + I + " = *reinterpret_cast<const Vec<" + T + ", " + std::to_string(V) + ">*>(in" + I +
            " + base);\n";
   }
@@ -94,7 +135,9 @@ std::string elementwise_source(const EwSpec& s) {
     if (s.in[i].kind == EwIn::Ptr) {
       std::string I = std::to_string(i);
       src += "      " + s.in[i].ctype + " a" + I + " = cvt<" + s.in[i].ctype + ">(in" + I + "[(bmask & " +
-             std::to_string(1u << i) + "u) ? 0 : i]);\n";
+             std::to_string(1u << i) + "u) ? 0 : (dmask & " + std::to_string(1u << i) + "u) ? k" + I + " : i]);\n";
+      src += "      if (dmask & " + std::to_string(1u << i) + "u) { if (++r" + I + " == bd.div[" + I + "]) { r" + I +
+             " = 0; if (++k" + I + " == bd.mod[" + I + "]) k" + I + " = 0; } }\n";
     }
   src += (s.zero_div_check ? "  " + zchk : "") + "      out[i] = Cv<" + O + ">::f(EXPR);\n    }\n  }\n}\n";
   // Strided kernel.
@@ -144,14 +187,24 @@ void run_elementwise(const EwSpec& s, const Tensor& out, const std::vector<Tenso
   bool vec_ok = true;
   auto aligned = [&](const void* p, size_t bytes) { return ((uintptr_t)p % bytes) == 0; };
   vec_ok = aligned(out_ptr, itemsize(out.dtype()) * V);
+  unsigned dmask = 0;
+  struct BD {
+    int64_t div[kMaxIn], mod[kMaxIn];
+  } bd{};
+  for (int i = 0; i < kMaxIn; i++) bd.div[i] = bd.mod[i] = 1;
   {
     int k = 0;
     for (size_t i = 0; i < s.in.size(); i++) {
       if (s.in[i].kind != EwIn::Ptr) continue;
       const Tensor& t = ptrs[k++];
       if (t.numel() == 1) bmask |= 1u << i;
-      else if (!(t.is_contiguous() && t.sizes() == out.sizes())) contig = false;
-      else if (!aligned(t.data_ptr(), t.itemsize() * V)) vec_ok = false;
+      else if (t.is_contiguous() && t.sizes() == out.sizes()) {
+        if (!aligned(t.data_ptr(), t.itemsize() * V)) vec_ok = false;
+      } else if (contig && i < (size_t)kMaxIn && broadcast_block(t, out.sizes(), &bd.div[i], &bd.mod[i])) {
+        dmask |= 1u << i;
+      } else {
+        contig = false;
+      }
     }
   }
   int64_t nn = n;
@@ -160,6 +213,8 @@ void run_elementwise(const EwSpec& s, const Tensor& out, const std::vector<Tenso
     args.push_back(&nn);
     args.push_back(&bmask);
     args.push_back(&vec);
+    args.push_back(&dmask);
+    args.push_back(&bd);
     int64_t blocks = (n + (int64_t)kBlock * V - 1) / ((int64_t)kBlock * V);
     launch(device, fns[0], (unsigned)blocks, kBlock, args.data());
   } else {

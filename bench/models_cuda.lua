@@ -1,0 +1,49 @@
+-- Eager CUDA forward time of the seed 64-layer model (10x10), ResNet-50 and DenseNet-121 (batch 16,
+-- 3x128x128, float32), no grad, eval mode, TF32 allowed (set_float32_matmul_precision "high",
+-- like PyTorch's peer with allow_tf32). Usage: tcrun bench/models_cuda.lua [MODEL...]
+-- Prints "<name> <best ms> <median ms> <iterations>" per model (synchronized per call);
+-- bench/run_cuda.sh puts these next to bench/peer_torch_models_cuda.py.
+local tc = require "tc"
+package.path = "scripts/models/?.lua;" .. package.path
+tc.set_float32_matmul_precision("high")
+tc.set_default_device("cuda")
+tc.manual_seed(0)
+
+local models = {
+  {"seed_64_layers", function() return require("seed_layers").Model() end, function() return tc.randn(10, 10) end, 100},
+  {"resnet50", function() return require("resnet").resnet50() end, function() return tc.randn(16, 3, 128, 128) end, 20},
+  {"densenet121", function() return require("densenet").densenet121() end, function() return tc.randn(16, 3, 128, 128) end, 20},
+}
+local wanted = {}
+for i = 1, #arg do wanted[arg[i]] = true end
+
+local function median(t)
+  table.sort(t)
+  local n = #t
+  return n % 2 == 1 and t[(n + 1) // 2] or (t[n // 2] + t[n // 2 + 1]) / 2
+end
+
+for _, m in ipairs(models) do
+  local name, make, input, iters = m[1], m[2], m[3], m[4]
+  if next(wanted) == nil or wanted[name] then
+    local model = make()
+    model:eval()
+    local x = input()
+    tc.no_grad(function()
+      for _ = 1, 3 do model(x) end  -- warm-up (kernel compilation, allocator)
+      tc.cuda.synchronize()
+      local times = {}
+      for i = 1, iters do
+        local t0 = tc.utils.perf_counter()
+        model(x)
+        tc.cuda.synchronize()
+        times[i] = (tc.utils.perf_counter() - t0) * 1e3
+      end
+      local best = math.min(table.unpack(times))
+      print(("%s %.4f %.4f %d"):format(name, best, median(times), iters))
+      io.stdout:flush()
+    end)
+    model = nil
+    collectgarbage()
+  end
+end

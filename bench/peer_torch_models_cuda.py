@@ -1,0 +1,59 @@
+"""PyTorch's eager CUDA forward time for the models of bench/models_cuda.lua (same architectures and
+inputs; no grad, eval mode, TF32 allowed). Usage: python3 bench/peer_torch_models_cuda.py [MODEL...]
+Prints "<name> <best ms> <median ms> <iterations>" per model (synchronized per call)."""
+import statistics, sys, time
+import torch
+import torch.nn as nn
+import torchvision
+
+torch.backends.cuda.matmul.allow_tf32 = True
+torch.backends.cudnn.allow_tf32 = True
+torch.manual_seed(0)
+wanted = set(sys.argv[1:])
+d = torch.device("cuda")
+
+
+class Layer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear1, self.relu1 = nn.Linear(10, 10), nn.ReLU()
+        self.linear2, self.relu2 = nn.Linear(10, 10), nn.ReLU()
+
+    def forward(self, x):
+        return self.relu2(self.linear2(torch.sigmoid(self.relu1(self.linear1(x)))))
+
+
+class SeedModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(10, 10)
+        self.layers = nn.ModuleList([Layer() for _ in range(64)])
+
+    def forward(self, x):
+        x = self.linear(x)
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+tv = torchvision.models
+models = [
+    ("seed_64_layers", SeedModel, lambda: torch.randn(10, 10, device=d), 100),
+    ("resnet50", tv.resnet50, lambda: torch.randn(16, 3, 128, 128, device=d), 20),
+    ("densenet121", tv.densenet121, lambda: torch.randn(16, 3, 128, 128, device=d), 20),
+]
+for name, make, inp, iters in models:
+    if wanted and name not in wanted:
+        continue
+    model, x = make().to(d).eval(), inp()
+    with torch.no_grad():
+        for _ in range(3):
+            model(x)
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            model(x)
+            torch.cuda.synchronize()
+            times.append((time.perf_counter() - t0) * 1e3)
+    print(f"{name} {min(times):.4f} {statistics.median(times):.4f} {iters}", flush=True)
