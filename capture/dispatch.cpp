@@ -476,7 +476,9 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
       st.stats.fallbacks++;
       std::string msg = "tc: recompile limit (" + std::to_string(limit) + ") reached for " + cache_name(cc) +
                         "; last reason: " + reason + ". It runs uncompiled from now on.";
-      std::fprintf(stderr, "%s\n", msg.c_str());
+      // Resume functions inside loops see new loop counters on every iteration: reaching the
+      // limit there is expected, says explain, and is not worth a warning.
+      if (!cc->origin) std::fprintf(stderr, "%s\n", msg.c_str());
       st.report.fallbacks.push_back(cache_name(cc) + ": recompile limit reached");
       *out = Outcome::Call;
       return nullptr;
@@ -592,7 +594,7 @@ Outcome drive(lua_State* L, CompiledFn& cf) {
 Outcome drive_from(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileConfig>& cfg) {
   State& st = state();
   for (;;) {
-    if (!cc || cc->gave_up) return Outcome::Call;
+    if (!cc) return Outcome::Call;
     const int nargs = lua_gettop(L) - 1;
     Entry* hit = nullptr;
     int base = lua_gettop(L);
@@ -606,6 +608,11 @@ Outcome drive_from(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
     if (hit) {
       st.stats.cache_hits++;
     } else {
+      // past the recompile limit the entries made so far still run; misses run uncompiled
+      if (cc->gave_up) {
+        lua_settop(L, base);
+        return Outcome::Call;
+      }
       Outcome o;
       hit = compile_new(L, cc, cfg, nargs, &o);
       if (!hit) return o;
