@@ -136,10 +136,15 @@ void Tracer::exec(Frame& f, const Ins& i) {
     case OpCode::SETTABLE: newindex(reg(f, i.a), reg(f, i.b), RK(i.c)); break;
     case OpCode::SETI: newindex(reg(f, i.a), Var::integer(i.b), RK(i.c)); break;
     case OpCode::SETFIELD: newindex(reg(f, i.a), konst(f, i.b), RK(i.c)); break;
-    case OpCode::NEWTABLE:
-      reg(f, i.a) = new_table();
+    case OpCode::NEWTABLE: {
+      Var t = new_table();
+      tables_[t.id].order_unknown = false;
+      tables_[t.id].nrec = i.b > 0 ? 1 << (i.b - 1) : 0;
+      tables_[t.id].narr = i.c + (i.k ? vm::decode(f.p->code[f.pc]).ax * (vm::kMaxC + 1) : 0);
+      reg(f, i.a) = t;
       f.pc++;  // EXTRAARG
       break;
+    }
     case OpCode::SELF: {
       Var obj = reg(f, i.b);
       Var key = i.k ? konst(f, i.c) : reg(f, i.c);

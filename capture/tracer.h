@@ -52,6 +52,11 @@ struct ModelTable {
   std::vector<std::pair<Var, Var>> hash;     // constant or object keys, insertion order
   bool is_size = false;                      // x.shape / x:size(): a tc.Size
   std::optional<Var> metatable;              // set by setmetatable with a pinned table
+  // How Lua built it (NEWTABLE's sizes, every key set in order, nil or not): replayed on a
+  // real table, it gives the order Lua's `next` visits the keys in.
+  int narr = 0, nrec = 0;
+  std::vector<std::pair<Var, bool>> log;
+  bool order_unknown = true;  // made by a builtin (no log) or reordered: pairs breaks
 };
 
 // A closure made in the traced code. Its upvalues are cells shared with the registers they

@@ -254,6 +254,7 @@ void Tracer::newindex(const Var& t, const Var& key, const Var& v) {
   switch (t.k) {
     case Var::K::Table: {
       ModelTable& m = tables_[t.id];
+      m.log.push_back({key, v.k != Var::K::Nil});
       if (m.metatable && raw_get(t, key).k == Var::K::Nil && raw_get(*m.metatable, Var::string("__newindex")).k != Var::K::Nil)
         throw BreakSignal{BreakCode::MetamethodWrite, "table with a __newindex metamethod"};
       if (key.k == Var::K::Nil) throw BreakSignal{BreakCode::UnsupportedBytecode, "nil table key"};

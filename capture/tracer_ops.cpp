@@ -394,7 +394,54 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
       *out = {Var::integer(i.i + 1), v};
     return true;
   }
-  if (name == "pairs" || name == "next") throw BreakSignal{BreakCode::UnorderedIteration, name};
+  if (name == "pairs" || name == "next") {
+    // Over a table made in the trace: its construction is replayed on a real table (same sizes,
+    // same keys in the same order), whose `next` order is the one the program would see.
+    const Var t = arg(0);
+    if (t.k != Var::K::Table || tables_[t.id].metatable) throw BreakSignal{BreakCode::UnorderedIteration, name};
+    if (name == "pairs") {
+      lua_getglobal(L, "next");
+      Var nx = from_lua_unguarded(-1);
+      lua_pop(L, 1);
+      *out = {nx, t, Var::nil()};
+      return true;
+    }
+    const ModelTable& m = tables_[t.id];
+    if (m.order_unknown) throw BreakSignal{BreakCode::UnorderedIteration, "next over a table changed by table.insert"};
+    const int base = lua_gettop(L);
+    lua_createtable(L, m.narr, m.nrec);
+    const int rt = lua_gettop(L);
+    for (auto& [k, present] : m.log) {
+      if (!(k.is_const() || k.k == Var::K::Object) || k.k == Var::K::Nil) {
+        lua_settop(L, base);
+        throw BreakSignal{BreakCode::UnorderedIteration, "next over a table with keys made in the trace"};
+      }
+      push_var(k);
+      if (present) lua_pushboolean(L, 1); else lua_pushnil(L);
+      lua_rawset(L, rt);
+    }
+    // find the key after arg(1)
+    if (arg(1).k == Var::K::Nil) {
+      lua_pushnil(L);
+    } else {
+      if (!(arg(1).is_const() || arg(1).k == Var::K::Object)) {
+        lua_settop(L, base);
+        throw BreakSignal{BreakCode::UnorderedIteration, "next with this key"};
+      }
+      push_var(arg(1));
+    }
+    const int more = lua_next(L, rt);  // keys in the log are all present or dead: no error
+    Var key = more ? from_lua_unguarded(-2) : Var::nil();
+    lua_settop(L, base);
+    if (!more) {
+      *out = {Var::nil()};
+      return true;
+    }
+    Var v;
+    index(t, key, &v, 0);
+    *out = {key, v};
+    return true;
+  }
   if (name == "rawget") {
     const Var t = arg(0);
     if (t.k == Var::K::Object) {
@@ -608,6 +655,7 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
     } else if (args.size() == 3 && args[1].k == Var::K::Int && args[1].i >= 1 && args[1].i <= int64_t(a.size()) + 1) {
       if (args[2].k == Var::K::Closure) throw BreakSignal{BreakCode::EscapingClosure, "stored in a table"};
       a.insert(a.begin() + (args[1].i - 1), args[2]);
+      tables_[t.id].order_unknown = true;
     } else {
       throw BreakSignal{BreakCode::ErrorCall, "table.insert arguments"};
     }
