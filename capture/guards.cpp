@@ -81,6 +81,7 @@ bool GuardProgram::check(lua_State* L, int fn_idx, int args_idx, int nargs) cons
       case SrcKind::Pinned: lua_rawgeti(L, K, s.n); break;
     }
   }
+  nargs_ = nargs;
   return first_failure(L, base) < 0;
 }
 
@@ -138,6 +139,7 @@ int GuardProgram::first_failure(lua_State* L, int base) const {
         }
         break;
       case GuardKind::Identity: ok = lua_topointer(L, v) == g.ptr && lua_type(L, v) == g.vtype; break;
+      case GuardKind::ArgCount: ok = nargs_ == g.ival; break;
       case GuardKind::GlobalState:
         ok = lua::grad_enabled() == g.grad && default_dtype() == g.default_dtype &&
              default_device() == g.default_device;
@@ -188,6 +190,8 @@ std::string GuardProgram::failure(lua_State* L, int base) const {
   int i = first_failure(L, base);
   if (i < 0) return "";
   const Guard& g = guards[i];
+  if (g.kind == GuardKind::ArgCount)
+    return "number of arguments: expected " + std::to_string(g.ival) + ", got " + std::to_string(nargs_);
   if (g.kind == GuardKind::GlobalState)
     return "global state: expected " + g.expected + ", got grad " + (lua::grad_enabled() ? "on" : "off") +
            ", default dtype " + dtype_name(default_dtype()) + ", default device " + default_device().str();
@@ -225,7 +229,7 @@ void GuardProgram::simplify() {
 }
 
 std::vector<std::string> GuardProgram::lines() const {
-  static const char* names[] = {"TYPE_MATCH", "TENSOR_MATCH", "EQUALS_MATCH", "ID_MATCH", "GLOBAL_STATE"};
+  static const char* names[] = {"TYPE_MATCH", "TENSOR_MATCH", "EQUALS_MATCH", "ID_MATCH", "GLOBAL_STATE", "ARG_COUNT"};
   std::vector<std::string> out;
   for (const Guard& g : guards)
     out.push_back(std::string(names[int(g.kind)]) + ": " + (g.src >= 0 ? describe(g.src) + " " : "") + g.expected);

@@ -44,6 +44,7 @@ enum class GuardKind : uint8_t {
   Equals,       // v is the constant K[k] (rawequal; numbers also by subtype int/float)
   Identity,     // v is the object K[k]
   GlobalState,  // grad mode, default dtype and device as when traced
+  ArgCount,     // the number of arguments (vararg functions: select('#', ...) may depend on it)
 };
 
 struct Guard {
@@ -70,6 +71,7 @@ struct GuardProgram {
   std::vector<Source> sources;
   std::vector<Guard> guards;
   int k_ref = LUA_NOREF;  // registry ref of K: key strings, constants and pinned objects
+  mutable int nargs_ = 0;  // of the last check (ArgCount guards, failure messages)
 
   // Builder side (while tracing; K is the table at stack index `k_idx`).
   std::map<std::tuple<int, int, int64_t, std::string>, int> dedup;

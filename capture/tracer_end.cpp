@@ -34,6 +34,12 @@ void Tracer::run() {
   gs.expected = std::string("grad ") + (gs.grad ? "on" : "off") + ", default dtype " + dtype_name(gs.default_dtype) +
                 ", default device " + gs.default_device.str();
 
+  if (root_->is_vararg) {
+    Guard ac{GuardKind::ArgCount};
+    ac.ival = nargs_;
+    ac.expected = std::to_string(nargs_) + " arguments";
+    e_.guards.guards.push_back(ac);
+  }
   Var fn;
   fn.k = Var::K::Object;
   fn.obj = add_obj(fn_idx_);
