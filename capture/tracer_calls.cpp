@@ -12,6 +12,12 @@ namespace tc::capture {
 using vm::OpCode;
 
 namespace {
+// Lua converts float keys with an integer value to integers (t[1.0] is t[1]).
+Var normalize_key(const Var& k) {
+  if (k.k == Var::K::Float && std::floor(k.f) == k.f && std::fabs(k.f) < 9.2e18) return Var::integer(int64_t(k.f));
+  return k;
+}
+
 const char* const kArithEvents[] = {"__add", "__sub", "__mul", "__mod", "__pow", "__div", "__idiv",
                                     "__band", "__bor", "__bxor", "__shl", "__shr", "__unm", "__bnot"};
 
@@ -67,7 +73,8 @@ static int model_find(const ModelTable& t, const Var& key) {
   return -1;
 }
 
-Var Tracer::raw_get(const Var& t, const Var& key) {
+Var Tracer::raw_get(const Var& t, const Var& key_in) {
+  const Var key = normalize_key(key_in);
   if (t.k == Var::K::Table) {
     const ModelTable& m = tables_[t.id];
     if (key.k == Var::K::Int && key.i >= 1 && key.i <= int64_t(m.array.size())) return m.array[key.i - 1];
@@ -116,7 +123,8 @@ void Tracer::note_size_read(const Var& t) {
     }
 }
 
-bool Tracer::index(const Var& t, const Var& key, Var* out, int ret_a) {
+bool Tracer::index(const Var& t, const Var& key_in, Var* out, int ret_a) {
+  const Var key = t.k == Var::K::Tensor ? key_in : normalize_key(key_in);
   switch (t.k) {
     case Var::K::Tensor: {
       if (key.k == Var::K::Str) {
@@ -248,7 +256,9 @@ bool Tracer::index(const Var& t, const Var& key, Var* out, int ret_a) {
   return true;
 }
 
-void Tracer::newindex(const Var& t, const Var& key, const Var& v) {
+void Tracer::newindex(const Var& t, const Var& key_in, const Var& v) {
+  const Var key = normalize_key(key_in);
+  if (key.k == Var::K::Float && key.f != key.f) throw BreakSignal{BreakCode::ErrorCall, "table index is NaN"};
   // A closure may live in a table made in the trace; it escapes only if that table does.
   if (v.k == Var::K::Closure && t.k != Var::K::Table) throw BreakSignal{BreakCode::EscapingClosure, "stored in a table"};
   switch (t.k) {

@@ -161,6 +161,39 @@ case("tail call", function(s, x) local function g(y) return y * 3 end return g(x
 case("long concat", function(s, x, n) local str = "" for i = 1, n do str = str .. i end s.str = str return x end,
   function(i) return T(2), i + 2 end)
 
+case("custom iterator closure", function(s, x)
+  local function iter(n) local i = 0 return function() i = i + 1 if i <= n then return i end end end
+  local acc = x
+  for i in iter(3) do acc = acc + i end
+  return acc
+end, one())
+case("open results into constructors", function(s, x)
+  local function multi() return 1, 2, 3 end
+  local t = {multi()}
+  return x + #t, {multi(), multi()}
+end, one())
+case("varargs into a table", function(s, x, ...) local t = {...} return x * #t, ... end, function(i) return T(2), i, i + 1 end)
+case("goto loop", function(s, x) local i = 0 ::top:: i = i + 1 if i < 4 then goto top end return x * i end, one())
+case("closures per iteration", function(s, x)
+  local fs = {}
+  for i = 1, 3 do fs[i] = function() return i end end
+  return x + fs[2]()
+end, one())
+case("integer and bitwise arithmetic", function(s, x)
+  local a, b = 10, 3
+  return x + a // b + a % b + a / b + (-a) // b + 2 ^ 3 + (a & 6) + (a | 1) + (a ~ 3) + (a << 2) + (a >> 1) + ~a
+end, one())
+case("float keys are integer keys", function(s, x) local t = {} t[1.0] = x t[2] = x * 2 return t[1] + t[2], #t end, one())
+case("break out of a loop", function(s, x) local r = x for i = 3, 1, -1 do if i == 2 then break end r = r + i end return r end, one())
+case("aliased tables", function(s, x) local a = {x = 1} local b = a b.x = 2 return x * a.x end, one())
+case("unpack with nils", function(s, x) local t = {1, 2, nil, 4} return x * select("#", table.unpack(t, 1, 4)) end, one())
+case("views and matmul", function(s, x)
+  local m = x:view(2, 2)
+  return m:t():matmul(m), m:transpose(1, 2):contiguous(), m:unsqueeze(1):squeeze(1)
+end, one())
+case("where and masks", function(s, x) return tc.where(x:gt(0), x, x * 0.1), x:masked_fill(x:lt(0), 0) end, one())
+case("tensor assignment breaks", function(s, x) local y = x:clone() y[1] = 5 return y end, one())
+
 local failures = {}
 for _, c in ipairs(cases) do
   local cf = tc.compile(c.fn)
