@@ -159,7 +159,7 @@ CodeCache* resume_cache(CodeCache* cc, int pc) {
   vm::ResumePlan plan = vm::plan_resume(*origin, opc);
   auto proto = std::make_unique<vm::Proto>(vm::synthesize_resume(*origin, plan));
   auto issues = vm::verify(*proto);
-  TC_ASSERT(issues.empty(), ("synthesized resume function fails verification: " + issues[0].message).c_str());
+  if (!issues.empty()) throw vm::BytecodeError("synthesized resume function fails verification: " + issues[0].message);
   auto c = std::make_shared<CodeCache>();
   c->key = key;
   c->proto = proto.get();
@@ -511,6 +511,20 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
     }
   }
   st.stats.traces++;
+  if (e->end == EndKind::Break) {
+    // make (and verify) the resume functions now: a failure here can still run the frame
+    // uncompiled, which it no longer can once the graph has run
+    try {
+      for (int p : e->resume_pcs) resume_cache(cc, p);
+    } catch (const vm::BytecodeError& err) {
+      GraphBreak brk = e->brk;
+      GuardProgram g = std::move(e->guards);
+      *e = Entry{std::move(g)};
+      e->end = EndKind::Fallback;
+      e->brk = brk;
+      e->fallback_reason = err.what();
+    }
+  }
   const double trace_ms = ms_since(t0);
   if (e->end == EndKind::Break || (e->end == EndKind::Fallback && !e->brk.stack.empty())) {
     const vm::Ins bi = vm::decode(cc->proto->code[e->end == EndKind::Break ? e->pc : 0]);
