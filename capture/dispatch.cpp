@@ -505,7 +505,14 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
       t.run();
       break;
     } catch (const Tracer::RestartAt& r) {
-      TC_ASSERT(attempt < 4 && r.pc != opt.forced_break_pc, "trace restarted at the same pc twice");
+      if (attempt >= 4 || r.pc == opt.forced_break_pc) {
+        GuardProgram g = std::move(e->guards);
+        *e = Entry{std::move(g)};
+        e->end = EndKind::Fallback;
+        e->brk = r.brk;
+        e->fallback_reason = "tracing did not settle on a break point";
+        break;
+      }
       opt.forced_break_pc = r.pc;
       opt.forced = r.brk;
     }

@@ -53,6 +53,8 @@ void Tracer::run() {
   } catch (const BreakSignal& b) {
     if (frames_.size() > 1) {
       GraphBreak brk{b.code, b.detail, user_stack()};
+      lua_pushvalue(L, K_);  // the guards stay valid for a fallback entry made of this attempt
+      e_.guards.k_ref = luaL_ref(L, LUA_REGISTRYINDEX);
       throw RestartAt{frames_.front().cur, brk};
     }
     finish_break(b);
