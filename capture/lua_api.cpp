@@ -77,6 +77,7 @@ function tc.compile(f, opts)
   if not callable(f) then raise("ValueError", "tc.compile(): expected a function or a module, got " .. type(f)) end
   opts = check_options(opts)
   if opts.disable or config.eager or prim.is_disabled(f) then return f end
+  if type(f) == "function" and debug.getinfo(f, "S").what == "C" then return f end  -- nothing to trace
   return compile(f, opts)
 end
 
