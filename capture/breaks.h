@@ -28,11 +28,11 @@ struct StackFrame {
 
 struct GraphBreak {
   BreakCode code;
-  std::string detail;              // what exactly: "`<` on a tensor value", "print"
-  std::vector<StackFrame> stack;   // innermost last
-  std::string action;              // what tc did about it (explain)
-  std::string reason() const;      // "data-dependent branch: ... (`<` on a tensor value) (TC0101)"
-  std::string where() const;       // "file.lua:3"
+  std::string detail;             // what exactly: "`<` on a tensor value", "print"
+  std::vector<StackFrame> stack;  // innermost last
+  std::string action;             // what tc did about it (explain)
+  std::string reason() const;     // "data-dependent branch: ... (`<` on a tensor value) (TC0101)"
+  std::string where() const;      // "file.lua:3"
 };
 
 }  // namespace tc::capture

@@ -1,9 +1,8 @@
 // Process-wide capture state: code caches by prototype key, the installed graph compiler, the
 // stance, counters and the explain report. Internal to capture.
 #pragma once
-#include <lua.hpp>
-
 #include <chrono>
+#include <lua.hpp>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -31,7 +30,8 @@ struct CompiledFn {
 };
 
 struct Stats {
-  int64_t traces = 0, backend_compiles = 0, cache_hits = 0, recompiles = 0, graph_breaks = 0, fallbacks = 0;
+  int64_t traces = 0, backend_compiles = 0, cache_hits = 0, recompiles = 0, graph_breaks = 0,
+          fallbacks = 0;
 };
 
 struct Report {
@@ -62,7 +62,8 @@ struct Report {
 };
 
 struct State {
-  std::unordered_map<std::string, std::shared_ptr<CodeCache>> caches;  // shared: a pending break keeps its cache
+  std::unordered_map<std::string, std::shared_ptr<CodeCache>>
+      caches;  // shared: a pending break keeps its cache
   std::vector<std::unique_ptr<vm::Proto>> resume_protos;
   GraphCompiler compiler;
   std::string stance = "default";
@@ -73,7 +74,7 @@ struct State {
 State& state();
 
 // dispatch.cpp
-int l_dispatch(lua_State* L);   // (compiled fn userdata, args...) -> (f, args...) to tail-call
+int l_dispatch(lua_State* L);  // (compiled fn userdata, args...) -> (f, args...) to tail-call
 // (pending call state, results...) -> (f, args...): continues after a call made at a break
 int l_after_call(lua_State* L);
 CodeCache* cache_for(lua_State* L, int fn_idx, std::string* key);
@@ -87,9 +88,10 @@ bool log_enabled(lua_State* L, const char* topic);
 void raise_graph_break(lua_State* L, const GraphBreak& b);  // pushes the tc.GraphBreakError table
 // lua_backend.cpp: compile with a Lua function backend; leaves nothing on the stack, throws
 // tc::Error (CompileError) on failure.
-int lua_backend_compile(lua_State* L, int backend_fn_ref, const Graph& g, const std::vector<int>& input_slots);
+int lua_backend_compile(lua_State* L, int backend_fn_ref, const Graph& g,
+                        const std::vector<int>& input_slots);
 // Runs a Lua backend's callable (ref) on the inputs at the slots; returns outputs or throws.
-bool lua_backend_run(lua_State* L, int callable_ref, const std::vector<int>& input_slots, size_t nouts,
-                     std::vector<Tensor>* outs);
+bool lua_backend_run(lua_State* L, int callable_ref, const std::vector<int>& input_slots,
+                     size_t nouts, std::vector<Tensor>* outs);
 
 }  // namespace tc::capture

@@ -32,24 +32,41 @@ std::string function_name(const vm::Proto& p) {
   return "function <" + src + ":" + std::to_string(p.linedefined) + ">";
 }
 
-// ---- running an entry ----------------------------------------------------------------------------
+// ---- running an entry
+// ----------------------------------------------------------------------------
 struct Run {
-  int base;       // guard slots
-  int outs = 0;   // first output userdata
-  int tabs = 0;   // table of materialized tables
+  int base;      // guard slots
+  int outs = 0;  // first output userdata
+  int tabs = 0;  // table of materialized tables
 };
 
 void push_plan(lua_State* L, const VPlan& p, const Run& r) {
   switch (p.kind) {
-    case VPlan::Kind::Nil: lua_pushnil(L); break;
-    case VPlan::Kind::Bool: lua_pushboolean(L, p.b); break;
-    case VPlan::Kind::Int: lua_pushinteger(L, p.i); break;
-    case VPlan::Kind::Float: lua_pushnumber(L, p.f); break;
-    case VPlan::Kind::Str: lua_pushlstring(L, p.s.data(), p.s.size()); break;
-    case VPlan::Kind::Output: lua_pushvalue(L, r.outs + int(p.i)); break;
-    case VPlan::Kind::Source: lua_pushvalue(L, GuardProgram::slot(r.base, int(p.i))); break;
+    case VPlan::Kind::Nil:
+      lua_pushnil(L);
+      break;
+    case VPlan::Kind::Bool:
+      lua_pushboolean(L, p.b);
+      break;
+    case VPlan::Kind::Int:
+      lua_pushinteger(L, p.i);
+      break;
+    case VPlan::Kind::Float:
+      lua_pushnumber(L, p.f);
+      break;
+    case VPlan::Kind::Str:
+      lua_pushlstring(L, p.s.data(), p.s.size());
+      break;
+    case VPlan::Kind::Output:
+      lua_pushvalue(L, r.outs + int(p.i));
+      break;
+    case VPlan::Kind::Source:
+      lua_pushvalue(L, GuardProgram::slot(r.base, int(p.i)));
+      break;
     case VPlan::Kind::Table:
-    case VPlan::Kind::Size: lua_rawgeti(L, r.tabs, p.i + 1); break;
+    case VPlan::Kind::Size:
+      lua_rawgeti(L, r.tabs, p.i + 1);
+      break;
   }
 }
 
@@ -133,12 +150,24 @@ void apply_effects(lua_State* L, const Entry& e, const Run& r) {
 
 void push_constant(lua_State* L, const vm::Constant& c) {
   switch (c.tag) {
-    case vm::ConstTag::Nil: lua_pushnil(L); break;
-    case vm::ConstTag::False: lua_pushboolean(L, 0); break;
-    case vm::ConstTag::True: lua_pushboolean(L, 1); break;
-    case vm::ConstTag::Int: lua_pushinteger(L, c.i); break;
-    case vm::ConstTag::Float: lua_pushnumber(L, c.f); break;
-    default: lua_pushlstring(L, c.s.data(), c.s.size()); break;
+    case vm::ConstTag::Nil:
+      lua_pushnil(L);
+      break;
+    case vm::ConstTag::False:
+      lua_pushboolean(L, 0);
+      break;
+    case vm::ConstTag::True:
+      lua_pushboolean(L, 1);
+      break;
+    case vm::ConstTag::Int:
+      lua_pushinteger(L, c.i);
+      break;
+    case vm::ConstTag::Float:
+      lua_pushnumber(L, c.f);
+      break;
+    default:
+      lua_pushlstring(L, c.s.data(), c.s.size());
+      break;
   }
 }
 
@@ -159,7 +188,8 @@ CodeCache* resume_cache(CodeCache* cc, int pc) {
   vm::ResumePlan plan = vm::plan_resume(*origin, opc);
   auto proto = std::make_unique<vm::Proto>(vm::synthesize_resume(*origin, plan));
   auto issues = vm::verify(*proto);
-  if (!issues.empty()) throw vm::BytecodeError("synthesized resume function fails verification: " + issues[0].message);
+  if (!issues.empty())
+    throw vm::BytecodeError("synthesized resume function fails verification: " + issues[0].message);
   auto c = std::make_shared<CodeCache>();
   c->key = key;
   c->proto = proto.get();
@@ -202,10 +232,12 @@ void push_resume_closure(lua_State* L, int fn_idx, CodeCache* rc) {
   }
   lua_pop(L, 1);
   const std::string& chunk = rc->chunk;
-  int st = luaL_loadbufferx(L, chunk.data(), chunk.size(), rc->proto->source.value_or("=?").c_str(), "b");
+  int st = luaL_loadbufferx(L, chunk.data(), chunk.size(), rc->proto->source.value_or("=?").c_str(),
+                            "b");
   TC_ASSERT(st == LUA_OK, "loading a verified resume chunk failed");
   const int fresh = lua_gettop(L);
-  for (int j = 1; j <= int(rc->proto->upvalues.size()); j++) lua_upvaluejoin(L, fresh, j, fn_idx, j);
+  for (int j = 1; j <= int(rc->proto->upvalues.size()); j++)
+    lua_upvaluejoin(L, fresh, j, fn_idx, j);
   lua_pushlstring(L, rc->key.data(), rc->key.size());
   lua_pushvalue(L, fresh);
   lua_rawset(L, per_fn);
@@ -246,8 +278,10 @@ void push_site_helper(lua_State* L, const vm::Proto& p, int pc, bool tail, const
   lua_pop(L, 1);
   std::string text(line - 1, '\n');
   // the parameter holding the callee carries its name: "bad argument #1 to 'rep'"
-  text += tail ? "local pass, after_call = ... return function(" + f + ", ...) return " + f + "(...) end"
-               : "local pass, after_call = ... return function(cont, " + f + ", ...) return pass(after_call(cont, " + f + "(...))) end";
+  text += tail ? "local pass, after_call = ... return function(" + f + ", ...) return " + f +
+                     "(...) end"
+               : "local pass, after_call = ... return function(cont, " + f +
+                     ", ...) return pass(after_call(cont, " + f + "(...))) end";
   int st = luaL_loadbufferx(L, text.data(), text.size(), source.c_str(), "t");
   TC_ASSERT(st == LUA_OK, "call-site helper does not load");
   lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.pass");
@@ -260,7 +294,8 @@ void push_site_helper(lua_State* L, const vm::Proto& p, int pc, bool tail, const
 
 // Leaves [resume fn, args...] for the resume point `next` given the registers R, varargs VA and
 // `top`; `fn_idx` is the function whose cells the resume function shares.
-void push_resume_call(lua_State* L, CodeCache*& cc, int fn_idx, int R, int VA, int top, int next, bool uncompiled) {
+void push_resume_call(lua_State* L, CodeCache*& cc, int fn_idx, int R, int VA, int top, int next,
+                      bool uncompiled) {
   CodeCache* rc = resume_cache(cc, next);
   vm::ResumePlan plan = vm::plan_resume(*cc->proto, *cc->analysis, next);
   TC_ASSERT(plan.ok(), "a resume point checked while tracing is refused at run time");
@@ -280,7 +315,8 @@ void push_resume_call(lua_State* L, CodeCache*& cc, int fn_idx, int R, int VA, i
 // Runs the breaking instruction on the rebuilt registers and leaves [next function, args...]
 // on the stack (returns Call), or the results of a tail call ([ident, results...], Results), or
 // an error value (Raise). `cc` becomes the next function's cache (null: call it uncompiled).
-Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc, const std::shared_ptr<CompileConfig>& cfg, Run& r) {
+Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
+                  const std::shared_ptr<CompileConfig>& cfg, Run& r) {
   const vm::Proto& p = *cc->proto;
   const vm::Ins i = vm::decode(p.code[e.pc]);
   lua_createtable(L, std::max<int>(p.maxstacksize, e.top), 0);
@@ -324,7 +360,8 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc, const std::share
       if (lua_type(L, callee) == LUA_TFUNCTION && !lua_iscfunction(L, callee)) {
         push_wrapper(L, callee, cfg);
         lua_replace(L, callee);
-      } else if (lua_type(L, callee) == LUA_TTABLE && luaL_getmetafield(L, callee, "__call") != LUA_TNIL) {
+      } else if (lua_type(L, callee) == LUA_TTABLE &&
+                 luaL_getmetafield(L, callee, "__call") != LUA_TNIL) {
         if (lua_type(L, -1) == LUA_TFUNCTION && !lua_iscfunction(L, -1)) {
           push_wrapper(L, lua_gettop(L), cfg);
           lua_replace(L, -2);
@@ -349,31 +386,81 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc, const std::share
         lua_pop(L, 1);
         next = e.pc + 2;
       } else {
-        if (i.op == vm::OpCode::TESTSET) lua_rawseti(L, R, i.a + 1);
-        else lua_pop(L, 1);
+        if (i.op == vm::OpCode::TESTSET)
+          lua_rawseti(L, R, i.a + 1);
+        else
+          lua_pop(L, 1);
         next = e.pc + 2 + vm::decode(p.code[e.pc + 1]).sj;
       }
       break;
     }
-    case vm::OpCode::EQ: case vm::OpCode::LT: case vm::OpCode::LE: case vm::OpCode::EQK:
-    case vm::OpCode::EQI: case vm::OpCode::LTI: case vm::OpCode::LEI: case vm::OpCode::GTI:
+    case vm::OpCode::EQ:
+    case vm::OpCode::LT:
+    case vm::OpCode::LE:
+    case vm::OpCode::EQK:
+    case vm::OpCode::EQI:
+    case vm::OpCode::LTI:
+    case vm::OpCode::LEI:
+    case vm::OpCode::GTI:
     case vm::OpCode::GEI: {
       // cmp(kind, a, b) is a Lua helper: metamethods and their errors behave as in stock Lua.
       lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.compare");
       int kind = 0;
       auto push_imm = [&] {
-        if (i.c) lua_pushnumber(L, i.sb()); else lua_pushinteger(L, i.sb());
+        if (i.c)
+          lua_pushnumber(L, i.sb());
+        else
+          lua_pushinteger(L, i.sb());
       };
       switch (i.op) {
-        case vm::OpCode::EQ: kind = 0; lua_pushinteger(L, 0); lua_rawgeti(L, R, i.a + 1); lua_rawgeti(L, R, i.b + 1); break;
-        case vm::OpCode::LT: kind = 1; lua_pushinteger(L, 1); lua_rawgeti(L, R, i.a + 1); lua_rawgeti(L, R, i.b + 1); break;
-        case vm::OpCode::LE: kind = 2; lua_pushinteger(L, 2); lua_rawgeti(L, R, i.a + 1); lua_rawgeti(L, R, i.b + 1); break;
-        case vm::OpCode::EQK: lua_pushinteger(L, 0); lua_rawgeti(L, R, i.a + 1); push_constant(L, p.k[i.b]); break;
-        case vm::OpCode::EQI: lua_pushinteger(L, 0); lua_rawgeti(L, R, i.a + 1); push_imm(); break;
-        case vm::OpCode::LTI: lua_pushinteger(L, 1); lua_rawgeti(L, R, i.a + 1); push_imm(); break;
-        case vm::OpCode::LEI: lua_pushinteger(L, 2); lua_rawgeti(L, R, i.a + 1); push_imm(); break;
-        case vm::OpCode::GTI: lua_pushinteger(L, 1); push_imm(); lua_rawgeti(L, R, i.a + 1); break;
-        default: lua_pushinteger(L, 2); push_imm(); lua_rawgeti(L, R, i.a + 1); break;
+        case vm::OpCode::EQ:
+          kind = 0;
+          lua_pushinteger(L, 0);
+          lua_rawgeti(L, R, i.a + 1);
+          lua_rawgeti(L, R, i.b + 1);
+          break;
+        case vm::OpCode::LT:
+          kind = 1;
+          lua_pushinteger(L, 1);
+          lua_rawgeti(L, R, i.a + 1);
+          lua_rawgeti(L, R, i.b + 1);
+          break;
+        case vm::OpCode::LE:
+          kind = 2;
+          lua_pushinteger(L, 2);
+          lua_rawgeti(L, R, i.a + 1);
+          lua_rawgeti(L, R, i.b + 1);
+          break;
+        case vm::OpCode::EQK:
+          lua_pushinteger(L, 0);
+          lua_rawgeti(L, R, i.a + 1);
+          push_constant(L, p.k[i.b]);
+          break;
+        case vm::OpCode::EQI:
+          lua_pushinteger(L, 0);
+          lua_rawgeti(L, R, i.a + 1);
+          push_imm();
+          break;
+        case vm::OpCode::LTI:
+          lua_pushinteger(L, 1);
+          lua_rawgeti(L, R, i.a + 1);
+          push_imm();
+          break;
+        case vm::OpCode::LEI:
+          lua_pushinteger(L, 2);
+          lua_rawgeti(L, R, i.a + 1);
+          push_imm();
+          break;
+        case vm::OpCode::GTI:
+          lua_pushinteger(L, 1);
+          push_imm();
+          lua_rawgeti(L, R, i.a + 1);
+          break;
+        default:
+          lua_pushinteger(L, 2);
+          push_imm();
+          lua_rawgeti(L, R, i.a + 1);
+          break;
       }
       (void)kind;
       if (lua_pcall(L, 3, 1, 0) != LUA_OK) return Outcome::Raise;
@@ -382,7 +469,9 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc, const std::share
       next = cond != i.k ? e.pc + 2 : e.pc + 2 + vm::decode(p.code[e.pc + 1]).sj;
       break;
     }
-    default: next = e.pc; break;  // resumed uncompiled: the resume function runs the instruction
+    default:
+      next = e.pc;
+      break;  // resumed uncompiled: the resume function runs the instruction
   }
   // The next function: the resume function at `next`, with the live registers as arguments.
   push_resume_call(L, cc, 1, R, VA, top, next, e.resume_uncompiled);
@@ -391,7 +480,8 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc, const std::share
 
 // Runs entry e whose guards passed (slots above `base`). Returns Call with [next fn, args...]
 // (cc set to its cache, or null for an uncompiled call), Results, or Raise.
-Outcome execute(lua_State* L, const Entry& e, CodeCache*& cc, const std::shared_ptr<CompileConfig>& cfg, int base) {
+Outcome execute(lua_State* L, const Entry& e, CodeCache*& cc,
+                const std::shared_ptr<CompileConfig>& cfg, int base) {
   if (e.end == EndKind::Fallback) {
     lua_settop(L, base);
     cc = nullptr;
@@ -403,11 +493,13 @@ Outcome execute(lua_State* L, const Entry& e, CodeCache*& cc, const std::shared_
     if (e.lua_backend_ref != LUA_NOREF) {
       std::vector<int> slots;
       for (int s : e.input_sources) slots.push_back(GuardProgram::slot(base, s));
-      if (!lua_backend_run(L, e.lua_backend_ref, slots, e.graph.outputs.size(), &outs)) return Outcome::Raise;
+      if (!lua_backend_run(L, e.lua_backend_ref, slots, e.graph.outputs.size(), &outs))
+        return Outcome::Raise;
     } else {
       std::vector<Tensor> inputs;
       inputs.reserve(e.input_sources.size());
-      for (int s : e.input_sources) inputs.push_back(*lua::to_tensor(L, GuardProgram::slot(base, s)));
+      for (int s : e.input_sources)
+        inputs.push_back(*lua::to_tensor(L, GuardProgram::slot(base, s)));
       outs = e.run(inputs);
     }
     lua_checkstack(L, int(outs.size()) + 16);
@@ -437,17 +529,21 @@ void learn_dynamic(lua_State* L, CodeCache* cc, const Entry& last, int base) {
   const Guard& g = last.guards.guards[i];
   if (g.kind != GuardKind::Tensor) return;
   const Tensor* t = lua::to_tensor(L, GuardProgram::slot(base, g.src));
-  if (!t || t->dtype() != g.tensor.dtype || t->device() != g.tensor.device || t->dim() != int64_t(g.tensor.sizes.size()))
+  if (!t || t->dtype() != g.tensor.dtype || t->device() != g.tensor.device ||
+      t->dim() != int64_t(g.tensor.sizes.size()))
     return;
   const std::string where = last.guards.describe(g.src);
   for (int d = 0; d < t->dim(); d++)
     if (t->sizes()[d] != g.tensor.sizes[d] && t->sizes()[d] >= 2) cc->dynamic.push_back({where, d});
 }
 
-std::string cache_name(const CodeCache* cc) { return cc->name; }
+std::string cache_name(const CodeCache* cc) {
+  return cc->name;
+}
 
 // A new entry for a miss (stack: [fn, args...]); null with an outcome when none is made.
-Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileConfig>& cfg, int nargs, Outcome* out) {
+Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileConfig>& cfg,
+                   int nargs, Outcome* out) {
   State& st = state();
   if (!cc->entries.empty()) {
     const int base = lua_gettop(L);
@@ -456,7 +552,8 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
     const std::string reason = last.guards.failure(L, base);
     if (st.stance == "fail_on_recompile") {
       lua_settop(L, base);
-      std::string msg = "tc.compiler.set_stance(\"fail_on_recompile\"): " + cache_name(cc) + " would recompile (" + reason + ")";
+      std::string msg = "tc.compiler.set_stance(\"fail_on_recompile\"): " + cache_name(cc) +
+                        " would recompile (" + reason + ")";
       lua::push_error(L, "CompileError", msg.c_str(), 1);
       *out = Outcome::Raise;
       return nullptr;
@@ -474,8 +571,9 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
       lua_settop(L, base);
       cc->gave_up = true;
       st.stats.fallbacks++;
-      std::string msg = "tc: recompile limit (" + std::to_string(limit) + ") reached for " + cache_name(cc) +
-                        "; last reason: " + reason + ". It runs uncompiled from now on.";
+      std::string msg = "tc: recompile limit (" + std::to_string(limit) + ") reached for " +
+                        cache_name(cc) + "; last reason: " + reason +
+                        ". It runs uncompiled from now on.";
       // Resume functions inside loops see new loop counters on every iteration: reaching the
       // limit there is expected, says explain, and is not worth a warning.
       if (!cc->origin) std::fprintf(stderr, "%s\n", msg.c_str());
@@ -489,8 +587,8 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
     st.stats.recompiles++;
     st.report.recompiles.push_back({cache_name(cc), cc->recompiles, reason});
     if (log_enabled(L, "recompiles"))
-      std::fprintf(stderr, "[tc recompiles] recompiling %s (entry %d), triggered by: %s\n", cache_name(cc).c_str(),
-                   int(cc->entries.size()) + 1, reason.c_str());
+      std::fprintf(stderr, "[tc recompiles] recompiling %s (entry %d), triggered by: %s\n",
+                   cache_name(cc).c_str(), int(cc->entries.size()) + 1, reason.c_str());
   }
   auto t0 = std::chrono::steady_clock::now();
   Tracer::Options opt;
@@ -538,19 +636,27 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
     if (e->end == EndKind::Fallback)
       e->brk.action = "the function runs uncompiled: " + e->fallback_reason;
     else if (e->resume_uncompiled)
-      e->brk.action = "the graph so far runs, then the rest of the function runs uncompiled from this instruction";
+      e->brk.action =
+          "the graph so far runs, then the rest of the function runs uncompiled from this "
+          "instruction";
     else if (e->brk.stack.size() > 1)
-      e->brk.action = "the break is inside a called function: the graph so far runs, the call runs through the compiler (its own graphs), then a resume function continues after it";
+      e->brk.action =
+          "the break is inside a called function: the graph so far runs, the call runs through the "
+          "compiler (its own graphs), then a resume function continues after it";
     else if (bi.op == vm::OpCode::CALL || bi.op == vm::OpCode::TAILCALL)
-      e->brk.action = "the graph so far runs, the call runs in stock Lua, then a resume function continues after it";
+      e->brk.action =
+          "the graph so far runs, the call runs in stock Lua, then a resume function continues "
+          "after it";
     else
-      e->brk.action = "the graph so far runs, the test runs in stock Lua, then the resume function of the branch taken continues";
+      e->brk.action =
+          "the graph so far runs, the test runs in stock Lua, then the resume function of the "
+          "branch taken continues";
     st.stats.graph_breaks++;
     st.report.breaks.push_back(e->brk);
     if (log_enabled(L, "graph_breaks")) {
       std::string where = e->brk.stack.empty() ? "?" : e->brk.where();
-      std::fprintf(stderr, "[tc graph_breaks] graph break in %s at %s: %s\n", cache_name(cc).c_str(), where.c_str(),
-                   e->brk.reason().c_str());
+      std::fprintf(stderr, "[tc graph_breaks] graph break in %s at %s: %s\n",
+                   cache_name(cc).c_str(), where.c_str(), e->brk.reason().c_str());
     }
     if (cfg->fullgraph) {
       raise_graph_break(L, e->brk);
@@ -562,7 +668,11 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
     st.stats.fallbacks++;
     st.report.fallbacks.push_back(cache_name(cc) + ": " + e->fallback_reason);
     if (cfg->fullgraph && e->brk.stack.empty()) {
-      lua::push_error(L, "CompileError", ("tc.compile(fullgraph=true): " + cache_name(cc) + " cannot be compiled: " + e->fallback_reason).c_str(), 1);
+      lua::push_error(L, "CompileError",
+                      ("tc.compile(fullgraph=true): " + cache_name(cc) +
+                       " cannot be compiled: " + e->fallback_reason)
+                          .c_str(),
+                      1);
       *out = Outcome::Raise;
       return nullptr;
     }
@@ -582,13 +692,15 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
         return nullptr;
       }
     } else {
-      TC_CHECK(st.compiler, CompileError, "no graph compiler is installed (tc::capture::install was given none)");
+      TC_CHECK(st.compiler, CompileError,
+               "no graph compiler is installed (tc::capture::install was given none)");
       e->run = st.compiler(e->graph, cfg->backend);
     }
     st.stats.backend_compiles++;
     st.report.graphs.push_back({cache_name(cc), e->graph.op_names(), e->graph.print_code()});
     if (log_enabled(L, "graph_code"))
-      std::fprintf(stderr, "[tc graph_code] %s\n%s", cache_name(cc).c_str(), e->graph.print_code().c_str());
+      std::fprintf(stderr, "[tc graph_code] %s\n%s", cache_name(cc).c_str(),
+                   e->graph.print_code().c_str());
   }
   st.report.times.push_back({cache_name(cc), trace_ms, ms_since(t1)});
   st.report.guards.push_back({cache_name(cc), e->guards.lines()});

@@ -2,7 +2,6 @@
 // per-function code cache holding entries.
 #pragma once
 #include <lua.hpp>
-
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,9 +36,9 @@ struct TablePlan {
 struct Effect {
   enum class Kind : uint8_t { RawSet, SetUpval };
   Kind kind;
-  VPlan target;  // the table, or the function whose upvalue is set
-  VPlan key;     // RawSet
-  int upval = 0; // SetUpval
+  VPlan target;   // the table, or the function whose upvalue is set
+  VPlan key;      // RawSet
+  int upval = 0;  // SetUpval
   VPlan value;
 };
 
@@ -66,24 +65,25 @@ struct Entry {
   std::vector<VPlan> varargs;
   std::vector<int> resume_pcs;  // legal successors checked at trace time
   bool resume_uncompiled = false;
-  std::string callee_name = "f";  // CALL breaks: the callee's name, for Lua's error messages  // the instruction is not one the executor runs: resume at pc raw
+  std::string callee_name = "f";  // CALL breaks: the callee's name, for Lua's error messages  //
+                                  // the instruction is not one the executor runs: resume at pc raw
   GraphBreak brk;
   std::string fallback_reason;
   int trace_id = 0;
 };
 
 struct CodeCache {
-  std::string key;        // hash of the proto's dump (plus the resume pc for resume functions)
-  std::string name;       // "function 'bar' (bar.lua:1)"
+  std::string key;   // hash of the proto's dump (plus the resume pc for resume functions)
+  std::string name;  // "function 'bar' (bar.lua:1)"
   const vm::Proto* proto = nullptr;
   std::shared_ptr<vm::Analysis> analysis;
   // Resume functions: the proto they continue, the pc there, and the prologue length.
   const vm::Proto* origin = nullptr;
   std::string origin_key;
   int origin_pc = -1, shift = 0;
-  std::string chunk;      // resume functions: the verified binary chunk to load per closure
+  std::string chunk;  // resume functions: the verified binary chunk to load per closure
   std::vector<std::unique_ptr<Entry>> entries;
-  bool gave_up = false;   // recompile limit reached: runs uncompiled from now on
+  bool gave_up = false;  // recompile limit reached: runs uncompiled from now on
   int recompiles = 0;
   // Dynamic dims learned from size-driven recompiles: (source description, dim).
   std::vector<std::pair<std::string, int>> dynamic;

@@ -20,11 +20,17 @@ static nlohmann::json to_json(const Report& r) {
   j["op_count"] = op_count(r);
   json reasons = json::array();
   for (const GraphBreak& b : r.breaks) {
-    json x{{"reason", b.reason()}, {"code", break_info(b.code).code}, {"hint", break_info(b.code).hint}, {"action", b.action}};
+    json x{{"reason", b.reason()},
+           {"code", break_info(b.code).code},
+           {"hint", break_info(b.code).hint},
+           {"action", b.action}};
     if (!b.stack.empty()) x["file"] = b.stack.back().file, x["line"] = b.stack.back().line;
     json stack = json::array();
     for (const StackFrame& f : b.stack)
-      stack.push_back({{"file", f.file}, {"line", f.line}, {"function", f.function}, {"source", f.source_line}});
+      stack.push_back({{"file", f.file},
+                       {"line", f.line},
+                       {"function", f.function},
+                       {"source", f.source_line}});
     x["user_stack"] = stack;
     reasons.push_back(x);
   }
@@ -36,11 +42,14 @@ static nlohmann::json to_json(const Report& r) {
   for (const auto& g : r.guards) guards.push_back({{"function", g.function}, {"guards", g.lines}});
   j["guards"] = guards;
   json rec = json::array();
-  for (const auto& x : r.recompiles) rec.push_back({{"function", x.function}, {"count", x.count}, {"reason", x.reason}});
+  for (const auto& x : r.recompiles)
+    rec.push_back({{"function", x.function}, {"count", x.count}, {"reason", x.reason}});
   j["recompiles"] = rec;
   json times = json::array();
   for (const auto& t : r.times)
-    times.push_back({{"function", t.function}, {"trace_ms", t.trace_ms}, {"backend_compile_ms", t.backend_ms},
+    times.push_back({{"function", t.function},
+                     {"trace_ms", t.trace_ms},
+                     {"backend_compile_ms", t.backend_ms},
                      {"total_ms", t.trace_ms + t.backend_ms}});
   j["compile_times"] = times;
   j["uncompiled"] = r.fallbacks;
@@ -78,12 +87,13 @@ static std::string to_text(const Report& r) {
   }
   s += "Recompiles:\n";
   for (const auto& x : r.recompiles)
-    s += "  " + x.function + ": recompile " + std::to_string(x.count) + ", guard failed: " + x.reason + "\n";
+    s += "  " + x.function + ": recompile " + std::to_string(x.count) +
+         ", guard failed: " + x.reason + "\n";
   s += "Compile Times:\n";
   for (const auto& t : r.times) {
     char buf[256];
-    std::snprintf(buf, sizeof buf, "  %s: trace %.3f ms, backend compile %.3f ms, total %.3f ms\n", t.function.c_str(),
-                  t.trace_ms, t.backend_ms, t.trace_ms + t.backend_ms);
+    std::snprintf(buf, sizeof buf, "  %s: trace %.3f ms, backend compile %.3f ms, total %.3f ms\n",
+                  t.function.c_str(), t.trace_ms, t.backend_ms, t.trace_ms + t.backend_ms);
     s += buf;
   }
   if (!r.fallbacks.empty()) {
@@ -93,8 +103,12 @@ static std::string to_text(const Report& r) {
   return s;
 }
 
-std::string report_text(const Report& r) { return to_text(r); }
-std::string report_json(const Report& r) { return to_json(r).dump(2); }
+std::string report_text(const Report& r) {
+  return to_text(r);
+}
+std::string report_json(const Report& r) {
+  return to_json(r).dump(2);
+}
 
 // Pushes the report as the Lua table of LUA_API.md §7.
 void push_report(lua_State* L, const Report& r) {

@@ -154,11 +154,13 @@ std::string Graph::print_tabular() const {
     if (n.kind == NodeKind::Input)
       rows.push_back({"placeholder", n.name, n.source, "()"});
     else
-      rows.push_back({"call_function", n.name, op_name(n.op), "(" + args_string(*this, n) + (n.args.size() == 1 ? ",)" : ")")});
+      rows.push_back({"call_function", n.name, op_name(n.op),
+                      "(" + args_string(*this, n) + (n.args.size() == 1 ? ",)" : ")")});
   }
   std::string outs;
   for (size_t i = 0; i < outputs.size(); i++) outs += (i ? ", " : "") + ref_name(outputs[i]);
-  rows.push_back({"output", "output", "output", "((" + outs + (outputs.size() == 1 ? ",)" : ")") + ",)"});
+  rows.push_back(
+      {"output", "output", "output", "((" + outs + (outputs.size() == 1 ? ",)" : ")") + ",)"});
   size_t w[4] = {6, 4, 6, 4};
   for (const Row& r : rows) {
     w[0] = std::max(w[0], r.opcode.size());
@@ -167,11 +169,13 @@ std::string Graph::print_tabular() const {
     w[3] = std::max(w[3], r.args.size());
   }
   auto pad = [](const std::string& s, size_t n) { return s + std::string(n - s.size(), ' '); };
-  std::string out = pad("opcode", w[0]) + "  " + pad("name", w[1]) + "  " + pad("target", w[2]) + "  args\n";
-  out += std::string(w[0], '-') + "  " + std::string(w[1], '-') + "  " + std::string(w[2], '-') + "  " +
-         std::string(w[3], '-') + "\n";
+  std::string out =
+      pad("opcode", w[0]) + "  " + pad("name", w[1]) + "  " + pad("target", w[2]) + "  args\n";
+  out += std::string(w[0], '-') + "  " + std::string(w[1], '-') + "  " + std::string(w[2], '-') +
+         "  " + std::string(w[3], '-') + "\n";
   for (const Row& r : rows)
-    out += pad(r.opcode, w[0]) + "  " + pad(r.name, w[1]) + "  " + pad(r.target, w[2]) + "  " + r.args + "\n";
+    out += pad(r.opcode, w[0]) + "  " + pad(r.name, w[1]) + "  " + pad(r.target, w[2]) + "  " +
+           r.args + "\n";
   return out;
 }
 
@@ -193,13 +197,15 @@ std::string Graph::print_code() const {
       if (i) metas += ", ";
       if (n.fakes[i].is_tensor_list()) {
         metas += "[";
-        for (int e = 0; e < int(n.fakes[i].tensors().size()); e++) metas += (e ? ", " : "") + meta_string({id, i, e});
+        for (int e = 0; e < int(n.fakes[i].tensors().size()); e++)
+          metas += (e ? ", " : "") + meta_string({id, i, e});
         metas += "]";
       } else {
         metas += meta_string({id, i, -1});
       }
     }
-    out += "  %" + n.name + " : " + metas + " = " + op_name(n.op) + "(" + args_string(*this, n) + ")";
+    out +=
+        "  %" + n.name + " : " + metas + " = " + op_name(n.op) + "(" + args_string(*this, n) + ")";
     if (n.line >= 0) out += "  # line " + std::to_string(n.line);
     out += "\n";
   }

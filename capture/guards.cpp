@@ -27,18 +27,25 @@ static bool is_identifier(const std::string& s) {
 std::string GuardProgram::describe(int src) const {
   const Source& s = sources[src];
   switch (s.kind) {
-    case SrcKind::Arg: return "arg[" + std::to_string(s.n) + "]";
-    case SrcKind::Fn: return "fn";
+    case SrcKind::Arg:
+      return "arg[" + std::to_string(s.n) + "]";
+    case SrcKind::Fn:
+      return "fn";
     case SrcKind::Upval: {
       std::string up = s.name.empty() ? "upvalue " + std::to_string(s.n) : s.name;
-      return sources[s.parent].kind == SrcKind::Fn ? up : describe(s.parent) + ".<upvalue " + up + ">";
+      return sources[s.parent].kind == SrcKind::Fn ? up
+                                                   : describe(s.parent) + ".<upvalue " + up + ">";
     }
     case SrcKind::Field:
-      if (sources[s.parent].kind == SrcKind::Upval && sources[s.parent].name == "_ENV") return s.name;  // a global
+      if (sources[s.parent].kind == SrcKind::Upval && sources[s.parent].name == "_ENV")
+        return s.name;  // a global
       return describe(s.parent) + (is_identifier(s.name) ? "." + s.name : "[\"" + s.name + "\"]");
-    case SrcKind::Index: return describe(s.parent) + "[" + std::to_string(s.n) + "]";
-    case SrcKind::Metatable: return "getmetatable(" + describe(s.parent) + ")";
-    case SrcKind::Pinned: return s.name;
+    case SrcKind::Index:
+      return describe(s.parent) + "[" + std::to_string(s.n) + "]";
+    case SrcKind::Metatable:
+      return "getmetatable(" + describe(s.parent) + ")";
+    case SrcKind::Pinned:
+      return s.name;
   }
   return "?";
 }
@@ -56,9 +63,12 @@ bool GuardProgram::check(lua_State* L, int fn_idx, int args_idx, int nargs) cons
         else
           lua_pushnil(L);
         break;
-      case SrcKind::Fn: lua_pushvalue(L, fn_idx); break;
+      case SrcKind::Fn:
+        lua_pushvalue(L, fn_idx);
+        break;
       case SrcKind::Upval:
-        if (lua_type(L, slot(base, s.parent)) != LUA_TFUNCTION || !lua_getupvalue(L, slot(base, s.parent), int(s.n)))
+        if (lua_type(L, slot(base, s.parent)) != LUA_TFUNCTION ||
+            !lua_getupvalue(L, slot(base, s.parent), int(s.n)))
           lua_pushnil(L);
         break;
       case SrcKind::Field:
@@ -78,7 +88,9 @@ bool GuardProgram::check(lua_State* L, int fn_idx, int args_idx, int nargs) cons
       case SrcKind::Metatable:
         if (!lua_getmetatable(L, slot(base, s.parent))) lua_pushnil(L);
         break;
-      case SrcKind::Pinned: lua_rawgeti(L, K, s.n); break;
+      case SrcKind::Pinned:
+        lua_rawgeti(L, K, s.n);
+        break;
     }
   }
   nargs_ = nargs;
@@ -86,7 +98,8 @@ bool GuardProgram::check(lua_State* L, int fn_idx, int args_idx, int nargs) cons
 }
 
 static bool tensor_matches(const Tensor& t, const TensorSpec& s) {
-  if (t.dtype() != s.dtype || t.device() != s.device || t.requires_grad() != s.requires_grad) return false;
+  if (t.dtype() != s.dtype || t.device() != s.device || t.requires_grad() != s.requires_grad)
+    return false;
   const size_t n = s.sizes.size();
   if (t.sizes().size() != n) return false;
   for (size_t d = 0; d < n; d++) {
@@ -123,10 +136,14 @@ int GuardProgram::first_failure(lua_State* L, int base) const {
           break;
         }
         switch (g.vtype) {
-          case LUA_TNIL: break;
-          case LUA_TBOOLEAN: ok = bool(lua_toboolean(L, v)) == g.bval; break;
+          case LUA_TNIL:
+            break;
+          case LUA_TBOOLEAN:
+            ok = bool(lua_toboolean(L, v)) == g.bval;
+            break;
           case LUA_TNUMBER:
-            ok = lua_isinteger(L, v) == g.is_int && (g.is_int ? lua_tointeger(L, v) == g.ival : lua_tonumber(L, v) == g.fval);
+            ok = lua_isinteger(L, v) == g.is_int &&
+                 (g.is_int ? lua_tointeger(L, v) == g.ival : lua_tonumber(L, v) == g.fval);
             break;
           default:
             if (g.ptr) {
@@ -138,8 +155,12 @@ int GuardProgram::first_failure(lua_State* L, int base) const {
             }
         }
         break;
-      case GuardKind::Identity: ok = lua_topointer(L, v) == g.ptr && lua_type(L, v) == g.vtype; break;
-      case GuardKind::ArgCount: ok = nargs_ == g.ival; break;
+      case GuardKind::Identity:
+        ok = lua_topointer(L, v) == g.ptr && lua_type(L, v) == g.vtype;
+        break;
+      case GuardKind::ArgCount:
+        ok = nargs_ == g.ival;
+        break;
       case GuardKind::GlobalState:
         ok = lua::grad_enabled() == g.grad && default_dtype() == g.default_dtype &&
              default_device() == g.default_device;
@@ -172,12 +193,15 @@ static std::string actual_string(lua_State* L, int v) {
     case LUA_TNUMBER:
     case LUA_TSTRING: {
       lua_pushvalue(L, v);
-      std::string s = lua_type(L, v) == LUA_TSTRING ? "\"" + std::string(lua_tostring(L, -1)) + "\"" : lua_tostring(L, -1);
+      std::string s = lua_type(L, v) == LUA_TSTRING ? "\"" + std::string(lua_tostring(L, -1)) + "\""
+                                                    : lua_tostring(L, -1);
       lua_pop(L, 1);
       return s;
     }
-    case LUA_TBOOLEAN: return lua_toboolean(L, v) ? "true" : "false";
-    case LUA_TNIL: return "nil";
+    case LUA_TBOOLEAN:
+      return lua_toboolean(L, v) ? "true" : "false";
+    case LUA_TNIL:
+      return "nil";
     default: {
       char buf[64];
       std::snprintf(buf, sizeof buf, "%s %p", lua_typename(L, lua_type(L, v)), lua_topointer(L, v));
@@ -191,17 +215,22 @@ std::string GuardProgram::failure(lua_State* L, int base) const {
   if (i < 0) return "";
   const Guard& g = guards[i];
   if (g.kind == GuardKind::ArgCount)
-    return "number of arguments: expected " + std::to_string(g.ival) + ", got " + std::to_string(nargs_);
+    return "number of arguments: expected " + std::to_string(g.ival) + ", got " +
+           std::to_string(nargs_);
   if (g.kind == GuardKind::GlobalState)
-    return "global state: expected " + g.expected + ", got grad " + (lua::grad_enabled() ? "on" : "off") +
-           ", default dtype " + dtype_name(default_dtype()) + ", default device " + default_device().str();
-  return describe(g.src) + ": expected " + g.expected + ", got " + actual_string(L, slot(base, g.src));
+    return "global state: expected " + g.expected + ", got grad " +
+           (lua::grad_enabled() ? "on" : "off") + ", default dtype " + dtype_name(default_dtype()) +
+           ", default device " + default_device().str();
+  return describe(g.src) + ": expected " + g.expected + ", got " +
+         actual_string(L, slot(base, g.src));
 }
 
 void GuardProgram::capture_value(lua_State* L, int idx, Guard& g) {
   g.vtype = lua_type(L, idx);
   switch (g.vtype) {
-    case LUA_TBOOLEAN: g.bval = lua_toboolean(L, idx); break;
+    case LUA_TBOOLEAN:
+      g.bval = lua_toboolean(L, idx);
+      break;
     case LUA_TNUMBER:
       g.is_int = lua_isinteger(L, idx);
       g.ival = lua_tointeger(L, idx);
@@ -213,8 +242,11 @@ void GuardProgram::capture_value(lua_State* L, int idx, Guard& g) {
       g.ptr = n <= 40 ? s : nullptr;  // short strings are interned: equal iff the same pointer
       break;
     }
-    case LUA_TNIL: break;
-    default: g.ptr = lua_topointer(L, idx); break;
+    case LUA_TNIL:
+      break;
+    default:
+      g.ptr = lua_topointer(L, idx);
+      break;
   }
 }
 
@@ -229,10 +261,12 @@ void GuardProgram::simplify() {
 }
 
 std::vector<std::string> GuardProgram::lines() const {
-  static const char* names[] = {"TYPE_MATCH", "TENSOR_MATCH", "EQUALS_MATCH", "ID_MATCH", "GLOBAL_STATE", "ARG_COUNT"};
+  static const char* names[] = {"TYPE_MATCH", "TENSOR_MATCH", "EQUALS_MATCH",
+                                "ID_MATCH",   "GLOBAL_STATE", "ARG_COUNT"};
   std::vector<std::string> out;
   for (const Guard& g : guards)
-    out.push_back(std::string(names[int(g.kind)]) + ": " + (g.src >= 0 ? describe(g.src) + " " : "") + g.expected);
+    out.push_back(std::string(names[int(g.kind)]) + ": " +
+                  (g.src >= 0 ? describe(g.src) + " " : "") + g.expected);
   return out;
 }
 

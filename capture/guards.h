@@ -2,7 +2,6 @@
 // relied on), compiled to a flat program evaluated on the Lua stack without allocation.
 #pragma once
 #include <lua.hpp>
-
 #include <map>
 #include <string>
 #include <tuple>
@@ -59,8 +58,8 @@ struct Guard {
   int64_t ival = 0;
   double fval = 0;
   const void* ptr = nullptr;
-  TensorSpec tensor;    // Tensor
-  bool grad = true;     // GlobalState
+  TensorSpec tensor;  // Tensor
+  bool grad = true;   // GlobalState
   DType default_dtype = DType::Float32;
   Device default_device;
   std::string expected;  // printed expected value ("float32[10, 10] on cpu", "3", "function 0x...")
@@ -70,7 +69,7 @@ struct Guard {
 struct GuardProgram {
   std::vector<Source> sources;
   std::vector<Guard> guards;
-  int k_ref = LUA_NOREF;  // registry ref of K: key strings, constants and pinned objects
+  int k_ref = LUA_NOREF;   // registry ref of K: key strings, constants and pinned objects
   mutable int nargs_ = 0;  // of the last check (ArgCount guards, failure messages)
 
   // Builder side (while tracing; K is the table at stack index `k_idx`).

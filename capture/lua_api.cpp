@@ -203,9 +203,12 @@ int p_mark_dynamic(lua_State* L) {
 int p_stats(lua_State* L) {
   const Stats& s = state().stats;
   lua_createtable(L, 0, 6);
-  const std::pair<const char*, int64_t> fields[] = {{"traces", s.traces},         {"backend_compiles", s.backend_compiles},
-                                                    {"cache_hits", s.cache_hits}, {"recompiles", s.recompiles},
-                                                    {"graph_breaks", s.graph_breaks}, {"fallbacks", s.fallbacks}};
+  const std::pair<const char*, int64_t> fields[] = {{"traces", s.traces},
+                                                    {"backend_compiles", s.backend_compiles},
+                                                    {"cache_hits", s.cache_hits},
+                                                    {"recompiles", s.recompiles},
+                                                    {"graph_breaks", s.graph_breaks},
+                                                    {"fallbacks", s.fallbacks}};
   for (auto& [k, v] : fields) {
     lua_pushinteger(L, v);
     lua_setfield(L, -2, k);
@@ -214,7 +217,8 @@ int p_stats(lua_State* L) {
 }
 
 struct Saved {
-  std::unordered_map<std::string, std::shared_ptr<CodeCache>> caches;  // shared: a pending break keeps its cache
+  std::unordered_map<std::string, std::shared_ptr<CodeCache>>
+      caches;  // shared: a pending break keeps its cache
   Report report;
   Stats stats;
   bool active = false;
@@ -259,8 +263,9 @@ void collect_builtins(lua_State* L) {
   auto add = [&](const char* name) {
     if (lua_iscfunction(L, -1)) k.builtins[lua_tocfunction(L, -1)] = name;
   };
-  const char* base[] = {"type", "select", "ipairs", "pairs", "next", "rawget", "rawset", "rawequal", "rawlen",
-                        "getmetatable", "setmetatable", "assert", "error", "tostring", "tonumber", "pcall"};
+  const char* base[] = {"type",   "select",   "ipairs",   "pairs",        "next",         "rawget",
+                        "rawset", "rawequal", "rawlen",   "getmetatable", "setmetatable", "assert",
+                        "error",  "tostring", "tonumber", "pcall"};
   for (const char* n : base) {
     lua_getglobal(L, n);
     add(n);
@@ -310,12 +315,13 @@ void collect_builtins(lua_State* L) {
   add("tc.is_tensor");
   lua_pop(L, 3);
   lua_getfield(L, -1, "Tensor");
-  for (const char* m : {"size", "stride", "dim", "numel", "nelement", "is_contiguous", "element_size",
-                        "is_floating_point", "item", "tolist"}) {
+  for (const char* m : {"size", "stride", "dim", "numel", "nelement", "is_contiguous",
+                        "element_size", "is_floating_point", "item", "tolist"}) {
     lua_getfield(L, -1, m);
     static std::vector<std::unique_ptr<std::string>> names;
     names.push_back(std::make_unique<std::string>(std::string("Tensor.") + m));
-    if (lua_iscfunction(L, -1) && lua_tocfunction(L, -1) != k.trampoline) k.builtins[lua_tocfunction(L, -1)] = *names.back();
+    if (lua_iscfunction(L, -1) && lua_tocfunction(L, -1) != k.trampoline)
+      k.builtins[lua_tocfunction(L, -1)] = *names.back();
     lua_pop(L, 1);
   }
   lua_pop(L, 2);
@@ -396,7 +402,8 @@ void raise_graph_break(lua_State* L, const GraphBreak& b) {
   msg += "\n  Hint: " + std::string(info.hint);
   if (b.stack.size() > 1) {
     msg += "\n  User stack:";
-    for (const StackFrame& f : b.stack) msg += "\n    " + f.file + ":" + std::to_string(f.line) + " in " + f.function;
+    for (const StackFrame& f : b.stack)
+      msg += "\n    " + f.file + ":" + std::to_string(f.line) + " in " + f.function;
   }
   lua::push_error(L, "GraphBreakError", msg.c_str(), 1);
   lua_pushstring(L, info.code);
@@ -426,11 +433,10 @@ void install(lua_State* L, GraphCompiler compiler) {
   lua_pushstring(L, "tc");
   lua_call(L, 1, 1);
   const int tc_idx = lua_gettop(L);
-  for (const char* n : {"tc.capture.resumes", "tc.capture.wrappers", "tc.capture.disabled", "tc.capture.marked",
-                        "tc.capture.regional"})
+  for (const char* n : {"tc.capture.resumes", "tc.capture.wrappers", "tc.capture.disabled",
+                        "tc.capture.marked", "tc.capture.regional"})
     registry_weak_table(L, n);
-  for (const char* n : {"tc.capture.sites"})
-    registry_weak_table(L, n);
+  for (const char* n : {"tc.capture.sites"}) registry_weak_table(L, n);
   if (luaL_newmetatable(L, kCompiledMeta)) {
     lua_pushcfunction(L, compiled_gc);
     lua_setfield(L, -2, "__gc");
@@ -448,7 +454,8 @@ local function compare(kind, a, b)
 end
 return factory, ident, compare, pass
 )LUA";
-  if (luaL_loadbuffer(L, helpers, std::strlen(helpers), "@[tc]/compile.lua") != LUA_OK) lua_error(L);
+  if (luaL_loadbuffer(L, helpers, std::strlen(helpers), "@[tc]/compile.lua") != LUA_OK)
+    lua_error(L);
   lua_pushcfunction(L, l_dispatch);
   lua_pushcfunction(L, l_after_call);
   known().dispatch = l_dispatch;
@@ -460,13 +467,14 @@ return factory, ident, compare, pass
   collect_builtins(L);
   lua_settop(L, tc_idx);
   // tc.compile / tc.compiler
-  if (luaL_loadbuffer(L, kLuaSide, std::strlen(kLuaSide), "@[tc]/compile.lua") != LUA_OK) lua_error(L);
+  if (luaL_loadbuffer(L, kLuaSide, std::strlen(kLuaSide), "@[tc]/compile.lua") != LUA_OK)
+    lua_error(L);
   lua_pushvalue(L, tc_idx);
-  const luaL_Reg prims[] = {{"compile", p_compile},           {"is_disabled", p_is_disabled},
-                            {"disable", p_disable},           {"reset", p_reset},
-                            {"set_stance", p_set_stance},     {"mark_dynamic", p_mark_dynamic},
-                            {"stats", p_stats},               {"explain_begin", p_explain_begin},
-                            {"explain_end", p_explain_end},   {nullptr, nullptr}};
+  const luaL_Reg prims[] = {
+      {"compile", p_compile}, {"is_disabled", p_is_disabled},     {"disable", p_disable},
+      {"reset", p_reset},     {"set_stance", p_set_stance},       {"mark_dynamic", p_mark_dynamic},
+      {"stats", p_stats},     {"explain_begin", p_explain_begin}, {"explain_end", p_explain_end},
+      {nullptr, nullptr}};
   luaL_newlib(L, prims);
   lua_call(L, 2, 0);
   lua_settop(L, top);

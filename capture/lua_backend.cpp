@@ -17,7 +17,9 @@ struct GraphBox {
   std::shared_ptr<CompiledGraph> run;  // eager, for gm:forward
 };
 
-GraphBox* check_gm(lua_State* L) { return static_cast<GraphBox*>(luaL_checkudata(L, 1, kGraphModuleMeta)); }
+GraphBox* check_gm(lua_State* L) {
+  return static_cast<GraphBox*>(luaL_checkudata(L, 1, kGraphModuleMeta));
+}
 
 int gm_print_tabular(lua_State* L) {
   GraphBox* b = check_gm(L);
@@ -108,7 +110,8 @@ void push_gm(lua_State* L, const Graph& g) {
   void* mem = lua_newuserdatauv(L, sizeof(GraphBox), 0);
   auto* b = new (mem) GraphBox{std::make_shared<Graph>(g), nullptr};
   if (luaL_newmetatable(L, kGraphModuleMeta)) {
-    const luaL_Reg fns[] = {{"__index", gm_index}, {"__tostring", gm_tostring}, {"__gc", gm_gc}, {nullptr, nullptr}};
+    const luaL_Reg fns[] = {
+        {"__index", gm_index}, {"__tostring", gm_tostring}, {"__gc", gm_gc}, {nullptr, nullptr}};
     luaL_setfuncs(L, fns, 0);
   }
   lua_setmetatable(L, -2);
@@ -117,7 +120,8 @@ void push_gm(lua_State* L, const Graph& g) {
 
 }  // namespace
 
-int lua_backend_compile(lua_State* L, int backend_fn_ref, const Graph& g, const std::vector<int>& input_slots) {
+int lua_backend_compile(lua_State* L, int backend_fn_ref, const Graph& g,
+                        const std::vector<int>& input_slots) {
   lua_rawgeti(L, LUA_REGISTRYINDEX, backend_fn_ref);
   push_gm(L, g);
   lua_createtable(L, int(input_slots.size()), 0);
@@ -128,14 +132,16 @@ int lua_backend_compile(lua_State* L, int backend_fn_ref, const Graph& g, const 
   if (lua_pcall(L, 2, 1, 0) != LUA_OK) return LUA_NOREF;  // the error stays on top
   if (lua_isnil(L, -1)) {
     lua_pop(L, 1);
-    lua::push_error(L, "CompileError", "the backend function returned nil (it must return the callable that runs the graph)", 1);
+    lua::push_error(
+        L, "CompileError",
+        "the backend function returned nil (it must return the callable that runs the graph)", 1);
     return LUA_NOREF;
   }
   return luaL_ref(L, LUA_REGISTRYINDEX);
 }
 
-bool lua_backend_run(lua_State* L, int callable_ref, const std::vector<int>& input_slots, size_t nouts,
-                     std::vector<Tensor>* outs) {
+bool lua_backend_run(lua_State* L, int callable_ref, const std::vector<int>& input_slots,
+                     size_t nouts, std::vector<Tensor>* outs) {
   const int base = lua_gettop(L);
   lua_rawgeti(L, LUA_REGISTRYINDEX, callable_ref);
   for (int s : input_slots) lua_pushvalue(L, s);
@@ -151,7 +157,9 @@ bool lua_backend_run(lua_State* L, int callable_ref, const std::vector<int>& inp
   if (size_t(m) < nouts) {
     lua_settop(L, base);
     char msg[160];
-    std::snprintf(msg, sizeof msg, "the backend's callable returned %d values, the graph has %d outputs", m, int(nouts));
+    std::snprintf(msg, sizeof msg,
+                  "the backend's callable returned %d values, the graph has %d outputs", m,
+                  int(nouts));
     lua::push_error(L, "CompileError", msg, 1);
     return false;
   }
@@ -159,7 +167,8 @@ bool lua_backend_run(lua_State* L, int callable_ref, const std::vector<int>& inp
     const Tensor* t = lua::to_tensor(L, base + 1 + int(i));
     if (!t) {
       lua_settop(L, base);
-      lua::push_error(L, "CompileError", "the backend's callable returned a value that is not a tensor", 1);
+      lua::push_error(L, "CompileError",
+                      "the backend's callable returned a value that is not a tensor", 1);
       return false;
     }
     outs->push_back(*t);

@@ -2,9 +2,9 @@
 // Every opcode appears once; a situation the tracer does not model is a graph break with a
 // reason from breaks.def, never a crash. Values are Vars (tracer.h); calls, indexing,
 // metamethods and builtins live in tracer_calls.cpp, the end of a trace in tracer_end.cpp.
-#include <cmath>
-
 #include "tracer.h"
+
+#include <cmath>
 
 namespace tc::capture {
 
@@ -18,21 +18,49 @@ constexpr int kMaxDepth = 120;     // inlined call depth
 // lua_arith operator of an arithmetic opcode.
 int arith_op(OpCode op) {
   switch (op) {
-    case OpCode::ADDI: case OpCode::ADDK: case OpCode::ADD: return LUA_OPADD;
-    case OpCode::SUBK: case OpCode::SUB: return LUA_OPSUB;
-    case OpCode::MULK: case OpCode::MUL: return LUA_OPMUL;
-    case OpCode::MODK: case OpCode::MOD: return LUA_OPMOD;
-    case OpCode::POWK: case OpCode::POW: return LUA_OPPOW;
-    case OpCode::DIVK: case OpCode::DIV: return LUA_OPDIV;
-    case OpCode::IDIVK: case OpCode::IDIV: return LUA_OPIDIV;
-    case OpCode::BANDK: case OpCode::BAND: return LUA_OPBAND;
-    case OpCode::BORK: case OpCode::BOR: return LUA_OPBOR;
-    case OpCode::BXORK: case OpCode::BXOR: return LUA_OPBXOR;
-    case OpCode::SHRI: case OpCode::SHR: return LUA_OPSHR;
-    case OpCode::SHLI: case OpCode::SHL: return LUA_OPSHL;
-    case OpCode::UNM: return LUA_OPUNM;
-    case OpCode::BNOT: return LUA_OPBNOT;
-    default: return -1;
+    case OpCode::ADDI:
+    case OpCode::ADDK:
+    case OpCode::ADD:
+      return LUA_OPADD;
+    case OpCode::SUBK:
+    case OpCode::SUB:
+      return LUA_OPSUB;
+    case OpCode::MULK:
+    case OpCode::MUL:
+      return LUA_OPMUL;
+    case OpCode::MODK:
+    case OpCode::MOD:
+      return LUA_OPMOD;
+    case OpCode::POWK:
+    case OpCode::POW:
+      return LUA_OPPOW;
+    case OpCode::DIVK:
+    case OpCode::DIV:
+      return LUA_OPDIV;
+    case OpCode::IDIVK:
+    case OpCode::IDIV:
+      return LUA_OPIDIV;
+    case OpCode::BANDK:
+    case OpCode::BAND:
+      return LUA_OPBAND;
+    case OpCode::BORK:
+    case OpCode::BOR:
+      return LUA_OPBOR;
+    case OpCode::BXORK:
+    case OpCode::BXOR:
+      return LUA_OPBXOR;
+    case OpCode::SHRI:
+    case OpCode::SHR:
+      return LUA_OPSHR;
+    case OpCode::SHLI:
+    case OpCode::SHL:
+      return LUA_OPSHL;
+    case OpCode::UNM:
+      return LUA_OPUNM;
+    case OpCode::BNOT:
+      return LUA_OPBNOT;
+    default:
+      return -1;
   }
 }
 
@@ -58,23 +86,32 @@ Var& Tracer::reg(Frame& f, int r) {
 Var Tracer::konst(const Frame& f, int k) const {
   const vm::Constant& c = f.p->k[k];
   switch (c.tag) {
-    case vm::ConstTag::Nil: return Var::nil();
-    case vm::ConstTag::False: return Var::boolean(false);
-    case vm::ConstTag::True: return Var::boolean(true);
-    case vm::ConstTag::Int: return Var::integer(c.i);
-    case vm::ConstTag::Float: return Var::number(c.f);
+    case vm::ConstTag::Nil:
+      return Var::nil();
+    case vm::ConstTag::False:
+      return Var::boolean(false);
+    case vm::ConstTag::True:
+      return Var::boolean(true);
+    case vm::ConstTag::Int:
+      return Var::integer(c.i);
+    case vm::ConstTag::Float:
+      return Var::number(c.f);
     case vm::ConstTag::ShortStr:
-    case vm::ConstTag::LongStr: return Var::string(c.s);
+    case vm::ConstTag::LongStr:
+      return Var::string(c.s);
   }
   return Var::nil();
 }
 
 void Tracer::step() {
   Frame& f = frames_.back();
-  if (++steps_ > kMaxSteps) throw BreakSignal{BreakCode::TraceTooLong, std::to_string(kMaxSteps) + " instructions"};
-  if (int(frames_.size()) > kMaxDepth) throw BreakSignal{BreakCode::CallTooDeep, std::to_string(kMaxDepth) + " frames"};
+  if (++steps_ > kMaxSteps)
+    throw BreakSignal{BreakCode::TraceTooLong, std::to_string(kMaxSteps) + " instructions"};
+  if (int(frames_.size()) > kMaxDepth)
+    throw BreakSignal{BreakCode::CallTooDeep, std::to_string(kMaxDepth) + " frames"};
   f.cur = f.pc;
-  if (frames_.size() == 1 && f.pc == opt_.forced_break_pc) throw BreakSignal{BreakCode::UnsupportedBytecode, "forced"};
+  if (frames_.size() == 1 && f.pc == opt_.forced_break_pc)
+    throw BreakSignal{BreakCode::UnsupportedBytecode, "forced"};
   TC_ASSERT(f.pc >= 0 && f.pc < int(f.p->code.size()), "tracer pc out of range");
   const Ins i = vm::decode(f.p->code[f.pc]);
   exec(f, i);
@@ -99,19 +136,40 @@ void Tracer::exec(Frame& f, const Ins& i) {
     if (arith(arith_op(i.op), a, b, &out, i.a)) reg(f, i.a) = out;
   };
   switch (i.op) {
-    case OpCode::MOVE: reg(f, i.a) = reg(f, i.b); break;
-    case OpCode::LOADI: reg(f, i.a) = Var::integer(i.sbx); break;
-    case OpCode::LOADF: reg(f, i.a) = Var::number(double(i.sbx)); break;
-    case OpCode::LOADK: reg(f, i.a) = konst(f, i.bx); break;
-    case OpCode::LOADKX: reg(f, i.a) = konst(f, vm::decode(f.p->code[f.pc++]).ax); break;
-    case OpCode::LOADFALSE: reg(f, i.a) = Var::boolean(false); break;
-    case OpCode::LFALSESKIP: reg(f, i.a) = Var::boolean(false); f.pc++; break;
-    case OpCode::LOADTRUE: reg(f, i.a) = Var::boolean(true); break;
+    case OpCode::MOVE:
+      reg(f, i.a) = reg(f, i.b);
+      break;
+    case OpCode::LOADI:
+      reg(f, i.a) = Var::integer(i.sbx);
+      break;
+    case OpCode::LOADF:
+      reg(f, i.a) = Var::number(double(i.sbx));
+      break;
+    case OpCode::LOADK:
+      reg(f, i.a) = konst(f, i.bx);
+      break;
+    case OpCode::LOADKX:
+      reg(f, i.a) = konst(f, vm::decode(f.p->code[f.pc++]).ax);
+      break;
+    case OpCode::LOADFALSE:
+      reg(f, i.a) = Var::boolean(false);
+      break;
+    case OpCode::LFALSESKIP:
+      reg(f, i.a) = Var::boolean(false);
+      f.pc++;
+      break;
+    case OpCode::LOADTRUE:
+      reg(f, i.a) = Var::boolean(true);
+      break;
     case OpCode::LOADNIL:
       for (int r = i.a; r <= i.a + i.b; r++) reg(f, r) = Var::nil();
       break;
-    case OpCode::GETUPVAL: reg(f, i.a) = upval(f, i.b); break;
-    case OpCode::SETUPVAL: set_upval(f, i.b, reg(f, i.a)); break;
+    case OpCode::GETUPVAL:
+      reg(f, i.a) = upval(f, i.b);
+      break;
+    case OpCode::SETUPVAL:
+      set_upval(f, i.b, reg(f, i.a));
+      break;
     case OpCode::GETTABUP: {
       Var out;
       if (index(upval(f, i.b), konst(f, i.c), &out, i.a)) reg(f, i.a) = out;
@@ -132,10 +190,18 @@ void Tracer::exec(Frame& f, const Ins& i) {
       if (index(reg(f, i.b), konst(f, i.c), &out, i.a)) reg(f, i.a) = out;
       break;
     }
-    case OpCode::SETTABUP: newindex(upval(f, i.a), konst(f, i.b), RK(i.c)); break;
-    case OpCode::SETTABLE: newindex(reg(f, i.a), reg(f, i.b), RK(i.c)); break;
-    case OpCode::SETI: newindex(reg(f, i.a), Var::integer(i.b), RK(i.c)); break;
-    case OpCode::SETFIELD: newindex(reg(f, i.a), konst(f, i.b), RK(i.c)); break;
+    case OpCode::SETTABUP:
+      newindex(upval(f, i.a), konst(f, i.b), RK(i.c));
+      break;
+    case OpCode::SETTABLE:
+      newindex(reg(f, i.a), reg(f, i.b), RK(i.c));
+      break;
+    case OpCode::SETI:
+      newindex(reg(f, i.a), Var::integer(i.b), RK(i.c));
+      break;
+    case OpCode::SETFIELD:
+      newindex(reg(f, i.a), konst(f, i.b), RK(i.c));
+      break;
     case OpCode::NEWTABLE: {
       Var t = new_table();
       tables_[t.id].order_unknown = false;
@@ -153,7 +219,9 @@ void Tracer::exec(Frame& f, const Ins& i) {
       if (index(obj, key, &out, i.a)) reg(f, i.a) = out;
       break;
     }
-    case OpCode::ADDI: arith2(reg(f, i.b), Var::integer(i.sc())); break;
+    case OpCode::ADDI:
+      arith2(reg(f, i.b), Var::integer(i.sc()));
+      break;
     case OpCode::ADDK:
     case OpCode::SUBK:
     case OpCode::MULK:
@@ -163,9 +231,15 @@ void Tracer::exec(Frame& f, const Ins& i) {
     case OpCode::IDIVK:
     case OpCode::BANDK:
     case OpCode::BORK:
-    case OpCode::BXORK: arith2(reg(f, i.b), konst(f, i.c)); break;
-    case OpCode::SHRI: arith2(reg(f, i.b), Var::integer(i.sc())); break;
-    case OpCode::SHLI: arith2(Var::integer(i.sc()), reg(f, i.b)); break;
+    case OpCode::BXORK:
+      arith2(reg(f, i.b), konst(f, i.c));
+      break;
+    case OpCode::SHRI:
+      arith2(reg(f, i.b), Var::integer(i.sc()));
+      break;
+    case OpCode::SHLI:
+      arith2(Var::integer(i.sc()), reg(f, i.b));
+      break;
     case OpCode::ADD:
     case OpCode::SUB:
     case OpCode::MUL:
@@ -177,7 +251,9 @@ void Tracer::exec(Frame& f, const Ins& i) {
     case OpCode::BOR:
     case OpCode::BXOR:
     case OpCode::SHL:
-    case OpCode::SHR: arith2(reg(f, i.b), reg(f, i.c)); break;
+    case OpCode::SHR:
+      arith2(reg(f, i.b), reg(f, i.c));
+      break;
     case OpCode::MMBIN:
     case OpCode::MMBINI:
     case OpCode::MMBINK:
@@ -189,8 +265,12 @@ void Tracer::exec(Frame& f, const Ins& i) {
       if (arith(arith_op(i.op), a, a, &out, i.a)) reg(f, i.a) = out;
       break;
     }
-    case OpCode::NOT: reg(f, i.a) = Var::boolean(!reg(f, i.b).truthy()); break;
-    case OpCode::LEN: reg(f, i.a) = len(reg(f, i.b)); break;
+    case OpCode::NOT:
+      reg(f, i.a) = Var::boolean(!reg(f, i.b).truthy());
+      break;
+    case OpCode::LEN:
+      reg(f, i.a) = len(reg(f, i.b));
+      break;
     case OpCode::CONCAT: {
       std::vector<Var> parts;
       for (int r = i.a; r < i.a + i.b; r++) parts.push_back(reg(f, r));
@@ -205,12 +285,19 @@ void Tracer::exec(Frame& f, const Ins& i) {
           f.cell_of[r] = -1;
         }
       break;
-    case OpCode::TBC: throw BreakSignal{BreakCode::ToBeClosed, ""};
-    case OpCode::JMP: f.pc += i.sj; break;
+    case OpCode::TBC:
+      throw BreakSignal{BreakCode::ToBeClosed, ""};
+    case OpCode::JMP:
+      f.pc += i.sj;
+      break;
     case OpCode::EQ:
     case OpCode::LT:
-    case OpCode::LE: cond_jump(compare(i.op, reg(f, i.a), reg(f, i.b))); break;
-    case OpCode::EQK: cond_jump(compare(OpCode::EQ, reg(f, i.a), konst(f, i.b))); break;
+    case OpCode::LE:
+      cond_jump(compare(i.op, reg(f, i.a), reg(f, i.b)));
+      break;
+    case OpCode::EQK:
+      cond_jump(compare(OpCode::EQ, reg(f, i.a), konst(f, i.b)));
+      break;
     case OpCode::EQI:
     case OpCode::LTI:
     case OpCode::LEI:
@@ -219,16 +306,28 @@ void Tracer::exec(Frame& f, const Ins& i) {
       Var imm = i.c ? Var::number(i.sb()) : Var::integer(i.sb());  // C: the immediate was a float
       bool r;
       switch (i.op) {
-        case OpCode::EQI: r = compare(OpCode::EQ, reg(f, i.a), imm); break;
-        case OpCode::LTI: r = compare(OpCode::LT, reg(f, i.a), imm); break;
-        case OpCode::LEI: r = compare(OpCode::LE, reg(f, i.a), imm); break;
-        case OpCode::GTI: r = compare(OpCode::LT, imm, reg(f, i.a)); break;
-        default: r = compare(OpCode::LE, imm, reg(f, i.a)); break;
+        case OpCode::EQI:
+          r = compare(OpCode::EQ, reg(f, i.a), imm);
+          break;
+        case OpCode::LTI:
+          r = compare(OpCode::LT, reg(f, i.a), imm);
+          break;
+        case OpCode::LEI:
+          r = compare(OpCode::LE, reg(f, i.a), imm);
+          break;
+        case OpCode::GTI:
+          r = compare(OpCode::LT, imm, reg(f, i.a));
+          break;
+        default:
+          r = compare(OpCode::LE, imm, reg(f, i.a));
+          break;
       }
       cond_jump(r);
       break;
     }
-    case OpCode::TEST: cond_jump(reg(f, i.a).truthy()); break;
+    case OpCode::TEST:
+      cond_jump(reg(f, i.a).truthy());
+      break;
     case OpCode::TESTSET: {
       Var b = reg(f, i.b);
       if (b.truthy() != i.k) {
@@ -257,8 +356,12 @@ void Tracer::exec(Frame& f, const Ins& i) {
       deliver(std::move(res));
       break;
     }
-    case OpCode::RETURN0: deliver({}); break;
-    case OpCode::RETURN1: deliver({reg(f, i.a)}); break;
+    case OpCode::RETURN0:
+      deliver({});
+      break;
+    case OpCode::RETURN1:
+      deliver({reg(f, i.a)});
+      break;
     case OpCode::FORLOOP: {
       Var& idx = reg(f, i.a);
       if (idx.k == Var::K::Int) {
@@ -283,17 +386,24 @@ void Tracer::exec(Frame& f, const Ins& i) {
     case OpCode::FORPREP: {
       Var init = reg(f, i.a), limit = reg(f, i.a + 1), step = reg(f, i.a + 2);
       if (!init.is_number() || !limit.is_number() || !step.is_number() || step.num() == 0)
-        throw BreakSignal{BreakCode::UnsupportedBytecode, "numeric for loop over values that are not constants"};
+        throw BreakSignal{BreakCode::UnsupportedBytecode,
+                          "numeric for loop over values that are not constants"};
       if (init.k == Var::K::Int && step.k == Var::K::Int) {
         int64_t lim;
         if (limit.k == Var::K::Int) {
           lim = limit.i;
         } else {
-          if (std::isnan(limit.f)) { f.pc += i.bx + 1; break; }
+          if (std::isnan(limit.f)) {
+            f.pc += i.bx + 1;
+            break;
+          }
           double fl = step.i > 0 ? std::floor(limit.f) : std::ceil(limit.f);
-          if (fl >= 9.2e18) lim = INT64_MAX;
-          else if (fl <= -9.2e18) lim = INT64_MIN;
-          else lim = int64_t(fl);
+          if (fl >= 9.2e18)
+            lim = INT64_MAX;
+          else if (fl <= -9.2e18)
+            lim = INT64_MIN;
+          else
+            lim = int64_t(fl);
         }
         int64_t count = for_count(init.i, lim, step.i);
         if (count < 0) {
@@ -316,7 +426,8 @@ void Tracer::exec(Frame& f, const Ins& i) {
       break;
     }
     case OpCode::TFORPREP:
-      if (reg(f, i.a + 3).truthy()) throw BreakSignal{BreakCode::ToBeClosed, "generic for with a closing value"};
+      if (reg(f, i.a + 3).truthy())
+        throw BreakSignal{BreakCode::ToBeClosed, "generic for with a closing value"};
       f.pc += i.bx;
       break;
     case OpCode::TFORCALL: {
@@ -369,8 +480,10 @@ void Tracer::exec(Frame& f, const Ins& i) {
       if (!i.c) f.top = i.a + n;
       break;
     }
-    case OpCode::VARARGPREP: break;  // frames get their varargs when pushed
-    case OpCode::EXTRAARG: throw BreakSignal{BreakCode::UnsupportedBytecode, "jump to EXTRAARG"};
+    case OpCode::VARARGPREP:
+      break;  // frames get their varargs when pushed
+    case OpCode::EXTRAARG:
+      throw BreakSignal{BreakCode::UnsupportedBytecode, "jump to EXTRAARG"};
   }
   (void)pc;
 }

@@ -3,7 +3,6 @@
 // builtins in tracer_calls.cpp; the end of a trace (outputs, effects, breaks) in tracer_end.cpp.
 #pragma once
 #include <lua.hpp>
-
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -19,28 +18,52 @@ namespace tc::capture {
 // One register's value while tracing.
 struct Var {
   enum class K : uint8_t {
-    Nil, Bool, Int, Float, Str,  // constants
-    Tensor,                      // a graph value with fake metadata
-    Object,                      // a real Lua value (table, function, userdata, thread) + source
-    Table,                       // a table created in the traced code (modelled)
-    Closure,                     // a Lua function created in the traced code
+    Nil,
+    Bool,
+    Int,
+    Float,
+    Str,      // constants
+    Tensor,   // a graph value with fake metadata
+    Object,   // a real Lua value (table, function, userdata, thread) + source
+    Table,    // a table created in the traced code (modelled)
+    Closure,  // a Lua function created in the traced code
   };
   K k = K::Nil;
   bool b = false;
   int64_t i = 0;
   double f = 0;
   std::string s;
-  Ref ref;          // Tensor
-  int input = -1;   // Tensor: graph input index when the tensor is an input (its source: src)
-  int obj = -1;     // Object: index in the tracer's object table
-  int src = -1;     // Object/Tensor inputs: source id
-  int id = -1;      // Table/Closure: index in the tracer's tables/closures
+  Ref ref;         // Tensor
+  int input = -1;  // Tensor: graph input index when the tensor is an input (its source: src)
+  int obj = -1;    // Object: index in the tracer's object table
+  int src = -1;    // Object/Tensor inputs: source id
+  int id = -1;     // Table/Closure: index in the tracer's tables/closures
 
   static Var nil() { return {}; }
-  static Var boolean(bool v) { Var x; x.k = K::Bool; x.b = v; return x; }
-  static Var integer(int64_t v) { Var x; x.k = K::Int; x.i = v; return x; }
-  static Var number(double v) { Var x; x.k = K::Float; x.f = v; return x; }
-  static Var string(std::string v) { Var x; x.k = K::Str; x.s = std::move(v); return x; }
+  static Var boolean(bool v) {
+    Var x;
+    x.k = K::Bool;
+    x.b = v;
+    return x;
+  }
+  static Var integer(int64_t v) {
+    Var x;
+    x.k = K::Int;
+    x.i = v;
+    return x;
+  }
+  static Var number(double v) {
+    Var x;
+    x.k = K::Float;
+    x.f = v;
+    return x;
+  }
+  static Var string(std::string v) {
+    Var x;
+    x.k = K::Str;
+    x.s = std::move(v);
+    return x;
+  }
   bool is_const() const { return k <= K::Str; }
   bool is_number() const { return k == K::Int || k == K::Float; }
   bool truthy() const { return !(k == K::Nil || (k == K::Bool && !b)); }
@@ -48,10 +71,10 @@ struct Var {
 };
 
 struct ModelTable {
-  std::vector<Var> array;                    // [1..n]
-  std::vector<std::pair<Var, Var>> hash;     // constant or object keys, insertion order
-  bool is_size = false;                      // x.shape / x:size(): a tc.Size
-  std::optional<Var> metatable;              // set by setmetatable with a pinned table
+  std::vector<Var> array;                 // [1..n]
+  std::vector<std::pair<Var, Var>> hash;  // constant or object keys, insertion order
+  bool is_size = false;                   // x.shape / x:size(): a tc.Size
+  std::optional<Var> metatable;           // set by setmetatable with a pinned table
   // How Lua built it (NEWTABLE's sizes, every key set in order, nil or not): replayed on a
   // real table, it gives the order Lua's `next` visits the keys in.
   int narr = 0, nrec = 0;
@@ -78,22 +101,22 @@ struct Frame {
   std::vector<int> cell_of;  // register -> open cell (captured by a closure), or -1
   std::vector<Var> va;
   int pc = 0;
-  int cur = 0;           // the instruction being traced
-  int top = 0;           // end of open values (after CALL/VARARG with C=0)
-  Var fn;                // the function (Object with a source, or Closure)
-  std::vector<std::optional<Var>> up;  // upvalues read so far
-  int ret_a = 0, ret_n = -1;  // where results go in the caller (ret_n = -1: all)
+  int cur = 0;                              // the instruction being traced
+  int top = 0;                              // end of open values (after CALL/VARARG with C=0)
+  Var fn;                                   // the function (Object with a source, or Closure)
+  std::vector<std::optional<Var>> up;       // upvalues read so far
+  int ret_a = 0, ret_n = -1;                // where results go in the caller (ret_n = -1: all)
   const std::vector<int>* lines = nullptr;  // line of each instruction
-  std::string name;       // for stacks: "bar"
-  bool discard = false;   // the caller does not want results (a call made by the tracer)
-  bool pcall = false;     // called through pcall: results get a leading true
+  std::string name;                         // for stacks: "bar"
+  bool discard = false;  // the caller does not want results (a call made by the tracer)
+  bool pcall = false;    // called through pcall: results get a leading true
 };
 
 // Pointers of C functions tc knows (captured when capture is installed).
 struct Known {
-  lua_CFunction op_fn = nullptr;          // tc.<op> closures (upvalue 1: the Op)
-  lua_CFunction trampoline = nullptr;     // tc's Lua-side functions (upvalue 1: the Lua function)
-  lua_CFunction dispatch = nullptr;       // capture's own dispatch (compiled function wrappers)
+  lua_CFunction op_fn = nullptr;       // tc.<op> closures (upvalue 1: the Op)
+  lua_CFunction trampoline = nullptr;  // tc's Lua-side functions (upvalue 1: the Lua function)
+  lua_CFunction dispatch = nullptr;    // capture's own dispatch (compiled function wrappers)
   std::unordered_map<lua_CFunction, std::string> builtins;  // "math.sqrt", "type", "size" ...
 };
 Known& known();
@@ -136,7 +159,8 @@ class Tracer {
   std::vector<Var> cells_;
   std::unordered_map<int, Var> by_source_;              // source id -> Var read (inputs, tables)
   std::unordered_map<const TensorImpl*, Ref> proxies_;  // fake impl -> graph ref
-  std::vector<std::pair<std::pair<int, std::string>, Var>> overlay_;  // writes to real tables (obj, key)
+  std::vector<std::pair<std::pair<int, std::string>, Var>>
+      overlay_;  // writes to real tables (obj, key)
   struct PendingEffect {
     Effect::Kind kind;
     Var target, key, value;
@@ -147,19 +171,20 @@ class Tracer {
   std::unordered_map<const void*, const vm::Proto*> proto_memo_;  // closures seen in this trace
 
   // ---- objects, constants, guards -------------------------------------------------------------
-  int push_obj(int obj);                 // pushes the object, returns its stack index
-  int add_obj(int idx);                  // stores the value at idx, returns its object index
-  int add_k(int idx);                    // stores the value at idx into K, returns its K index
-  Var from_lua(int idx, int src);        // a Var for the real value at idx read from src (guards it)
-  Var from_lua_unguarded(int idx);       // a Var for a value the trace made (no source)
+  int push_obj(int obj);            // pushes the object, returns its stack index
+  int add_obj(int idx);             // stores the value at idx, returns its object index
+  int add_k(int idx);               // stores the value at idx into K, returns its K index
+  Var from_lua(int idx, int src);   // a Var for the real value at idx read from src (guards it)
+  Var from_lua_unguarded(int idx);  // a Var for a value the trace made (no source)
   int pin(int idx, const std::string& what);  // Identity guard on the object at idx; returns source
   void guard_type(int src, int type);
   void guard_equals(int src, int idx);
   void guard_identity(int src, int idx);
-  Var read_source(int src);              // pushes nothing; Var for the source's current value
-  int push_var(const Var& v);            // pushes a real value for a constant/Object Var (not tensors)
+  Var read_source(int src);    // pushes nothing; Var for the source's current value
+  int push_var(const Var& v);  // pushes a real value for a constant/Object Var (not tensors)
 
-  // ---- execution ---------------------------------------------------------------------------------
+  // ---- execution
+  // ---------------------------------------------------------------------------------
   void step();
   void exec(Frame& f, const vm::Ins& i);
   Var& reg(Frame& f, int r);
@@ -167,33 +192,37 @@ class Tracer {
   Var upval(Frame& f, int n);
   void set_upval(Frame& f, int n, Var v);
   void deliver(std::vector<Var> results);  // the innermost frame returned these
-  void assign(int ret_a, int ret_n, const std::vector<Var>& results);  // call results, as CALL writes them
+  void assign(int ret_a, int ret_n,
+              const std::vector<Var>& results);  // call results, as CALL writes them
 
-  // ---- semantics (tracer_calls.cpp) ---------------------------------------------------------------
-  // Each either produces a value now (returns true, *out set) or pushed an inlined frame whose
-  // results go to (ret_a, ret_n) of the current frame (returns false).
+  // ---- semantics (tracer_calls.cpp)
+  // --------------------------------------------------------------- Each either produces a value
+  // now (returns true, *out set) or pushed an inlined frame whose results go to (ret_a, ret_n) of
+  // the current frame (returns false).
   bool index(const Var& t, const Var& key, Var* out, int ret_a);
   void newindex(const Var& t, const Var& key, const Var& v);
   bool arith(int tm, const Var& a, const Var& b, Var* out, int ret_a);
   bool compare(vm::OpCode op, const Var& a, const Var& b);  // constants only (breaks otherwise)
   Var len(const Var& v);
   Var raw_get(const Var& t, const Var& key);  // real tables: raw read through a source (guarded)
-  Var metatable_of(const Var& v);             // real values: pinned metatable (identity guarded) or nil
-  void note_size_read(const Var& t);          // a size became a Lua number: specialize dynamic dims
+  Var metatable_of(const Var& v);     // real values: pinned metatable (identity guarded) or nil
+  void note_size_read(const Var& t);  // a size became a Lua number: specialize dynamic dims
   Var concat(const std::vector<Var>& parts);
   // Calls `fn` with args; results to the current frame's registers from ret_a (ret_n values,
   // -1: all, setting top). Returns true when done immediately, false when a frame was pushed.
   bool call(const Var& fn, std::vector<Var> args, int ret_a, int ret_n, bool tail);
   void push_frame(const Var& fn, const vm::Proto* p, std::vector<Var> args, int ret_a, int ret_n);
   std::vector<Var> call_op(int op, const std::vector<Var>& args);
-  bool call_builtin(const std::string& name, const Var& fn, std::vector<Var>& args, std::vector<Var>* out);
+  bool call_builtin(const std::string& name, const Var& fn, std::vector<Var>& args,
+                    std::vector<Var>* out);
   Value to_value(const Var& v, bool* ok);
   Var tensor_property(const Var& t, const std::string& key, bool* found);
   Var tensor_input(int src, int idx);
   Var new_table();
   Var size_table(const Shape& s);
 
-  // ---- the end (tracer_end.cpp) --------------------------------------------------------------------
+  // ---- the end (tracer_end.cpp)
+  // --------------------------------------------------------------------
   void finish_return(std::vector<Var> results);
   void finish_break(const BreakSignal& b);
   VPlan plan(const Var& v);

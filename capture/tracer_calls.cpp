@@ -14,20 +14,27 @@ using vm::OpCode;
 namespace {
 // Lua converts float keys with an integer value to integers (t[1.0] is t[1]).
 Var normalize_key(const Var& k) {
-  if (k.k == Var::K::Float && std::floor(k.f) == k.f && std::fabs(k.f) < 9.2e18) return Var::integer(int64_t(k.f));
+  if (k.k == Var::K::Float && std::floor(k.f) == k.f && std::fabs(k.f) < 9.2e18)
+    return Var::integer(int64_t(k.f));
   return k;
 }
 
-const char* const kArithEvents[] = {"__add", "__sub", "__mul", "__mod", "__pow", "__div", "__idiv",
-                                    "__band", "__bor", "__bxor", "__shl", "__shr", "__unm", "__bnot"};
+const char* const kArithEvents[] = {"__add", "__sub",  "__mul",  "__mod", "__pow",
+                                    "__div", "__idiv", "__band", "__bor", "__bxor",
+                                    "__shl", "__shr",  "__unm",  "__bnot"};
 
 std::string key_string(const Var& k) {
   switch (k.k) {
-    case Var::K::Str: return "s" + k.s;
-    case Var::K::Int: return "i" + std::to_string(k.i);
-    case Var::K::Float: return "f" + std::to_string(k.f);
-    case Var::K::Bool: return k.b ? "btrue" : "bfalse";
-    default: return "";
+    case Var::K::Str:
+      return "s" + k.s;
+    case Var::K::Int:
+      return "i" + std::to_string(k.i);
+    case Var::K::Float:
+      return "f" + std::to_string(k.f);
+    case Var::K::Bool:
+      return k.b ? "btrue" : "bfalse";
+    default:
+      return "";
   }
 }
 
@@ -38,14 +45,21 @@ bool same_const(const Var& a, const Var& b) {
   }
   if (a.k != b.k) return false;
   switch (a.k) {
-    case Var::K::Nil: return true;
-    case Var::K::Bool: return a.b == b.b;
-    case Var::K::Str: return a.s == b.s;
-    case Var::K::Object: return a.obj == b.obj;
+    case Var::K::Nil:
+      return true;
+    case Var::K::Bool:
+      return a.b == b.b;
+    case Var::K::Str:
+      return a.s == b.s;
+    case Var::K::Object:
+      return a.obj == b.obj;
     case Var::K::Table:
-    case Var::K::Closure: return a.id == b.id;
-    case Var::K::Tensor: return a.ref == b.ref;
-    default: return false;
+    case Var::K::Closure:
+      return a.id == b.id;
+    case Var::K::Tensor:
+      return a.ref == b.ref;
+    default:
+      return false;
   }
 }
 }  // namespace
@@ -77,7 +91,8 @@ Var Tracer::raw_get(const Var& t, const Var& key_in) {
   const Var key = normalize_key(key_in);
   if (t.k == Var::K::Table) {
     const ModelTable& m = tables_[t.id];
-    if (key.k == Var::K::Int && key.i >= 1 && key.i <= int64_t(m.array.size())) return m.array[key.i - 1];
+    if (key.k == Var::K::Int && key.i >= 1 && key.i <= int64_t(m.array.size()))
+      return m.array[key.i - 1];
     int j = model_find(m, key);
     return j >= 0 ? m.hash[j].second : Var::nil();
   }
@@ -95,7 +110,8 @@ Var Tracer::raw_get(const Var& t, const Var& key_in) {
   } else if (key.k == Var::K::Int) {
     src = e_.guards.source(SrcKind::Index, t.src, key.i);
   } else {
-    throw BreakSignal{BreakCode::UnsupportedBytecode, "table key that is not a string or an integer"};
+    throw BreakSignal{BreakCode::UnsupportedBytecode,
+                      "table key that is not a string or an integer"};
   }
   return read_source(src);
 }
@@ -150,16 +166,19 @@ bool Tracer::index(const Var& t, const Var& key_in, Var* out, int ret_a) {
         Var x = t;
         int64_t d = 1;
         const ModelTable& m = tables_[key.id];
-        if (!m.hash.empty()) throw BreakSignal{BreakCode::UnsupportedBytecode, "tensor index table with keys"};
+        if (!m.hash.empty())
+          throw BreakSignal{BreakCode::UnsupportedBytecode, "tensor index table with keys"};
         for (const Var& item : m.array) {
           if (item.k == Var::K::Int) {
             x = call_op(int(Op::select), {x, Var::integer(d), item})[0];
-          } else if (item.k == Var::K::Table && tables_[item.id].hash.empty() && tables_[item.id].array.size() <= 3) {
+          } else if (item.k == Var::K::Table && tables_[item.id].hash.empty() &&
+                     tables_[item.id].array.size() <= 3) {
             const auto& r = tables_[item.id].array;
             if (r.size() == 1)
               x = call_op(int(Op::narrow), {x, Var::integer(d), r[0], Var::integer(1)})[0];
             else if (r.size() >= 2)
-              x = call_op(int(Op::slice), {x, Var::integer(d), r[0], r[1], r.size() == 3 ? r[2] : Var::integer(1)})[0];
+              x = call_op(int(Op::slice), {x, Var::integer(d), r[0], r[1],
+                                           r.size() == 3 ? r[2] : Var::integer(1)})[0];
             d++;
           } else {
             throw BreakSignal{BreakCode::UnsupportedBytecode, "tensor index with this kind of key"};
@@ -168,7 +187,8 @@ bool Tracer::index(const Var& t, const Var& key_in, Var* out, int ret_a) {
         *out = x;
         return true;
       }
-      if (key.k == Var::K::Tensor) throw BreakSignal{BreakCode::DataDependentShape, "indexing with a tensor"};
+      if (key.k == Var::K::Tensor)
+        throw BreakSignal{BreakCode::DataDependentShape, "indexing with a tensor"};
       throw BreakSignal{BreakCode::UnsupportedBytecode, "tensor index with this kind of key"};
     }
     case Var::K::Table: {
@@ -211,7 +231,8 @@ bool Tracer::index(const Var& t, const Var& key_in, Var* out, int ret_a) {
       lua_pop(L, 1);
       if (type == LUA_TUSERDATA) throw BreakSignal{BreakCode::ForeignUserdata, "indexing"};
       if (type != LUA_TTABLE)
-        throw BreakSignal{BreakCode::UnsupportedBytecode, std::string("indexing a ") + lua_typename(L, type) + " value"};
+        throw BreakSignal{BreakCode::UnsupportedBytecode,
+                          std::string("indexing a ") + lua_typename(L, type) + " value"};
       Var v = raw_get(t, key);
       if (v.k != Var::K::Nil) {
         *out = v;
@@ -238,7 +259,8 @@ bool Tracer::index(const Var& t, const Var& key_in, Var* out, int ret_a) {
     }
     case Var::K::Str: {
       // ("x"):upper(): the string library through the string metatable
-      if (key.k != Var::K::Str) throw BreakSignal{BreakCode::UnsupportedBytecode, "indexing a string"};
+      if (key.k != Var::K::Str)
+        throw BreakSignal{BreakCode::UnsupportedBytecode, "indexing a string"};
       lua_getglobal(L, "string");
       if (!lua_istable(L, -1)) {
         lua_pop(L, 1);
@@ -258,14 +280,17 @@ bool Tracer::index(const Var& t, const Var& key_in, Var* out, int ret_a) {
 
 void Tracer::newindex(const Var& t, const Var& key_in, const Var& v) {
   const Var key = normalize_key(key_in);
-  if (key.k == Var::K::Float && key.f != key.f) throw BreakSignal{BreakCode::ErrorCall, "table index is NaN"};
+  if (key.k == Var::K::Float && key.f != key.f)
+    throw BreakSignal{BreakCode::ErrorCall, "table index is NaN"};
   // A closure may live in a table made in the trace; it escapes only if that table does.
-  if (v.k == Var::K::Closure && t.k != Var::K::Table) throw BreakSignal{BreakCode::EscapingClosure, "stored in a table"};
+  if (v.k == Var::K::Closure && t.k != Var::K::Table)
+    throw BreakSignal{BreakCode::EscapingClosure, "stored in a table"};
   switch (t.k) {
     case Var::K::Table: {
       ModelTable& m = tables_[t.id];
       m.log.push_back({key, v.k != Var::K::Nil});
-      if (m.metatable && raw_get(t, key).k == Var::K::Nil && raw_get(*m.metatable, Var::string("__newindex")).k != Var::K::Nil)
+      if (m.metatable && raw_get(t, key).k == Var::K::Nil &&
+          raw_get(*m.metatable, Var::string("__newindex")).k != Var::K::Nil)
         throw BreakSignal{BreakCode::MetamethodWrite, "table with a __newindex metamethod"};
       if (key.k == Var::K::Nil) throw BreakSignal{BreakCode::UnsupportedBytecode, "nil table key"};
       if (key.k == Var::K::Int && key.i >= 1 && key.i <= int64_t(m.array.size()) + 1) {
@@ -283,7 +308,8 @@ void Tracer::newindex(const Var& t, const Var& key_in, const Var& v) {
         }
         return;
       }
-      if (!key.is_const() && key.k != Var::K::Object) throw BreakSignal{BreakCode::UnsupportedBytecode, "table key kind"};
+      if (!key.is_const() && key.k != Var::K::Object)
+        throw BreakSignal{BreakCode::UnsupportedBytecode, "table key kind"};
       if (int j = model_find(m, key); j >= 0)
         m.hash[j].second = v;
       else
@@ -294,13 +320,15 @@ void Tracer::newindex(const Var& t, const Var& key_in, const Var& v) {
       const int o = push_obj(t.obj);
       if (lua_type(L, o) != LUA_TTABLE) {
         lua_pop(L, 1);
-        throw BreakSignal{lua_type(L, o) == LUA_TUSERDATA ? BreakCode::ForeignUserdata : BreakCode::UnsupportedBytecode,
+        throw BreakSignal{lua_type(L, o) == LUA_TUSERDATA ? BreakCode::ForeignUserdata
+                                                          : BreakCode::UnsupportedBytecode,
                           "assignment into a value that is not a table"};
       }
       lua_pop(L, 1);
       const std::string ks = key_string(key);
       if (ks.empty() || (key.k != Var::K::Str && key.k != Var::K::Int))
-        throw BreakSignal{BreakCode::UnsupportedBytecode, "table key that is not a string or an integer"};
+        throw BreakSignal{BreakCode::UnsupportedBytecode,
+                          "table key that is not a string or an integer"};
       if (raw_get(t, key).k == Var::K::Nil) {
         // A new key: __newindex would run; allowed only without one (its absence is guarded).
         Var mt = metatable_of(t);
@@ -311,8 +339,11 @@ void Tracer::newindex(const Var& t, const Var& key_in, const Var& v) {
       effects_.push_back({Effect::Kind::RawSet, t, key, v, 0});
       return;
     }
-    case Var::K::Tensor: throw BreakSignal{BreakCode::TensorAssignment, ""};
-    default: throw BreakSignal{BreakCode::UnsupportedBytecode, "assignment into a value that is not a table"};
+    case Var::K::Tensor:
+      throw BreakSignal{BreakCode::TensorAssignment, ""};
+    default:
+      throw BreakSignal{BreakCode::UnsupportedBytecode,
+                        "assignment into a value that is not a table"};
   }
 }
 
@@ -321,7 +352,8 @@ bool Tracer::arith(int op, const Var& a, const Var& b, Var* out, int ret_a) {
   if (a.is_number() && b.is_number()) {
     // Cases where Lua raises: integer division/modulo by zero, bitwise on non-integral floats.
     const bool bitwise = op >= LUA_OPBAND && op <= LUA_OPSHR || op == LUA_OPBNOT;
-    if ((op == LUA_OPIDIV || op == LUA_OPMOD) && a.k == Var::K::Int && b.k == Var::K::Int && b.i == 0)
+    if ((op == LUA_OPIDIV || op == LUA_OPMOD) && a.k == Var::K::Int && b.k == Var::K::Int &&
+        b.i == 0)
       throw BreakSignal{BreakCode::UnsupportedBytecode, "integer division by zero"};
     if (bitwise) {
       for (const Var* v : {&a, &b})
@@ -336,26 +368,50 @@ bool Tracer::arith(int op, const Var& a, const Var& b, Var* out, int ret_a) {
     return true;
   }
   const bool ta = a.k == Var::K::Tensor, tb = b.k == Var::K::Tensor;
-  if ((ta && (tb || b.is_number() || b.k == Var::K::Bool)) || (tb && (a.is_number() || a.k == Var::K::Bool))) {
+  if ((ta && (tb || b.is_number() || b.k == Var::K::Bool)) ||
+      (tb && (a.is_number() || a.k == Var::K::Bool))) {
     switch (op) {
-      case LUA_OPADD: *out = call_op(int(Op::add), {a, b})[0]; return true;
-      case LUA_OPSUB: *out = call_op(int(Op::sub), {a, b})[0]; return true;
-      case LUA_OPMUL: *out = call_op(int(Op::mul), {a, b})[0]; return true;
-      case LUA_OPDIV: *out = call_op(int(Op::div), {a, b})[0]; return true;
-      case LUA_OPMOD: *out = call_op(int(Op::remainder), {a, b})[0]; return true;
-      case LUA_OPPOW: *out = call_op(int(Op::pow), {a, b})[0]; return true;
+      case LUA_OPADD:
+        *out = call_op(int(Op::add), {a, b})[0];
+        return true;
+      case LUA_OPSUB:
+        *out = call_op(int(Op::sub), {a, b})[0];
+        return true;
+      case LUA_OPMUL:
+        *out = call_op(int(Op::mul), {a, b})[0];
+        return true;
+      case LUA_OPDIV:
+        *out = call_op(int(Op::div), {a, b})[0];
+        return true;
+      case LUA_OPMOD:
+        *out = call_op(int(Op::remainder), {a, b})[0];
+        return true;
+      case LUA_OPPOW:
+        *out = call_op(int(Op::pow), {a, b})[0];
+        return true;
       case LUA_OPIDIV: {
         Var opts = new_table();
         tables_[opts.id].hash.push_back({Var::string("rounding_mode"), Var::string("floor")});
         *out = call_op(int(Op::div), {a, b, opts})[0];
         return true;
       }
-      case LUA_OPBAND: *out = call_op(int(Op::bitwise_and), {a, b})[0]; return true;
-      case LUA_OPBOR: *out = call_op(int(Op::bitwise_or), {a, b})[0]; return true;
-      case LUA_OPBXOR: *out = call_op(int(Op::bitwise_xor), {a, b})[0]; return true;
-      case LUA_OPUNM: *out = call_op(int(Op::neg), {a})[0]; return true;
-      case LUA_OPBNOT: *out = call_op(int(Op::bitwise_not), {a})[0]; return true;
-      default: throw BreakSignal{BreakCode::UnsupportedBytecode, "shift on a tensor"};
+      case LUA_OPBAND:
+        *out = call_op(int(Op::bitwise_and), {a, b})[0];
+        return true;
+      case LUA_OPBOR:
+        *out = call_op(int(Op::bitwise_or), {a, b})[0];
+        return true;
+      case LUA_OPBXOR:
+        *out = call_op(int(Op::bitwise_xor), {a, b})[0];
+        return true;
+      case LUA_OPUNM:
+        *out = call_op(int(Op::neg), {a})[0];
+        return true;
+      case LUA_OPBNOT:
+        *out = call_op(int(Op::bitwise_not), {a})[0];
+        return true;
+      default:
+        throw BreakSignal{BreakCode::UnsupportedBytecode, "shift on a tensor"};
     }
   }
   // Lua classes: the metamethod of the first operand that has one.
@@ -377,7 +433,8 @@ bool Tracer::arith(int op, const Var& a, const Var& b, Var* out, int ret_a) {
     std::vector<Var> args{a, b};
     return call(mm, std::move(args), ret_a, 1, false);
   }
-  if (a.k == Var::K::Str || b.k == Var::K::Str) throw BreakSignal{BreakCode::UnsupportedBytecode, "arithmetic on a string"};
+  if (a.k == Var::K::Str || b.k == Var::K::Str)
+    throw BreakSignal{BreakCode::UnsupportedBytecode, "arithmetic on a string"};
   throw BreakSignal{BreakCode::UnsupportedBytecode, "arithmetic on values tc does not model"};
 }
 
@@ -386,8 +443,10 @@ bool Tracer::compare(OpCode op, const Var& a, const Var& b) {
   static const char* names[] = {"==", "<", "<="};
   const int which = op == OpCode::EQ ? 0 : op == OpCode::LT ? 1 : 2;
   if (a.k == Var::K::Tensor || b.k == Var::K::Tensor) {
-    if (op == OpCode::EQ && a.k != b.k && !(a.k == Var::K::Object || b.k == Var::K::Object)) return false;
-    throw BreakSignal{BreakCode::DataDependentBranch, std::string("`") + names[which] + "` on a tensor value"};
+    if (op == OpCode::EQ && a.k != b.k && !(a.k == Var::K::Object || b.k == Var::K::Object))
+      return false;
+    throw BreakSignal{BreakCode::DataDependentBranch,
+                      std::string("`") + names[which] + "` on a tensor value"};
   }
   if ((a.is_number() && b.is_number()) || (a.k == Var::K::Str && b.k == Var::K::Str)) {
     push_var(a);
@@ -396,8 +455,11 @@ bool Tracer::compare(OpCode op, const Var& a, const Var& b) {
     lua_pop(L, 2);
     return r;
   }
-  if (op != OpCode::EQ) throw BreakSignal{BreakCode::UnsupportedBytecode, std::string("`") + names[which] + "` on values tc does not model"};
-  if (a.k == Var::K::Table && b.k == Var::K::Table && tables_[a.id].is_size && tables_[b.id].is_size) {
+  if (op != OpCode::EQ)
+    throw BreakSignal{BreakCode::UnsupportedBytecode,
+                      std::string("`") + names[which] + "` on values tc does not model"};
+  if (a.k == Var::K::Table && b.k == Var::K::Table && tables_[a.id].is_size &&
+      tables_[b.id].is_size) {
     const auto &x = tables_[a.id].array, &y = tables_[b.id].array;
     if (x.size() != y.size()) return false;
     for (size_t j = 0; j < x.size(); j++)
@@ -425,7 +487,8 @@ bool Tracer::compare(OpCode op, const Var& a, const Var& b) {
 
 Var Tracer::len(const Var& v) {
   switch (v.k) {
-    case Var::K::Str: return Var::integer(int64_t(v.s.size()));
+    case Var::K::Str:
+      return Var::integer(int64_t(v.s.size()));
     case Var::K::Tensor: {
       const Tensor& t = e_.graph.fake(v.ref);
       if (t.dim() == 0) throw BreakSignal{BreakCode::UnsupportedBytecode, "# of a 0-dim tensor"};
@@ -433,7 +496,8 @@ Var Tracer::len(const Var& v) {
       return Var::integer(t.sizes()[0]);
     }
     case Var::K::Table:
-      if (tables_[v.id].metatable) throw BreakSignal{BreakCode::UnsupportedBytecode, "# of a table with a metatable"};
+      if (tables_[v.id].metatable)
+        throw BreakSignal{BreakCode::UnsupportedBytecode, "# of a table with a metatable"};
       return Var::integer(int64_t(tables_[v.id].array.size()));
     case Var::K::Object: {
       push_obj(v.obj);
@@ -457,14 +521,17 @@ Var Tracer::len(const Var& v) {
       read_source(after);
       return Var::integer(n);
     }
-    default: throw BreakSignal{BreakCode::UnsupportedBytecode, "# of this value"};
+    default:
+      throw BreakSignal{BreakCode::UnsupportedBytecode, "# of this value"};
   }
 }
 
 Var Tracer::concat(const std::vector<Var>& parts) {
   for (const Var& p : parts) {
     if (p.k == Var::K::Tensor) throw BreakSignal{BreakCode::ReadsTensorValue, "`..` on a tensor"};
-    if (!(p.is_number() || p.k == Var::K::Str)) throw BreakSignal{BreakCode::UnsupportedBytecode, "`..` on values that are not strings or numbers"};
+    if (!(p.is_number() || p.k == Var::K::Str))
+      throw BreakSignal{BreakCode::UnsupportedBytecode,
+                        "`..` on values that are not strings or numbers"};
   }
   for (const Var& p : parts) push_var(p);
   lua_concat(L, int(parts.size()));

@@ -8,9 +8,15 @@
 
 namespace tc::capture {
 
-Tracer::Tracer(lua_State* L, const vm::Proto* root, const vm::Analysis& analysis, int fn_idx, int nargs, Entry& e,
-               Options opt)
-    : L(L), root_(root), an_(analysis), fn_idx_(fn_idx), args_idx_(fn_idx + 1), nargs_(nargs), e_(e),
+Tracer::Tracer(lua_State* L, const vm::Proto* root, const vm::Analysis& analysis, int fn_idx,
+               int nargs, Entry& e, Options opt)
+    : L(L),
+      root_(root),
+      an_(analysis),
+      fn_idx_(fn_idx),
+      args_idx_(fn_idx + 1),
+      nargs_(nargs),
+      e_(e),
       opt_(std::move(opt)) {}
 
 void Tracer::run() {
@@ -31,8 +37,8 @@ void Tracer::run() {
   gs.grad = lua::grad_enabled();
   gs.default_dtype = default_dtype();
   gs.default_device = default_device();
-  gs.expected = std::string("grad ") + (gs.grad ? "on" : "off") + ", default dtype " + dtype_name(gs.default_dtype) +
-                ", default device " + gs.default_device.str();
+  gs.expected = std::string("grad ") + (gs.grad ? "on" : "off") + ", default dtype " +
+                dtype_name(gs.default_dtype) + ", default device " + gs.default_device.str();
 
   if (root_->is_vararg) {
     Guard ac{GuardKind::ArgCount};
@@ -45,7 +51,8 @@ void Tracer::run() {
   fn.obj = add_obj(fn_idx_);
   fn.src = e_.guards.source(SrcKind::Fn, -1, 0);
   std::vector<Var> args;
-  for (int j = 1; j <= nargs_; j++) args.push_back(read_source(e_.guards.source(SrcKind::Arg, -1, j)));
+  for (int j = 1; j <= nargs_; j++)
+    args.push_back(read_source(e_.guards.source(SrcKind::Arg, -1, j)));
   push_frame(fn, root_, std::move(args), 0, -1);
   frames_.back().name = opt_.fn_name;
   try {
@@ -86,7 +93,9 @@ std::vector<StackFrame> Tracer::user_stack() const {
     std::string src = f.p->source.value_or("?");
     s.file = !src.empty() && (src[0] == '@' || src[0] == '=') ? src.substr(1) : src;
     s.line = f.cur < int(f.lines->size()) ? (*f.lines)[f.cur] : f.p->linedefined;
-    s.function = !f.name.empty() ? f.name : "function <" + s.file + ":" + std::to_string(f.p->linedefined) + ">";
+    s.function = !f.name.empty()
+                     ? f.name
+                     : "function <" + s.file + ":" + std::to_string(f.p->linedefined) + ">";
     if (!src.empty() && src[0] == '@') s.source_line = source_line(s.file, s.line);
     out.push_back(s);
   }
@@ -107,11 +116,25 @@ struct FallbackSignal {
 VPlan Tracer::plan(const Var& v) {
   VPlan p;
   switch (v.k) {
-    case Var::K::Nil: p.kind = VPlan::Kind::Nil; break;
-    case Var::K::Bool: p.kind = VPlan::Kind::Bool; p.b = v.b; break;
-    case Var::K::Int: p.kind = VPlan::Kind::Int; p.i = v.i; break;
-    case Var::K::Float: p.kind = VPlan::Kind::Float; p.f = v.f; break;
-    case Var::K::Str: p.kind = VPlan::Kind::Str; p.s = v.s; break;
+    case Var::K::Nil:
+      p.kind = VPlan::Kind::Nil;
+      break;
+    case Var::K::Bool:
+      p.kind = VPlan::Kind::Bool;
+      p.b = v.b;
+      break;
+    case Var::K::Int:
+      p.kind = VPlan::Kind::Int;
+      p.i = v.i;
+      break;
+    case Var::K::Float:
+      p.kind = VPlan::Kind::Float;
+      p.f = v.f;
+      break;
+    case Var::K::Str:
+      p.kind = VPlan::Kind::Str;
+      p.s = v.s;
+      break;
     case Var::K::Tensor:
       if (v.input >= 0) {
         p.kind = VPlan::Kind::Source;
@@ -121,7 +144,10 @@ VPlan Tracer::plan(const Var& v) {
         p.i = output(v.ref).node;
       }
       break;
-    case Var::K::Object: p.kind = VPlan::Kind::Source; p.i = v.src; break;
+    case Var::K::Object:
+      p.kind = VPlan::Kind::Source;
+      p.i = v.src;
+      break;
     case Var::K::Table: {
       // tables made in the trace: one TablePlan each, memoized so shared references stay shared
       static thread_local std::unordered_map<int, int>* memo = nullptr;
@@ -151,14 +177,17 @@ VPlan Tracer::plan(const Var& v) {
       p.i = idx;
       break;
     }
-    case Var::K::Closure: throw FallbackSignal{"a function made in the compiled code is live after it (returned or kept at a break)"};
+    case Var::K::Closure:
+      throw FallbackSignal{
+          "a function made in the compiled code is live after it (returned or kept at a break)"};
   }
   return p;
 }
 
 static void plan_effects(Tracer* t, Entry& e, const auto& effects, auto plan) {
   for (const auto& pe : effects) {
-    Effect ef{pe.kind, plan(pe.target), pe.kind == Effect::Kind::RawSet ? plan(pe.key) : VPlan{}, pe.upval, plan(pe.value)};
+    Effect ef{pe.kind, plan(pe.target), pe.kind == Effect::Kind::RawSet ? plan(pe.key) : VPlan{},
+              pe.upval, plan(pe.value)};
     e.effects.push_back(std::move(ef));
   }
 }
@@ -178,7 +207,9 @@ void Tracer::finish_return(std::vector<Var> results) {
 void Tracer::finish_break(const BreakSignal& b) {
   Frame& f = frames_.back();
   const int pc = f.cur;
-  e_.brk = opt_.forced_break_pc == pc && !opt_.forced.stack.empty() ? opt_.forced : GraphBreak{b.code, b.detail, user_stack()};
+  e_.brk = opt_.forced_break_pc == pc && !opt_.forced.stack.empty()
+               ? opt_.forced
+               : GraphBreak{b.code, b.detail, user_stack()};
   e_.pc = pc;
   e_.end = EndKind::Break;
   const vm::Ins i = vm::decode(root_->code[pc]);
@@ -195,9 +226,10 @@ void Tracer::finish_break(const BreakSignal& b) {
       std::string d = e_.guards.describe(callee.src);
       size_t cut = d.find_last_of(".:");
       std::string name = cut == std::string::npos ? d : d.substr(cut + 1);
-      static const char* const reserved[] = {"and", "break", "do", "else", "elseif", "end", "false", "for", "function",
-                                             "goto", "if", "in", "local", "nil", "not", "or", "repeat", "return", "then",
-                                             "true", "until", "while", "cont", "pass", "after_call"};
+      static const char* const reserved[] = {
+          "and",  "break", "do",    "else",  "elseif", "end",  "false",     "for",    "function",
+          "goto", "if",    "in",    "local", "nil",    "not",  "or",        "repeat", "return",
+          "then", "true",  "until", "while", "cont",   "pass", "after_call"};
       bool ok = !name.empty() && !isdigit((unsigned char)name[0]);
       for (char c : name) ok = ok && (isalnum((unsigned char)c) || c == '_');
       for (const char* r : reserved) ok = ok && name != r;
@@ -205,11 +237,22 @@ void Tracer::finish_break(const BreakSignal& b) {
     }
   }
   switch (i.op) {
-    case vm::OpCode::CALL: e_.resume_pcs = {pc + 1}; break;
-    case vm::OpCode::TAILCALL: break;
-    case vm::OpCode::EQ: case vm::OpCode::LT: case vm::OpCode::LE: case vm::OpCode::EQK:
-    case vm::OpCode::EQI: case vm::OpCode::LTI: case vm::OpCode::LEI: case vm::OpCode::GTI:
-    case vm::OpCode::GEI: case vm::OpCode::TEST: case vm::OpCode::TESTSET: {
+    case vm::OpCode::CALL:
+      e_.resume_pcs = {pc + 1};
+      break;
+    case vm::OpCode::TAILCALL:
+      break;
+    case vm::OpCode::EQ:
+    case vm::OpCode::LT:
+    case vm::OpCode::LE:
+    case vm::OpCode::EQK:
+    case vm::OpCode::EQI:
+    case vm::OpCode::LTI:
+    case vm::OpCode::LEI:
+    case vm::OpCode::GTI:
+    case vm::OpCode::GEI:
+    case vm::OpCode::TEST:
+    case vm::OpCode::TESTSET: {
       const vm::Ins j = vm::decode(root_->code[pc + 1]);
       e_.resume_pcs = {pc + 2, pc + 2 + j.sj};
       break;
@@ -227,7 +270,8 @@ void Tracer::finish_break(const BreakSignal& b) {
     vm::RegSet live = an_.live[pc];
     const int n = std::max<int>(int(f.R.size()), f.top);
     for (int r = 0; r < n && r < 256; r++)
-      if (live.test(r) || (vm::reads_open_top(i) && r >= i.a && r < f.top)) e_.regs.push_back({r, plan(reg(f, r))});
+      if (live.test(r) || (vm::reads_open_top(i) && r >= i.a && r < f.top))
+        e_.regs.push_back({r, plan(reg(f, r))});
     e_.top = f.top;
     for (const Var& v : f.va) e_.varargs.push_back(plan(v));
     plan_effects(this, e_, effects_, [&](const Var& v) { return plan(v); });

@@ -34,16 +34,19 @@ bool Tracer::call(const Var& fn, std::vector<Var> args, int ret_a, int ret_n, bo
   const int type = lua_type(L, o);
   if (type == LUA_TTABLE || type == LUA_TUSERDATA) {
     lua_pop(L, 1);
-    if (type == LUA_TUSERDATA && lua::to_tensor(L, o)) throw BreakSignal{BreakCode::UnsupportedBytecode, "call of a tensor"};
+    if (type == LUA_TUSERDATA && lua::to_tensor(L, o))
+      throw BreakSignal{BreakCode::UnsupportedBytecode, "call of a tensor"};
     Var mt = metatable_of(fn);
     Var mm = mt.k == Var::K::Nil ? mt : raw_get(mt, Var::string("__call"));
-    if (mm.k == Var::K::Nil) throw BreakSignal{BreakCode::UnsupportedBytecode, "call of a table without __call"};
+    if (mm.k == Var::K::Nil)
+      throw BreakSignal{BreakCode::UnsupportedBytecode, "call of a table without __call"};
     args.insert(args.begin(), fn);
     return call(mm, std::move(args), ret_a, ret_n, tail);
   }
   if (type != LUA_TFUNCTION) {
     lua_pop(L, 1);
-    throw BreakSignal{BreakCode::UnsupportedBytecode, std::string("call of a ") + lua_typename(L, type) + " value"};
+    throw BreakSignal{BreakCode::UnsupportedBytecode,
+                      std::string("call of a ") + lua_typename(L, type) + " value"};
   }
   // Functions marked with tc.compiler.disable, and wrappers made by tc.compile (traced through).
   lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.disabled");
@@ -76,7 +79,8 @@ bool Tracer::call(const Var& fn, std::vector<Var> args, int ret_a, int ret_n, bo
     pinned.src = pin(o, "");
     const void* ptr = lua_topointer(L, o);
     auto memo = proto_memo_.find(ptr);
-    const vm::Proto* p = memo != proto_memo_.end() ? memo->second : (proto_memo_[ptr] = proto_of(L, o, nullptr));
+    const vm::Proto* p =
+        memo != proto_memo_.end() ? memo->second : (proto_memo_[ptr] = proto_of(L, o, nullptr));
     lua_pop(L, 1);
     push_frame(pinned, p, std::move(args), ret_a, ret_n);
     return false;
@@ -118,12 +122,18 @@ bool Tracer::call(const Var& fn, std::vector<Var> args, int ret_a, int ret_n, bo
 Value Tracer::to_value(const Var& v, bool* ok) {
   *ok = true;
   switch (v.k) {
-    case Var::K::Nil: return Value();
-    case Var::K::Bool: return Value(v.b);
-    case Var::K::Int: return Value(v.i);
-    case Var::K::Float: return Value(v.f);
-    case Var::K::Str: return Value(v.s);
-    case Var::K::Tensor: return Value(e_.graph.fake(v.ref));
+    case Var::K::Nil:
+      return Value();
+    case Var::K::Bool:
+      return Value(v.b);
+    case Var::K::Int:
+      return Value(v.i);
+    case Var::K::Float:
+      return Value(v.f);
+    case Var::K::Str:
+      return Value(v.s);
+    case Var::K::Tensor:
+      return Value(e_.graph.fake(v.ref));
     case Var::K::Table: {
       const ModelTable& m = tables_[v.id];
       if (!m.hash.empty()) break;
@@ -178,7 +188,8 @@ Value Tracer::to_value(const Var& v, bool* ok) {
       lua_settop(L, o - 1);
       break;
     }
-    default: break;
+    default:
+      break;
   }
   *ok = false;
   return Value();
@@ -196,10 +207,14 @@ std::vector<Var> Tracer::call_op(int op_id, const std::vector<Var>& in) {
     for (auto& [k, _] : m.hash) any_string |= k.k == Var::K::Str;
     if (options && any_string) {
       for (auto& [k, val] : m.hash) {
-        if (k.k != Var::K::Str) throw BreakSignal{BreakCode::OpFailedWhileTracing, std::string(s.name) + ": options table with a non-string key"};
+        if (k.k != Var::K::Str)
+          throw BreakSignal{BreakCode::OpFailedWhileTracing,
+                            std::string(s.name) + ": options table with a non-string key"};
         bool ok;
         Value x = to_value(val, &ok);
-        if (!ok) throw BreakSignal{BreakCode::UnsupportedBytecode, std::string(s.name) + ": option '" + k.s + "'"};
+        if (!ok)
+          throw BreakSignal{BreakCode::UnsupportedBytecode,
+                            std::string(s.name) + ": option '" + k.s + "'"};
         kw.emplace_back(k.s, std::move(x));
       }
       args.pop_back();
@@ -210,7 +225,9 @@ std::vector<Var> Tracer::call_op(int op_id, const std::vector<Var>& in) {
   for (const Var& a : args) {
     bool ok;
     pos.push_back(to_value(a, &ok));
-    if (!ok) throw BreakSignal{BreakCode::UnsupportedBytecode, std::string(s.name) + ": an argument tc cannot pass to an op"};
+    if (!ok)
+      throw BreakSignal{BreakCode::UnsupportedBytecode,
+                        std::string(s.name) + ": an argument tc cannot pass to an op"};
   }
   Stack bound;
   Metas metas;
@@ -229,7 +246,8 @@ std::vector<Var> Tracer::call_op(int op_id, const std::vector<Var>& in) {
       std::vector<Ref> refs;
       for (const Tensor& t : v.tensors()) {
         auto it = proxies_.find(t.impl());
-        if (it == proxies_.end()) throw BreakSignal{BreakCode::UnsupportedBytecode, "tensor list with a constant tensor"};
+        if (it == proxies_.end())
+          throw BreakSignal{BreakCode::UnsupportedBytecode, "tensor list with a constant tensor"};
         refs.push_back(it->second);
       }
       nargs.push_back(NodeArg::list(std::move(refs)));
@@ -259,7 +277,8 @@ std::vector<Var> Tracer::call_op(int op_id, const std::vector<Var>& in) {
     proxies_[e_.graph.fake(r).impl()] = r;
     out.push_back(v);
   }
-  if (!s.args.empty() && s.args[0].mutated && !in.empty() && in[0].k == Var::K::Tensor) out[0] = in[0];
+  if (!s.args.empty() && s.args[0].mutated && !in.empty() && in[0].k == Var::K::Tensor)
+    out[0] = in[0];
   if (s.returns == ReturnKind::List) {
     Var t = new_table();
     tables_[t.id].array = out;
@@ -297,16 +316,20 @@ Var Tracer::tensor_property(const Var& t, const std::string& key, bool* found) {
 }
 
 // ---- builtins ----------------------------------------------------------------------------------
-bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Var>& args, std::vector<Var>* out) {
+bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Var>& args,
+                          std::vector<Var>* out) {
   auto arg = [&](size_t j) { return j < args.size() ? args[j] : Var::nil(); };
   auto need_tensor = [&](size_t j) -> const Tensor& {
-    if (arg(j).k != Var::K::Tensor) throw BreakSignal{BreakCode::UnsupportedBytecode, name + " on a value that is not a traced tensor"};
+    if (arg(j).k != Var::K::Tensor)
+      throw BreakSignal{BreakCode::UnsupportedBytecode,
+                        name + " on a value that is not a traced tensor"};
     return e_.graph.fake(args[j].ref);
   };
   // ---- tensor metadata methods (C methods of tc.Tensor) ----
   if (name.rfind("Tensor.", 0) == 0) {
     const std::string m = name.substr(7);
-    if (m == "item" || m == "tolist") throw BreakSignal{BreakCode::ReadsTensorValue, "x:" + m + "()"};
+    if (m == "item" || m == "tolist")
+      throw BreakSignal{BreakCode::ReadsTensorValue, "x:" + m + "()"};
     const Tensor& x = need_tensor(0);
     if (m == "size" || m == "stride") {
       note_size_read(args[0]);
@@ -321,7 +344,8 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
         }
         return true;
       }
-      if (arg(1).k != Var::K::Int || x.dim() == 0) throw BreakSignal{BreakCode::OpFailedWhileTracing, "x:" + m + "(dim)"};
+      if (arg(1).k != Var::K::Int || x.dim() == 0)
+        throw BreakSignal{BreakCode::OpFailedWhileTracing, "x:" + m + "(dim)"};
       int64_t d;
       try {
         d = wrap_dim(arg(1).i, x.dim());
@@ -331,28 +355,68 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
       *out = {Var::integer(s[d])};
       return true;
     }
-    if (m == "dim") { *out = {Var::integer(x.dim())}; return true; }
-    if (m == "numel" || m == "nelement") { note_size_read(args[0]); *out = {Var::integer(x.numel())}; return true; }
-    if (m == "is_contiguous") { *out = {Var::boolean(x.is_contiguous())}; return true; }
-    if (m == "element_size") { *out = {Var::integer(int64_t(x.itemsize()))}; return true; }
-    if (m == "is_floating_point") { *out = {Var::boolean(is_floating(x.dtype()))}; return true; }
+    if (m == "dim") {
+      *out = {Var::integer(x.dim())};
+      return true;
+    }
+    if (m == "numel" || m == "nelement") {
+      note_size_read(args[0]);
+      *out = {Var::integer(x.numel())};
+      return true;
+    }
+    if (m == "is_contiguous") {
+      *out = {Var::boolean(x.is_contiguous())};
+      return true;
+    }
+    if (m == "element_size") {
+      *out = {Var::integer(int64_t(x.itemsize()))};
+      return true;
+    }
+    if (m == "is_floating_point") {
+      *out = {Var::boolean(is_floating(x.dtype()))};
+      return true;
+    }
     throw BreakSignal{BreakCode::UnknownCFunction, name};
   }
-  if (name == "tc.is_tensor") { *out = {Var::boolean(arg(0).k == Var::K::Tensor)}; return true; }
-  if (name == "tc.is_grad_enabled") { *out = {Var::boolean(lua::grad_enabled())}; return true; }
+  if (name == "tc.is_tensor") {
+    *out = {Var::boolean(arg(0).k == Var::K::Tensor)};
+    return true;
+  }
+  if (name == "tc.is_grad_enabled") {
+    *out = {Var::boolean(lua::grad_enabled())};
+    return true;
+  }
   if (name == "type") {
     const Var a = arg(0);
     const char* t = "nil";
     switch (a.k) {
-      case Var::K::Nil: t = "nil"; break;
-      case Var::K::Bool: t = "boolean"; break;
+      case Var::K::Nil:
+        t = "nil";
+        break;
+      case Var::K::Bool:
+        t = "boolean";
+        break;
       case Var::K::Int:
-      case Var::K::Float: t = "number"; break;
-      case Var::K::Str: t = "string"; break;
-      case Var::K::Tensor: t = "userdata"; break;
-      case Var::K::Table: t = "table"; break;
-      case Var::K::Closure: t = "function"; break;
-      case Var::K::Object: push_obj(a.obj); t = luaL_typename(L, -1); lua_pop(L, 1); break;
+      case Var::K::Float:
+        t = "number";
+        break;
+      case Var::K::Str:
+        t = "string";
+        break;
+      case Var::K::Tensor:
+        t = "userdata";
+        break;
+      case Var::K::Table:
+        t = "table";
+        break;
+      case Var::K::Closure:
+        t = "function";
+        break;
+      case Var::K::Object:
+        push_obj(a.obj);
+        t = luaL_typename(L, -1);
+        lua_pop(L, 1);
+        break;
     }
     if (args.empty()) throw BreakSignal{BreakCode::ErrorCall, "type() without argument"};
     *out = {Var::string(t)};
@@ -360,7 +424,9 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
   }
   if (name == "math.type") {
     const Var a = arg(0);
-    *out = {a.k == Var::K::Int ? Var::string("integer") : a.k == Var::K::Float ? Var::string("float") : Var::nil()};
+    *out = {a.k == Var::K::Int     ? Var::string("integer")
+            : a.k == Var::K::Float ? Var::string("float")
+                                   : Var::nil()};
     if (a.k == Var::K::Tensor || a.k == Var::K::Object || a.k == Var::K::Table) *out = {Var::nil()};
     return true;
   }
@@ -387,7 +453,8 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
     const Var i = arg(1);
     if (i.k != Var::K::Int) throw BreakSignal{BreakCode::UnsupportedBytecode, "ipairs state"};
     Var v;
-    if (!index(arg(0), Var::integer(i.i + 1), &v, 0)) throw BreakSignal{BreakCode::UnsupportedBytecode, "ipairs through an __index function"};
+    if (!index(arg(0), Var::integer(i.i + 1), &v, 0))
+      throw BreakSignal{BreakCode::UnsupportedBytecode, "ipairs through an __index function"};
     if (v.k == Var::K::Nil)
       *out = {Var::nil()};
     else
@@ -398,7 +465,8 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
     // Over a table made in the trace: its construction is replayed on a real table (same sizes,
     // same keys in the same order), whose `next` order is the one the program would see.
     const Var t = arg(0);
-    if (t.k != Var::K::Table || tables_[t.id].metatable) throw BreakSignal{BreakCode::UnorderedIteration, name};
+    if (t.k != Var::K::Table || tables_[t.id].metatable)
+      throw BreakSignal{BreakCode::UnorderedIteration, name};
     if (name == "pairs") {
       lua_getglobal(L, "next");
       Var nx = from_lua_unguarded(-1);
@@ -407,17 +475,22 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
       return true;
     }
     const ModelTable& m = tables_[t.id];
-    if (m.order_unknown) throw BreakSignal{BreakCode::UnorderedIteration, "next over a table changed by table.insert"};
+    if (m.order_unknown)
+      throw BreakSignal{BreakCode::UnorderedIteration, "next over a table changed by table.insert"};
     const int base = lua_gettop(L);
     lua_createtable(L, m.narr, m.nrec);
     const int rt = lua_gettop(L);
     for (auto& [k, present] : m.log) {
       if (!(k.is_const() || k.k == Var::K::Object) || k.k == Var::K::Nil) {
         lua_settop(L, base);
-        throw BreakSignal{BreakCode::UnorderedIteration, "next over a table with keys made in the trace"};
+        throw BreakSignal{BreakCode::UnorderedIteration,
+                          "next over a table with keys made in the trace"};
       }
       push_var(k);
-      if (present) lua_pushboolean(L, 1); else lua_pushnil(L);
+      if (present)
+        lua_pushboolean(L, 1);
+      else
+        lua_pushnil(L);
       lua_rawset(L, rt);
     }
     // find the key after arg(1)
@@ -499,10 +572,14 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
     }
     if (t.k == Var::K::Object) {
       const std::string what = e_.guards.describe(t.src);
-      if (arg(2).k == Var::K::Closure) throw BreakSignal{BreakCode::EscapingClosure, "stored in a table"};
-      if (arg(1).k != Var::K::Str && arg(1).k != Var::K::Int) throw BreakSignal{BreakCode::UnsupportedBytecode, "rawset key"};
+      if (arg(2).k == Var::K::Closure)
+        throw BreakSignal{BreakCode::EscapingClosure, "stored in a table"};
+      if (arg(1).k != Var::K::Str && arg(1).k != Var::K::Int)
+        throw BreakSignal{BreakCode::UnsupportedBytecode, "rawset key"};
       raw_get(t, arg(1));
-      overlay_.push_back({{t.obj, (arg(1).k == Var::K::Str ? "s" + arg(1).s : "i" + std::to_string(arg(1).i))}, arg(2)});
+      overlay_.push_back(
+          {{t.obj, (arg(1).k == Var::K::Str ? "s" + arg(1).s : "i" + std::to_string(arg(1).i))},
+           arg(2)});
       effects_.push_back({Effect::Kind::RawSet, t, arg(1), arg(2), 0});
       *out = {t};
       return true;
@@ -533,8 +610,10 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
   }
   if (name == "setmetatable") {
     Var t = arg(0), mt = arg(1);
-    if (t.k != Var::K::Table || (mt.k != Var::K::Object && mt.k != Var::K::Nil && mt.k != Var::K::Table))
-      throw BreakSignal{BreakCode::UnsupportedBytecode, "setmetatable on a table made outside the compiled function"};
+    if (t.k != Var::K::Table ||
+        (mt.k != Var::K::Object && mt.k != Var::K::Nil && mt.k != Var::K::Table))
+      throw BreakSignal{BreakCode::UnsupportedBytecode,
+                        "setmetatable on a table made outside the compiled function"};
     if (mt.k == Var::K::Table) {
       tables_[t.id].metatable = mt;
     } else if (mt.k == Var::K::Object) {
@@ -582,14 +661,17 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
   }
   if (name == "table.concat") {
     const Var t = arg(0);
-    if (t.k != Var::K::Table || tables_[t.id].metatable) throw BreakSignal{BreakCode::UnknownCFunction, "table.concat of a table made outside the compiled function"};
+    if (t.k != Var::K::Table || tables_[t.id].metatable)
+      throw BreakSignal{BreakCode::UnknownCFunction,
+                        "table.concat of a table made outside the compiled function"};
     const Var sep = args.size() > 1 ? args[1] : Var::string("");
     std::vector<Var> parts;
     for (size_t j = 0; j < tables_[t.id].array.size(); j++) {
       if (j && !(sep.k == Var::K::Str && sep.s.empty())) parts.push_back(sep);
       parts.push_back(tables_[t.id].array[j]);
     }
-    if (args.size() > 2) throw BreakSignal{BreakCode::UnknownCFunction, "table.concat with a range"};
+    if (args.size() > 2)
+      throw BreakSignal{BreakCode::UnknownCFunction, "table.concat with a range"};
     *out = {parts.empty() ? Var::string("") : concat(parts)};
     return true;
   }
@@ -633,27 +715,34 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
       }
     }
     out->clear();
-    for (int64_t j = i0; j <= i1; j++) out->push_back(j >= 1 && j <= int64_t(items.size()) ? items[j - 1] : Var::nil());
+    for (int64_t j = i0; j <= i1; j++)
+      out->push_back(j >= 1 && j <= int64_t(items.size()) ? items[j - 1] : Var::nil());
     return true;
   }
   if (name == "table.pack") {
     Var t = new_table();
     tables_[t.id].array = args;
-    while (!tables_[t.id].array.empty() && tables_[t.id].array.back().k == Var::K::Nil) tables_[t.id].array.pop_back();
+    while (!tables_[t.id].array.empty() && tables_[t.id].array.back().k == Var::K::Nil)
+      tables_[t.id].array.pop_back();
     for (size_t j = 0; j < args.size(); j++)
-      if (args[j].k != Var::K::Nil && j >= tables_[t.id].array.size()) tables_[t.id].hash.push_back({Var::integer(int64_t(j) + 1), args[j]});
+      if (args[j].k != Var::K::Nil && j >= tables_[t.id].array.size())
+        tables_[t.id].hash.push_back({Var::integer(int64_t(j) + 1), args[j]});
     tables_[t.id].hash.push_back({Var::string("n"), Var::integer(int64_t(args.size()))});
     *out = {t};
     return true;
   }
   if (name == "table.insert") {
     Var t = arg(0);
-    if (t.k != Var::K::Table || tables_[t.id].metatable) throw BreakSignal{BreakCode::UnsupportedBytecode, "table.insert into a table made outside the compiled function"};
+    if (t.k != Var::K::Table || tables_[t.id].metatable)
+      throw BreakSignal{BreakCode::UnsupportedBytecode,
+                        "table.insert into a table made outside the compiled function"};
     auto& a = tables_[t.id].array;
     if (args.size() == 2) {
       newindex(t, Var::integer(int64_t(a.size()) + 1), args[1]);
-    } else if (args.size() == 3 && args[1].k == Var::K::Int && args[1].i >= 1 && args[1].i <= int64_t(a.size()) + 1) {
-      if (args[2].k == Var::K::Closure) throw BreakSignal{BreakCode::EscapingClosure, "stored in a table"};
+    } else if (args.size() == 3 && args[1].k == Var::K::Int && args[1].i >= 1 &&
+               args[1].i <= int64_t(a.size()) + 1) {
+      if (args[2].k == Var::K::Closure)
+        throw BreakSignal{BreakCode::EscapingClosure, "stored in a table"};
       a.insert(a.begin() + (args[1].i - 1), args[2]);
       tables_[t.id].order_unknown = true;
     } else {
@@ -671,7 +760,8 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
   if (is_pure_builtin(name)) {
     for (const Var& a : args)
       if (!a.is_const()) {
-        if (a.k == Var::K::Tensor) throw BreakSignal{BreakCode::ReadsTensorValue, name + " of a tensor"};
+        if (a.k == Var::K::Tensor)
+          throw BreakSignal{BreakCode::ReadsTensorValue, name + " of a tensor"};
         throw BreakSignal{BreakCode::UnknownCFunction, name + " on a value that is not a constant"};
       }
     const int base = lua_gettop(L);
@@ -686,7 +776,8 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
       int t = lua_type(L, j);
       if (t != LUA_TNIL && t != LUA_TBOOLEAN && t != LUA_TNUMBER && t != LUA_TSTRING) {
         lua_settop(L, base);
-        throw BreakSignal{BreakCode::UnknownCFunction, name + " returned a value that is not a constant"};
+        throw BreakSignal{BreakCode::UnknownCFunction,
+                          name + " returned a value that is not a constant"};
       }
       out->push_back(from_lua_unguarded(j));
     }

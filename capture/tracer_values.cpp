@@ -34,15 +34,18 @@ int Tracer::add_k(int idx) {
 
 static std::string value_string(lua_State* L, int idx) {
   switch (lua_type(L, idx)) {
-    case LUA_TNIL: return "nil";
-    case LUA_TBOOLEAN: return lua_toboolean(L, idx) ? "true" : "false";
+    case LUA_TNIL:
+      return "nil";
+    case LUA_TBOOLEAN:
+      return lua_toboolean(L, idx) ? "true" : "false";
     case LUA_TNUMBER: {
       lua_pushvalue(L, idx);
       std::string s = lua_tostring(L, -1);
       lua_pop(L, 1);
       return s;
     }
-    case LUA_TSTRING: return "\"" + std::string(lua_tostring(L, idx)) + "\"";
+    case LUA_TSTRING:
+      return "\"" + std::string(lua_tostring(L, idx)) + "\"";
     default: {
       char buf[80];
       std::snprintf(buf, sizeof buf, "%s %p", luaL_typename(L, idx), lua_topointer(L, idx));
@@ -105,7 +108,8 @@ int Tracer::pin(int idx, const std::string& what) {
   const void* p = lua_topointer(L, idx);
   char key[32];
   std::snprintf(key, sizeof key, "%p", p);
-  auto found = e_.guards.dedup.find(std::make_tuple(int(SrcKind::Pinned), -1, int64_t(0), std::string(key)));
+  auto found =
+      e_.guards.dedup.find(std::make_tuple(int(SrcKind::Pinned), -1, int64_t(0), std::string(key)));
   if (found != e_.guards.dedup.end()) return found->second;
   e_.guards.sources.push_back({SrcKind::Pinned, -1, k, name});
   int id = int(e_.guards.sources.size()) - 1;
@@ -115,23 +119,39 @@ int Tracer::pin(int idx, const std::string& what) {
 
 int Tracer::push_var(const Var& v) {
   switch (v.k) {
-    case Var::K::Nil: lua_pushnil(L); break;
-    case Var::K::Bool: lua_pushboolean(L, v.b); break;
-    case Var::K::Int: lua_pushinteger(L, v.i); break;
-    case Var::K::Float: lua_pushnumber(L, v.f); break;
-    case Var::K::Str: lua_pushlstring(L, v.s.data(), v.s.size()); break;
-    case Var::K::Object: push_obj(v.obj); break;
-    default: TC_ASSERT(false, "push_var of a symbolic value");
+    case Var::K::Nil:
+      lua_pushnil(L);
+      break;
+    case Var::K::Bool:
+      lua_pushboolean(L, v.b);
+      break;
+    case Var::K::Int:
+      lua_pushinteger(L, v.i);
+      break;
+    case Var::K::Float:
+      lua_pushnumber(L, v.f);
+      break;
+    case Var::K::Str:
+      lua_pushlstring(L, v.s.data(), v.s.size());
+      break;
+    case Var::K::Object:
+      push_obj(v.obj);
+      break;
+    default:
+      TC_ASSERT(false, "push_var of a symbolic value");
   }
   return lua_gettop(L);
 }
 
 Var Tracer::from_lua_unguarded(int idx) {
   switch (lua_type(L, idx)) {
-    case LUA_TNIL: return Var::nil();
-    case LUA_TBOOLEAN: return Var::boolean(lua_toboolean(L, idx));
+    case LUA_TNIL:
+      return Var::nil();
+    case LUA_TBOOLEAN:
+      return Var::boolean(lua_toboolean(L, idx));
     case LUA_TNUMBER:
-      return lua_isinteger(L, idx) ? Var::integer(lua_tointeger(L, idx)) : Var::number(lua_tonumber(L, idx));
+      return lua_isinteger(L, idx) ? Var::integer(lua_tointeger(L, idx))
+                                   : Var::number(lua_tonumber(L, idx));
     case LUA_TSTRING: {
       size_t n;
       const char* s = lua_tolstring(L, idx, &n);
@@ -236,7 +256,8 @@ Var Tracer::tensor_input(int src, int idx) {
 }
 
 // Pushes the current value of a source (guards do the same reads at run time).
-static void push_source(lua_State* L, const GuardProgram& g, int src, int fn_idx, int args_idx, int nargs, int K) {
+static void push_source(lua_State* L, const GuardProgram& g, int src, int fn_idx, int args_idx,
+                        int nargs, int K) {
   const Source& s = g.sources[src];
   switch (s.kind) {
     case SrcKind::Arg:
@@ -245,9 +266,14 @@ static void push_source(lua_State* L, const GuardProgram& g, int src, int fn_idx
       else
         lua_pushnil(L);
       return;
-    case SrcKind::Fn: lua_pushvalue(L, fn_idx); return;
-    case SrcKind::Pinned: lua_rawgeti(L, K, s.n); return;
-    default: break;
+    case SrcKind::Fn:
+      lua_pushvalue(L, fn_idx);
+      return;
+    case SrcKind::Pinned:
+      lua_rawgeti(L, K, s.n);
+      return;
+    default:
+      break;
   }
   push_source(L, g, s.parent, fn_idx, args_idx, nargs, K);
   const int p = lua_gettop(L);
@@ -272,7 +298,8 @@ static void push_source(lua_State* L, const GuardProgram& g, int src, int fn_idx
     case SrcKind::Metatable:
       if (!lua_getmetatable(L, p)) lua_pushnil(L);
       break;
-    default: break;
+    default:
+      break;
   }
   lua_remove(L, p);
 }
@@ -294,7 +321,8 @@ Var Tracer::upval(Frame& f, int n) {
     const int c = closures_[f.fn.id].cells[n];
     return cells_[c >= 0 ? c : -c - 1];  // cells are never cached: other closures may write them
   } else {
-    std::string name = n < int(f.p->upvalue_names.size()) && f.p->upvalue_names[n] ? *f.p->upvalue_names[n] : "";
+    std::string name =
+        n < int(f.p->upvalue_names.size()) && f.p->upvalue_names[n] ? *f.p->upvalue_names[n] : "";
     int src = e_.guards.source(SrcKind::Upval, f.fn.src, n + 1, name);
     v = read_source(src);
   }
@@ -305,7 +333,9 @@ Var Tracer::upval(Frame& f, int n) {
 void Tracer::set_upval(Frame& f, int n, Var v) {
   if (f.fn.k == Var::K::Closure) {
     const int c = closures_[f.fn.id].cells[n];
-    if (c < 0) throw BreakSignal{BreakCode::UnsupportedBytecode, "assignment to an outer upvalue from a function made in compiled code"};
+    if (c < 0)
+      throw BreakSignal{BreakCode::UnsupportedBytecode,
+                        "assignment to an outer upvalue from a function made in compiled code"};
     cells_[c] = v;
     return;
   }
@@ -315,7 +345,8 @@ void Tracer::set_upval(Frame& f, int n, Var v) {
   effects_.push_back({Effect::Kind::SetUpval, f.fn, Var(), v, n + 1});
 }
 
-void Tracer::push_frame(const Var& fn, const vm::Proto* p, std::vector<Var> args, int ret_a, int ret_n) {
+void Tracer::push_frame(const Var& fn, const vm::Proto* p, std::vector<Var> args, int ret_a,
+                        int ret_n) {
   Frame f;
   f.p = p;
   f.fn = fn;
@@ -325,7 +356,8 @@ void Tracer::push_frame(const Var& fn, const vm::Proto* p, std::vector<Var> args
   for (int i = 0; i < p->numparams; i++) f.R[i] = i < int(args.size()) ? args[i] : Var::nil();
   if (p->is_vararg)
     for (size_t i = p->numparams; i < args.size(); i++) f.va.push_back(args[i]);
-  static std::unordered_map<const vm::Proto*, std::vector<int>> lines;  // protos live for the process
+  static std::unordered_map<const vm::Proto*, std::vector<int>>
+      lines;  // protos live for the process
   auto it = lines.find(p);
   if (it == lines.end()) it = lines.emplace(p, vm::decode_lines(*p)).first;
   f.lines = &it->second;

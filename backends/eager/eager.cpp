@@ -43,8 +43,12 @@ capture::CompiledGraph EagerBackend::compile(const capture::Graph& g, const Comp
       args.clear();
       for (const capture::NodeArg& a : s.args) {
         switch (a.kind) {
-          case capture::NodeArg::Kind::Const: args.push_back(a.constant); break;
-          case capture::NodeArg::Kind::Ref: args.push_back(lookup(vals, a.refs[0])); break;
+          case capture::NodeArg::Kind::Const:
+            args.push_back(a.constant);
+            break;
+          case capture::NodeArg::Kind::Ref:
+            args.push_back(lookup(vals, a.refs[0]));
+            break;
           case capture::NodeArg::Kind::RefList: {
             TensorList l;
             for (capture::Ref r : a.refs) l.push_back(lookup(vals, r));

@@ -2,9 +2,8 @@
 // on a Lua stack, failure messages naming the source path).
 #include <gtest/gtest.h>
 
-#include <lua.hpp>
-
 #include <cmath>
+#include <lua.hpp>
 
 #include "guards.h"
 #include "lua_binding.h"
@@ -22,8 +21,9 @@ Graph sin_plus_cos() {
   Ref y = g.add_input("y", "arg[2]", Tensor::fake({2, 3}, {3, 1}, DType::Float32));
   Ref s = g.add_op(Op::sin, {NodeArg::ref(x)}, call(Op::sin, {g.fake(x)}))[0];
   Ref c = g.add_op(Op::cos, {NodeArg::ref(y)}, call(Op::cos, {g.fake(y)}))[0];
-  Ref a = g.add_op(Op::add, {NodeArg::ref(s), NodeArg::ref(c), NodeArg::constant_of(Value(int64_t(1)))},
-                   call(Op::add, bind(Op::add, {g.fake(s), g.fake(c)}, {})))[0];
+  Ref a =
+      g.add_op(Op::add, {NodeArg::ref(s), NodeArg::ref(c), NodeArg::constant_of(Value(int64_t(1)))},
+               call(Op::add, bind(Op::add, {g.fake(s), g.fake(c)}, {})))[0];
   g.outputs.push_back(a);
   return g;
 }
@@ -42,7 +42,8 @@ TEST(Graph, PrintsTabularLikeFx) {
             "output         output  output  ((add,),)\n");
   EXPECT_EQ(g.num_ops(), 3);
   EXPECT_EQ(g.op_names(), (std::vector<std::string>{"sin", "cos", "add"}));
-  EXPECT_NE(g.print_code().find("%add : float32[2, 3] = add(sin, cos, alpha=1)"), std::string::npos) << g.print_code();
+  EXPECT_NE(g.print_code().find("%add : float32[2, 3] = add(sin, cos, alpha=1)"), std::string::npos)
+      << g.print_code();
 }
 
 TEST(Graph, DynamicDimsPrintSymbolically) {

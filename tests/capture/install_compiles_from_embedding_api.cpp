@@ -38,10 +38,12 @@ TEST(Install, GraphBreakErrorUnderFullgraph) {
   vm::Runtime rt("test");
   capture::install(rt.state(), backends::compile_graph);
   try {
-    rt.run_string("local tc = require 'tc'\n"
-                  "local f = tc.compile(function(x) if x:sum() > 0 then return x end return -x end, {fullgraph = true})\n"
-                  "f(tc.ones(2))\n",
-                  "=strict");
+    rt.run_string(
+        "local tc = require 'tc'\n"
+        "local f = tc.compile(function(x) if x:sum() > 0 then return x end return -x end, "
+        "{fullgraph = true})\n"
+        "f(tc.ones(2))\n",
+        "=strict");
     FAIL() << "expected a GraphBreakError";
   } catch (const vm::LuaError& e) {
     EXPECT_EQ(e.kind(), "GraphBreakError");

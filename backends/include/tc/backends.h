@@ -25,7 +25,8 @@ class Backend {
   virtual const char* name() const = 0;
   // Capabilities as data: whether this backend can run the node.
   virtual bool supports(const capture::Node& n) const = 0;
-  virtual capture::CompiledGraph compile(const capture::Graph& g, const CompileOptions& o) const = 0;
+  virtual capture::CompiledGraph compile(const capture::Graph& g,
+                                         const CompileOptions& o) const = 0;
 };
 
 // The registry: every backend by name ("eager"; "tc", "cpu" and "cuda" run on eager until their

@@ -43,18 +43,18 @@ enum class NodeKind : uint8_t { Input, Op };
 
 struct Node {
   NodeKind kind = NodeKind::Op;
-  Op op = Op::add;              // Op nodes
-  std::vector<NodeArg> args;    // Op nodes: bound arguments in schema order
-  Stack fakes;                  // outputs as fake tensors (Tensor or TensorList values)
-  std::string name;             // unique: "x", "sin", "add_1"
-  std::string source;           // Input nodes: where the value comes from ("arg[1].weight")
-  int line = -1;                // Op nodes: user line that made it
+  Op op = Op::add;            // Op nodes
+  std::vector<NodeArg> args;  // Op nodes: bound arguments in schema order
+  Stack fakes;                // outputs as fake tensors (Tensor or TensorList values)
+  std::string name;           // unique: "x", "sin", "add_1"
+  std::string source;         // Input nodes: where the value comes from ("arg[1].weight")
+  int line = -1;              // Op nodes: user line that made it
 };
 
 struct Graph {
   std::vector<Node> nodes;
-  std::vector<int> inputs;    // Input node indices, in input order
-  std::vector<Ref> outputs;   // tensors the graph returns, in order
+  std::vector<int> inputs;   // Input node indices, in input order
+  std::vector<Ref> outputs;  // tensors the graph returns, in order
   // Dynamic dimensions of inputs (input index, 0-based dim): printed as s0, s1 ...
   std::vector<std::pair<int, int>> dynamic_dims;
   std::unordered_map<std::string, int> names;  // name -> times used (unique names)
