@@ -374,11 +374,15 @@ bool conv(Op op, const Stack& a, const Metas& m, Stack* result) {
   // bias first (beta = 1 accumulates onto it), else zeros
   Shape ysz{g.N, g.O, L};
   Tensor y3 = y.as_strided(ysz, {g.O * L, L, 1}, 0);
+  // without bias the GEMMs write y (beta = 0); the transposed form's col2im adds onto zeros
+  double beta = 1;
   if (!a[2].is_none()) {
     Tensor b = contiguous_as(a[2].tensor(), ct);
     copy_strided(y3, b.as_strided(ysz, {0, 1, 0}, b.offset()));
-  } else {
+  } else if (tr) {
     fill(y3, 0, 0, false);
+  } else {
+    beta = 0;
   }
   size_t isz = itemsize(ct);
   if (!tr) {
@@ -403,7 +407,8 @@ bool conv(Op op, const Stack& a, const Metas& m, Stack* result) {
         Mat A{w, (const char*)w.data_ptr() + gi * Og * CK * isz, false, CK, 0};
         Mat B{x, src + gi * CK * L * isz, false, L, sstride};
         char* C = (char*)y.data_ptr() + (n0 * g.O * L + gi * Og * L) * isz;
-        gemm_raw(ct, device, C, L, g.O * L, A, B, Og, L, CK, cnt, 1, 1);
+        if (CK == 0 && beta == 0) fill(y3, 0, 0, false);
+        gemm_raw(ct, device, C, L, g.O * L, A, B, Og, L, CK, cnt, 1, beta);
       }
     }
   } else {
