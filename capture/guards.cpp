@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "lua_binding.h"
+#include "tc/config.h"
 
 namespace tc::capture {
 
@@ -163,7 +164,8 @@ int GuardProgram::first_failure(lua_State* L, int base) const {
         break;
       case GuardKind::GlobalState:
         ok = lua::grad_enabled() == g.grad && default_dtype() == g.default_dtype &&
-             default_device() == g.default_device;
+             default_device() == g.default_device &&
+             float32_matmul_precision() == g.matmul_precision;
         break;
     }
     if (!ok) return i;
@@ -220,7 +222,8 @@ std::string GuardProgram::failure(lua_State* L, int base) const {
   if (g.kind == GuardKind::GlobalState)
     return "global state: expected " + g.expected + ", got grad " +
            (lua::grad_enabled() ? "on" : "off") + ", default dtype " + dtype_name(default_dtype()) +
-           ", default device " + default_device().str();
+           ", default device " + default_device().str() + ", matmul precision " +
+           float32_matmul_precision();
   return describe(g.src) + ": expected " + g.expected + ", got " +
          actual_string(L, slot(base, g.src));
 }

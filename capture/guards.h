@@ -62,6 +62,7 @@ struct Guard {
   bool grad = true;   // GlobalState
   DType default_dtype = DType::Float32;
   Device default_device;
+  std::string matmul_precision = "highest";
   std::string expected;  // printed expected value ("float32[10, 10] on cpu", "3", "function 0x...")
 };
 

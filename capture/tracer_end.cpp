@@ -4,6 +4,7 @@
 
 #include "lua_binding.h"
 #include "resume.h"
+#include "tc/config.h"
 #include "tracer.h"
 
 namespace tc::capture {
@@ -37,8 +38,10 @@ void Tracer::run() {
   gs.grad = lua::grad_enabled();
   gs.default_dtype = default_dtype();
   gs.default_device = default_device();
+  gs.matmul_precision = float32_matmul_precision();
   gs.expected = std::string("grad ") + (gs.grad ? "on" : "off") + ", default dtype " +
-                dtype_name(gs.default_dtype) + ", default device " + gs.default_device.str();
+                dtype_name(gs.default_dtype) + ", default device " + gs.default_device.str() +
+                ", matmul precision " + gs.matmul_precision;
 
   if (root_->is_vararg) {
     Guard ac{GuardKind::ArgCount};

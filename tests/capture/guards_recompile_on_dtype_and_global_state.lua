@@ -17,3 +17,12 @@ local report = tc.compiler.explain(function(x, y) return x + y end)(tc.ones(2), 
 h.eq(#report.recompiles, 0)
 local _, text = tc.compiler.explain(function(t) return t.w * 2 end)({w = tc.ones(2, 2)})
 assert(text:find("arg[1].w float32[2, 2] on cpu", 1, true), text)
+
+-- matmul precision is global state too
+tc.compiler.reset()
+local mm = tc.compile(function(a, b) return a:matmul(b) end)
+mm(tc.ones(2, 2), tc.ones(2, 2))
+tc.set_float32_matmul_precision("high")
+mm(tc.ones(2, 2), tc.ones(2, 2))
+tc.set_float32_matmul_precision("highest")
+h.eq(h.stats().recompiles, 1, "precision change recompiles")
