@@ -59,7 +59,16 @@ struct Report {
   std::vector<RecompileRec> recompiles;
   std::vector<TimeRec> times;
   std::vector<std::string> fallbacks;  // "function: why it runs uncompiled"
+  struct CacheRec {
+    std::string function;
+    int entries;
+    int64_t hits;
+    bool gave_up;
+  };
+  std::vector<CacheRec> caches;  // filled when the report is made (cache_records)
 };
+// The code caches of the current state, for the report (function, entries, hits).
+std::vector<Report::CacheRec> cache_records();
 
 struct State {
   std::unordered_map<std::string, std::shared_ptr<CodeCache>>

@@ -2,6 +2,7 @@
 // first entry whose guards pass (tracing a new one on a miss, up to the recompile limit), runs its
 // graph and side effects, and at a break runs the breaking instruction with stock Lua semantics
 // before continuing in the resume function, itself dispatched with its own cache.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -740,6 +741,7 @@ Outcome drive_from(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
     }
     if (hit) {
       st.stats.cache_hits++;
+      cc->hits++;
     } else {
       // past the recompile limit the entries made so far still run; misses run uncompiled
       if (cc->gave_up) {
@@ -789,6 +791,16 @@ CodeCache* cache_for(lua_State* L, int fn_idx, std::string* key) {
   c->name = "function <" + std::string(ar.short_src) + ":" + std::to_string(ar.linedefined) + ">";
   CodeCache* out = c.get();
   caches[k] = std::move(c);
+  return out;
+}
+
+std::vector<Report::CacheRec> cache_records() {
+  std::vector<Report::CacheRec> out;
+  for (auto& [key, cc] : state().caches)
+    if (!cc->entries.empty())
+      out.push_back({cc->name, int(cc->entries.size()), cc->hits, cc->gave_up});
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.function < b.function; });
   return out;
 }
 

@@ -85,6 +85,7 @@ struct CodeCache {
   std::vector<std::unique_ptr<Entry>> entries;
   bool gave_up = false;  // recompile limit reached: runs uncompiled from now on
   int recompiles = 0;
+  int64_t hits = 0;  // calls that found a matching entry
   // Dynamic dims learned from size-driven recompiles: (source description, dim).
   std::vector<std::pair<std::string, int>> dynamic;
 };

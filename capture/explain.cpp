@@ -53,6 +53,13 @@ static nlohmann::json to_json(const Report& r) {
                      {"total_ms", t.trace_ms + t.backend_ms}});
   j["compile_times"] = times;
   j["uncompiled"] = r.fallbacks;
+  json caches = json::array();
+  for (const auto& c : r.caches)
+    caches.push_back({{"function", c.function},
+                      {"entries", c.entries},
+                      {"cache_hits", c.hits},
+                      {"recompile_limit_reached", c.gave_up}});
+  j["cache"] = caches;
   return j;
 }
 
@@ -96,6 +103,11 @@ static std::string to_text(const Report& r) {
                   t.function.c_str(), t.trace_ms, t.backend_ms, t.trace_ms + t.backend_ms);
     s += buf;
   }
+  s += "Cache:\n";
+  for (const auto& c : r.caches)
+    s += "  " + c.function + ": " + std::to_string(c.entries) +
+         (c.entries == 1 ? " entry, " : " entries, ") + std::to_string(c.hits) + " cache hits" +
+         (c.gave_up ? ", recompile limit reached" : "") + "\n";
   if (!r.fallbacks.empty()) {
     s += "Uncompiled:\n";
     for (const std::string& f : r.fallbacks) s += "  " + f + "\n";
@@ -198,10 +210,24 @@ void push_report(lua_State* L, const Report& r) {
     lua_rawseti(L, -2, lua_Integer(i) + 1);
   }
   lua_setfield(L, -2, "uncompiled");
+  lua_createtable(L, int(r.caches.size()), 0);
+  for (size_t i = 0; i < r.caches.size(); i++) {
+    lua_createtable(L, 0, 4);
+    lua_pushstring(L, r.caches[i].function.c_str());
+    lua_setfield(L, -2, "function");
+    lua_pushinteger(L, r.caches[i].entries);
+    lua_setfield(L, -2, "entries");
+    lua_pushinteger(L, r.caches[i].hits);
+    lua_setfield(L, -2, "cache_hits");
+    lua_rawseti(L, -2, lua_Integer(i) + 1);
+  }
+  lua_setfield(L, -2, "cache");
 }
 
 std::string explain_report(const std::string& format) {
-  return format == "json" ? report_json(state().report) + "\n" : report_text(state().report);
+  Report& r = state().report;
+  r.caches = cache_records();
+  return format == "json" ? report_json(r) + "\n" : report_text(r);
 }
 
 void print_explain(lua_State*, const std::string& format, FILE* out) {

@@ -246,6 +246,7 @@ int p_explain_end(lua_State* L) {
   State& st = state();
   Saved& sv = saved();
   Report r = std::move(st.report);
+  r.caches = cache_records();
   st.caches = std::move(sv.caches);
   st.report = std::move(sv.report);
   st.stats = sv.stats;

@@ -15,3 +15,14 @@ h.eq(s.cache_hits, 63, "the other 63 layers hit the entry")
 local plain = seed.Model()
 plain:load_state_dict(model:state_dict())
 h.close(y, plain(x), "regional result")
+
+-- tcrun --explain shows it: one graph, one cache entry of Layer.forward hit by every other call
+local out = h.run([[
+package.path = "scripts/models/?.lua;" .. package.path
+local tc = require "tc"
+local model = require("seed_layers").Model({regional = true})
+model(tc.randn(10, 10))
+model(tc.randn(10, 10))
+]], "--explain")
+assert(out:find("Graph Count: 1\n", 1, true), out)
+assert(out:find("seed_layers.lua:20>: 1 entry, 127 cache hits", 1, true), out)
