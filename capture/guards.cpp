@@ -51,12 +51,62 @@ std::string GuardProgram::describe(int src) const {
   return "?";
 }
 
+void GuardProgram::compile_hot() const {
+  hot_sources.clear();
+  for (const Source& s : sources) hot_sources.push_back({s.kind, s.parent, s.n});
+  hot.clear();
+  dims.clear();
+  for (const Guard& g : guards) {
+    HotGuard h{};
+    h.kind = g.kind;
+    h.src = g.src;
+    h.vtype = int8_t(g.vtype);
+    h.k = g.k;
+    switch (g.kind) {
+      case GuardKind::Equals:
+        if (g.vtype == LUA_TNUMBER) {
+          h.flag = g.is_int;
+          if (g.is_int)
+            h.ival = g.ival;
+          else
+            h.fval = g.fval;
+        } else if (g.vtype == LUA_TBOOLEAN) {
+          h.flag = g.bval;
+        } else {
+          h.ptr = g.ptr;
+        }
+        break;
+      case GuardKind::Identity:
+        h.ptr = g.ptr;
+        break;
+      case GuardKind::Type:
+        h.vtype = int8_t(g.type);
+        break;
+      case GuardKind::ArgCount:
+        h.ival = g.ival;
+        break;
+      case GuardKind::Tensor:
+        h.flag = g.tensor.requires_grad;
+        h.k = int(g.tensor.sizes.size());
+        h.dims_at = int64_t(dims.size());
+        dims.insert(dims.end(), g.tensor.sizes.begin(), g.tensor.sizes.end());
+        dims.insert(dims.end(), g.tensor.strides.begin(), g.tensor.strides.end());
+        break;
+      case GuardKind::GlobalState:
+        break;
+    }
+    hot.push_back(h);
+  }
+  compiled = true;
+}
+
 bool GuardProgram::check(lua_State* L, int fn_idx, int args_idx, int nargs) const {
-  lua_checkstack(L, int(sources.size()) + 8);
+  if (!compiled) compile_hot();
+  lua_checkstack(L, int(hot_sources.size()) + 8);
   const int base = lua_gettop(L);
   lua_rawgeti(L, LUA_REGISTRYINDEX, k_ref);
   const int K = base + 1;
-  for (const Source& s : sources) {
+  for (const HotSource& s : hot_sources) {
     switch (s.kind) {
       case SrcKind::Arg:
         if (s.n <= nargs)
@@ -116,19 +166,36 @@ static bool tensor_matches(const Tensor& t, const TensorSpec& s) {
   return true;
 }
 
+static bool tensor_matches_hot(const Tensor& t, const GuardProgram::HotGuard& h, const int64_t* d,
+                               const TensorSpec& spec) {
+  if (t.dtype() != spec.dtype || t.device() != spec.device || t.requires_grad() != h.flag)
+    return false;
+  const int n = h.k;
+  if (int(t.sizes().size()) != n) return false;
+  const int64_t* sizes = t.sizes().data();
+  if (spec.dynamic) return tensor_matches(t, spec);
+  for (int i = 0; i < n; i++)
+    if (sizes[i] != d[i]) return false;
+  const int64_t* strides = t.strides().data();
+  for (int i = 0; i < n; i++)
+    if (strides[i] != d[n + i] && d[i] > 1) return false;
+  return true;
+}
+
 int GuardProgram::first_failure(lua_State* L, int base) const {
+  if (!compiled) compile_hot();
   const int K = base + 1;
-  for (int i = 0; i < int(guards.size()); i++) {
-    const Guard& g = guards[i];
+  for (int i = 0; i < int(hot.size()); i++) {
+    const HotGuard& g = hot[i];
     const int v = g.src >= 0 ? slot(base, g.src) : 0;
     bool ok = true;
     switch (g.kind) {
       case GuardKind::Type:
-        ok = lua_type(L, v) == g.type && (g.type != LUA_TUSERDATA || !lua::to_tensor(L, v));
+        ok = lua_type(L, v) == g.vtype && (g.vtype != LUA_TUSERDATA || !lua::to_tensor(L, v));
         break;
       case GuardKind::Tensor: {
         const Tensor* t = lua::to_tensor(L, v);
-        ok = t && tensor_matches(*t, g.tensor);
+        ok = t && tensor_matches_hot(*t, g, dims.data() + g.dims_at, guards[i].tensor);
         break;
       }
       case GuardKind::Equals:
@@ -140,11 +207,11 @@ int GuardProgram::first_failure(lua_State* L, int base) const {
           case LUA_TNIL:
             break;
           case LUA_TBOOLEAN:
-            ok = bool(lua_toboolean(L, v)) == g.bval;
+            ok = bool(lua_toboolean(L, v)) == g.flag;
             break;
           case LUA_TNUMBER:
-            ok = lua_isinteger(L, v) == g.is_int &&
-                 (g.is_int ? lua_tointeger(L, v) == g.ival : lua_tonumber(L, v) == g.fval);
+            ok = lua_isinteger(L, v) == g.flag &&
+                 (g.flag ? lua_tointeger(L, v) == g.ival : lua_tonumber(L, v) == g.fval);
             break;
           default:
             if (g.ptr) {
@@ -162,11 +229,13 @@ int GuardProgram::first_failure(lua_State* L, int base) const {
       case GuardKind::ArgCount:
         ok = nargs_ == g.ival;
         break;
-      case GuardKind::GlobalState:
-        ok = lua::grad_enabled() == g.grad && default_dtype() == g.default_dtype &&
-             default_device() == g.default_device &&
-             float32_matmul_precision() == g.matmul_precision;
+      case GuardKind::GlobalState: {
+        const Guard& full = guards[i];
+        ok = lua::grad_enabled() == full.grad && default_dtype() == full.default_dtype &&
+             default_device() == full.default_device &&
+             float32_matmul_precision() == full.matmul_precision;
         break;
+      }
     }
     if (!ok) return i;
   }

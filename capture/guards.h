@@ -94,6 +94,33 @@ struct GuardProgram {
   void simplify();
   // Fills the C++ payload of an Equals/Identity guard from the value at idx.
   static void capture_value(lua_State* L, int idx, Guard& g);
+
+  // The evaluation's compact copy of sources and guards (24 bytes each, tensor sizes and strides
+  // in one flat array), made on the first check: large models have thousands of guards, and
+  // the full records (strings, vectors) would not stay in cache.
+  struct HotSource {
+    SrcKind kind;
+    int parent;
+    int64_t n;
+  };
+  struct HotGuard {
+    GuardKind kind;
+    int8_t vtype;
+    bool flag;  // Equals: is_int (numbers) or the boolean; Tensor: requires_grad
+    int src;
+    union {
+      int64_t ival;
+      double fval;
+      const void* ptr;
+      int64_t dims_at;  // Tensor: offset in `dims` (sizes then strides), rank in `k`
+    };
+    int k;  // Equals strings without ptr: K index; Tensor: rank
+  };
+  mutable std::vector<HotSource> hot_sources;
+  mutable std::vector<HotGuard> hot;
+  mutable std::vector<int64_t> dims;
+  mutable bool compiled = false;
+  void compile_hot() const;
 };
 
 std::string tensor_spec_string(const TensorSpec& t);
