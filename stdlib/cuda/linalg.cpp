@@ -322,6 +322,92 @@ void col2im(const ConvGeo& g, const Tensor& col, const Tensor& y, int64_t Og, in
   launch(device, f, cgrid(total, device), kCBlock, args);
 }
 
+// Output pixels per sample below which a convolution runs as ONE GEMM over all samples
+// (columns laid out [C*KH*KW][N*L]) instead of a strided batch of per-sample GEMMs whose n = L
+// is too small to fill the GPU (ResNet's 8x8/4x4 stages at batch 16).
+constexpr int64_t kBigGemmBelow = 2048;
+
+// 32-bit index arithmetic when every offset fits (integer division by a runtime value is much
+// cheaper in 32 bits on the GPU).
+const char* index_type(int64_t max_index) { return max_index < (int64_t(1) << 30) ? "int" : "i64"; }
+
+// col[k][n*L + l] = x[n0 + n][ch][oh*sh - ph + i*dh][ow*sw - pw + j*dw] (k = (ch*KH + i)*KW + j;
+// 0 outside), for nb samples from n0.
+void im2col_nl(const ConvGeo& g, const Tensor& x, const Tensor& col, int64_t n0, int64_t nb) {
+  int device = x.device().index;
+  std::string T = ctype(x.dtype());
+  int64_t total = nb * g.C * g.KH * g.KW * g.OH * g.OW;
+  std::string I = index_type(std::max(total, g.N * g.C * g.H * g.W));
+  auto f = kernels(device, "im2col_nl:" + T + ":" + I, [&] {
+    return prelude() + "typedef " + T + " T;\ntypedef " + I + " I;\n"
+           "struct G { i64 N, C, H, W, O, KH, KW, G, sh, sw, ph, pw, dh, dw, OH, OW; };\n"
+           "extern \"C\" __global__ void im2col_nl(const T* __restrict__ x, T* __restrict__ col, i64 total64, i64 nb64, G g64) {\n"
+           "  I total = (I)total64, nb = (I)nb64, C = (I)g64.C, H = (I)g64.H, W = (I)g64.W, KH = (I)g64.KH, KW = (I)g64.KW;\n"
+           "  I sh = (I)g64.sh, sw = (I)g64.sw, ph = (I)g64.ph, pw = (I)g64.pw, dh = (I)g64.dh, dw = (I)g64.dw, OW = (I)g64.OW;\n"
+           "  I L = (I)g64.OH * OW, NL = nb * L, KK = KH * KW;\n"
+           "  for (I e = (I)blockIdx.x * 256 + threadIdx.x; e < total; e += (I)gridDim.x * 256) {\n"
+           "    I nl = e % NL, k = e / NL, n = nl / L, l = nl - n * L;\n"
+           "    I ch = k / KK, r = k - ch * KK, i = r / KW, j = r - i * KW, oh = l / OW, ow = l - oh * OW;\n"
+           "    I ih = oh * sh - ph + i * dh, iw = ow * sw - pw + j * dw;\n"
+           "    T v = (T)0;\n"
+           "    if (ih >= 0 && ih < H && iw >= 0 && iw < W) v = x[((n * C + ch) * H + ih) * W + iw];\n"
+           "    col[e] = v;\n  }\n}\n";
+  }, {"im2col_nl"})[0];
+  const char* xp = (const char*)x.data_ptr() + n0 * g.C * g.H * g.W * x.itemsize();
+  void* cp = col.data_ptr();
+  ConvGeo gg = g;
+  void* args[] = {&xp, &cp, &total, &nb, &gg};
+  launch(device, f, cgrid(total, device), kCBlock, args);
+}
+
+// y[n0 + n][o][l] = tmp[o][n*L + l] (+ bias[o]) for nb samples.
+void conv_scatter_out(const Tensor& tmp, const Tensor& bias, const Tensor& y, int64_t O, int64_t L, int64_t n0,
+                      int64_t nb) {
+  int device = y.device().index;
+  std::string T = ctype(y.dtype());
+  int64_t total = nb * O * L;
+  std::string I = index_type(total);
+  auto f = kernels(device, "conv_out:" + T + ":" + I, [&] {
+    return prelude() + "typedef " + T + " T;\ntypedef " + I + " I;\n"
+           "extern \"C\" __global__ void conv_out(const T* __restrict__ t, const T* __restrict__ b, T* __restrict__ y, i64 total64, i64 O64, i64 L64) {\n"
+           "  I total = (I)total64, O = (I)O64, L = (I)L64, NL = total / O;\n"
+           "  for (I e = (I)blockIdx.x * 256 + threadIdx.x; e < total; e += (I)gridDim.x * 256) {\n"
+           "    I l = e % L, r = e / L, o = r % O, n = r / O;\n"
+           "    T v = t[o * NL + n * L + l];\n"
+           "    if (b) v = v + b[o];\n"
+           "    y[e] = v;\n  }\n}\n";
+  }, {"conv_out"})[0];
+  const void* tp = tmp.data_ptr();
+  const void* bp = bias.defined() ? bias.data_ptr() : nullptr;
+  void* yp = (char*)y.data_ptr() + n0 * O * L * y.itemsize();
+  void* args[] = {&tp, &bp, &yp, &total, &O, &L};
+  launch(device, f, cgrid(total, device), kCBlock, args);
+}
+
+// A forward convolution as one GEMM per group over all samples of a chunk:
+// tmp[g] (Og x nb*L) = W_g (Og x Cg*KK) . col[g] (Cg*KK x nb*L) (a strided batch over groups),
+// then tmp is scattered into y's (N, O, L) layout with the bias added.
+void conv_one_gemm(const ConvGeo& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) {
+  DType ct = x.dtype();
+  int device = y.device().index;
+  size_t isz = itemsize(ct);
+  int64_t KK = g.KH * g.KW, L = g.OH * g.OW, Cg = g.C / g.G, Og = g.O / g.G, CK = Cg * KK;
+  int64_t per = (g.C * KK + g.O) * L;
+  int64_t nb = std::max<int64_t>(1, std::min<int64_t>(g.N, (int64_t)(256 << 20) / std::max<int64_t>(1, per * (int64_t)isz)));
+  Tensor col = Tensor::empty({nb * g.C * KK * L}, ct, y.device());
+  Tensor tmp = Tensor::empty({nb * g.O * L}, ct, y.device());
+  for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
+    int64_t cnt = std::min(nb, g.N - n0);
+    int64_t NL = cnt * L;
+    im2col_nl(g, x, col, n0, cnt);
+    Mat A{w, w.data_ptr(), false, CK, Og * CK};
+    Mat B{col, col.data_ptr(), false, NL, CK * NL};
+    if (CK == 0) fill(tmp, 0, 0, false);
+    gemm_raw(ct, device, tmp.data_ptr(), NL, Og * NL, A, B, Og, NL, CK, g.G, 1, 0);
+    conv_scatter_out(tmp, bias, y, g.O, L, n0, cnt);
+  }
+}
+
 bool conv(Op op, const Stack& a, const Metas& m, Stack* result) {
   const Tensor& x0 = a[0].tensor();
   const Tensor& w0 = a[1].tensor();
@@ -365,12 +451,26 @@ bool conv(Op op, const Stack& a, const Metas& m, Stack* result) {
   }
   Tensor out = empty_from_meta(m[0]);
   *result = {Value(out)};
-  last_conv_impl_slot() = "im2col+cublas";
-  if (out.numel() == 0) return true;
+  if (out.numel() == 0) {
+    last_conv_impl_slot() = "im2col+cublas";
+    return true;
+  }
   int device = out.device().index;
+  if (out.is_contiguous()) {  // cuDNN when present (in the tensor's own dtype)
+    ConvProblem p{tr, dt, g.N, g.C, g.H, g.W, g.O, g.KH, g.KW, g.G, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.OH, g.OW};
+    Tensor b = a[2].is_none() ? Tensor() : contiguous_as(a[2].tensor(), dt);
+    if (cudnn_conv(p, contiguous_as(x0, dt), contiguous_as(w0, dt), b, out)) return true;
+  }
+  last_conv_impl_slot() = "im2col+cublas";
   Tensor x = contiguous_as(x0, ct), w = contiguous_as(w0, ct);
   Tensor y = ct == dt ? out : Tensor::empty(out.sizes(), ct, out.device());
   int64_t KK = g.KH * g.KW, HW = g.H * g.W, L = g.OH * g.OW, G = g.G;
+  size_t isz = itemsize(ct);
+  if (!tr && L < kBigGemmBelow) {
+    conv_one_gemm(g, x, w, a[2].is_none() ? Tensor() : contiguous_as(a[2].tensor(), ct), y);
+    if (!y.same(out)) copy_strided(out, y);
+    return true;
+  }
   // bias first (beta = 1 accumulates onto it), else zeros
   Shape ysz{g.N, g.O, L};
   Tensor y3 = y.as_strided(ysz, {g.O * L, L, 1}, 0);
@@ -384,7 +484,6 @@ bool conv(Op op, const Stack& a, const Metas& m, Stack* result) {
   } else {
     beta = 0;
   }
-  size_t isz = itemsize(ct);
   if (!tr) {
     int64_t Cg = g.C / G, Og = g.O / G, CK = Cg * KK;
     bool direct = KK == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 && L == HW;

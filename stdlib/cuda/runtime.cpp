@@ -344,7 +344,8 @@ void synchronize(int device) {
 }
 
 void sync_stream(int device) {
-  if (g_compile_only) return; check(G().d.StreamSynchronize(dev(device).stream), "synchronize"); }
+  if (g_compile_only) return;
+  check(G().d.StreamSynchronize(dev(device).stream), "synchronize"); }
 
 int64_t memory_allocated(int device) {
   if (!is_available()) return 0;

@@ -101,6 +101,18 @@ bool nn(Op op, const Stack& a, const Metas& m, Stack* out);
 bool creation(Op op, const Stack& a, const Metas& m, Stack* out);
 // conv1d/conv2d/conv_transpose2d and the pools (stdlib/cuda/conv.cpp), called by linalg().
 bool conv_pool(Op op, const Stack& a, const Metas& m, Stack* out);
+// A convolution problem (conv1d as H = KH = 1): x (N, C, H, W) -> y (N, O, OH, OW), groups G.
+// Transposed: x (N, C, H, W) -> y (N, O, OH, OW) with weight (C, O/G, KH, KW).
+struct ConvProblem {
+  bool transposed = false;
+  DType dt = DType::Float32;
+  int64_t N, C, H, W, O, KH, KW, G, sh, sw, ph, pw, dh, dw, OH, OW;
+};
+// cuDNN convolution (stdlib/cuda/cudnn.cpp) of contiguous x, w, y of dtype p.dt, bias (O) or an
+// undefined tensor. False (nothing written) when cuDNN is absent, disabled (TC_CUDNN_DISABLE=1)
+// or rejects the problem: the caller then runs its own path.
+bool cudnn_conv(const ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
+bool cudnn_available(std::string* why);
 // dropout with the CPU's bernoulli(1 - p) stream (stdlib/cuda/creation.cpp).
 Tensor dropout_cuda(const Tensor& x, double p, const TensorMeta& m);
 

@@ -1,9 +1,12 @@
 // Every model of scripts/models runs on device="cuda" and matches its CPU run: each model is built
 // twice from the same seed (parameters drawn on the device itself: the Philox stream is the same)
 // with tc.set_default_device("cpu") and then "cuda", run in eval mode without grad, and the CUDA
-// output is compared with the CPU output (|a - b| <= 1e-3 * max(1, max |a|)). Drives Lua through
-// the embedding API. Skips without a usable GPU.
+// output is compared with the CPU output (|a - b| <= 1e-3 * max(1, max |a|)), once with the
+// convolutions on cuDNN (when present) and once on the im2col + cuBLAS fallback
+// (TC_CUDNN_DISABLE=1). Drives Lua through the embedding API. Skips without a usable GPU.
 #include <gtest/gtest.h>
+
+#include <cstdlib>
 
 #include "tc/cuda.h"
 #include "tc/vm/runtime.h"
@@ -57,14 +60,23 @@ TEST_P(ModelsMatchCpu, Forward) {
   vm::Results cpu = rt.global("run")(GetParam(), std::string("cpu"));
   int64_t native0 = cuda::native_op_count(), fallback0 = cuda::fallback_op_count();
   vm::Results gpu = rt.global("run")(GetParam(), std::string("cuda"));
+  std::string impl = cuda::last_conv_impl();
   int64_t native = cuda::native_op_count() - native0, fallback = cuda::fallback_op_count() - fallback0;
+  setenv("TC_CUDNN_DISABLE", "1", 1);
+  vm::Results gpu2 = rt.global("run")(GetParam(), std::string("cuda"));
+  std::string impl2 = cuda::last_conv_impl();
+  unsetenv("TC_CUDNN_DISABLE");
+  double err2 = rt.global("compare")(cpu[0], gpu2[0])[0].number();
   EXPECT_NE(gpu[1].string().find("cuda"), std::string::npos) << "output on " << gpu[1].string();
   Tensor a = cpu[0].tensor(), b = gpu[0].tensor();
   ASSERT_EQ(a.sizes(), b.sizes());
   double err = rt.global("compare")(cpu[0], gpu[0])[0].number();
-  printf("%s: cuda vs cpu max relative error %.3g; ops native %lld, host fallback %lld\n", GetParam().c_str(), err,
-         (long long)native, (long long)fallback);
+  printf("%s: cuda vs cpu max relative error %.3g (last conv: %s), %.3g with TC_CUDNN_DISABLE=1 (last conv: %s); ops "
+         "native %lld, host fallback %lld\n",
+         GetParam().c_str(), err, impl.c_str(), err2, impl2.c_str(), (long long)native, (long long)fallback);
   EXPECT_LE(err, 1e-3);
+  EXPECT_LE(err2, 1e-3);
+  EXPECT_NE(impl2, "cudnn");
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ModelsMatchCpu,
