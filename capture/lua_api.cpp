@@ -1,5 +1,6 @@
 // install(): tc.compile and tc.compiler.* backed by capture, the compiled-function wrappers
 // (a Lua trampoline around l_dispatch) and the pointers of the C functions the tracer models.
+#include <cstdlib>
 #include <cstring>
 
 #include "capture_state.h"
@@ -383,7 +384,21 @@ void push_wrapper(lua_State* L, int fn_idx, const std::shared_ptr<CompileConfig>
   lua_remove(L, -2);
 }
 
+// TC_DEBUG=1: breaks and recompiles, 2: also graphs, 4: also guards (STYLE.md's debug knob).
+static int debug_level() {
+  static const int level = [] {
+    const char* s = std::getenv("TC_DEBUG");
+    return s ? std::atoi(s) : 0;
+  }();
+  return level;
+}
+
 bool log_enabled(lua_State* L, const char* topic) {
+  const int d = debug_level();
+  if (d >= 1 && (!std::strcmp(topic, "graph_breaks") || !std::strcmp(topic, "recompiles")))
+    return true;
+  if (d >= 2 && !std::strcmp(topic, "graph_code")) return true;
+  if (d >= 4 && !std::strcmp(topic, "guards")) return true;
   lua_getfield(L, LUA_REGISTRYINDEX, "tc.module");
   bool on = false;
   if (lua_istable(L, -1) && lua_getfield(L, -1, "config") == LUA_TTABLE) {

@@ -52,7 +52,7 @@ bool Tracer::call(const Var& fn, std::vector<Var> args, int ret_a, int ret_n, bo
   lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.disabled");
   lua_pushvalue(L, o);
   bool disabled = lua_istable(L, -2) && lua_rawget(L, -2) != LUA_TNIL;
-  lua_pop(L, lua_istable(L, -2) ? 2 : 2);
+  lua_pop(L, 2);  // the table (or nil) and the value (or the key)
   if (disabled) {
     lua_pop(L, 1);
     throw BreakSignal{BreakCode::DisabledFunction, e_.guards.describe(fn.src)};
