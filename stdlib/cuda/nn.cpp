@@ -280,7 +280,9 @@ bool nn(Op op, const Stack& a, const Metas& m, Stack* result) {
       return true;
     }
     case Op::scaled_dot_product_attention: return sdpa(a, m[0], result);
-    default: return false;  // losses, interpolate: host fallback
+    case Op::cross_entropy: case Op::nll_loss: case Op::mse_loss: case Op::l1_loss: return loss(op, a, m, result);
+    case Op::interpolate: return interpolate(a, m[0], result);
+    default: return false;  // binary cross-entropies: host fallback
   }
 }
 

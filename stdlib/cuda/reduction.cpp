@@ -168,6 +168,7 @@ bool reduction_more(Op op, const Stack& a, const Metas& m, Stack* result);
 bool reduction(Op op, const Stack& a, const Metas& m, Stack* result) {
   const Tensor& x = a[0].tensor();
   switch (op) {
+    case Op::sort: case Op::topk: return sort_topk(op, a, m, result);
     case Op::sum: case Op::mean: {
       DType cd = a[3].is_none() ? x.dtype() : a[3].dtype();
       if (is_floating(cd) != is_floating(m[0].dtype) || (op == Op::mean && !is_floating(cd))) return false;

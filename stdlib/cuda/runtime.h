@@ -113,6 +113,12 @@ struct ConvProblem {
 // or rejects the problem: the caller then runs its own path.
 bool cudnn_conv(const ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
 bool cudnn_available(std::string* why);
+// sort and topk (stdlib/cuda/sort.cpp), called by reduction().
+bool sort_topk(Op op, const Stack& a, const Metas& m, Stack* out);
+// Losses (stdlib/cuda/loss.cpp), called by nn().
+bool loss(Op op, const Stack& a, const Metas& m, Stack* out);
+// interpolate (stdlib/cuda/interpolate.cpp), called by nn().
+bool interpolate(const Stack& a, const TensorMeta& m, Stack* out);
 // dropout with the CPU's bernoulli(1 - p) stream (stdlib/cuda/creation.cpp).
 Tensor dropout_cuda(const Tensor& x, double p, const TensorMeta& m);
 
