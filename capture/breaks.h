@@ -27,7 +27,10 @@ struct StackFrame {
 };
 
 struct GraphBreak {
-  BreakCode code;
+  GraphBreak() = default;
+  GraphBreak(BreakCode c, std::string d, std::vector<StackFrame> s)
+      : code(c), detail(std::move(d)), stack(std::move(s)) {}
+  BreakCode code = BreakCode::UnsupportedBytecode;
   std::string detail;             // what exactly: "`<` on a tensor value", "print"
   std::vector<StackFrame> stack;  // innermost last
   std::string action;             // what tc did about it (explain)

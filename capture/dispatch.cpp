@@ -605,11 +605,8 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
       break;
     } catch (const Tracer::RestartAt& r) {
       if (attempt >= 4 || r.pc == opt.forced_break_pc) {
-        GuardProgram g = std::move(e->guards);
-        *e = Entry{std::move(g)};
-        e->end = EndKind::Fallback;
         e->brk = r.brk;
-        e->fallback_reason = "tracing did not settle on a break point";
+        make_fallback(*e, "tracing did not settle on a break point");
         break;
       }
       opt.forced_break_pc = r.pc;
@@ -623,12 +620,7 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
     try {
       for (int p : e->resume_pcs) resume_cache(cc, p);
     } catch (const vm::BytecodeError& err) {
-      GraphBreak brk = e->brk;
-      GuardProgram g = std::move(e->guards);
-      *e = Entry{std::move(g)};
-      e->end = EndKind::Fallback;
-      e->brk = brk;
-      e->fallback_reason = err.what();
+      make_fallback(*e, err.what());
     }
   }
   const double trace_ms = ms_since(t0);

@@ -72,6 +72,16 @@ struct Entry {
   int trace_id = 0;
 };
 
+// Turns a traced entry into "run the frame uncompiled": its guards and break record stay.
+inline void make_fallback(Entry& e, std::string why) {
+  Entry f;
+  f.guards = std::move(e.guards);
+  f.brk = std::move(e.brk);
+  f.end = EndKind::Fallback;
+  f.fallback_reason = std::move(why);
+  e = std::move(f);
+}
+
 struct CodeCache {
   std::string key;   // hash of the proto's dump (plus the resume pc for resume functions)
   std::string name;  // "function 'bar' (bar.lua:1)"

@@ -85,6 +85,9 @@ void GuardProgram::compile_hot() const {
       case GuardKind::ArgCount:
         h.ival = g.ival;
         break;
+      case GuardKind::SameAs:
+        h.flag = g.bval;
+        break;
       case GuardKind::Tensor:
         h.flag = g.tensor.requires_grad;
         h.k = int(g.tensor.sizes.size());
@@ -229,6 +232,9 @@ int GuardProgram::first_failure(lua_State* L, int base) const {
       case GuardKind::ArgCount:
         ok = nargs_ == g.ival;
         break;
+      case GuardKind::SameAs:
+        ok = bool(lua_rawequal(L, v, slot(base, g.k))) == g.flag;
+        break;
       case GuardKind::GlobalState: {
         const Guard& full = guards[i];
         ok = lua::grad_enabled() == full.grad && default_dtype() == full.default_dtype &&
@@ -288,6 +294,10 @@ std::string GuardProgram::failure(lua_State* L, int base) const {
   if (g.kind == GuardKind::ArgCount)
     return "number of arguments: expected " + std::to_string(g.ival) + ", got " +
            std::to_string(nargs_);
+  if (g.kind == GuardKind::SameAs)
+    return describe(g.src) + ": expected " + g.expected + ", got " +
+           (lua_rawequal(L, slot(base, g.src), slot(base, g.k)) ? "the same table"
+                                                                : "another table");
   if (g.kind == GuardKind::GlobalState)
     return "global state: expected " + g.expected + ", got grad " +
            (lua::grad_enabled() ? "on" : "off") + ", default dtype " + dtype_name(default_dtype()) +
@@ -333,8 +343,8 @@ void GuardProgram::simplify() {
 }
 
 std::vector<std::string> GuardProgram::lines() const {
-  static const char* names[] = {"TYPE_MATCH", "TENSOR_MATCH", "EQUALS_MATCH",
-                                "ID_MATCH",   "GLOBAL_STATE", "ARG_COUNT"};
+  static const char* names[] = {"TYPE_MATCH",   "TENSOR_MATCH", "EQUALS_MATCH", "ID_MATCH",
+                                "GLOBAL_STATE", "ARG_COUNT",    "ALIAS_MATCH"};
   std::vector<std::string> out;
   for (const Guard& g : guards)
     out.push_back(std::string(names[int(g.kind)]) + ": " +

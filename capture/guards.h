@@ -44,10 +44,13 @@ enum class GuardKind : uint8_t {
   Identity,     // v is the object K[k]
   GlobalState,  // grad mode, default dtype and device as when traced
   ArgCount,     // the number of arguments (vararg functions: select('#', ...) may depend on it)
+  SameAs,       // v is (flag) / is not the object at source k: aliasing of written tables
 };
 
 struct Guard {
-  GuardKind kind;
+  Guard() = default;
+  explicit Guard(GuardKind k, int s = -1) : kind(k), src(s) {}
+  GuardKind kind = GuardKind::Type;
   int src = -1;
   int type = LUA_TNIL;  // Type
   int k = 0;            // Equals/Identity: K index of the value (kept alive there)

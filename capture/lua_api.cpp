@@ -342,7 +342,7 @@ void push_compiled(lua_State* L, int fn_idx, std::shared_ptr<CompileConfig> cfg)
   fn_idx = lua_absindex(L, fn_idx);
   lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.factory");
   void* mem = lua_newuserdatauv(L, sizeof(CompiledFn), 1);
-  new (mem) CompiledFn{std::move(cfg)};
+  new (mem) CompiledFn{std::move(cfg), nullptr, 0, std::string()};
   luaL_setmetatable(L, kCompiledMeta);
   lua_pushvalue(L, fn_idx);
   lua_setiuservalue(L, -2, 1);

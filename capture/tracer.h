@@ -153,6 +153,8 @@ class Tracer {
   Options opt_;
   int objs_ = 0, K_ = 0;  // stack indices of the object table and K
   int nobjs_ = 0, nk_ = 0;
+  std::unordered_map<const void*, int> obj_of_;  // one object index per real object (aliases meet)
+  std::vector<std::pair<int, int>> table_sources_;  // (source, object) of every real table read
   std::vector<Frame> frames_;
   std::vector<ModelTable> tables_;
   std::vector<SymClosure> closures_;
@@ -225,6 +227,7 @@ class Tracer {
   // --------------------------------------------------------------------
   void finish_return(std::vector<Var> results);
   void finish_break(const BreakSignal& b);
+  void guard_aliasing();  // written tables: which other table sources are (not) the same object
   VPlan plan(const Var& v);
   Ref output(Ref r);
   std::vector<StackFrame> user_stack() const;

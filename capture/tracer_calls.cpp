@@ -351,7 +351,7 @@ void Tracer::newindex(const Var& t, const Var& key_in, const Var& v) {
 bool Tracer::arith(int op, const Var& a, const Var& b, Var* out, int ret_a) {
   if (a.is_number() && b.is_number()) {
     // Cases where Lua raises: integer division/modulo by zero, bitwise on non-integral floats.
-    const bool bitwise = op >= LUA_OPBAND && op <= LUA_OPSHR || op == LUA_OPBNOT;
+    const bool bitwise = (op >= LUA_OPBAND && op <= LUA_OPSHR) || op == LUA_OPBNOT;
     if ((op == LUA_OPIDIV || op == LUA_OPMOD) && a.k == Var::K::Int && b.k == Var::K::Int &&
         b.i == 0)
       throw BreakSignal{BreakCode::UnsupportedBytecode, "integer division by zero"};

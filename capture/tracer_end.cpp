@@ -33,7 +33,7 @@ void Tracer::run() {
     ~Restore() { lua_settop(L, top); }
   } restore{L, base};
 
-  e_.guards.guards.push_back({GuardKind::GlobalState});
+  e_.guards.guards.push_back(Guard(GuardKind::GlobalState));
   Guard& gs = e_.guards.guards.back();
   gs.grad = lua::grad_enabled();
   gs.default_dtype = default_dtype();
@@ -195,19 +195,40 @@ static void plan_effects(Tracer* t, Entry& e, const auto& effects, auto plan) {
   }
 }
 
+void Tracer::guard_aliasing() {
+  // A write to a table is seen by reads through any alias of it; the trace followed the
+  // aliasing it saw, so it holds only while written tables alias exactly the same sources.
+  std::vector<std::pair<int, int>> written;  // (source, object)
+  for (const PendingEffect& pe : effects_)
+    if (pe.kind == Effect::Kind::RawSet && pe.target.k == Var::K::Object)
+      written.push_back({pe.target.src, pe.target.obj});
+  for (auto& [wsrc, wobj] : written)
+    for (auto& [tsrc, tobj] : table_sources_) {
+      if (tsrc == wsrc || e_.guards.guarded.count({tsrc * 65536 + wsrc, int(GuardKind::SameAs)}))
+        continue;
+      e_.guards.guarded[{tsrc * 65536 + wsrc, int(GuardKind::SameAs)}] = true;
+      Guard g{GuardKind::SameAs, tsrc};
+      g.k = wsrc;
+      g.bval = tobj == wobj;
+      g.expected = std::string(g.bval ? "the same table as " : "another table than ") +
+                   e_.guards.describe(wsrc);
+      e_.guards.guards.push_back(g);
+    }
+}
+
 void Tracer::finish_return(std::vector<Var> results) {
+  guard_aliasing();
   try {
     e_.end = EndKind::Return;
     for (const Var& v : results) e_.returns.push_back(plan(v));
     plan_effects(this, e_, effects_, [&](const Var& v) { return plan(v); });
   } catch (const FallbackSignal& f) {
-    e_ = Entry{std::move(e_.guards)};
-    e_.end = EndKind::Fallback;
-    e_.fallback_reason = f.reason;
+    make_fallback(e_, f.reason);
   }
 }
 
 void Tracer::finish_break(const BreakSignal& b) {
+  guard_aliasing();
   Frame& f = frames_.back();
   const int pc = f.cur;
   e_.brk = opt_.forced_break_pc == pc && !opt_.forced.stack.empty()
@@ -216,13 +237,7 @@ void Tracer::finish_break(const BreakSignal& b) {
   e_.pc = pc;
   e_.end = EndKind::Break;
   const vm::Ins i = vm::decode(root_->code[pc]);
-  auto fallback = [&](const std::string& why) {
-    GraphBreak brk = e_.brk;
-    e_ = Entry{std::move(e_.guards)};
-    e_.end = EndKind::Fallback;
-    e_.brk = brk;
-    e_.fallback_reason = why;
-  };
+  auto fallback = [&](const std::string& why) { make_fallback(e_, why); };
   if (i.op == vm::OpCode::CALL || i.op == vm::OpCode::TAILCALL) {
     const Var& callee = reg(f, i.a);
     if (callee.src >= 0) {

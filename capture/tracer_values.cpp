@@ -15,6 +15,12 @@ Known& known() {
 
 int Tracer::add_obj(int idx) {
   idx = lua_absindex(L, idx);
+  const void* p = lua_topointer(L, idx);
+  if (p) {
+    auto it = obj_of_.find(p);
+    if (it != obj_of_.end()) return it->second;
+    obj_of_[p] = nobjs_ + 1;
+  }
   lua_pushvalue(L, idx);
   lua_rawseti(L, objs_, ++nobjs_);
   return nobjs_;
@@ -192,6 +198,7 @@ Var Tracer::from_lua(int idx, int src) {
       v.k = Var::K::Object;
       v.obj = add_obj(idx);
       v.src = src;
+      if (t == LUA_TTABLE) table_sources_.push_back({src, v.obj});
       break;
   }
   by_source_[src] = v;
