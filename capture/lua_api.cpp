@@ -1,5 +1,5 @@
 // install(): tc.compile and tc.compiler.* backed by capture, the compiled-function wrappers
-// (a Lua trampoline around l_dispatch) and the pointers of the C functions the tracer models.
+// (a Lua trampoline around l_dispatch) and the pointers of the C builtins the tracer models.
 #include <cstdlib>
 #include <cstring>
 
@@ -298,12 +298,6 @@ void collect_builtins(lua_State* L) {
   lua_setfield(L, LUA_REGISTRYINDEX, "tc.capture.ipairs_aux");
   // tc: ops, trampolines, tensor C methods
   lua_getfield(L, LUA_REGISTRYINDEX, "tc.module");
-  lua_getfield(L, -1, "sin");
-  k.op_fn = lua_tocfunction(L, -1);
-  lua_pop(L, 1);
-  lua_getfield(L, -1, "arange");  // a Lua function of tc behind its trampoline
-  if (lua_iscfunction(L, -1)) k.trampoline = lua_tocfunction(L, -1);
-  lua_pop(L, 1);
   lua_getfield(L, -1, "is_tensor");
   add("tc.is_tensor");
   lua_pop(L, 1);
@@ -322,7 +316,9 @@ void collect_builtins(lua_State* L) {
     lua_getfield(L, -1, m);
     static std::vector<std::unique_ptr<std::string>> names;
     names.push_back(std::make_unique<std::string>(std::string("Tensor.") + m));
-    if (lua_iscfunction(L, -1) && lua_tocfunction(L, -1) != k.trampoline)
+    if (lua::trampoline_target(L, -1))
+      lua_pop(L, 1);  // a Lua function of tc: traced through
+    else if (lua_iscfunction(L, -1))
       k.builtins[lua_tocfunction(L, -1)] = *names.back();
     lua_pop(L, 1);
   }

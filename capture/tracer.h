@@ -112,10 +112,9 @@ struct Frame {
   bool pcall = false;    // called through pcall: results get a leading true
 };
 
-// Pointers of C functions tc knows (captured when capture is installed).
+// Pointers of C functions tc knows (captured when capture is installed). tc's op functions and
+// trampolines are recognised through the binding (lua::op_of, lua::trampoline_target).
 struct Known {
-  lua_CFunction op_fn = nullptr;       // tc.<op> closures (upvalue 1: the Op)
-  lua_CFunction trampoline = nullptr;  // tc's Lua-side functions (upvalue 1: the Lua function)
   lua_CFunction dispatch = nullptr;    // capture's own dispatch (compiled function wrappers)
   std::unordered_map<lua_CFunction, std::string> builtins;  // "math.sqrt", "type", "size" ...
 };

@@ -85,24 +85,21 @@ bool Tracer::call(const Var& fn, std::vector<Var> args, int ret_a, int ret_n, bo
     push_frame(pinned, p, std::move(args), ret_a, ret_n);
     return false;
   }
-  lua_CFunction cf = lua_tocfunction(L, o);
-  const Known& kn = known();
-  if (cf == kn.op_fn) {
+  if (const std::optional<Op> op = lua::op_of(L, o)) {
     guard_identity(fn.src, o);
-    lua_getupvalue(L, o, 1);
-    const int op = int(lua_tointeger(L, -1));
-    lua_pop(L, 2);
-    assign(ret_a, ret_n, call_op(op, args));
+    lua_pop(L, 1);
+    assign(ret_a, ret_n, call_op(int(*op), args));
     return true;
   }
-  if (cf == kn.trampoline) {
+  if (lua::trampoline_target(L, o)) {
     // tc's Lua-side functions sit behind a C trampoline; trace the Lua function inside
     guard_identity(fn.src, o);
-    lua_getupvalue(L, o, 1);
     Var inner = from_lua_unguarded(-1);
     lua_pop(L, 2);
     return call(inner, std::move(args), ret_a, ret_n, tail);
   }
+  const lua_CFunction cf = lua_tocfunction(L, o);
+  const Known& kn = known();
   auto it = kn.builtins.find(cf);
   if (it != kn.builtins.end()) {
     guard_identity(fn.src, o);

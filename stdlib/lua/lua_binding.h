@@ -10,6 +10,7 @@
 #pragma once
 #include <lua.hpp>
 
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -66,6 +67,9 @@ int guarded(lua_State* L, F fn) {
 // ---- library pieces (each file registers its part into the tc table at the top of the stack) --
 void open_tensor_type(lua_State* L);   // lua_tensor.cpp: metatable, C methods (tc table at -1)
 void open_ops(lua_State* L);           // lua_ops.cpp: one function per ops.def row
+// lua_ops.cpp: if the value at idx is one of the op functions made by open_ops (tc.sin,
+// x.add ...), which op it calls; nullopt for any other value. Pushes nothing.
+std::optional<Op> op_of(lua_State* L, int idx);
 void open_errors(lua_State* L);        // lua_errors.cpp: tc.ShapeError ... metatables
 void open_create(lua_State* L);        // lua_create.cpp: tc.tensor, x:tolist(), x:item()
 std::string format_tensor(const Tensor& t);  // tensor_format.cpp: PyTorch's repr
@@ -77,8 +81,9 @@ std::string tensor_footer(const Tensor& t);  // "[tc.float32 of size 2x3 on cpu]
 // tc_open_library wraps the tc._* parts; Lua code that installs functions into tc later, or
 // metamethods reached from user code (a module's __call), should use tc._C.wrap(f) or
 // tc._C.wrap_functions(t). If the function at idx is such a
-// trampoline, pushes the Lua function it calls and returns true (the tracer inlines that one).
-bool push_trampoline_target(lua_State* L, int idx);
+// trampoline, pushes the Lua function it calls and returns true (the tracer inlines that one);
+// otherwise pushes nothing and returns false.
+bool trampoline_target(lua_State* L, int idx);
 
 // Grad mode (tc.no_grad / tc.enable_grad); autograd will read it.
 bool grad_enabled();

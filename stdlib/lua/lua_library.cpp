@@ -381,7 +381,7 @@ void set_funcs(lua_State* L, const char* field, const luaL_Reg* fns) {
 
 }  // namespace
 
-bool push_trampoline_target(lua_State* L, int idx) {
+bool trampoline_target(lua_State* L, int idx) {
   if (lua_tocfunction(L, idx) != trampoline) return false;
   lua_getupvalue(L, idx, 1);
   return true;

@@ -62,6 +62,14 @@ int op_function(lua_State* L) {
 
 }  // namespace
 
+std::optional<Op> op_of(lua_State* L, int idx) {
+  if (lua_tocfunction(L, idx) != op_function) return std::nullopt;
+  lua_getupvalue(L, idx, 1);
+  const lua_Integer o = lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  return Op(o);
+}
+
 void open_ops(lua_State* L) {
   // tc table at -1; methods are tc.Tensor
   lua_getfield(L, -1, "Tensor");
