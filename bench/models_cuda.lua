@@ -9,7 +9,22 @@ tc.set_float32_matmul_precision("high")
 tc.set_default_device("cuda")
 tc.manual_seed(0)
 
+-- Single-layer convolution loops (50 convolutions per call) isolate the convolution path:
+-- conv3x3 on 16x256x16x16 (256 out, padding 1) and conv1x1 on 16x1024x8x8 (256 out).
+local function conv_loop(cin, cout, k, pad)
+  return function()
+    local w = tc.randn(cout, cin, k, k) * 0.02
+    return setmetatable({eval = function() end}, {__call = function(_, x)
+      local y
+      for _ = 1, 50 do y = tc.conv2d(x, w, nil, 1, pad) end
+      return y
+    end})
+  end
+end
+
 local models = {
+  {"conv3x3_x50", conv_loop(256, 256, 3, 1), function() return tc.randn(16, 256, 16, 16) end, 20},
+  {"conv1x1_x50", conv_loop(1024, 256, 1, 0), function() return tc.randn(16, 1024, 8, 8) end, 20},
   {"seed_64_layers", function() return require("seed_layers").Model() end, function() return tc.randn(10, 10) end, 100},
   {"resnet50", function() return require("resnet").resnet50() end, function() return tc.randn(16, 3, 128, 128) end, 20},
   {"densenet121", function() return require("densenet").densenet121() end, function() return tc.randn(16, 3, 128, 128) end, 20},

@@ -36,8 +36,23 @@ class SeedModel(nn.Module):
         return x
 
 
+class ConvLoop(nn.Module):
+    """50 convolutions per call with one weight (bench/models_cuda.lua's conv loops)."""
+
+    def __init__(self, cin, cout, k, pad):
+        super().__init__()
+        self.w, self.pad = torch.randn(cout, cin, k, k, device=d) * 0.02, pad
+
+    def forward(self, x):
+        for _ in range(50):
+            y = torch.nn.functional.conv2d(x, self.w, None, 1, self.pad)
+        return y
+
+
 tv = torchvision.models
 models = [
+    ("conv3x3_x50", lambda: ConvLoop(256, 256, 3, 1), lambda: torch.randn(16, 256, 16, 16, device=d), 20),
+    ("conv1x1_x50", lambda: ConvLoop(1024, 256, 1, 0), lambda: torch.randn(16, 1024, 8, 8, device=d), 20),
     ("seed_64_layers", SeedModel, lambda: torch.randn(10, 10, device=d), 100),
     ("resnet50", tv.resnet50, lambda: torch.randn(16, 3, 128, 128, device=d), 20),
     ("densenet121", tv.densenet121, lambda: torch.randn(16, 3, 128, 128, device=d), 20),

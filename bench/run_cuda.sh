@@ -26,7 +26,7 @@ while read -r name us; do
 done < "$tco"
 echo "eager CUDA forward ms, TF32 allowed: best (median); tc with cuDNN convolutions and with the im2col+cuBLAS fallback"
 printf "%-16s %-12s %20s %20s %20s %9s %9s\n" model input "tc cudnn ms" "tc fallback ms" "torch ms" "cudnn/pt" "fallbk/pt"
-declare -A input=([seed_64_layers]="10x10" [resnet50]="16x3x128x128" [densenet121]="16x3x128x128")
+declare -A input=([seed_64_layers]="10x10" [resnet50]="16x3x128x128" [densenet121]="16x3x128x128" [conv3x3_x50]="16x256x16x16" [conv1x1_x50]="16x1024x8x8")
 while read -r name ms med _; do
   f=$(awk -v n="$name" '$1==n {print $2}' "$tcf"); fmed=$(awk -v n="$name" '$1==n {print $3}' "$tcf")
   peer=$(awk -v n="$name" '$1==n {print $2}' "$ptm"); pmed=$(awk -v n="$name" '$1==n {print $3}' "$ptm")

@@ -11,7 +11,9 @@
 // makes every convolution take the im2col + cuBLAS path, so both can be tested in one process.
 #include <dlfcn.h>
 
+#include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -276,6 +278,32 @@ Plan make_plan(int device, const ConvProblem& p, const Tensor& x, const Tensor& 
   return pl;
 }
 
+// TC_CUDNN_STATS=1: host time spent per convolution (in tc's code around cuDNN and inside the
+// cuDNN call itself) and the algorithms chosen, printed to stderr at exit — to tell CPU overhead
+// of the legacy API from slow kernels without a profiler.
+struct Stats {
+  bool on = [] {
+    const char* e = std::getenv("TC_CUDNN_STATS");
+    return e && std::strcmp(e, "1") == 0;
+  }();
+  int64_t calls = 0;
+  double total_us = 0, cudnn_us = 0;
+  std::map<int, int64_t> algos;
+  ~Stats() {
+    if (!on || !calls) return;
+    std::fprintf(stderr, "cudnn stats: %lld convolutions, host us per call: %.1f in tc_conv, %.1f inside cuDNN; algos:",
+                 (long long)calls, total_us / calls, cudnn_us / calls);
+    for (auto& [a, n] : algos) std::fprintf(stderr, " %d x%lld", a, (long long)n);
+    std::fprintf(stderr, "\n");
+  }
+};
+Stats& stats() {
+  static Stats s;
+  return s;
+}
+using Clock = std::chrono::steady_clock;
+double us_since(Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count(); }
+
 }  // namespace
 
 bool cudnn_available(std::string* why) {
@@ -293,6 +321,7 @@ bool cudnn_conv(const ConvProblem& p, const Tensor& x, const Tensor& w, const Te
   if (x.numel() > INT_MAX || w.numel() > INT_MAX || y.numel() > INT_MAX) return false;
   Cudnn& c = lib();
   if (!c.ok) return false;
+  Clock::time_point t0 = Clock::now();
   int device = y.device().index;
   bool tf32 = p.dt == DType::Float32 && allow_tf32();
   std::lock_guard<std::mutex> lock(mu());
@@ -316,16 +345,23 @@ bool cudnn_conv(const ConvProblem& p, const Tensor& x, const Tensor& w, const Te
   const void* alpha = p.dt == DType::Float64 ? (const void*)&ad : (const void*)&af;
   const void* betap = p.dt == DType::Float64 ? (const void*)&bd : (const void*)&bf;
   void* ws = pl.ws ? raw_alloc(pl.ws, device) : nullptr;
+  Clock::time_point t1 = Clock::now();
   Status st = !p.transposed ? c.ConvolutionForward(h, alpha, pl.in, x.data_ptr(), pl.w, w.data_ptr(), pl.conv, pl.algo,
                                                    ws, pl.ws, betap, pl.out, y.data_ptr())
                             : c.ConvolutionBackwardData(h, alpha, pl.w, w.data_ptr(), pl.in, x.data_ptr(), pl.conv,
                                                         pl.algo, ws, pl.ws, betap, pl.out, y.data_ptr());
+  if (stats().on) {
+    stats().cudnn_us += us_since(t1);
+    stats().calls++;
+    stats().algos[pl.algo]++;
+  }
   raw_free(ws, device);  // stream-ordered: the next user of the block runs after this convolution
   TC_CHECK(st == 0, DeviceError, "cuDNN %s failed: %s (N=%lld C=%lld H=%lld W=%lld O=%lld kernel %lldx%lld)",
            p.transposed ? "cudnnConvolutionBackwardData" : "cudnnConvolutionForward", c.GetErrorString(st),
            (long long)p.N, (long long)p.C, (long long)p.H, (long long)p.W, (long long)p.O, (long long)p.KH,
            (long long)p.KW);
   last_conv_impl_slot() = "cudnn";
+  if (stats().on) stats().total_us += us_since(t0);
   return true;
 }
 
