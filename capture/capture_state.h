@@ -95,6 +95,22 @@ void push_wrapper(lua_State* L, int fn_idx, const std::shared_ptr<CompileConfig>
 void push_compiled(lua_State* L, int fn_idx, std::shared_ptr<CompileConfig> cfg);  // a new wrapper
 bool log_enabled(lua_State* L, const char* topic);
 void raise_graph_break(lua_State* L, const GraphBreak& b);  // pushes the tc.GraphBreakError table
+// The Lua state that runs graphs on this thread (set around each run of a graph): External nodes
+// (functions registered with tc.compiler.allow_in_graph) call their function in it.
+lua_State* running_state();
+struct RunningState {
+  lua_State* prev;
+  explicit RunningState(lua_State* L);
+  ~RunningState();
+  RunningState(const RunningState&) = delete;
+  RunningState& operator=(const RunningState&) = delete;
+};
+// An External node's call: runs the function registered with allow_in_graph under `id` on the
+// real arguments and checks its results against the fakes its meta function gave while tracing.
+std::vector<Tensor> run_external(int id, const std::string& name, const Stack& expect,
+                                 const Stack& args);
+// The message of the error value at idx (a string, or a tc error table's message).
+std::string error_text(lua_State* L, int idx);
 // lua_backend.cpp: compile with a Lua function backend; leaves nothing on the stack, throws
 // tc::Error (CompileError) on failure.
 int lua_backend_compile(lua_State* L, int backend_fn_ref, const Graph& g,

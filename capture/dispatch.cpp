@@ -501,6 +501,7 @@ Outcome execute(lua_State* L, const Entry& e, CodeCache*& cc,
       inputs.reserve(e.input_sources.size());
       for (int s : e.input_sources)
         inputs.push_back(*lua::to_tensor(L, GuardProgram::slot(base, s)));
+      RunningState running(L);
       outs = e.run(inputs);
     }
     lua_checkstack(L, int(outs.size()) + 16);

@@ -61,7 +61,7 @@ Ref Graph::add_input(const std::string& name, const std::string& source, const T
   n.kind = NodeKind::Input;
   n.name = unique_name(*this, name);
   n.source = source;
-  n.fakes.push_back(fake);
+  n.fakes.emplace_back(fake);
   nodes.push_back(std::move(n));
   inputs.push_back(int(nodes.size()) - 1);
   return {int(nodes.size()) - 1, 0, -1};
@@ -89,6 +89,22 @@ std::vector<Ref> Graph::add_op(Op op, std::vector<NodeArg> args, Stack fakes, in
   return refs;
 }
 
+std::vector<Ref> Graph::add_external(std::shared_ptr<const ExternalFn> fn,
+                                     std::vector<NodeArg> args, Stack fakes, int line) {
+  Node n;
+  n.kind = NodeKind::External;
+  n.name = unique_name(*this, "external");
+  n.ext = std::move(fn);
+  n.args = std::move(args);
+  n.fakes = std::move(fakes);
+  n.line = line;
+  nodes.push_back(std::move(n));
+  const int id = int(nodes.size()) - 1;
+  std::vector<Ref> refs;
+  for (int i = 0; i < int(nodes.back().fakes.size()); i++) refs.push_back({id, i, -1});
+  return refs;
+}
+
 const Tensor& Graph::fake(Ref r) const {
   const Value& v = nodes[r.node].fakes[r.out];
   return r.elem >= 0 ? v.tensors()[r.elem] : v.tensor();
@@ -97,7 +113,7 @@ const Tensor& Graph::fake(Ref r) const {
 std::vector<std::string> Graph::op_names() const {
   std::vector<std::string> out;
   for (const Node& n : nodes)
-    if (n.kind == NodeKind::Op) out.push_back(op_name(n.op));
+    if (n.kind != NodeKind::Input) out.push_back(n.target());
   return out;
 }
 
@@ -126,12 +142,12 @@ std::string Graph::meta_string(Ref r) const {
 }
 
 static std::string args_string(const Graph& g, const Node& n) {
-  const OpSchema& s = schema(n.op);
+  const OpSchema* s = n.kind == NodeKind::Op ? &schema(n.op) : nullptr;
   std::string out;
   for (size_t i = 0; i < n.args.size(); i++) {
     const NodeArg& a = n.args[i];
     if (i) out += ", ";
-    if (i < s.args.size() && s.args[i].kwonly) out += s.args[i].name + "=";
+    if (s && i < s->args.size() && s->args[i].kwonly) out += s->args[i].name + "=";
     if (a.kind == NodeArg::Kind::Ref) {
       out += g.ref_name(a.refs[0]);
     } else if (a.kind == NodeArg::Kind::RefList) {
@@ -154,7 +170,7 @@ std::string Graph::print_tabular() const {
     if (n.kind == NodeKind::Input)
       rows.push_back({"placeholder", n.name, n.source, "()"});
     else
-      rows.push_back({"call_function", n.name, op_name(n.op),
+      rows.push_back({"call_function", n.name, n.target(),
                       "(" + args_string(*this, n) + (n.args.size() == 1 ? ",)" : ")")});
   }
   std::string outs;
@@ -205,7 +221,7 @@ std::string Graph::print_code() const {
       }
     }
     out +=
-        "  %" + n.name + " : " + metas + " = " + op_name(n.op) + "(" + args_string(*this, n) + ")";
+        "  %" + n.name + " : " + metas + " = " + n.target() + "(" + args_string(*this, n) + ")";
     if (n.line >= 0) out += "  # line " + std::to_string(n.line);
     out += "\n";
   }

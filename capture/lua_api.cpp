@@ -109,6 +109,14 @@ function compiler.mark_dynamic(x, dim)
   end
   prim.mark_dynamic(x, dims)
 end
+function compiler.allow_in_graph(fn, meta_fn)
+  if type(fn) ~= "function" then raise("ValueError", "tc.compiler.allow_in_graph(): expected a function, got " .. type(fn)) end
+  if meta_fn ~= nil and type(meta_fn) ~= "function" then
+    raise("ValueError", "tc.compiler.allow_in_graph(): meta_fn must be a function, got " .. type(meta_fn))
+  end
+  prim.allow_in_graph(fn, meta_fn)
+  return fn
+end
 function compiler.stats() return prim.stats() end
 function compiler.explain(f)
   if not callable(f) then raise("ValueError", "tc.compiler.explain(): expected a function, got " .. type(f)) end
@@ -165,6 +173,38 @@ int p_disable(lua_State* L) {
   lua_pushvalue(L, 1);
   lua_pushboolean(L, 1);
   lua_rawset(L, -3);
+  return 0;
+}
+
+// prim.allow_in_graph(fn, meta_fn): registry "tc.capture.allowed"[fn] = {meta = meta_fn, id = n}
+// and "tc.capture.allowed_fns"[n] = fn (both strong: a registration lasts as long as the state,
+// which keeps the function alive for every graph that calls it).
+int p_allow_in_graph(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  lua_settop(L, 2);
+  lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.allowed");
+  lua_pushvalue(L, 1);
+  if (lua_rawget(L, 3) == LUA_TTABLE) {  // registered again: new meta function
+    lua_pushvalue(L, 2);
+    lua_setfield(L, -2, "meta");
+  } else {
+    lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.allowed_fns");
+    const lua_Integer id = lua_Integer(lua_rawlen(L, -1)) + 1;
+    lua_pushvalue(L, 1);
+    lua_rawseti(L, -2, id);
+    lua_createtable(L, 0, 2);
+    lua_pushvalue(L, 2);
+    lua_setfield(L, -2, "meta");
+    lua_pushinteger(L, id);
+    lua_setfield(L, -2, "id");
+    lua_pushvalue(L, 1);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, 3);
+  }
+  // entries traced before the registration inlined the function or broke at it
+  State& st = state();
+  st.caches.clear();
+  st.generation++;
   return 0;
 }
 
@@ -334,6 +374,63 @@ void collect_builtins(lua_State* L) {
 
 }  // namespace
 
+static thread_local lua_State* t_running = nullptr;
+lua_State* running_state() { return t_running; }
+RunningState::RunningState(lua_State* L) : prev(t_running) { t_running = L; }
+RunningState::~RunningState() { t_running = prev; }
+
+std::string error_text(lua_State* L, int idx) {
+  if (const char* s = lua_tostring(L, idx)) return s;
+  if (lua_type(L, idx) == LUA_TTABLE) {
+    lua_pushstring(L, "message");
+    lua_rawget(L, idx < 0 ? idx - 1 : idx);
+    std::string m = lua_tostring(L, -1) ? lua_tostring(L, -1) : "";
+    lua_pop(L, 1);
+    if (!m.empty()) return m;
+  }
+  return std::string("(error object is a ") + luaL_typename(L, idx) + " value)";
+}
+
+std::vector<Tensor> run_external(int id, const std::string& name, const Stack& expect,
+                                 const Stack& args) {
+  lua_State* L = running_state();
+  TC_CHECK(L != nullptr, CompileError,
+           "%s (allow_in_graph): a graph calling it ran outside of a compiled call", name.c_str());
+  const int top = lua_gettop(L);
+  TC_CHECK(lua_checkstack(L, int(args.size()) + 8), CompileError, "%s: Lua stack overflow",
+           name.c_str());
+  lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.allowed_fns");
+  lua_rawgeti(L, -1, id);
+  lua_remove(L, -2);
+  for (const Value& v : args) lua::push_value(L, v);
+  if (lua_pcall(L, int(args.size()), LUA_MULTRET, 0) != LUA_OK) {
+    std::string msg = error_text(L, -1);
+    lua_settop(L, top);
+    TC_FAIL(ValueError, "%s", msg.c_str());
+  }
+  const int n = lua_gettop(L) - top;
+  std::vector<Tensor> out;
+  std::string bad;
+  for (int i = 0; i < n && bad.empty(); i++) {
+    const Tensor* t = lua::to_tensor(L, top + 1 + i);
+    if (!t) {
+      bad = std::string("result ") + std::to_string(i + 1) + " is a " +
+            luaL_typename(L, top + 1 + i) + ", not a tensor";
+    } else if (i < int(expect.size()) && (t->dtype() != expect[i].tensor().dtype() ||
+                                          t->dim() != expect[i].tensor().dim())) {
+      bad = "result " + std::to_string(i + 1) + " is " + t->meta_string() +
+            ", its meta function said " + expect[i].tensor().meta_string();
+    } else {
+      out.push_back(*t);
+    }
+  }
+  lua_settop(L, top);
+  if (bad.empty() && n != int(expect.size()))
+    bad = std::to_string(n) + " results, its meta function said " + std::to_string(expect.size());
+  TC_CHECK(bad.empty(), ValueError, "%s (allow_in_graph): %s", name.c_str(), bad.c_str());
+  return out;
+}
+
 void push_compiled(lua_State* L, int fn_idx, std::shared_ptr<CompileConfig> cfg) {
   fn_idx = lua_absindex(L, fn_idx);
   lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.factory");
@@ -449,6 +546,13 @@ void install(lua_State* L, GraphCompiler compiler) {
                         "tc.capture.marked", "tc.capture.regional"})
     registry_weak_table(L, n);
   for (const char* n : {"tc.capture.sites"}) registry_weak_table(L, n);
+  for (const char* n : {"tc.capture.allowed", "tc.capture.allowed_fns"}) {
+    if (lua_getfield(L, LUA_REGISTRYINDEX, n) != LUA_TTABLE) {
+      lua_newtable(L);
+      lua_setfield(L, LUA_REGISTRYINDEX, n);
+    }
+    lua_pop(L, 1);
+  }
   if (luaL_newmetatable(L, kCompiledMeta)) {
     lua_pushcfunction(L, compiled_gc);
     lua_setfield(L, -2, "__gc");
@@ -486,7 +590,7 @@ return factory, ident, compare, pass
       {"compile", p_compile}, {"is_disabled", p_is_disabled},     {"disable", p_disable},
       {"reset", p_reset},     {"set_stance", p_set_stance},       {"mark_dynamic", p_mark_dynamic},
       {"stats", p_stats},     {"explain_begin", p_explain_begin}, {"explain_end", p_explain_end},
-      {nullptr, nullptr}};
+      {"allow_in_graph", p_allow_in_graph}, {nullptr, nullptr}};
   luaL_newlib(L, prims);
   lua_call(L, 2, 0);
   lua_settop(L, top);

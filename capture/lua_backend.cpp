@@ -38,6 +38,7 @@ int gm_forward(lua_State* L) {
              int(b->g->inputs.size()), n);
     std::vector<Tensor> in;
     for (int i = 2; i <= n + 1; i++) in.push_back(lua::check_tensor(L, i, "gm:forward() argument"));
+    RunningState running(L);
     std::vector<Tensor> out = (*b->run)(in);
     for (const Tensor& t : out) lua::push_tensor(L, t);
     return int(out.size());
@@ -73,7 +74,7 @@ int gm_index(lua_State* L) {
       lua_setfield(L, -2, "op");
       lua_pushstring(L, node.name.c_str());
       lua_setfield(L, -2, "name");
-      lua_pushstring(L, node.kind == NodeKind::Input ? node.source.c_str() : op_name(node.op));
+      lua_pushstring(L, node.kind == NodeKind::Input ? node.source.c_str() : node.target());
       lua_setfield(L, -2, "target");
       lua_createtable(L, int(node.args.size()), 0);
       int a = 0;

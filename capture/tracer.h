@@ -214,6 +214,9 @@ class Tracer {
   bool call(const Var& fn, std::vector<Var> args, int ret_a, int ret_n, bool tail);
   void push_frame(const Var& fn, const vm::Proto* p, std::vector<Var> args, int ret_a, int ret_n);
   std::vector<Var> call_op(int op, const std::vector<Var>& args);
+  // A call of a function registered with tc.compiler.allow_in_graph (at stack index o, its
+  // registration record at rec): one External node, outputs from its meta function on fakes.
+  std::vector<Var> call_external(int o, int rec, const Var& fn, const std::vector<Var>& args);
   bool call_builtin(const std::string& name, const Var& fn, std::vector<Var>& args,
                     std::vector<Var>* out);
   Value to_value(const Var& v, bool* ok);

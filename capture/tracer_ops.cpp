@@ -2,6 +2,7 @@
 // properties and methods, and the modelled builtins (pure on constants, or exact models).
 #include <cstring>
 
+#include "capture_state.h"
 #include "lua_binding.h"
 #include "tracer.h"
 
@@ -48,6 +49,17 @@ bool Tracer::call(const Var& fn, std::vector<Var> args, int ret_a, int ret_n, bo
     throw BreakSignal{BreakCode::UnsupportedBytecode,
                       std::string("call of a ") + lua_typename(L, type) + " value"};
   }
+  // Functions registered with tc.compiler.allow_in_graph: one External node of the graph.
+  lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.allowed");
+  lua_pushvalue(L, o);
+  if (lua_istable(L, -2) && lua_rawget(L, -2) == LUA_TTABLE) {
+    guard_identity(fn.src, o);
+    std::vector<Var> out = call_external(o, lua_gettop(L), fn, args);
+    lua_settop(L, o - 1);
+    assign(ret_a, ret_n, out);
+    return true;
+  }
+  lua_pop(L, 2);
   // Functions marked with tc.compiler.disable, and wrappers made by tc.compile (traced through).
   lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.disabled");
   lua_pushvalue(L, o);
@@ -280,6 +292,111 @@ std::vector<Var> Tracer::call_op(int op_id, const std::vector<Var>& in) {
     Var t = new_table();
     tables_[t.id].array = out;
     return {t};
+  }
+  return out;
+}
+
+std::vector<Var> Tracer::call_external(int o, int rec, const Var& fn, const std::vector<Var>& in) {
+  const std::string name = e_.guards.describe(fn.src);
+  std::vector<NodeArg> nargs;
+  Stack fake_args;
+  Device dev;
+  bool have_dev = false;
+  for (size_t i = 0; i < in.size(); i++) {
+    bool ok;
+    Value v = to_value(in[i], &ok);
+    if (!ok)
+      throw BreakSignal{BreakCode::UnsupportedBytecode,
+                        name + " (allow_in_graph): argument " + std::to_string(i + 1) +
+                            " is not a tensor, number, string, boolean, dtype or list of them"};
+    if (v.is_tensor()) {
+      auto it = proxies_.find(v.tensor().impl());
+      nargs.push_back(it != proxies_.end() ? NodeArg::ref(it->second) : NodeArg::constant_of(v));
+      if (!have_dev) dev = v.tensor().device(), have_dev = true;
+    } else if (v.is_tensor_list()) {
+      std::vector<Ref> refs;
+      for (const Tensor& t : v.tensors()) {
+        auto it = proxies_.find(t.impl());
+        if (it == proxies_.end())
+          throw BreakSignal{BreakCode::UnsupportedBytecode, "tensor list with a constant tensor"};
+        refs.push_back(it->second);
+      }
+      nargs.push_back(NodeArg::list(std::move(refs)));
+    } else {
+      nargs.push_back(NodeArg::constant_of(v));
+    }
+    fake_args.push_back(std::move(v));
+  }
+  // The meta function (the function itself when none was given) on fake tensors.
+  const int top = lua_gettop(L);
+  lua_getfield(L, rec, "meta");
+  if (!lua_isfunction(L, -1)) {
+    lua_pop(L, 1);
+    lua_pushvalue(L, o);
+  }
+  lua_getfield(L, rec, "id");
+  const int id = int(lua_tointeger(L, -1));
+  lua_pop(L, 1);
+  lua_checkstack(L, int(fake_args.size()) + 8);
+  for (const Value& v : fake_args) lua::push_value(L, v);
+  if (lua_pcall(L, int(fake_args.size()), LUA_MULTRET, 0) != LUA_OK) {
+    std::string msg = error_text(L, -1);
+    lua_settop(L, top);
+    throw BreakSignal{BreakCode::OpFailedWhileTracing,
+                      name + " (allow_in_graph meta function): " + msg};
+  }
+  Stack fakes;
+  std::string bad;
+  for (int i = top + 1; i <= lua_gettop(L) && bad.empty(); i++) {
+    Shape sizes;
+    DType dt = default_dtype();
+    Device d = have_dev ? dev : Device{};
+    if (const Tensor* t = lua::to_tensor(L, i)) {
+      sizes = t->sizes();
+      dt = t->dtype();
+      d = t->device();
+    } else if (lua_type(L, i) == LUA_TTABLE) {
+      lua_pushstring(L, "shape");
+      lua_rawget(L, i);
+      try {
+        Value sv = lua::to_value(L, -1, "shape");
+        if (sv.is_int_list())
+          sizes = sv.ints();
+        else if (!(sv.is_tensor_list() && sv.tensors().empty()))
+          bad = "shape is not a list of integers";
+      } catch (const Error& err) {
+        bad = err.what();
+      }
+      lua_pop(L, 1);
+      lua_pushstring(L, "dtype");
+      lua_rawget(L, i);
+      if (!lua_isnil(L, -1) && !lua::to_dtype(L, -1, &dt)) bad = "dtype is not a dtype";
+      lua_pop(L, 1);
+    } else {
+      bad = std::string("result ") + std::to_string(i - top) + " is a " + luaL_typename(L, i);
+    }
+    if (bad.empty()) fakes.push_back(Tensor::fake(sizes, contiguous_strides(sizes), dt, d));
+  }
+  lua_settop(L, top);
+  if (!bad.empty())
+    throw BreakSignal{BreakCode::OpFailedWhileTracing,
+                      name + " (allow_in_graph meta function): " + bad +
+                          " (return fake tensors or {shape=, dtype=} tables)"};
+  auto ext = std::make_shared<ExternalFn>();
+  ext->name = name;
+  ext->call = [id, name, expect = fakes](const Stack& args) {
+    return run_external(id, name, expect, args);
+  };
+  const Frame& fr = frames_.back();
+  const int line = fr.cur < int(fr.lines->size()) ? (*fr.lines)[fr.cur] : -1;
+  std::vector<Ref> refs = e_.graph.add_external(std::move(ext), std::move(nargs), std::move(fakes), line);
+  std::vector<Var> out;
+  for (Ref r : refs) {
+    Var v;
+    v.k = Var::K::Tensor;
+    v.ref = r;
+    proxies_[e_.graph.fake(r).impl()] = r;
+    out.push_back(v);
   }
   return out;
 }

@@ -10,6 +10,7 @@ namespace {
 struct Plan {
   struct Step {
     Op op;
+    std::shared_ptr<const capture::ExternalFn> ext;  // set: a call of an external function
     std::vector<capture::NodeArg> args;
     int node;
   };
@@ -32,7 +33,7 @@ capture::CompiledGraph EagerBackend::compile(const capture::Graph& g, const Comp
   plan->inputs = g.inputs;
   for (int i = 0; i < int(g.nodes.size()); i++) {
     const capture::Node& n = g.nodes[i];
-    if (n.kind == capture::NodeKind::Op) plan->steps.push_back({n.op, n.args, i});
+    if (n.kind != capture::NodeKind::Input) plan->steps.push_back({n.op, n.ext, n.args, i});
   }
   plan->outputs = g.outputs;
   return [plan](const std::vector<Tensor>& inputs) {
@@ -57,7 +58,12 @@ capture::CompiledGraph EagerBackend::compile(const capture::Graph& g, const Comp
           }
         }
       }
-      vals[s.node] = call(s.op, args);
+      if (s.ext) {
+        std::vector<Tensor> r = s.ext->call(args);
+        vals[s.node].assign(r.begin(), r.end());
+      } else {
+        vals[s.node] = call(s.op, args);
+      }
     }
     std::vector<Tensor> out;
     out.reserve(plan->outputs.size());

@@ -1,4 +1,5 @@
-// The graph IR: a flat, append-only array of nodes (graph inputs and op calls) whose arguments
+// The graph IR: a flat, append-only array of nodes (graph inputs, op calls, calls of external
+// functions) whose arguments
 // point backwards by integer reference, with the fake-tensor metadata of every output.
 //
 //   Graph g;
@@ -10,6 +11,7 @@
 // A graph crosses from capture to the backends as this plain C++ value (no Lua inside).
 #pragma once
 #include <functional>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -39,16 +41,27 @@ struct NodeArg {
   static NodeArg list(std::vector<Ref> r) { return {Kind::RefList, {}, std::move(r)}; }
 };
 
-enum class NodeKind : uint8_t { Input, Op };
+// A function outside tc's op set kept in the graph (tc.compiler.allow_in_graph): capture
+// provides `call`, which runs the host's function (a Lua value that capture keeps alive) on the
+// node's arguments with real tensors and returns its tensor results, in the order and with the
+// metadata of the node's fakes. Backends call it as an opaque step and never see Lua.
+struct ExternalFn {
+  std::string name;  // for listings: where the function came from ("G.scale", "upvalue scale")
+  std::function<std::vector<Tensor>(const Stack& args)> call;
+};
+
+enum class NodeKind : uint8_t { Input, Op, External };
 
 struct Node {
   NodeKind kind = NodeKind::Op;
-  Op op = Op::add;            // Op nodes
-  std::vector<NodeArg> args;  // Op nodes: bound arguments in schema order
+  Op op = Op::add;                          // Op nodes
+  std::shared_ptr<const ExternalFn> ext;    // External nodes
+  std::vector<NodeArg> args;  // Op nodes: bound arguments in schema order; External: positional
   Stack fakes;                // outputs as fake tensors (Tensor or TensorList values)
   std::string name;           // unique: "x", "sin", "add_1"
   std::string source;         // Input nodes: where the value comes from ("arg[1].weight")
-  int line = -1;              // Op nodes: user line that made it
+  int line = -1;              // Op and External nodes: user line that made it
+  const char* target() const { return kind == NodeKind::External ? ext->name.c_str() : op_name(op); }
 };
 
 struct Graph {
@@ -63,9 +76,13 @@ struct Graph {
   // Appends an op node; `fakes` are its outputs (from the meta rule). Returns one Ref per
   // output (Tensor[] outputs: one Ref per element).
   std::vector<Ref> add_op(Op op, std::vector<NodeArg> args, Stack fakes, int line = -1);
+  // Appends a call of an external function; `fakes` are its tensor outputs (from its meta
+  // function). Returns one Ref per output.
+  std::vector<Ref> add_external(std::shared_ptr<const ExternalFn> fn, std::vector<NodeArg> args,
+                                Stack fakes, int line = -1);
   const Tensor& fake(Ref r) const;
   int num_ops() const { return int(nodes.size() - inputs.size()); }
-  std::vector<std::string> op_names() const;  // in node order: "linear", "relu", ...
+  std::vector<std::string> op_names() const;  // in node order: "linear", "relu", ... (external: its name)
 
   // torch.fx's print_tabular: one row per node and one for the output.
   std::string print_tabular() const;
