@@ -9,6 +9,8 @@
 // and workspaces come from tc's caching allocator. float32 may use TF32 only when tc's float32
 // matmul precision allows it (CUDNN_FMA_MATH otherwise). TC_CUDNN_DISABLE=1 (read on every call)
 // makes every convolution take the im2col + cuBLAS path, so both can be tested in one process.
+// stdlib/cuda/linalg.cpp times both paths on the first call of each problem and keeps the faster
+// (TC_CONV_AUTOTUNE=0: cuDNN always).
 #include <dlfcn.h>
 
 #include <chrono>

@@ -6,6 +6,9 @@
 #include <cublas_v2.h>
 #include <dlfcn.h>
 
+#include <chrono>
+#include <cstring>
+#include <map>
 #include <mutex>
 
 #include "cpu/linalg.h"
@@ -408,6 +411,90 @@ void conv_one_gemm(const ConvGeo& g, const Tensor& x, const Tensor& w, const Ten
   }
 }
 
+// The im2col + cuBLAS convolution (out contiguous or not; computed in ct).
+void conv_fallback(const ConvGeo& g, bool tr, DType dt, DType ct, const Tensor& x0, const Tensor& w0,
+                   const Tensor& bias0, const Tensor& out) {
+  int device = out.device().index;
+  Tensor x = contiguous_as(x0, ct), w = contiguous_as(w0, ct);
+  Tensor y = ct == dt ? out : Tensor::empty(out.sizes(), ct, out.device());
+  int64_t KK = g.KH * g.KW, HW = g.H * g.W, L = g.OH * g.OW, G = g.G;
+  size_t isz = itemsize(ct);
+  if (!tr && L < kBigGemmBelow) {
+    conv_one_gemm(g, x, w, bias0.defined() ? contiguous_as(bias0, ct) : Tensor(), y);
+    if (!y.same(out)) copy_strided(out, y);
+    return;
+  }
+  // bias first (beta = 1 accumulates onto it), else zeros
+  Shape ysz{g.N, g.O, L};
+  Tensor y3 = y.as_strided(ysz, {g.O * L, L, 1}, 0);
+  // without bias the GEMMs write y (beta = 0); the transposed form's col2im adds onto zeros
+  double beta = 1;
+  if (bias0.defined()) {
+    Tensor b = contiguous_as(bias0, ct);
+    copy_strided(y3, b.as_strided(ysz, {0, 1, 0}, b.offset()));
+  } else if (tr) {
+    fill(y3, 0, 0, false);
+  } else {
+    beta = 0;
+  }
+  if (!tr) {
+    int64_t Cg = g.C / G, Og = g.O / G, CK = Cg * KK;
+    bool direct = KK == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 && L == HW;
+    // im2col in chunks of samples (at most ~256 MiB of columns at a time)
+    int64_t per = g.C * KK * L, nb = direct ? g.N : std::max<int64_t>(1, std::min<int64_t>(g.N, (int64_t)(256 << 20) / std::max<int64_t>(1, per * (int64_t)isz)));
+    Tensor col = direct ? Tensor() : Tensor::empty({nb * per}, ct, out.device());
+    for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
+      int64_t cnt = std::min(nb, g.N - n0);
+      const char* src;
+      int64_t sstride;
+      if (direct) {
+        src = (const char*)x.data_ptr() + n0 * g.C * HW * isz;
+        sstride = g.C * HW;
+      } else {
+        im2col(g, x, col, n0, cnt);
+        src = (const char*)col.data_ptr();
+        sstride = per;
+      }
+      for (int64_t gi = 0; gi < G; gi++) {
+        Mat A{w, (const char*)w.data_ptr() + gi * Og * CK * isz, false, CK, 0};
+        Mat B{x, src + gi * CK * L * isz, false, L, sstride};
+        char* C = (char*)y.data_ptr() + (n0 * g.O * L + gi * Og * L) * isz;
+        if (CK == 0 && beta == 0) fill(y3, 0, 0, false);
+        gemm_raw(ct, device, C, L, g.O * L, A, B, Og, L, CK, cnt, 1, beta);
+      }
+    }
+  } else {
+    // col[n][g] (Og*KK x HW) = W_g^T (Og*KK x Cg) . x[n][g] (Cg x HW); then col2im adds into y
+    int64_t Cg = g.C / G, Og = g.O / G;
+    Tensor col = Tensor::empty({g.N * G * Og * KK * HW}, ct, out.device());
+    for (int64_t gi = 0; gi < G; gi++) {
+      Mat A{w, (const char*)w.data_ptr() + gi * Cg * Og * KK * isz, true, Og * KK, 0};
+      Mat B{x, (const char*)x.data_ptr() + gi * Cg * HW * isz, false, HW, g.C * HW};
+      char* C = (char*)col.data_ptr() + gi * Og * KK * HW * isz;
+      gemm_raw(ct, device, C, HW, G * Og * KK * HW, A, B, Og * KK, HW, Cg, g.N, 1, 0);
+    }
+    for (int64_t gi = 0; gi < G; gi++) col2im(g, col, y, Og, gi);
+  }
+  if (!y.same(out)) copy_strided(out, y);
+}
+
+
+
+// Which path serves a convolution problem when cuDNN is usable: -1 not decided yet, 0 the
+// im2col + cuBLAS fallback, 1 cuDNN. With autotuning (default; TC_CONV_AUTOTUNE=0 turns it off
+// and cuDNN always runs) the first call of each problem times both paths and keeps the faster.
+bool autotune();
+int& conv_choice(const ConvProblem& p) {
+  static auto* m = new std::map<std::vector<int64_t>, int>;
+  std::vector<int64_t> k{p.transposed, (int64_t)p.dt, allow_tf32() ? 1 : 0, p.N, p.C, p.H, p.W, p.O, p.KH, p.KW, p.G,
+                         p.sh, p.sw, p.ph, p.pw, p.dh, p.dw, p.OH, p.OW};
+  return m->try_emplace(k, autotune() ? -1 : 1).first->second;
+}
+bool autotune() {
+  const char* e = std::getenv("TC_CONV_AUTOTUNE");
+  return !(e && std::strcmp(e, "0") == 0);
+}
+
 bool conv(Op op, const Stack& a, const Metas& m, Stack* result) {
   const Tensor& x0 = a[0].tensor();
   const Tensor& w0 = a[1].tensor();
@@ -456,76 +543,36 @@ bool conv(Op op, const Stack& a, const Metas& m, Stack* result) {
     return true;
   }
   int device = out.device().index;
+  Tensor bias0 = a[2].is_none() ? Tensor() : a[2].tensor();
   if (out.is_contiguous()) {  // cuDNN when present (in the tensor's own dtype)
     ConvProblem p{tr, dt, g.N, g.C, g.H, g.W, g.O, g.KH, g.KW, g.G, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.OH, g.OW};
-    Tensor b = a[2].is_none() ? Tensor() : contiguous_as(a[2].tensor(), dt);
-    if (cudnn_conv(p, contiguous_as(x0, dt), contiguous_as(w0, dt), b, out)) return true;
+    Tensor xc = contiguous_as(x0, dt), wc = contiguous_as(w0, dt);
+    Tensor b = bias0.defined() ? contiguous_as(bias0, dt) : Tensor();
+    int& choice = conv_choice(p);
+    if (choice != 0 && cudnn_conv(p, xc, wc, b, out)) {
+      if (choice == 1 || !autotune()) return true;
+      // First time for this problem: both paths, 3 calls each, timed back to back (CPU and GPU
+      // time together, as eager code pays them); the faster one serves it from now on.
+      auto timed = [&](auto&& f) {
+        sync_stream(device);
+        auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < 3; i++) f();
+        sync_stream(device);
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      };
+      conv_fallback(g, tr, dt, ct, x0, w0, bias0, out);  // once untimed: its kernels compiled
+      double t_cudnn = timed([&] { cudnn_conv(p, xc, wc, b, out); });
+      double t_fb = timed([&] { conv_fallback(g, tr, dt, ct, x0, w0, bias0, out); });
+      choice = t_cudnn <= t_fb ? 1 : 0;
+      if (choice == 1) cudnn_conv(p, xc, wc, b, out);
+      last_conv_impl_slot() = choice == 1 ? "cudnn" : "im2col+cublas";
+      return true;
+    }
   }
   last_conv_impl_slot() = "im2col+cublas";
-  Tensor x = contiguous_as(x0, ct), w = contiguous_as(w0, ct);
-  Tensor y = ct == dt ? out : Tensor::empty(out.sizes(), ct, out.device());
-  int64_t KK = g.KH * g.KW, HW = g.H * g.W, L = g.OH * g.OW, G = g.G;
-  size_t isz = itemsize(ct);
-  if (!tr && L < kBigGemmBelow) {
-    conv_one_gemm(g, x, w, a[2].is_none() ? Tensor() : contiguous_as(a[2].tensor(), ct), y);
-    if (!y.same(out)) copy_strided(out, y);
-    return true;
-  }
-  // bias first (beta = 1 accumulates onto it), else zeros
-  Shape ysz{g.N, g.O, L};
-  Tensor y3 = y.as_strided(ysz, {g.O * L, L, 1}, 0);
-  // without bias the GEMMs write y (beta = 0); the transposed form's col2im adds onto zeros
-  double beta = 1;
-  if (!a[2].is_none()) {
-    Tensor b = contiguous_as(a[2].tensor(), ct);
-    copy_strided(y3, b.as_strided(ysz, {0, 1, 0}, b.offset()));
-  } else if (tr) {
-    fill(y3, 0, 0, false);
-  } else {
-    beta = 0;
-  }
-  if (!tr) {
-    int64_t Cg = g.C / G, Og = g.O / G, CK = Cg * KK;
-    bool direct = KK == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 && L == HW;
-    // im2col in chunks of samples (at most ~256 MiB of columns at a time)
-    int64_t per = g.C * KK * L, nb = direct ? g.N : std::max<int64_t>(1, std::min<int64_t>(g.N, (int64_t)(256 << 20) / std::max<int64_t>(1, per * (int64_t)isz)));
-    Tensor col = direct ? Tensor() : Tensor::empty({nb * per}, ct, out.device());
-    for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
-      int64_t cnt = std::min(nb, g.N - n0);
-      const char* src;
-      int64_t sstride;
-      if (direct) {
-        src = (const char*)x.data_ptr() + n0 * g.C * HW * isz;
-        sstride = g.C * HW;
-      } else {
-        im2col(g, x, col, n0, cnt);
-        src = (const char*)col.data_ptr();
-        sstride = per;
-      }
-      for (int64_t gi = 0; gi < G; gi++) {
-        Mat A{w, (const char*)w.data_ptr() + gi * Og * CK * isz, false, CK, 0};
-        Mat B{x, src + gi * CK * L * isz, false, L, sstride};
-        char* C = (char*)y.data_ptr() + (n0 * g.O * L + gi * Og * L) * isz;
-        if (CK == 0 && beta == 0) fill(y3, 0, 0, false);
-        gemm_raw(ct, device, C, L, g.O * L, A, B, Og, L, CK, cnt, 1, beta);
-      }
-    }
-  } else {
-    // col[n][g] (Og*KK x HW) = W_g^T (Og*KK x Cg) . x[n][g] (Cg x HW); then col2im adds into y
-    int64_t Cg = g.C / G, Og = g.O / G;
-    Tensor col = Tensor::empty({g.N * G * Og * KK * HW}, ct, out.device());
-    for (int64_t gi = 0; gi < G; gi++) {
-      Mat A{w, (const char*)w.data_ptr() + gi * Cg * Og * KK * isz, true, Og * KK, 0};
-      Mat B{x, (const char*)x.data_ptr() + gi * Cg * HW * isz, false, HW, g.C * HW};
-      char* C = (char*)col.data_ptr() + gi * Og * KK * HW * isz;
-      gemm_raw(ct, device, C, HW, G * Og * KK * HW, A, B, Og * KK, HW, Cg, g.N, 1, 0);
-    }
-    for (int64_t gi = 0; gi < G; gi++) col2im(g, col, y, Og, gi);
-  }
-  if (!y.same(out)) copy_strided(out, y);
+  conv_fallback(g, tr, dt, ct, x0, w0, bias0, out);
   return true;
 }
-
 bool pool(Op op, const Stack& a, const Metas& m, Stack* result) {
   const Tensor& x0 = a[0].tensor();
   DType dt = x0.dtype();

@@ -3,7 +3,7 @@
 // float64, over strides, padding, dilation, groups (depthwise too), bias or none, 1x1 kernels,
 // unbatched input, sizes on both sides of the fallback's one-GEMM threshold, and float64,
 // float32 (full precision and TF32), float16, bfloat16. tc::cuda::last_conv_impl() must name the
-// path that ran. Skips without a GPU; without cuDNN only the fallback is checked, unless
+// path that ran (autotuning between the two is off here: TC_CONV_AUTOTUNE=0). Skips without a GPU; without cuDNN only the fallback is checked, unless
 // TC_EXPECT_CUDNN=1 (the GPU machine's run) makes that a failure.
 #include <gtest/gtest.h>
 
@@ -83,8 +83,10 @@ class ConvPaths : public testing::Test {
   void SetUp() override {
     std::string why;
     if (!cuda::is_available(&why)) GTEST_SKIP() << "CUDA not available: " << why;
+    setenv("TC_CONV_AUTOTUNE", "0", 1);  // cuDNN for every problem it takes (no timing race)
   }
   void TearDown() override {
+    unsetenv("TC_CONV_AUTOTUNE");
     unsetenv("TC_CUDNN_DISABLE");
     set_float32_matmul_precision("highest");
   }
@@ -128,7 +130,9 @@ TEST_F(ConvPaths, BothPathsMatchCpu) {
         ASSERT_TRUE(y.device().is_cuda());
         ASSERT_EQ(y.sizes(), r.sizes()) << c.name;
         ASSERT_EQ(y.dtype(), d.dt) << c.name;
-        if (disable) EXPECT_EQ(impl, "im2col+cublas") << c.name;
+        if (disable) {
+          EXPECT_EQ(impl, "im2col+cublas") << c.name;
+        }
         double err = max_rel_err(r, y);
         EXPECT_LE(err, d.tol) << c.name << " " << dtype_name(d.dt) << " precision " << d.precision << " via "
                               << impl;
@@ -138,8 +142,9 @@ TEST_F(ConvPaths, BothPathsMatchCpu) {
   unsetenv("TC_CUDNN_DISABLE");
   printf("convolutions on %s: %d runs, %d through cuDNN, %d through im2col+cublas\n", cuda::device_name().c_str(),
          runs, cudnn_runs, runs - cudnn_runs);
-  if (const char* e = std::getenv("TC_EXPECT_CUDNN"); e && std::string(e) == "1")
+  if (const char* e = std::getenv("TC_EXPECT_CUDNN"); e && std::string(e) == "1") {
     EXPECT_EQ(cudnn_runs, runs / 2) << "cuDNN was expected to run every convolution it was not disabled for";
+  }
 }
 
 }  // namespace
