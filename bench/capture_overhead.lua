@@ -1,11 +1,11 @@
--- Capture's numbers for the issue's closing note (a benchmark, not a test; belongs in bench/):
---   tcrun tests/capture/bench/cache_hit_and_trace_time.lua
+-- Capture's overhead (a benchmark, not a test). Run from anywhere: tcrun bench/capture_overhead.lua
 -- 1. guard check + dispatch of a cache hit, for the seed model compiled whole with 16/64/256
 --    layers: the backend's callable returns precomputed outputs, so what is timed is the
 --    trampoline, the guards, reading the graph inputs and returning the outputs;
 -- 2. the same for foo(x, y) = sin(x) + cos(y);
 -- 3. trace time of the whole 64-layer model and of one Layer (best of N).
-package.path = "scripts/models/?.lua;" .. package.path
+local root = ((arg and arg[0] or "bench/capture_overhead.lua"):match("^(.*)/[^/]*$") or ".") .. "/.."
+package.path = root .. "/scripts/models/?.lua;" .. package.path
 local tc = require "tc"
 local seed = require "seed_layers"
 
