@@ -1,9 +1,10 @@
 // Losses on CUDA, computed like the CPU kernels (stdlib/cpu/nn_loss.cpp): cross_entropy and
 // nll_loss with class-index targets (weights, ignore_index, label smoothing; one thread per
 // position computes max, log-sum-exp in double, the picked class and the smoothing term, targets
-// checked on the device), mse_loss and l1_loss (broadcast input and target). Sums for "mean"
-// and "sum" are taken in double by one block. Probability targets and the binary
-// cross-entropies still take the host fallback.
+// checked on the device), mse_loss and l1_loss (broadcast input and target),
+// binary_cross_entropy (input range checked on the device) and binary_cross_entropy_with_logits
+// (weight, pos_weight). Sums for "mean" and "sum" are taken in double by one block.
+// cross_entropy with class-probability targets still takes the host fallback.
 #include "cpu/nn.h"
 #include "cuda/runtime.h"
 
@@ -157,12 +158,73 @@ bool class_loss(Op op, const Stack& a, const TensorMeta& m, Stack* result) {
   return true;
 }
 
+// binary_cross_entropy (logits = false: input holds probabilities) and ..._with_logits.
+bool binary(bool logits, const Stack& a, const TensorMeta& m, Stack* result) {
+  DType dt = m.dtype;
+  if (!is_floating(dt)) return false;
+  cpu::Reduction r = cpu::parse_reduction(a[3].str());
+  Tensor out = empty_from_meta(m);
+  *result = {Value(out)};
+  int device = out.device().index;
+  const Shape& shape = a[0].tensor().sizes();
+  auto expand = [&](const Value& v) {
+    return v.is_none() ? Tensor() : expand_contig(v.tensor(), shape, dt, out.device());
+  };
+  Tensor x = expand(a[0]), t = expand(a[1]), w = expand(a[2]), pw = logits ? expand(a[4]) : Tensor();
+  int64_t n = x.numel();
+  if (r == cpu::Reduction::None && n == 0) return true;
+  std::string T = ctype(dt), A = mtype(dt);
+  auto f = kernels(device, "binary_loss:" + T, [&] {
+    return prelude() + "typedef " + T + " T;\ntypedef " + A + " A;\n" + kBlockSum3 +
+           "__device__ __forceinline__ A mx(A a, A b) { return a < b ? b : a; }\n"
+           "__device__ __forceinline__ A term(const T* x, const T* t, const T* w, const T* pw, i64 i, int logits, i64* err) {\n"
+           "  A xv = ld(x[i]), tv = ld(t[i]);\n"
+           "  if (!logits) {\n"
+           "    if (!(xv >= (A)0 && xv <= (A)1)) flag_error(err, 1, 0);\n"
+           "    A l = (tv - (A)1) * mx(m_log1p(-xv), (A)-100) - tv * mx(m_log(xv), (A)-100);\n"
+           "    return w ? (A)ld(Cv<T>::f(l)) * (A)ld(w[i]) : l;\n"
+           "  }\n"
+           "  A mv = mx(-xv, (A)0);\n"
+           "  A lw = pw ? ((A)ld(pw[i]) - (A)1) * tv + (A)1 : (A)1;\n"
+           "  A l = ((A)1 - tv) * xv + lw * (m_log(m_exp(-mv) + m_exp(-xv - mv)) + mv);\n"
+           "  return w ? l * (A)ld(w[i]) : l;\n}\n"
+           "extern \"C\" __global__ void bce(const T* __restrict__ x, const T* __restrict__ t, const T* w, const T* pw,\n"
+           "    T* __restrict__ out, i64 n, int logits, int red, i64* err) {\n"
+           "  if (red == 0) {\n"
+           "    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x)\n"
+           "      out[i] = Cv<T>::f(term(x, t, w, pw, i, logits, err));\n"
+           "    return;\n  }\n"
+           "  double s = 0, u = 0, v = 0;\n"
+           "  for (i64 i = threadIdx.x; i < n; i += blockDim.x) s += (double)term(x, t, w, pw, i, logits, err);\n"
+           "  block_sum3(s, u, v);\n"
+           "  if (threadIdx.x == 0) out[0] = Cv<T>::f((A)(red == 2 ? s : s / (double)n));\n}\n";
+  }, {"bce"})[0];
+  const void* xp = x.data_ptr();
+  const void* tp = t.data_ptr();
+  const void* wp = w.defined() ? w.data_ptr() : nullptr;
+  const void* pp = pw.defined() ? pw.data_ptr() : nullptr;
+  void* op_ = out.data_ptr();
+  void* err = reinterpret_cast<void*>(dev(device).error_word);
+  int lg = logits ? 1 : 0, red = r == cpu::Reduction::None ? 0 : r == cpu::Reduction::Mean ? 1 : 2;
+  void* args[] = {&xp, &tp, &wp, &pp, &op_, &n, &lg, &red, &err};
+  if (red == 0)
+    launch(device, f, (unsigned)std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, dev(device).sm_count * 32)), 256,
+           args);
+  else
+    launch(device, f, 1, kRed, args);
+  if (!logits && take_device_error(device, nullptr))
+    TC_FAIL(ValueError, "binary_cross_entropy(): all elements of input should be between 0 and 1");
+  return true;
+}
+
 }  // namespace
 
 bool loss(Op op, const Stack& a, const Metas& m, Stack* result) {
   switch (op) {
     case Op::mse_loss: case Op::l1_loss: return distance(op, a, m[0], result);
     case Op::cross_entropy: case Op::nll_loss: return class_loss(op, a, m[0], result);
+    case Op::binary_cross_entropy: return binary(false, a, m[0], result);
+    case Op::binary_cross_entropy_with_logits: return binary(true, a, m[0], result);
     default: return false;
   }
 }

@@ -3,7 +3,7 @@
 // running-stat update on the device, then one fused scale-and-shift pass), embedding (the
 // index_select kernel), dropout (the CPU's Philox bernoulli stream, fused), and
 // scaled_dot_product_attention composed of native ops (cuBLAS batched GEMMs, masking and the
-// softmax kernel). The losses and interpolate take the host fallback.
+// softmax kernel). Losses: loss.cpp; interpolate: interpolate.cpp.
 #include <cmath>
 
 #include "cuda/runtime.h"
@@ -280,9 +280,11 @@ bool nn(Op op, const Stack& a, const Metas& m, Stack* result) {
       return true;
     }
     case Op::scaled_dot_product_attention: return sdpa(a, m[0], result);
-    case Op::cross_entropy: case Op::nll_loss: case Op::mse_loss: case Op::l1_loss: return loss(op, a, m, result);
+    case Op::cross_entropy: case Op::nll_loss: case Op::mse_loss: case Op::l1_loss: case Op::binary_cross_entropy:
+    case Op::binary_cross_entropy_with_logits:
+      return loss(op, a, m, result);
     case Op::interpolate: return interpolate(a, m[0], result);
-    default: return false;  // binary cross-entropies: host fallback
+    default: return false;
   }
 }
 
