@@ -1,8 +1,9 @@
 // Matrix products on CUDA through cuBLAS (dlopen'ed libcublas.so.13): mm, bmm, matmul, linear,
 // addmm, baddbmm for float32 (TF32 only when tc's float32 matmul precision is not "highest"),
 // float64, float16 and bfloat16 (float accumulation). Transposed operands are passed as cuBLAS
-// transposes, anything else strided is made contiguous first. Other dtypes and the remaining
-// ops of the group (conv, pools, einsum) take the host fallback for now.
+// transposes, anything else strided is made contiguous first. Integer products take the host
+// fallback. Convolutions: cuDNN (cudnn.cpp) or im2col + cuBLAS below, the faster per problem;
+// pools below; einsum in einsum.cpp.
 #include <cublas_v2.h>
 #include <dlfcn.h>
 
@@ -168,6 +169,7 @@ bool linalg(Op op, const Stack& a, const Metas& m, Stack* result) {
     case Op::conv1d: case Op::conv2d: case Op::conv_transpose2d: case Op::max_pool2d: case Op::avg_pool2d:
     case Op::adaptive_avg_pool2d: case Op::adaptive_max_pool2d:
       return conv_pool(op, a, m, result);
+    case Op::einsum: return einsum(a, m, result);
     case Op::mm: case Op::bmm: case Op::matmul: case Op::linear: case Op::addmm: case Op::baddbmm: break;
     default: return false;
   }

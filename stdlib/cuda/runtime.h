@@ -119,6 +119,8 @@ bool sort_topk(Op op, const Stack& a, const Metas& m, Stack* out);
 bool loss(Op op, const Stack& a, const Metas& m, Stack* out);
 // interpolate (stdlib/cuda/interpolate.cpp), called by nn().
 bool interpolate(const Stack& a, const TensorMeta& m, Stack* out);
+// einsum (stdlib/cuda/einsum.cpp), called by linalg().
+bool einsum(const Stack& a, const Metas& m, Stack* out);
 // dropout with the CPU's bernoulli(1 - p) stream (stdlib/cuda/creation.cpp).
 Tensor dropout_cuda(const Tensor& x, double p, const TensorMeta& m);
 
