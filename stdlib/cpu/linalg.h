@@ -40,6 +40,9 @@ namespace tc {
 
 Metas meta_einsum(const Stack& args);
 Stack cpu_einsum(const Stack& args, const Metas& out);
+// einsum computed with ops (bmm, sum, copies) on the operands' device: the CPU kernel, and the
+// CUDA one.
+Stack einsum_by_ops(const Stack& args, const Metas& out);
 Metas meta_conv(Op op, const Stack& args);
 Stack cpu_conv(Op op, const Stack& args, const Metas& out);
 Metas meta_pool(Op op, const Stack& args);

@@ -1,6 +1,7 @@
 // einsum: parses the equation (letters, "...", optional "->"), then contracts the operands left
-// to right, each pairwise contraction a batched GEMM over permuted views; labels no later
-// operand or the output needs are summed out first (a GEMM with a vector of ones).
+// to right, each pairwise contraction a batched matrix product (the bmm op) over permuted views;
+// labels no later operand or the output needs are summed out first (the sum op). Built from ops,
+// so the same code serves every device (stdlib/cuda/einsum.cpp calls einsum_by_ops).
 #include <algorithm>
 #include <string>
 
@@ -179,18 +180,15 @@ Shape label_sizes(const std::vector<int>& labels, const std::vector<int64_t>& si
   return s;
 }
 
-// Sums out the labels of x that are not in `keep`.
+// Sums out the labels of x that are not in `keep` (a row sum over the grouped view, in x's dtype).
 Labeled sum_out(const Labeled& x, const std::vector<int>& keep, const std::vector<int64_t>& sizes) {
   std::vector<int> kept, dropped;
   for (int l : x.labels) (has(keep, l) ? kept : dropped).push_back(l);
   if (dropped.empty()) return x;
   Tensor m = grouped(x, {kept, dropped});
-  Tensor r = Tensor::empty(label_sizes(kept, sizes), x.t.dtype());
-  Tensor ones = Tensor::empty({m.size(1)}, x.t.dtype());
-  cpu::fill(ones, 1);
-  cpu::gemm(r.dtype(), cpu::Mat{m.data_ptr(), m.size(0), m.size(1), m.stride(0), m.stride(1)},
-            cpu::Mat{ones.data_ptr(), m.size(1), 1, 1, 0}, r.data_ptr(), 1, 1, 0);
-  return {r, kept};
+  Tensor r = call1(Op::sum, {m, IntList{2}}, {{"dtype", x.t.dtype()}});
+  Shape s = label_sizes(kept, sizes);
+  return {r.as_strided(s, contiguous_strides(s), r.offset()), kept};
 }
 
 // a and b contracted over their shared labels that are not in `keep`.
@@ -203,13 +201,12 @@ Labeled contract(const Labeled& a, const Labeled& b, const std::vector<int>& kee
   for (int l : b.labels)
     if (!has(a.labels, l)) n.push_back(l);
   Tensor a3 = grouped(a, {batch, m, k}), b3 = grouped(b, {batch, k, n});
-  Tensor r = Tensor::empty({a3.size(0), a3.size(1), b3.size(2)}, a.t.dtype());
-  cpu::matmul_into(r, a3, b3, 1, 0);
+  Tensor r = call1(Op::bmm, {a3, b3});
   std::vector<int> labels = batch;
   labels.insert(labels.end(), m.begin(), m.end());
   labels.insert(labels.end(), n.begin(), n.end());
   Shape s = label_sizes(labels, sizes);
-  return {r.as_strided(s, contiguous_strides(s), 0), labels};
+  return {r.as_strided(s, contiguous_strides(s), r.offset()), labels};
 }
 
 void check_dtypes(const TensorList& ops) {
@@ -229,7 +226,9 @@ Metas meta_einsum(const Stack& a) {
   return {contiguous_meta(label_sizes(q.output, q.sizes), ops[0].dtype(), ops[0].device())};
 }
 
-Stack cpu_einsum(const Stack& a, const Metas& metas) {
+Stack cpu_einsum(const Stack& a, const Metas& metas) { return einsum_by_ops(a, metas); }
+
+Stack einsum_by_ops(const Stack& a, const Metas& metas) {
   const TensorList& ops = a[1].tensors();
   Equation q = parse(a[0].str(), ops);
   Labeled cur = prepare(ops[0], q.inputs[0], q.sizes);
