@@ -4,7 +4,7 @@
 // that NVRTC rejects fails here, on machines without a GPU. Skips only without NVRTC.
 #include <gtest/gtest.h>
 
-#include "fixture_cases.h"
+#include "../fixture_cases.h"
 #include "tc/cuda.h"
 
 using namespace tc;

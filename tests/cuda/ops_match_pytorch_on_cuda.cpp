@@ -3,7 +3,7 @@
 // CPU; results must come back on the device. Skips without a usable GPU.
 #include <gtest/gtest.h>
 
-#include "fixture_cases.h"
+#include "../fixture_cases.h"
 #include "tc/cuda.h"
 
 using namespace tc;

@@ -1,5 +1,5 @@
-// The fixture format of tests/stdlib/ops_match_pytorch.cpp (tests/fixtures/*.json), with every
-// tensor argument optionally moved to a CUDA device (strides and offsets kept: the view is
+// The fixture format (tests/fixtures/*.json, written by tests/fixtures/gen_*.py) and its runner,
+// with every tensor argument optionally moved to a CUDA device (strides and offsets kept: the view is
 // rebuilt over a device copy of the whole storage).
 #pragma once
 #include <gtest/gtest.h>
