@@ -13,25 +13,6 @@ namespace {
 
 constexpr int kBlock = 256;
 
-const std::string& block_sum_src() {
-  static const std::string s = R"CUDA(
-__device__ double block_sum(double v, double* sm) {
-  for (int o = 16; o > 0; o >>= 1) v += shfl_down(v, o);
-  if ((threadIdx.x & 31) == 0) sm[threadIdx.x >> 5] = v;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    v = threadIdx.x < 8 ? sm[threadIdx.x] : 0.0;
-    for (int o = 4; o > 0; o >>= 1) v += shfl_down(v, o);
-    if (threadIdx.x == 0) sm[8] = v;
-  }
-  __syncthreads();
-  double r = sm[8];
-  __syncthreads();
-  return r;
-}
-)CUDA";
-  return s;
-}
 
 // mode 0: layer_norm, 1: rms_norm, 2: group_norm (rows = N * G of length cg * s).
 void norm_rows(int mode, const Tensor& x, const Tensor& out, int64_t rows, int64_t n, const Tensor& w, const Tensor& b,

@@ -110,4 +110,26 @@ __device__ __forceinline__ void flag_error(i64* err, i64 code, i64 detail) {
   return p;
 }
 
+// block_sum(v, sm): the sum of v over a block of up to 256 threads (sm: 9 doubles of shared
+// memory), for the row kernels of the reduction and nn groups.
+const std::string& block_sum_src() {
+  static const std::string s = R"CUDA(
+__device__ double block_sum(double v, double* sm) {
+  for (int o = 16; o > 0; o >>= 1) v += shfl_down(v, o);
+  if ((threadIdx.x & 31) == 0) sm[threadIdx.x >> 5] = v;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    v = threadIdx.x < 8 ? sm[threadIdx.x] : 0.0;
+    for (int o = 4; o > 0; o >>= 1) v += shfl_down(v, o);
+    if (threadIdx.x == 0) sm[8] = v;
+  }
+  __syncthreads();
+  double r = sm[8];
+  __syncthreads();
+  return r;
+}
+)CUDA";
+  return s;
+}
+
 }  // namespace tc::cuda

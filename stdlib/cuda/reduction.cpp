@@ -232,22 +232,9 @@ bool reduction(Op op, const Stack& a, const Metas& m, Stack* result) {
 // ---- the other reductions -----------------------------------------------------------------------
 namespace {
 
+// block-wide max/min (block_sum comes from block_sum_src)
 const std::string& block_red_src() {
   static const std::string s = R"CUDA(
-__device__ double bsum(double v, double* sm) {
-  for (int o = 16; o > 0; o >>= 1) v += shfl_down(v, o);
-  if ((threadIdx.x & 31) == 0) sm[threadIdx.x >> 5] = v;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    v = threadIdx.x < 8 ? sm[threadIdx.x] : 0.0;
-    for (int o = 4; o > 0; o >>= 1) v += shfl_down(v, o);
-    if (threadIdx.x == 0) sm[8] = v;
-  }
-  __syncthreads();
-  double r = sm[8];
-  __syncthreads();
-  return r;
-}
 __device__ double bext(double v, double* sm, bool mx) {
   for (int o = 16; o > 0; o >>= 1) { double w = shfl_down(v, o); v = (mx ? w > v : w < v) || w != w ? (v != v ? v : w) : v; }
   if ((threadIdx.x & 31) == 0) sm[threadIdx.x >> 5] = v;
@@ -274,20 +261,20 @@ void row_stats(int kind, const Tensor& x, int64_t rows, int64_t len, const Tenso
   int device = x.device().index;
   std::string T = ctype(x.dtype()), A = mtype(x.dtype());
   auto f = kernels(device, "rowstats:" + T, [&] {
-    return prelude() + block_red_src() + "typedef " + T + " T;\ntypedef " + A + " A;\n"
+    return prelude() + block_sum_src() + block_red_src() + "typedef " + T + " T;\ntypedef " + A + " A;\n"
            "extern \"C\" __global__ void __launch_bounds__(256) rst(const T* __restrict__ x, double* o0, double* o1, i64 n, int kind, double p) {\n"
            "  __shared__ double sm[9];\n  const T* q = x + (i64)blockIdx.x * n;\n  i64 r = blockIdx.x;\n"
            "  if (kind == 0) {\n"
            "    double t = 0;\n    for (i64 i = threadIdx.x; i < n; i += 256) t += (double)cvt<A>(q[i]);\n"
-           "    double mean = bsum(t, sm) / (double)n;\n"
+           "    double mean = block_sum(t, sm) / (double)n;\n"
            "    double s2 = 0;\n    for (i64 i = threadIdx.x; i < n; i += 256) { double d = (double)cvt<A>(q[i]) - mean; s2 += d * d; }\n"
-           "    s2 = bsum(s2, sm);\n    if (threadIdx.x == 0) { o0[r] = mean; o1[r] = s2; }\n"
+           "    s2 = block_sum(s2, sm);\n    if (threadIdx.x == 0) { o0[r] = mean; o1[r] = s2; }\n"
            "  } else if (kind == 1) {\n"
            "    double mx = -m_inf<double>();\n"
            "    for (i64 i = threadIdx.x; i < n; i += 256) { double v = (double)cvt<A>(q[i]); mx = v > mx || v != v ? (mx != mx ? mx : v) : mx; }\n"
            "    mx = bext(mx, sm, true);\n    double sh = isinf(mx) ? 0.0 : mx;\n"
            "    double s = 0;\n    for (i64 i = threadIdx.x; i < n; i += 256) s += exp((double)cvt<A>(q[i]) - sh);\n"
-           "    s = bsum(s, sm);\n    if (threadIdx.x == 0) o0[r] = log(s) + sh;\n"
+           "    s = block_sum(s, sm);\n    if (threadIdx.x == 0) o0[r] = log(s) + sh;\n"
            "  } else {\n"
            "    if (isinf(p)) {\n"
            "      bool mx = p > 0;\n      double e = mx ? -m_inf<double>() : m_inf<double>();\n"
@@ -297,7 +284,7 @@ void row_stats(int kind, const Tensor& x, int64_t rows, int64_t len, const Tenso
            "      double s = 0;\n"
            "      for (i64 i = threadIdx.x; i < n; i += 256) { double v = (double)cvt<A>(q[i]);\n"
            "        s += p == 2 ? v * v : p == 1 ? fabs(v) : p == 0 ? (v != 0 ? 1.0 : 0.0) : pow(fabs(v), p); }\n"
-           "      s = bsum(s, sm);\n"
+           "      s = block_sum(s, sm);\n"
            "      if (threadIdx.x == 0) o0[r] = p == 2 ? sqrt(s) : (p == 1 || p == 0) ? s : (n == 0 ? 0.0 : pow(s, 1.0 / p));\n"
            "    }\n  }\n}\n";
   }, {"rst"})[0];

@@ -83,6 +83,7 @@ bool nvrtc_available(std::string* why);
 std::string nvrtc_version();
 // The prelude every generated program starts with (types, conversions, math overloads).
 const std::string& prelude();
+const std::string& block_sum_src();  // __device__ block_sum(double, double* sm)
 
 // Launch on the device's stream: 1-D grid of `grid` blocks of `block` threads.
 void launch(int device, CUfunction f, unsigned grid, unsigned block, void** args, unsigned smem = 0);
