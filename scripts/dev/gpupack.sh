@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Packs what the GPU machine needs to run our CUDA tests and benchmarks (it has no Lua and no
+# LLVM, so nothing is built there) into .gpupack/gpu.tar.xz (ignored by git):
+#   p/build/{tcrun, tc.so, tests/cuda_*, tests/<more names given>, bench/bench_cuda_eager}, stripped,
+#   p/lib/ the OpenBLAS runtime libraries Debian links us against.
+# Usage: scripts/dev/gpupack.sh [EXTRA_TEST_NAME ...]
+# On the device (run tool, carry [".gpupack"]), start the command with:
+#   source scripts/dev/gpu_env.sh
+# which unpacks to /tmp/p, links /work/main to the tree (fixtures are found by absolute path) and
+# sets LD_LIBRARY_PATH; then run e.g. /tmp/p/build/tests/cuda_models_match_cpu or
+# bench/run_cuda.sh /tmp/p/build.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+s=$(mktemp -d)
+trap 'rm -rf "$s"' EXIT
+mkdir -p "$s/build/tests" "$s/build/bench" "$s/lib" .gpupack
+cp build/tcrun "$s/build/"
+[ -f build/tc.so ] && cp build/tc.so "$s/build/"
+cp build/tests/cuda_* "$s/build/tests/"
+for t in "$@"; do cp "build/tests/$t" "$s/build/tests/"; done
+for b in build/bench/bench_cuda_eager; do [ -x "$b" ] && cp "$b" "$s/build/bench/"; done
+find "$s/build" -type f -perm -u+x -exec strip {} + 2>/dev/null || true
+for l in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
+  cp -L "/lib/x86_64-linux-gnu/$l" "$s/lib/"
+done
+tar -C "$s" -cJf .gpupack/gpu.tar.xz build lib
+ls -la .gpupack/gpu.tar.xz
