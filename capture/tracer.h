@@ -169,6 +169,7 @@ class Tracer {
   };
   std::vector<PendingEffect> effects_;
   int steps_ = 0;
+  int chain_ = 0;  // __index/__newindex hops through tables in progress
   std::unordered_map<const void*, const vm::Proto*> proto_memo_;  // closures seen in this trace
 
   // ---- objects, constants, guards -------------------------------------------------------------
@@ -201,7 +202,15 @@ class Tracer {
   // now (returns true, *out set) or pushed an inlined frame whose results go to (ret_a, ret_n) of
   // the current frame (returns false).
   bool index(const Var& t, const Var& key, Var* out, int ret_a);
+  bool index_through(const Var& h, const Var& key, Var* out, int ret_a);  // t's __index is h
+  void chain_hop(int step);  // +1/-1 around a hop; breaks where Lua raises (a loop)
+  // A write as SETTABLE does it; a __newindex function is inlined (a frame is pushed and runs
+  // before the next instruction); SETLIST's many writes go to a new table, which has none.
   void newindex(const Var& t, const Var& key, const Var& v);
+  void write_through(const Var& h, const Var& t, const Var& key, const Var& v);  // via __newindex
+  void tensor_assign(const Var& x, const Var& key, const Var& v);  // x[key] = v as graph nodes
+  Var tensor_index(const Var& x, const Var& key);                  // x[key] (not a string key)
+  std::vector<Var> array_items(const Var& t);  // t[1..#t] of an index table (raw, guarded)
   bool arith(int tm, const Var& a, const Var& b, Var* out, int ret_a);
   bool compare(vm::OpCode op, const Var& a, const Var& b);  // constants only (breaks otherwise)
   Var len(const Var& v);

@@ -100,15 +100,21 @@ Var Tracer::raw_get(const Var& t, const Var& key_in) {
   for (auto it = overlay_.rbegin(); it != overlay_.rend(); ++it)
     if (it->first.first == t.obj && it->first.second == ks && !ks.empty()) return it->second;
   int src;
-  if (key.k == Var::K::Str) {
-    src = e_.guards.source(SrcKind::Field, t.src, 0, key.s);
-    if (e_.guards.sources[src].n == 0) {
-      lua_pushlstring(L, key.s.data(), key.s.size());
+  if (key.k == Var::K::Str || key.k == Var::K::Bool) {
+    // A Field source reads K[n] as the key; n at creation (-1 for booleans) keeps t[true]
+    // and t["true"] apart, then becomes the key's K index.
+    const int64_t tag = key.k == Var::K::Bool ? -1 : 0;
+    src = e_.guards.source(SrcKind::Field, t.src, tag, key.k == Var::K::Bool ? ks.substr(1) : key.s);
+    if (e_.guards.sources[src].n == tag) {
+      push_var(key);
       e_.guards.sources[src].n = add_k(-1);
       lua_pop(L, 1);
     }
   } else if (key.k == Var::K::Int) {
     src = e_.guards.source(SrcKind::Index, t.src, key.i);
+  } else if (key.k == Var::K::Table || key.k == Var::K::Closure ||
+             (key.k == Var::K::Tensor && key.input < 0)) {
+    return Var::nil();  // a value made in this trace is no key of a table from outside it
   } else {
     throw BreakSignal{BreakCode::UnsupportedBytecode,
                       "table key that is not a string or an integer"};
@@ -139,8 +145,24 @@ void Tracer::note_size_read(const Var& t) {
     }
 }
 
+// One hop of an __index or __newindex chain through a table. Long chains (loops, which Lua
+// raises for after 2000 hops) break: stock Lua runs the instruction, error or not.
+void Tracer::chain_hop(int step) {
+  constexpr int kMaxHops = 100;
+  chain_ += step;
+  if (chain_ > kMaxHops)
+    throw BreakSignal{BreakCode::UnsupportedBytecode, "metamethod chain of more than 100 tables"};
+}
+
+bool Tracer::index_through(const Var& h, const Var& key, Var* out, int ret_a) {
+  chain_hop(1);
+  const bool done = index(h, key, out, ret_a);
+  chain_hop(-1);
+  return done;
+}
+
 bool Tracer::index(const Var& t, const Var& key_in, Var* out, int ret_a) {
-  const Var key = t.k == Var::K::Tensor ? key_in : normalize_key(key_in);
+  const Var key = normalize_key(key_in);  // x[2.0] is x[2] for tensors too (lua_tointegerx)
   switch (t.k) {
     case Var::K::Tensor: {
       if (key.k == Var::K::Str) {
@@ -158,38 +180,8 @@ bool Tracer::index(const Var& t, const Var& key_in, Var* out, int ret_a) {
         *out = tensor_property(t, key.s, &found);
         return true;
       }
-      if (key.k == Var::K::Int) {
-        *out = call_op(int(Op::select), {t, Var::integer(1), key})[0];
-        return true;
-      }
-      if (key.k == Var::K::Table) {
-        Var x = t;
-        int64_t d = 1;
-        const ModelTable& m = tables_[key.id];
-        if (!m.hash.empty())
-          throw BreakSignal{BreakCode::UnsupportedBytecode, "tensor index table with keys"};
-        for (const Var& item : m.array) {
-          if (item.k == Var::K::Int) {
-            x = call_op(int(Op::select), {x, Var::integer(d), item})[0];
-          } else if (item.k == Var::K::Table && tables_[item.id].hash.empty() &&
-                     tables_[item.id].array.size() <= 3) {
-            const auto& r = tables_[item.id].array;
-            if (r.size() == 1)
-              x = call_op(int(Op::narrow), {x, Var::integer(d), r[0], Var::integer(1)})[0];
-            else if (r.size() >= 2)
-              x = call_op(int(Op::slice), {x, Var::integer(d), r[0], r[1],
-                                           r.size() == 3 ? r[2] : Var::integer(1)})[0];
-            d++;
-          } else {
-            throw BreakSignal{BreakCode::UnsupportedBytecode, "tensor index with this kind of key"};
-          }
-        }
-        *out = x;
-        return true;
-      }
-      if (key.k == Var::K::Tensor)
-        throw BreakSignal{BreakCode::DataDependentShape, "indexing with a tensor"};
-      throw BreakSignal{BreakCode::UnsupportedBytecode, "tensor index with this kind of key"};
+      *out = tensor_index(t, key);
+      return true;
     }
     case Var::K::Table: {
       ModelTable& m = tables_[t.id];
@@ -220,7 +212,7 @@ bool Tracer::index(const Var& t, const Var& key_in, Var* out, int ret_a) {
           lua_pop(L, 1);
           if (fn) return call(h, {t, key}, ret_a, 1, false);
         }
-        return index(h, key, out, ret_a);
+        return index_through(h, key, out, ret_a);
       }
       *out = Var::nil();
       return true;
@@ -255,7 +247,7 @@ bool Tracer::index(const Var& t, const Var& key_in, Var* out, int ret_a) {
         lua_pop(L, 1);
         if (fn) return call(h, {t, key}, ret_a, 1, false);
       }
-      return index(h, key, out, ret_a);
+      return index_through(h, key, out, ret_a);
     }
     case Var::K::Str: {
       // ("x"):upper(): the string library through the string metatable
@@ -278,20 +270,118 @@ bool Tracer::index(const Var& t, const Var& key_in, Var* out, int ret_a) {
   return true;
 }
 
+// The array part of a table, made in the trace or read from outside (raw reads, guarded, with
+// the border t[n+1] == nil), as eager indexing reads index tables with lua_rawlen/lua_rawgeti.
+std::vector<Var> Tracer::array_items(const Var& t) {
+  if (t.k == Var::K::Table) {
+    if (!tables_[t.id].hash.empty())
+      throw BreakSignal{BreakCode::UnsupportedBytecode, "tensor index table with keys"};
+    return tables_[t.id].array;
+  }
+  push_obj(t.obj);
+  const int64_t n = lua_type(L, -1) == LUA_TTABLE ? int64_t(lua_rawlen(L, -1)) : -1;
+  lua_pop(L, 1);
+  if (n < 0) throw BreakSignal{BreakCode::UnsupportedBytecode, "tensor index with this kind of key"};
+  std::vector<Var> items;
+  for (int64_t j = 1; j <= n; j++) items.push_back(raw_get(t, Var::integer(j)));
+  raw_get(t, Var::integer(n + 1));
+  return items;
+}
+
+// x[key] as the tensor's __index does it (lua_tensor.cpp index_get): integers select, index
+// tables ({i, {a, b}, {}}) make a chain of views, integer tensors gather rows; a bool mask gives
+// a data-dependent shape.
+Var Tracer::tensor_index(const Var& x, const Var& key) {
+  if (key.k == Var::K::Int) return call_op(int(Op::select), {x, Var::integer(1), key})[0];
+  if (key.k == Var::K::Tensor) {
+    const Tensor& k = e_.graph.fake(key.ref);
+    if (k.dtype() == DType::Bool || k.dtype() == DType::UInt8)
+      throw BreakSignal{BreakCode::DataDependentShape, "indexing with a mask"};
+    Var flat_shape = new_table();
+    tables_[flat_shape.id].array = {Var::integer(-1)};
+    Shape s = k.sizes();
+    const Shape& xs = e_.graph.fake(x.ref).sizes();
+    if (!xs.empty()) s.insert(s.end(), xs.begin() + 1, xs.end());
+    const Var flat = call_op(int(Op::reshape), {key, flat_shape})[0];
+    const Var rows = call_op(int(Op::index_select), {x, Var::integer(1), flat})[0];
+    return call_op(int(Op::view), {rows, size_table(s)})[0];
+  }
+  if (key.k != Var::K::Table && key.k != Var::K::Object)
+    throw BreakSignal{BreakCode::UnsupportedBytecode, "tensor index with this kind of key"};
+  Var t = x;
+  int64_t d = 1;  // the next dim of t to index (1-based)
+  for (const Var& item : array_items(key)) {
+    if (item.k == Var::K::Int) {
+      t = call_op(int(Op::select), {t, Var::integer(d), item})[0];
+      continue;
+    }
+    if (item.k != Var::K::Table && item.k != Var::K::Object)
+      throw BreakSignal{BreakCode::UnsupportedBytecode, "tensor index with this kind of key"};
+    const std::vector<Var> r = array_items(item);
+    if (r.size() > 3) throw BreakSignal{BreakCode::UnsupportedBytecode, "tensor index range"};
+    if (r.size() == 1)
+      t = call_op(int(Op::narrow), {t, Var::integer(d), r[0], Var::integer(1)})[0];
+    else if (r.size() >= 2)
+      t = call_op(int(Op::slice),
+                  {t, Var::integer(d), r[0], r[1], r.size() == 3 ? r[2] : Var::integer(1)})[0];
+    d++;
+  }
+  return t;
+}
+
+// x[key] = v as the tensor's __newindex does it (lua_tensor.cpp index_set): the same ops on fake
+// tensors, so the write is a node of the graph (views alias the written tensor when it runs).
+void Tracer::tensor_assign(const Var& x, const Var& key, const Var& v) {
+  if (key.k == Var::K::Str)
+    throw BreakSignal{BreakCode::TensorAssignment, "x." + key.s + " = ... (tensor metadata)"};
+  if (v.k != Var::K::Tensor && !v.is_number() && v.k != Var::K::Bool)
+    throw BreakSignal{BreakCode::TensorAssignment, "a value that is not a number or a tensor"};
+  if (key.k == Var::K::Tensor) {
+    const DType dt = e_.graph.fake(key.ref).dtype();
+    if (dt != DType::Bool && dt != DType::UInt8)
+      throw BreakSignal{BreakCode::TensorAssignment, "assignment through an index tensor"};
+    const Var r = v.k == Var::K::Tensor ? call_op(int(Op::where), {key, v, x})[0]
+                                        : call_op(int(Op::masked_fill), {x, key, v})[0];
+    call_op(int(Op::copy_), {x, r});
+    return;
+  }
+  const Var target = tensor_index(x, key);  // a view of x
+  call_op(int(v.k == Var::K::Tensor ? Op::copy_ : Op::fill_), {target, v});
+}
+
+// A write Lua sends to __newindex (the key is absent from t and its metatable has one): a
+// function is called (inlined: its rawsets become recorded writes), anything else is written
+// through to, as luaV_finishset does.
+void Tracer::write_through(const Var& h, const Var& t, const Var& key, const Var& v) {
+  bool fn = h.k == Var::K::Closure;
+  if (h.k == Var::K::Object) {
+    push_obj(h.obj);
+    fn = lua_type(L, -1) == LUA_TFUNCTION;
+    lua_pop(L, 1);
+  }
+  if (fn) {
+    call(h, {t, key, v}, 0, 0, false);  // no results: nothing is written in the caller's frame
+    return;
+  }
+  chain_hop(1);
+  newindex(h, key, v);
+  chain_hop(-1);
+}
+
 void Tracer::newindex(const Var& t, const Var& key_in, const Var& v) {
   const Var key = normalize_key(key_in);
+  if (t.k == Var::K::Tensor) return tensor_assign(t, key, v);
   if (key.k == Var::K::Float && key.f != key.f)
     throw BreakSignal{BreakCode::ErrorCall, "table index is NaN"};
-  // A closure may live in a table made in the trace; it escapes only if that table does.
-  if (v.k == Var::K::Closure && t.k != Var::K::Table)
-    throw BreakSignal{BreakCode::EscapingClosure, "stored in a table"};
   switch (t.k) {
     case Var::K::Table: {
       ModelTable& m = tables_[t.id];
+      if (m.metatable && raw_get(t, key).k == Var::K::Nil) {
+        const Var h = raw_get(*m.metatable, Var::string("__newindex"));
+        if (h.k != Var::K::Nil) return write_through(h, t, key, v);
+      }
+      // A closure may live in a table made in the trace; it escapes only if that table does.
       m.log.push_back({key, v.k != Var::K::Nil});
-      if (m.metatable && raw_get(t, key).k == Var::K::Nil &&
-          raw_get(*m.metatable, Var::string("__newindex")).k != Var::K::Nil)
-        throw BreakSignal{BreakCode::MetamethodWrite, "table with a __newindex metamethod"};
       if (key.k == Var::K::Nil) throw BreakSignal{BreakCode::UnsupportedBytecode, "nil table key"};
       if (key.k == Var::K::Int && key.i >= 1 && key.i <= int64_t(m.array.size()) + 1) {
         if (key.i == int64_t(m.array.size()) + 1) {
@@ -325,22 +415,21 @@ void Tracer::newindex(const Var& t, const Var& key_in, const Var& v) {
                           "assignment into a value that is not a table"};
       }
       lua_pop(L, 1);
+      if (raw_get(t, key).k == Var::K::Nil) {
+        // A new key: __newindex decides (the metatable's identity and field are guarded).
+        const Var mt = metatable_of(t);
+        const Var h = mt.k == Var::K::Nil ? mt : raw_get(mt, Var::string("__newindex"));
+        if (h.k != Var::K::Nil) return write_through(h, t, key, v);
+      }
+      if (v.k == Var::K::Closure) throw BreakSignal{BreakCode::EscapingClosure, "stored in a table"};
       const std::string ks = key_string(key);
       if (ks.empty() || (key.k != Var::K::Str && key.k != Var::K::Int))
         throw BreakSignal{BreakCode::UnsupportedBytecode,
                           "table key that is not a string or an integer"};
-      if (raw_get(t, key).k == Var::K::Nil) {
-        // A new key: __newindex would run; allowed only without one (its absence is guarded).
-        Var mt = metatable_of(t);
-        if (mt.k != Var::K::Nil && raw_get(mt, Var::string("__newindex")).k != Var::K::Nil)
-          throw BreakSignal{BreakCode::MetamethodWrite, e_.guards.describe(t.src)};
-      }
       overlay_.push_back({{t.obj, ks}, v});
       effects_.push_back({Effect::Kind::RawSet, t, key, v, 0});
       return;
     }
-    case Var::K::Tensor:
-      throw BreakSignal{BreakCode::TensorAssignment, ""};
     default:
       throw BreakSignal{BreakCode::UnsupportedBytecode,
                         "assignment into a value that is not a table"};
@@ -509,16 +598,13 @@ Var Tracer::len(const Var& v) {
       Var mt = metatable_of(v);
       if (mt.k != Var::K::Nil && raw_get(mt, Var::string("__len")).k != Var::K::Nil)
         throw BreakSignal{BreakCode::UnsupportedBytecode, "# through __len"};
-      // Guard the border: t[n] present (when n > 0) and t[n+1] absent.
+      // Guard the border: t[n] present (when n > 0) and t[n+1] absent, as this trace's writes
+      // left them (raw_get sees them: t[#t + 1] = v twice appends twice).
       push_obj(v.obj);
       int64_t n = int64_t(lua_rawlen(L, -1));
       lua_pop(L, 1);
-      if (n > 0) {
-        Var last;
-        index(v, Var::integer(n), &last, 0);
-      }
-      int after = e_.guards.source(SrcKind::Index, v.src, n + 1);
-      read_source(after);
+      while (n > 0 && raw_get(v, Var::integer(n)).k == Var::K::Nil) n--;
+      while (raw_get(v, Var::integer(n + 1)).k != Var::K::Nil) n++;
       return Var::integer(n);
     }
     default:

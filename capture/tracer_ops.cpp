@@ -175,13 +175,12 @@ Value Tracer::to_value(const Var& v, bool* ok) {
       }
       if (lua_type(L, o) == LUA_TTABLE && !lua_getmetatable(L, o)) {
         // a real array of numbers: every element read (and guarded) through its source
-        int64_t n = int64_t(lua_rawlen(L, o));
         lua_pop(L, 1);
         IntList ints;
         FloatList floats;
         bool all_int = true;
-        for (int64_t j = 1; j <= n; j++) {
-          Var x = raw_get(v, Var::integer(j));
+        const std::vector<Var> items = array_items(v);
+        for (const Var& x : items) {
           if (!x.is_number()) {
             *ok = false;
             return Value();
@@ -190,8 +189,7 @@ Value Tracer::to_value(const Var& v, bool* ok) {
           if (x.k == Var::K::Int) ints.push_back(x.i);
           floats.push_back(x.num());
         }
-        raw_get(v, Var::integer(n + 1));
-        if (n == 0) return Value(TensorList{});
+        if (items.empty()) return Value(TensorList{});
         return all_int ? Value(ints) : Value(floats);
       }
       lua_settop(L, o - 1);
