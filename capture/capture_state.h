@@ -32,6 +32,7 @@ struct CompiledFn {
 struct Stats {
   int64_t traces = 0, backend_compiles = 0, cache_hits = 0, recompiles = 0, graph_breaks = 0,
           fallbacks = 0;
+  int64_t guard_fast_hits = 0;  // cache hits proven by the guards' fast path (guards.h)
 };
 
 struct Report {

@@ -41,6 +41,15 @@ struct Run {
   int tabs = 0;  // table of materialized tables
 };
 
+// Leaves only the top n values, moved to the bottom of the stack. Not lua_rotate: the guard
+// slots below are thousands deep for big models, and rotating moves every one of them.
+void keep_top(lua_State* L, int n) {
+  const int from = lua_gettop(L) - n + 1;
+  if (from > 1)
+    for (int j = 0; j < n; j++) lua_copy(L, from + j, 1 + j);
+  lua_settop(L, n);
+}
+
 void push_plan(lua_State* L, const VPlan& p, const Run& r) {
   switch (p.kind) {
     case VPlan::Kind::Nil:
@@ -308,8 +317,7 @@ void push_resume_call(lua_State* L, CodeCache*& cc, int fn_idx, int R, int VA, i
   if (plan.open_results)
     for (int reg = plan.open_base; reg < top; reg++) lua_rawgeti(L, R, reg + 1);
   const int n = lua_gettop(L) - fn + 1;
-  lua_rotate(L, 1, n);
-  lua_settop(L, n);
+  keep_top(L, n);
   cc = uncompiled ? nullptr : rc;
 }
 
@@ -374,8 +382,7 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
       for (int j = 0; j < nargs; j++) lua_rawgeti(L, R, i.a + 2 + j);
       // [after, cont,] f, args...: Lua makes the call (a tail call for TAILCALL)
       const int n = lua_gettop(L) - call_base;
-      lua_rotate(L, 1, n);
-      lua_settop(L, n);
+      keep_top(L, n);
       cc = nullptr;
       return Outcome::Call;
     }
@@ -500,7 +507,7 @@ Outcome execute(lua_State* L, const Entry& e, CodeCache*& cc,
       std::vector<Tensor> inputs;
       inputs.reserve(e.input_sources.size());
       for (int s : e.input_sources)
-        inputs.push_back(*lua::to_tensor(L, GuardProgram::slot(base, s)));
+        inputs.push_back(*e.guards.tensor_at(L, base, s));
       RunningState running(L);
       outs = e.run(inputs);
     }
@@ -517,8 +524,7 @@ Outcome execute(lua_State* L, const Entry& e, CodeCache*& cc,
     lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.ident");
     for (const VPlan& p : e.returns) push_plan(L, p, r);
     const int n = int(e.returns.size()) + 1;
-    lua_rotate(L, 1, n);
-    lua_settop(L, n);
+    keep_top(L, n);
     return Outcome::Results;
   }
   return run_break(L, e, cc, cfg, r);
@@ -544,6 +550,26 @@ std::string cache_name(const CodeCache* cc) {
 }
 
 // A new entry for a miss (stack: [fn, args...]); null with an outcome when none is made.
+// The sources whose slots execute() reads after the guards passed (the guards' fast path fills
+// only those): value plans and a Lua backend's inputs.
+std::vector<int> sources_read_after_check(const Entry& e) {
+  std::vector<int> out;
+  auto visit = [&](const VPlan& p) {
+    if (p.kind == VPlan::Kind::Source) out.push_back(int(p.i));
+  };
+  for (const VPlan& p : e.returns) visit(p);
+  for (const VPlan& p : e.varargs) visit(p);
+  for (auto& [reg, p] : e.regs) visit(p);
+  for (const TablePlan& t : e.tables) {
+    for (const VPlan& p : t.array) visit(p);
+    for (auto& [k, v] : t.hash) visit(k), visit(v);
+    visit(t.metatable);
+  }
+  for (const Effect& ef : e.effects) visit(ef.target), visit(ef.key), visit(ef.value);
+  if (e.lua_backend_ref != LUA_NOREF) out.insert(out.end(), e.input_sources.begin(), e.input_sources.end());
+  return out;
+}
+
 Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileConfig>& cfg,
                    int nargs, Outcome* out) {
   State& st = state();
@@ -697,6 +723,7 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
                    e->graph.print_code().c_str());
   }
   st.report.times.push_back({cache_name(cc), trace_ms, ms_since(t1)});
+  e->guards.needed = sources_read_after_check(*e);
   st.report.guards.push_back({cache_name(cc), e->guards.lines()});
   if (log_enabled(L, "guards")) {
     std::fprintf(stderr, "[tc guards] %s\n", cache_name(cc).c_str());
@@ -734,6 +761,7 @@ Outcome drive_from(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
     }
     if (hit) {
       st.stats.cache_hits++;
+      if (hit->guards.last_fast_) st.stats.guard_fast_hits++;
       cc->hits++;
     } else {
       // past the recompile limit the entries made so far still run; misses run uncompiled

@@ -1,12 +1,42 @@
 // Sources and guards: building (dedup), printing and the allocation-free evaluation loop.
 #include "guards.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "lua_binding.h"
+#include "table_snapshot.h"
 #include "tc/config.h"
 
 namespace tc::capture {
+
+struct GuardProgram::Memo {
+  bool ready = false;
+  int nargs = 0;
+  // Argument tables whose contents the memo covers: (argument number, table). The ephemeron
+  // table (weak keys: these tables) maps each to `vals`, so the memo never keeps a model alive,
+  // and a memo table that died (and whose address may be reused) is seen as missing.
+  std::vector<std::pair<int, const void*>> roots;
+  int eph_ref = LUA_NOREF;
+  int vals_ref = LUA_NOREF;  // vals[s + 1]: the value of known source s (pushed when needed)
+  std::vector<char> known;   // per source
+  struct Snap {
+    const void* table;
+    TableShape shape;
+    size_t at;  // offset in bytes
+  };
+  std::vector<Snap> snaps;
+  std::vector<unsigned char> bytes;
+  std::vector<int> push_known, push_live;  // slots filled by the fast path, in source order
+  std::vector<int> live_guards;            // guards evaluated on slots
+  std::vector<std::pair<int, const Tensor*>> known_tensors;  // (guard, tensor) rechecked
+  std::vector<const Tensor*> tensor_of;                       // per source (known tensors)
+  // When to (re)build: after two full passes with the same argument tables; given up when the
+  // fast path keeps missing (a table the program reads changes on every call).
+  std::vector<const void*> last_roots;
+  int builds = 0;
+  int64_t fast_hits = 0;
+};
 
 int GuardProgram::source(SrcKind kind, int parent, int64_t n, const std::string& name) {
   auto key = std::make_tuple(int(kind), parent, n, kind == SrcKind::Field ? name : std::string());
@@ -103,50 +133,63 @@ void GuardProgram::compile_hot() const {
   compiled = true;
 }
 
+void GuardProgram::push_source(lua_State* L, int base, int s, int fn_idx, int args_idx,
+                               int nargs) const {
+  const HotSource& h = hot_sources[s];
+  switch (h.kind) {
+    case SrcKind::Arg:
+      if (h.n <= nargs)
+        lua_pushvalue(L, args_idx + int(h.n) - 1);
+      else
+        lua_pushnil(L);
+      break;
+    case SrcKind::Fn:
+      lua_pushvalue(L, fn_idx);
+      break;
+    case SrcKind::Upval:
+      if (lua_type(L, slot(base, h.parent)) != LUA_TFUNCTION ||
+          !lua_getupvalue(L, slot(base, h.parent), int(h.n)))
+        lua_pushnil(L);
+      break;
+    case SrcKind::Field:
+      if (lua_type(L, slot(base, h.parent)) == LUA_TTABLE) {
+        lua_rawgeti(L, base + 1, h.n);
+        lua_rawget(L, slot(base, h.parent));
+      } else {
+        lua_pushnil(L);
+      }
+      break;
+    case SrcKind::Index:
+      if (lua_type(L, slot(base, h.parent)) == LUA_TTABLE)
+        lua_rawgeti(L, slot(base, h.parent), h.n);
+      else
+        lua_pushnil(L);
+      break;
+    case SrcKind::Metatable:
+      if (!lua_getmetatable(L, slot(base, h.parent))) lua_pushnil(L);
+      break;
+    case SrcKind::Pinned:
+      lua_rawgeti(L, base + 1, h.n);
+      break;
+  }
+}
+
 bool GuardProgram::check(lua_State* L, int fn_idx, int args_idx, int nargs) const {
   if (!compiled) compile_hot();
   lua_checkstack(L, int(hot_sources.size()) + 8);
   const int base = lua_gettop(L);
+  if (memo && memo->ready && check_fast(L, base, fn_idx, args_idx, nargs)) return true;
+  lua_settop(L, base);
+  last_fast_ = false;
+  if (!check_full(L, fn_idx, args_idx, nargs)) return false;
+  after_full_pass(L, base, nargs);
+  return true;
+}
+
+bool GuardProgram::check_full(lua_State* L, int fn_idx, int args_idx, int nargs) const {
+  const int base = lua_gettop(L);
   lua_rawgeti(L, LUA_REGISTRYINDEX, k_ref);
-  const int K = base + 1;
-  for (const HotSource& s : hot_sources) {
-    switch (s.kind) {
-      case SrcKind::Arg:
-        if (s.n <= nargs)
-          lua_pushvalue(L, args_idx + int(s.n) - 1);
-        else
-          lua_pushnil(L);
-        break;
-      case SrcKind::Fn:
-        lua_pushvalue(L, fn_idx);
-        break;
-      case SrcKind::Upval:
-        if (lua_type(L, slot(base, s.parent)) != LUA_TFUNCTION ||
-            !lua_getupvalue(L, slot(base, s.parent), int(s.n)))
-          lua_pushnil(L);
-        break;
-      case SrcKind::Field:
-        if (lua_type(L, slot(base, s.parent)) == LUA_TTABLE) {
-          lua_rawgeti(L, K, s.n);
-          lua_rawget(L, slot(base, s.parent));
-        } else {
-          lua_pushnil(L);
-        }
-        break;
-      case SrcKind::Index:
-        if (lua_type(L, slot(base, s.parent)) == LUA_TTABLE)
-          lua_rawgeti(L, slot(base, s.parent), s.n);
-        else
-          lua_pushnil(L);
-        break;
-      case SrcKind::Metatable:
-        if (!lua_getmetatable(L, slot(base, s.parent))) lua_pushnil(L);
-        break;
-      case SrcKind::Pinned:
-        lua_rawgeti(L, K, s.n);
-        break;
-    }
-  }
+  for (int s = 0; s < int(hot_sources.size()); s++) push_source(L, base, s, fn_idx, args_idx, nargs);
   nargs_ = nargs;
   return first_failure(L, base) < 0;
 }
@@ -187,8 +230,14 @@ static bool tensor_matches_hot(const Tensor& t, const GuardProgram::HotGuard& h,
 
 int GuardProgram::first_failure(lua_State* L, int base) const {
   if (!compiled) compile_hot();
+  for (int i = 0; i < int(hot.size()); i++)
+    if (!guard_ok(L, base, i)) return i;
+  return -1;
+}
+
+bool GuardProgram::guard_ok(lua_State* L, int base, int i) const {
   const int K = base + 1;
-  for (int i = 0; i < int(hot.size()); i++) {
+  {
     const HotGuard& g = hot[i];
     const int v = g.src >= 0 ? slot(base, g.src) : 0;
     bool ok = true;
@@ -243,9 +292,8 @@ int GuardProgram::first_failure(lua_State* L, int base) const {
         break;
       }
     }
-    if (!ok) return i;
+    return ok;
   }
-  return -1;
 }
 
 std::string tensor_spec_string(const TensorSpec& t) {
@@ -350,6 +398,229 @@ std::vector<std::string> GuardProgram::lines() const {
     out.push_back(std::string(names[int(g.kind)]) + ": " +
                   (g.src >= 0 ? describe(g.src) + " " : "") + g.expected);
   return out;
+}
+
+// ---- the fast path -----------------------------------------------------------------------------
+
+namespace {
+
+
+// Tables with a big hash part (over 680 keys) are re-read field by field instead (comparing them
+// would cost more than reading the few fields used). So is _ENV: a script writing
+// a global between calls must not send every call through the full check.
+constexpr size_t kMaxSnapshotNodeBytes = 16384;
+
+}  // namespace
+
+// Roots of the memo: argument values, and upvalues of the dispatched function or of a function
+// held by K (their parents are read first).
+bool GuardProgram::is_root(int s) const {
+  const HotSource& h = hot_sources[s];
+  if (h.kind == SrcKind::Arg) return true;
+  if (h.kind != SrcKind::Upval) return false;
+  const SrcKind pk = hot_sources[h.parent].kind;
+  return pk == SrcKind::Fn || pk == SrcKind::Pinned;
+}
+
+const Tensor* GuardProgram::tensor_at(lua_State* L, int base, int src) const {
+  if (last_fast_ && memo->known[src]) return memo->tensor_of[src];
+  return lua::to_tensor(L, slot(base, src));
+}
+
+bool GuardProgram::check_fast(lua_State* L, int base, int fn_idx, int args_idx, int nargs) const {
+  Memo& m = *memo;
+  if (nargs != m.nargs) return false;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, k_ref);
+  const int top = base + 1 + int(hot_sources.size());
+  lua_settop(L, top);
+  // 1. the root tables: the memo's, and alive (the ephemeron still has them)
+  lua_rawgeti(L, LUA_REGISTRYINDEX, m.eph_ref);
+  const int eph = lua_gettop(L);
+  for (auto& [s, table] : m.roots) {
+    const int p = hot_sources[s].parent;
+    if (p >= 0 && lua_isnil(L, slot(base, p))) {
+      push_source(L, base, p, fn_idx, args_idx, nargs);
+      lua_replace(L, slot(base, p));
+    }
+    push_source(L, base, s, fn_idx, args_idx, nargs);
+    lua_replace(L, slot(base, s));
+    if (lua_topointer(L, slot(base, s)) != table) return false;
+    lua_pushvalue(L, slot(base, s));
+    if (lua_rawget(L, eph) != LUA_TTABLE) return false;
+    lua_pop(L, 1);
+  }
+  // 2. the tables read from, unchanged (fetched ahead: they are scattered over the heap)
+  const int ns = int(m.snaps.size());
+  constexpr int kAhead = 8;
+  for (int j = 0; j < std::min(ns, kAhead); j++) prefetch_table(m.snaps[j].table, m.snaps[j].shape);
+  for (int j = 0; j < ns; j++) {
+    if (j + kAhead < ns) prefetch_table(m.snaps[j + kAhead].table, m.snaps[j + kAhead].shape);
+    const Memo::Snap& sn = m.snaps[j];
+    if (!table_unchanged(sn.table, sn.shape, m.bytes.data() + sn.at)) return false;
+  }
+  // 3. the slots the guards and the caller read
+  if (!m.push_known.empty()) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, m.vals_ref);
+    if (lua_rawgeti(L, -1, 1) != LUA_TTABLE) return false;
+    for (int s : m.push_known) {
+      lua_rawgeti(L, -1, s + 1);
+      lua_replace(L, slot(base, s));
+    }
+  }
+  lua_settop(L, top);
+  for (int s : m.push_live) {
+    push_source(L, base, s, fn_idx, args_idx, nargs);
+    lua_replace(L, slot(base, s));
+  }
+  // 4. the guards on what was read, and the tensors' metadata
+  nargs_ = nargs;
+  for (int i : m.live_guards)
+    if (!guard_ok(L, base, i)) return false;
+  for (auto& [i, t] : m.known_tensors)
+    if (!tensor_matches_hot(*t, hot[i], dims.data() + hot[i].dims_at, guards[i].tensor))
+      return false;
+  last_fast_ = true;
+  m.fast_hits++;
+  return true;
+}
+
+void GuardProgram::after_full_pass(lua_State* L, int base, int nargs) const {
+  if (!snapshots_work(L)) return;
+  if (!memo) memo = std::make_shared<Memo>();
+  Memo& m = *memo;
+  std::vector<const void*> roots;
+  for (int s = 0; s < int(hot_sources.size()); s++)
+    if (is_root(s) && lua_type(L, slot(base, s)) == LUA_TTABLE)
+      roots.push_back(lua_topointer(L, slot(base, s)));
+  const bool stable = roots == m.last_roots;
+  m.last_roots = std::move(roots);
+  if (!stable) return;
+  if (m.builds >= 4 && m.fast_hits < 8 * int64_t(m.builds)) return;  // it keeps missing
+  build_memo(L, base, nargs);
+}
+
+void GuardProgram::build_memo(lua_State* L, int base, int nargs) const {
+  Memo& m = *memo;
+  const int n = int(hot_sources.size());
+  m.ready = false;
+  m.builds++;
+  m.nargs = nargs;
+  m.roots.clear();
+  m.snaps.clear();
+  m.bytes.clear();
+  m.known.assign(n, 0);
+  m.tensor_of.assign(n, nullptr);
+  std::vector<int> snap_of(n, -2);  // -2 undecided, -1 not snapshotted, else index in snaps
+  auto snapshotted = [&](int p) {
+    if (snap_of[p] == -2) {
+      snap_of[p] = -1;
+      if (lua_type(L, slot(base, p)) == LUA_TTABLE) {
+        const void* t = lua_topointer(L, slot(base, p));
+        TableShape sh = table_shape(t);
+        const bool env = hot_sources[p].kind == SrcKind::Upval && sources[p].name == "_ENV";
+        if (sh.node_bytes <= kMaxSnapshotNodeBytes && !env) {
+          snap_of[p] = int(m.snaps.size());
+          m.snaps.push_back({t, sh, m.bytes.size()});
+          append_table_bytes(t, sh, m.bytes);
+        }
+      }
+    }
+    return snap_of[p] >= 0;
+  };
+  for (int s = 0; s < n; s++) {
+    const HotSource& h = hot_sources[s];
+    const int v = slot(base, s);
+    switch (h.kind) {
+      case SrcKind::Arg:
+      case SrcKind::Upval:
+        // tables passed in or captured are the roots; other such values are read on every call
+        if (is_root(s) && lua_type(L, v) == LUA_TTABLE) {
+          m.known[s] = 1;
+          m.roots.push_back({s, lua_topointer(L, v)});
+        }
+        break;
+      case SrcKind::Pinned:
+        m.known[s] = 1;  // held by K
+        break;
+      case SrcKind::Field:
+      case SrcKind::Index:
+        // a raw read from an unchanged table, or from a value that is not a table (always nil)
+        m.known[s] = m.known[h.parent] &&
+                     (lua_type(L, slot(base, h.parent)) != LUA_TTABLE || snapshotted(h.parent));
+        break;
+      case SrcKind::Metatable:  // part of the table's header
+        m.known[s] = m.known[h.parent] && snapshotted(h.parent);
+        break;
+      case SrcKind::Fn:
+        break;
+    }
+    if (m.known[s]) m.tensor_of[s] = lua::to_tensor(L, v);
+  }
+  // What the fast path must fill: sources of guards it evaluates, the caller's `needed`, and
+  // the parents of every source it reads.
+  std::vector<char> need(n, 0);
+  m.live_guards.clear();
+  m.known_tensors.clear();
+  for (int i = 0; i < int(hot.size()); i++) {
+    const HotGuard& g = hot[i];
+    if (g.src >= 0 && m.known[g.src] && g.kind != GuardKind::SameAs) {
+      if (g.kind == GuardKind::Tensor) m.known_tensors.push_back({i, m.tensor_of[g.src]});
+      continue;
+    }
+    if (g.kind == GuardKind::SameAs && m.known[g.src] && m.known[g.k]) continue;
+    m.live_guards.push_back(i);
+    if (g.src >= 0) need[g.src] = 1;
+    if (g.kind == GuardKind::SameAs) need[g.k] = 1;
+  }
+  for (int s : needed) need[s] = 1;
+  for (int s = n - 1; s >= 0; s--)  // roots are pushed with their parents before anything
+    if (need[s] && !m.known[s] && hot_sources[s].parent >= 0) need[hot_sources[s].parent] = 1;
+  m.push_known.clear();
+  m.push_live.clear();
+  lua_createtable(L, 0, 0);  // vals: keeps every known value alive while the roots are
+  const int vals = lua_gettop(L);
+  for (int s = 0; s < n; s++) {
+    const HotSource& h = hot_sources[s];
+    const bool root = m.known[s] && (h.kind == SrcKind::Arg || h.kind == SrcKind::Upval);
+    const bool stored = m.known[s] && !root && h.kind != SrcKind::Pinned;
+    if (stored) {
+      lua_pushvalue(L, slot(base, s));
+      lua_rawseti(L, vals, s + 1);
+    }
+    if (!need[s] || root) continue;
+    (stored ? m.push_known : m.push_live).push_back(s);
+  }
+  lua_createtable(L, 0, int(m.roots.size()) + 1);  // eph: root table -> vals, weak keys
+  const int eph = lua_gettop(L);
+  lua_createtable(L, 0, 1);
+  lua_pushstring(L, "k");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, eph);
+  for (auto& [s, table] : m.roots) {
+    lua_pushvalue(L, slot(base, s));
+    lua_pushvalue(L, vals);
+    lua_rawset(L, eph);
+  }
+  if (m.roots.empty()) {  // without argument tables, K (alive with the program) anchors vals
+    lua_rawgeti(L, LUA_REGISTRYINDEX, k_ref);
+    lua_pushvalue(L, vals);
+    lua_rawset(L, eph);
+  }
+  luaL_unref(L, LUA_REGISTRYINDEX, m.eph_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, m.vals_ref);
+  m.eph_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  // vals itself must not be a strong registry entry (it would keep the model alive): the fast
+  // path reaches it through a weak-valued holder, alive exactly while eph holds it.
+  lua_createtable(L, 1, 0);
+  lua_createtable(L, 0, 1);
+  lua_pushstring(L, "v");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_pushvalue(L, vals);
+  lua_rawseti(L, -2, 1);
+  m.vals_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_settop(L, vals - 1);
+  m.ready = true;
 }
 
 }  // namespace tc::capture

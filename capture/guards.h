@@ -3,6 +3,7 @@
 #pragma once
 #include <lua.hpp>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -85,7 +86,14 @@ struct GuardProgram {
 
   // Evaluation: pushes K then one slot per source above `base` (= lua_gettop on entry) and
   // returns true iff every guard passes. Leaves the slots on the stack (slot(i) = base+2+i).
+  // After a pass through the fast path (below) only the slots of `needed` sources, and those the
+  // evaluated guards read, hold values; the others are nil. After a failure every slot is filled.
   bool check(lua_State* L, int fn_idx, int args_idx, int nargs) const;
+  // The tensor of source `src` after a passing check (from its slot, or the fast path's memo).
+  const Tensor* tensor_at(lua_State* L, int base, int src) const;
+  // Sources whose slots the caller reads after a passing check (value plans, inputs handed to a
+  // Lua backend). Set by the dispatcher before the entry's first check.
+  std::vector<int> needed;
   static int slot(int base, int src) { return base + 2 + src; }
   // After a failed check (slots still pushed): the first failing guard as
   // "arg[1]: expected float32[10, 10] on cpu, got float32[20, 10] on cpu". Empty if none fails.
@@ -124,6 +132,25 @@ struct GuardProgram {
   mutable std::vector<int64_t> dims;
   mutable bool compiled = false;
   void compile_hot() const;
+
+  // The fast path. After two passing checks with the same argument tables, the program keeps a
+  // memo: which sources are "known" (their value cannot have changed while the tables they are
+  // read from are byte-for-byte unchanged, see table_snapshot.h), the snapshots, and the tensors
+  // of known tensor sources. A call whose argument tables are the memo's and whose snapshots
+  // match re-evaluates only the guards on the other sources, the tensor metadata of the known
+  // tensors and the global state; anything else goes through the full check.
+  struct Memo;
+  mutable std::shared_ptr<Memo> memo;
+  mutable bool last_fast_ = false;
+
+ private:
+  void push_source(lua_State* L, int base, int s, int fn_idx, int args_idx, int nargs) const;
+  bool guard_ok(lua_State* L, int base, int i) const;
+  bool check_full(lua_State* L, int fn_idx, int args_idx, int nargs) const;
+  bool check_fast(lua_State* L, int base, int fn_idx, int args_idx, int nargs) const;
+  void after_full_pass(lua_State* L, int base, int nargs) const;
+  void build_memo(lua_State* L, int base, int nargs) const;
+  bool is_root(int s) const;
 };
 
 std::string tensor_spec_string(const TensorSpec& t);

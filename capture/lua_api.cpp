@@ -243,8 +243,9 @@ int p_mark_dynamic(lua_State* L) {
 
 int p_stats(lua_State* L) {
   const Stats& s = state().stats;
-  lua_createtable(L, 0, 6);
+  lua_createtable(L, 0, 7);
   const std::pair<const char*, int64_t> fields[] = {{"traces", s.traces},
+                                                    {"guard_fast_hits", s.guard_fast_hits},
                                                     {"backend_compiles", s.backend_compiles},
                                                     {"cache_hits", s.cache_hits},
                                                     {"recompiles", s.recompiles},
