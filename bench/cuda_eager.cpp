@@ -1,6 +1,7 @@
 // CUDA eager benchmarks (run on a GPU machine): large pointwise ops in GB/s against a
 // device-to-device copy of the same bytes measured in the same run, and the per-op launch
-// overhead of small eager ops (µs, host time per call with the stream kept busy-free).
+// overhead of small eager ops (µs, host time per call with the stream kept busy-free), and the
+// ops whose work depends on the data: sort/topk of long rows (radix path), nonzero, masked_select.
 // Usage: bench_cuda_eager [elements (default 2^28)]
 #include <chrono>
 #include <cstdio>
@@ -61,6 +62,25 @@ int main(int argc, char** argv) {
     double ms = time_ms(20, c.f);
     double gbs = c.bytes / ms * 1e3;
     printf("%-14s %.3f ms  %.0f GB/s  %.0f%% of copy\n", c.name, ms, gbs, 100 * gbs / copy_gbs);
+  }
+  // Data-dependent ops, ms per call.
+  {
+    auto randn = [&](IntList s) { return call1(Op::randn, {Value(s)}, {{"device", Value(D)}}); };
+    Tensor a = randn({100000}), b = randn({1 << 24}), c = randn({64, 50000});
+    Tensor m = call1(Op::gt, {b, 0.0});
+    struct Dd {
+      const char* name;
+      std::function<void()> f;
+    };
+    Dd dd[] = {
+        {"sort_100k", [&] { call(Op::sort, {a, (int64_t)-1, false}); }},
+        {"sort_16M", [&] { call(Op::sort, {b, (int64_t)-1, false}); }},
+        {"sort_64x50k", [&] { call(Op::sort, {c, (int64_t)-1, false}); }},
+        {"topk_100k_k100", [&] { call(Op::topk, {a, (int64_t)100, (int64_t)-1, true, true}); }},
+        {"nonzero_16M", [&] { call1(Op::nonzero, {m}); }},
+        {"masked_select_16M", [&] { call1(Op::masked_select, {b, m}); }},
+    };
+    for (auto& k : dd) printf("%-18s %.3f ms\n", k.name, time_ms(5, k.f));
   }
   // Launch overhead: tiny tensors, host time per op.
   Tensor s = call1(Op::ones, {1}, {{"device", Value(D)}});

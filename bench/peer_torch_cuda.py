@@ -40,6 +40,12 @@ cases = [
 for name, b, f in cases:
     ms = time_ms(20, f)
     print(f"{name:14s} {ms:.3f} ms  {b / ms * 1e3:.0f} GB/s  {100 * b / ms * 1e3 / copy_gbs:.0f}% of copy")
+a, b, c = torch.randn(100000, device=d), torch.randn(1 << 24, device=d), torch.randn(64, 50000, device=d)
+m = b > 0
+for name, f in [("sort_100k", lambda: torch.sort(a, stable=True)), ("sort_16M", lambda: torch.sort(b, stable=True)),
+                ("sort_64x50k", lambda: torch.sort(c, stable=True)), ("topk_100k_k100", lambda: torch.topk(a, 100)),
+                ("nonzero_16M", lambda: torch.nonzero(m)), ("masked_select_16M", lambda: torch.masked_select(b, m))]:
+    print(f"{name:18s} {time_ms(5, f):.3f} ms")
 s = torch.ones(1, device=d)
 for name, f in [("add_tensor_tensor", lambda: s + s), ("mul_tensor_number", lambda: s * 2),
                 ("relu", lambda: torch.relu(s)), ("sum", lambda: s.sum())]:

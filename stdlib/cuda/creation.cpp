@@ -4,8 +4,12 @@
 // mapping from (seed, offset, element) to a value; these kernels implement it word for word, so
 // rand/randint/bernoulli/dropout are bit-identical to the CPU and randn up to the last bit of
 // double-precision libm vs CUDA math). arange and linspace compute on the host (their values
-// follow PyTorch's CPU vector-lane arithmetic bit for bit) and are copied over in one transfer;
-// multinomial takes the host fallback.
+// follow PyTorch's CPU vector-lane arithmetic bit for bit) and are copied over in one transfer.
+// multinomial: one thread per row checks the probabilities and builds the CPU's cumulative sums
+// (double, in category order: the same roundings), one synchronisation raises a bad distribution
+// before any random word is reserved (as on the CPU); then with replacement each draw searches
+// its row's sums, and without replacement every category gets the CPU's exponential key
+// -log(1 - u) / p and topk (smallest, ties by position) picks the samples.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -183,6 +187,67 @@ Stack in_place(const Tensor& self, F&& fill) {
   return {Value(self)};
 }
 
+// multinomial (checked by the meta rule): out int64 [rows, ns] or [ns], 1-based categories.
+void multinomial(const Tensor& probs, int64_t ns, bool replacement, const Tensor& out) {
+  Device d = out.device();
+  int device = d.index;
+  int64_t cats = probs.sizes().back(), rows = probs.dim() == 2 ? probs.sizes()[0] : 1;
+  Tensor p = contiguous_as(probs, DType::Float64);
+  Tensor cdf = Tensor::empty({rows, cats}, DType::Float64, d);
+  auto f = kernels(device, "multinomial", [] {
+    return prelude() + philox_src() +
+           "extern \"C\" __global__ void mcdf(const double* __restrict__ p, double* __restrict__ cdf, i64 rows, i64 cats, i64* err) {\n"
+           "  i64 r = (i64)blockIdx.x * 256 + threadIdx.x;\n  if (r >= rows) return;\n"
+           "  double s = 0;\n"
+           "  for (i64 c = 0; c < cats; c++) {\n"
+           "    double v = p[r * cats + c];\n"
+           "    if (!(v >= 0 && v <= 1.7976931348623157e308)) { flag_error(err, 1, r); return; }\n"
+           "    cdf[r * cats + c] = s += v;\n  }\n"
+           "  if (!(s > 0)) flag_error(err, 2, r);\n}\n"
+           "extern \"C\" __global__ void mdraw(const double* __restrict__ p, const double* __restrict__ cdf, i64* __restrict__ out,\n"
+           "    i64 draws, i64 ns, i64 cats, u64 seed, u64 boff) {\n"
+           "  i64 k = (i64)blockIdx.x * 256 + threadIdx.x;\n  if (k >= draws) return;\n"
+           "  PB w = philox(boff + (u64)(k / 2), seed);\n  int lane = 2 * (int)(k % 2);\n"
+           "  i64 r = k / ns;\n  const double* row = cdf + r * cats;\n"
+           "  double target = u53(w.w[lane], w.w[lane + 1]) * row[cats - 1];\n"
+           "  i64 lo = 0, hi = cats;\n"
+           "  while (lo < hi) { i64 mid = (lo + hi) / 2; if (row[mid] > target) hi = mid; else lo = mid + 1; }\n"
+           "  i64 c = lo;\n"
+           "  while (c == cats || (c > 0 && p[r * cats + c] == 0)) c--;\n"
+           "  out[k] = c + 1;\n}\n"
+           "extern \"C\" __global__ void mkeys(const double* __restrict__ p, double* __restrict__ key, i64 n, u64 seed, u64 boff) {\n"
+           "  i64 k = (i64)blockIdx.x * 256 + threadIdx.x;\n  if (k >= n) return;\n"
+           "  PB w = philox(boff + (u64)(k / 2), seed);\n  int lane = 2 * (int)(k % 2);\n"
+           "  double u = u53(w.w[lane], w.w[lane + 1]), pr = p[k];\n"
+           "  key[k] = pr == 0 ? m_inf<double>() : -log(1.0 - u) / pr;\n}\n";
+  }, {"mcdf", "mdraw", "mkeys"});
+  void* pp = p.data_ptr();
+  void* cp = cdf.data_ptr();
+  void* err = reinterpret_cast<void*>(dev(device).error_word);
+  void* a0[] = {&pp, &cp, &rows, &cats, &err};
+  launch(device, f[0], (unsigned)((rows + 255) / 256), 256, a0);
+  int64_t bad = take_device_error(device, nullptr);
+  TC_CHECK(bad != 1, ValueError, "multinomial(): probability tensor contains either inf, nan or element < 0");
+  TC_CHECK(bad != 2, ValueError, "multinomial(): invalid multinomial distribution (sum of probabilities <= 0)");
+  if (replacement) {
+    int64_t draws = rows * ns;
+    RngState st = philox_reserve((uint64_t)draws * 2);
+    uint64_t seed = st.seed, boff = st.offset / 4;
+    void* op = out.data_ptr();
+    void* a1[] = {&pp, &cp, &op, &draws, &ns, &cats, &seed, &boff};
+    launch(device, f[1], (unsigned)((draws + 255) / 256), 256, a1);
+    return;
+  }
+  int64_t n = rows * cats;
+  RngState st = philox_reserve((uint64_t)n * 2);
+  uint64_t seed = st.seed, boff = st.offset / 4;
+  void* kp = cdf.data_ptr();  // the keys replace the sums
+  void* a2[] = {&pp, &kp, &n, &seed, &boff};
+  launch(device, f[2], (unsigned)((n + 255) / 256), 256, a2);
+  Tensor picked = call(Op::topk, bind(Op::topk, {Value(cdf), Value(ns)}, {{"largest", Value(false)}}))[1].tensor();
+  copy_strided(out, picked.as_strided(out.sizes(), contiguous_strides(out.sizes()), 0));
+}
+
 }  // namespace
 
 // dropout's kernel (nn group): the bernoulli(1 - p) stream of the CPU, fused with the scaling.
@@ -222,7 +287,6 @@ bool creation(Op op, const Stack& a, const Metas& m, Stack* result) {
       *result = in_place(self, [&](const Tensor& t) { random_fill("normal", t, a[1].to_double(), a[2].to_double(), 0); });
       return true;
     }
-    case Op::multinomial: return false;  // host fallback: a per-row search/sort of a few draws
     default: break;
   }
   Tensor out = empty_from_meta(m[0]);
@@ -256,6 +320,7 @@ bool creation(Op op, const Stack& a, const Metas& m, Stack* result) {
       if (out.numel()) out.copy_from(h);
       break;
     }
+    case Op::multinomial: multinomial(a[0].tensor(), a[1].to_int(), a[2].to_bool(), out); break;
     case Op::rand: random_fill("uniform", out, 0.0, 1.0, largest_below(out.dtype(), 1.0)); break;
     case Op::randn: random_fill("normal", out, 0.0, 1.0, 0); break;
     case Op::randint: {

@@ -4,7 +4,8 @@
 // checked on the device), mse_loss and l1_loss (broadcast input and target),
 // binary_cross_entropy (input range checked on the device) and binary_cross_entropy_with_logits
 // (weight, pos_weight). Sums for "mean" and "sum" are taken in double by one block.
-// cross_entropy with class-probability targets still takes the host fallback.
+// cross_entropy with class-probability targets (target shaped like the input) uses the same
+// kernels: the per-position term is -sum_c w[c] * (t[c] (1 - s) + s / C) * logp[c].
 #include "cpu/nn.h"
 #include "cuda/runtime.h"
 
@@ -80,9 +81,16 @@ bool distance(Op op, const Stack& a, const TensorMeta& m, Stack* result) {
 
 bool class_loss(Op op, const Stack& a, const TensorMeta& m, Stack* result) {
   bool ce = op == Op::cross_entropy;
-  const Tensor &x0 = a[0].tensor(), &t0 = a[1].tensor();
-  if (t0.dtype() != DType::Int64 || (ce && t0.sizes() == x0.sizes() && x0.dim() > 0)) return false;  // probabilities
-  if (!x0.device().is_cuda() || !t0.device().is_cuda()) return false;
+  const Tensor& x0 = a[0].tensor();
+  if (!x0.device().is_cuda()) return false;
+  auto on_device = [&](const Tensor& t) {  // a wrapped number or CPU 0-dim target or weight
+    if (t.device() == x0.device()) return t;
+    Tensor c = Tensor::empty(t.sizes(), t.dtype(), x0.device());
+    c.copy_from(t);
+    return c;
+  };
+  Tensor t0 = on_device(a[1].tensor());
+  bool prob = ce && t0.sizes() == x0.sizes();  // class probabilities (the meta rule checked the rest)
   DType dt = m.dtype;
   cpu::Reduction r = cpu::parse_reduction(a[3].str());
   int64_t c = x0.dim() == 1 ? x0.sizes()[0] : x0.sizes()[1], nb = x0.dim() == 1 ? 1 : x0.sizes()[0], d = 1;
@@ -92,21 +100,23 @@ bool class_loss(Op op, const Stack& a, const TensorMeta& m, Stack* result) {
   Tensor out = empty_from_meta(m);
   *result = {Value(out)};
   int device = out.device().index;
-  Tensor x = contiguous_as(x0, x0.dtype()), t = contiguous_as(t0, DType::Int64);
-  Tensor w = a[2].is_none() ? Tensor() : contiguous_as(a[2].tensor(), DType::Float64);
-  if (w.defined() && w.device().is_cpu()) return false;
+  Tensor x = contiguous_as(x0, x0.dtype()), t = contiguous_as(t0, prob ? DType::Float64 : DType::Int64);
+  Tensor w = a[2].is_none() ? Tensor() : contiguous_as(on_device(a[2].tensor()), DType::Float64);
   Tensor terms = Tensor::empty({std::max<int64_t>(1, npos) * 3}, DType::Float64, out.device());
   std::string T = ctype(x.dtype()), A = mtype(x.dtype()), O = ctype(dt);
   auto fs = kernels(device, "class_loss:" + T + ":" + O, [&] {
     return prelude() + "typedef " + T + " T;\ntypedef " + A + " A;\ntypedef " + O + " O;\n" + kBlockSum3 +
            "__device__ __forceinline__ double logp(const T* row, i64 j, i64 d, int lsm, A lse) {\n"
            "  A v = ld(row[j * d]);\n  return lsm ? (double)ld(Cv<T>::f(v - lse)) : (double)v;\n}\n"
-           "extern \"C\" __global__ void terms(const T* __restrict__ x, const i64* __restrict__ tg, const double* __restrict__ w,\n"
-           "    double* __restrict__ o, i64 npos, i64 c, i64 d, i64 ignore, int lsm, int smooth, i64* err) {\n"
+           "extern \"C\" __global__ void terms(const T* __restrict__ x, const i64* __restrict__ tg, const double* __restrict__ tp,\n"
+           "    const double* __restrict__ w, double* __restrict__ o, i64 npos, i64 c, i64 d, i64 ignore, int lsm, int smooth,\n"
+           "    double ls, i64* err) {\n"
            "  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < npos; i += (i64)gridDim.x * blockDim.x) {\n"
            "    double* oi = o + 3 * i;\n    oi[0] = 0; oi[1] = 0; oi[2] = 0;\n"
-           "    i64 k = tg[i];\n    if (k == ignore) continue;\n"
-           "    if (k < 1 || k > c) { flag_error(err, 1, k); continue; }\n    k -= 1;\n"
+           "    i64 k = 0;\n"
+           "    if (!tp) {\n"
+           "      k = tg[i];\n      if (k == ignore) continue;\n"
+           "      if (k < 1 || k > c) { flag_error(err, 1, k); continue; }\n      k -= 1;\n    }\n"
            "    const T* row = x + (i / d) * c * d + i % d;\n    A lse = 0;\n"
            "    if (lsm) {\n"
            "      A mx = -m_inf<A>();\n"
@@ -114,13 +124,17 @@ bool class_loss(Op op, const Stack& a, const TensorMeta& m, Stack* result) {
            "      if (mx == m_inf<A>() || mx == -m_inf<A>()) mx = 0;\n"
            "      double s = 0;\n      for (i64 j = 0; j < c; j++) s += (double)m_exp(ld(row[j * d]) - mx);\n"
            "      lse = mx + (A)log(s);\n    }\n"
+           "    if (tp) {\n"
+           "      const double* trow = tp + (i / d) * c * d + i % d;\n      double s = 0;\n"
+           "      for (i64 j = 0; j < c; j++) s -= (w ? w[j] : 1.0) * (trow[j * d] * (1 - ls) + ls / (double)c) * logp(row, j, d, lsm, lse);\n"
+           "      oi[0] = s;\n      continue;\n    }\n"
            "    double wk = w ? w[k] : 1.0;\n"
            "    oi[0] = -wk * logp(row, k, d, lsm, lse);\n    oi[2] = wk;\n"
            "    if (smooth) {\n      double s = 0;\n"
            "      for (i64 j = 0; j < c; j++) s -= (w ? w[j] : 1.0) * logp(row, j, d, lsm, lse);\n      oi[1] = s;\n    }\n"
            "  }\n}\n"
            "extern \"C\" __global__ void finish(const double* __restrict__ o, O* __restrict__ out, i64 npos, int red, double eps,\n"
-           "    double c, int has_w) {\n"
+           "    double c, int has_w, int prob) {\n"
            "  typedef decltype(ld(O())) OA;\n"
            "  if (red == 0) {\n"
            "    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < npos; i += (i64)gridDim.x * blockDim.x)\n"
@@ -130,27 +144,29 @@ bool class_loss(Op op, const Stack& a, const TensorMeta& m, Stack* result) {
            "  for (i64 i = threadIdx.x; i < npos; i += blockDim.x) { a += o[3 * i]; b += o[3 * i + 1]; q += o[3 * i + 2]; }\n"
            "  block_sum3(a, b, q);\n"
            "  if (threadIdx.x == 0) {\n"
-           "    if (red == 1) { a /= q; b /= has_w ? q : (double)npos; }\n"
+           "    if (red == 1 && prob) a /= (double)npos;\n"
+           "    else if (red == 1) { a /= q; b /= has_w ? q : (double)npos; }\n"
            "    out[0] = Cv<O>::f((OA)((1 - eps) * a + (eps > 0 ? eps / c * b : 0.0)));\n  }\n}\n";
   }, {"terms", "finish"});
   const void* xp = x.data_ptr();
-  const void* tp = t.data_ptr();
+  const void* tg = prob ? nullptr : t.data_ptr();
+  const void* tp = prob ? t.data_ptr() : nullptr;
   const void* wp = w.defined() ? w.data_ptr() : nullptr;
   void* op_ = terms.data_ptr();
   void* err = reinterpret_cast<void*>(dev(device).error_word);
-  int lsm = ce ? 1 : 0, sm = smoothing > 0 ? 1 : 0;
-  void* args[] = {&xp, &tp, &wp, &op_, &npos, &c, &d, &ignore, &lsm, &sm, &err};
+  int lsm = ce ? 1 : 0, sm = smoothing > 0 && !prob ? 1 : 0;
+  void* args[] = {&xp, &tg, &tp, &wp, &op_, &npos, &c, &d, &ignore, &lsm, &sm, &smoothing, &err};
   unsigned grid = (unsigned)std::max<int64_t>(1, std::min<int64_t>((npos + 127) / 128, dev(device).sm_count * 32));
   launch(device, fs[0], grid, 128, args);
   int64_t bad = 0;
   if (take_device_error(device, &bad))
     TC_FAIL(IndexError, "%s(): target %lld is out of bounds (targets are 1-based, %lld classes)",
             ce ? "cross_entropy" : "nll_loss", (long long)bad, (long long)c);
-  int red = r == cpu::Reduction::None ? 0 : r == cpu::Reduction::Mean ? 1 : 2, hw = w.defined() ? 1 : 0;
-  double eps = smoothing, cd = (double)c;
+  int red = r == cpu::Reduction::None ? 0 : r == cpu::Reduction::Mean ? 1 : 2, hw = w.defined() ? 1 : 0, pr = prob ? 1 : 0;
+  double eps = prob ? 0.0 : smoothing, cd = (double)c;
   const void* tp2 = terms.data_ptr();
   void* outp = out.data_ptr();
-  void* args2[] = {&tp2, &outp, &npos, &red, &eps, &cd, &hw};
+  void* args2[] = {&tp2, &outp, &npos, &red, &eps, &cd, &hw, &pr};
   if (red == 0)
     launch(device, fs[1], grid, 128, args2);
   else

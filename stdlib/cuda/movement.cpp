@@ -3,13 +3,15 @@
 // call Tensor::copy_from: on CUDA tensors every one of those copies is the device's strided copy
 // kernel. tril/triu, reflect/replicate/circular pad and the index-driven ops (index_select,
 // gather, scatter, scatter_add; 1-based index values checked on the device: an out-of-range value
-// sets the device error word and becomes an IndexError) have their own kernels. masked_select
-// and nonzero stay on the host fallback: their output size depends on the data, so they would
-// need a device-wide count and a synchronisation anyway.
+// sets the device error word and becomes an IndexError) have their own kernels; scatter_add adds
+// with the native atomics, and for float16/bfloat16/uint8/bool with a compare-and-swap loop on
+// the enclosing 32-bit word. masked_select and nonzero, whose output size depends on the data:
+// per-chunk counts, a device-wide scan, one synchronising read of the total (PyTorch syncs too),
+// then every chunk writes its hits in row-major order from its offset.
 #include <cstring>
 
 #include "cpu/movement.h"
-#include "cuda/runtime.h"
+#include "cuda/scan.h"
 
 namespace tc::cuda {
 namespace {
@@ -128,7 +130,24 @@ void index_kernel(int kind, const Tensor& base, const Tensor& index, const Tenso
       s += "__device__ __forceinline__ void addto(float* p, float v) { atomicAdd(p, v); }\n"
            "__device__ __forceinline__ void addto(double* p, double v) { atomicAdd(p, v); }\n"
            "__device__ __forceinline__ void addto(int* p, int v) { atomicAdd(p, v); }\n"
-           "__device__ __forceinline__ void addto(i64* p, i64 v) { atomicAdd((unsigned long long*)p, (unsigned long long)v); }\n";
+           "__device__ __forceinline__ void addto(i64* p, i64 v) { atomicAdd((unsigned long long*)p, (unsigned long long)v); }\n"
+           // 1- and 2-byte types: CAS on the aligned 32-bit word holding the element
+           "template <typename S> __device__ void cas_add(S* p, S v) {\n"
+           "  unsigned* w = (unsigned*)((u64)p & ~(u64)3);\n"
+           "  unsigned sh = (unsigned)((u64)p & 3) * 8, mask = (sizeof(S) == 1 ? 0xffu : 0xffffu) << sh;\n"
+           "  unsigned old = *w, seen;\n"
+           "  do {\n"
+           "    seen = old;\n"
+           "    S cur, sum;\n"
+           "    if (sizeof(S) == 1) *(u8*)&cur = (u8)(seen >> sh); else *(unsigned short*)&cur = (unsigned short)(seen >> sh);\n"
+           "    sum = Cv<S>::f(ld(cur) + ld(v));\n"
+           "    unsigned b = sizeof(S) == 1 ? (unsigned)*(u8*)&sum : (unsigned)*(unsigned short*)&sum;\n"
+           "    old = atomicCAS(w, seen, (seen & ~mask) | ((b << sh) & mask));\n"
+           "  } while (old != seen);\n}\n"
+           "__device__ __forceinline__ void addto(f16* p, f16 v) { cas_add(p, v); }\n"
+           "__device__ __forceinline__ void addto(bf16* p, bf16 v) { cas_add(p, v); }\n"
+           "__device__ __forceinline__ void addto(u8* p, u8 v) { cas_add(p, v); }\n"
+           "__device__ __forceinline__ void addto(bool* p, bool v) { cas_add(p, v); }\n";
     }
     s += "extern \"C\" __global__ void idx(const T* base, const I* index, const T* src, T* out, i64 n, int rank, int dim, "
          "i64 dimsize, G g, T val, int use_val, i64* err) {\n"
@@ -161,6 +180,70 @@ void index_kernel(int kind, const Tensor& base, const Tensor& index, const Tenso
             opname, (long long)bad, (long long)dim + 1, (long long)dimsize, (long long)dimsize);
 }
 
+// The compaction of masked_select and nonzero over a contiguous `flags` tensor (element i is a hit
+// when its value is nonzero): the number of hits, then for each hit in row-major order either
+// vals[i] (masked_select: out has the hits' values) or its 1-based coordinates in `sizes`
+// (nonzero: out is hits x rank). One host synchronisation reads the total.
+struct Sizes {
+  int64_t s[kRank];
+};
+Tensor compact(const Tensor& flags, const Tensor& vals, const Shape& sizes, bool coords) {
+  Device d = flags.device();
+  int device = d.index;
+  int64_t total = flags.numel(), rank = (int64_t)sizes.size(), chunks = (total + 2047) / 2048;
+  std::string F = ctype(flags.dtype()), U = vals.defined() ? uint_of(vals.itemsize()) : "u8";
+  auto f = kernels(device, "compact:" + F + ":" + U, [&] {
+    return prelude() + block_exclusive_src() + "typedef " + F + " F;\ntypedef " + U + " U;\n"
+           "struct Sizes { i64 s[8]; };\n"
+           "__device__ __forceinline__ bool hit(const F* f, i64 i) { return ld(f[i]) != 0; }\n"
+           "extern \"C\" __global__ void __launch_bounds__(256) ccount(const F* __restrict__ f, i64 n, i64* __restrict__ counts) {\n"
+           "  i64 base = (i64)blockIdx.x * 2048, c = 0, total;\n"
+           "  for (int k = 0; k < 8; k++) { i64 i = base + k * 256 + threadIdx.x; if (i < n && hit(f, i)) c++; }\n"
+           "  block_exclusive(c, &total);\n"
+           "  if (threadIdx.x == 0) counts[blockIdx.x] = total;\n}\n"
+           "extern \"C\" __global__ void __launch_bounds__(256) cwrite(const F* __restrict__ f, i64 n, const i64* __restrict__ offs,\n"
+           "    const U* __restrict__ vals, U* __restrict__ out, i64* __restrict__ coords, int rank, Sizes sz) {\n"
+           "  i64 base = (i64)blockIdx.x * 2048 + threadIdx.x * 8, c = 0, total;\n"
+           "  for (int k = 0; k < 8; k++) c += base + k < n && hit(f, base + k);\n"
+           "  i64 at = block_exclusive(c, &total) + offs[blockIdx.x];\n"
+           "  for (int k = 0; k < 8; k++) {\n"
+           "    i64 i = base + k;\n"
+           "    if (i >= n || !hit(f, i)) continue;\n"
+           "    if (vals) out[at] = vals[i];\n"
+           "    else for (i64 r = i, q = rank - 1; q >= 0; q--) { coords[at * rank + q] = r % sz.s[q] + 1; r /= sz.s[q]; }\n"
+           "    at++;\n  }\n}\n";
+  }, {"ccount", "cwrite"});
+  Tensor counts = Tensor::empty({chunks + 1}, DType::Int64, d);
+  fill(counts, 0, 0, true);
+  const void* fp = flags.data_ptr();
+  void* cp = counts.data_ptr();
+  void* a1[] = {&fp, &total, &cp};
+  launch(device, f[0], (unsigned)chunks, 256, a1);
+  exclusive_scan(cp, chunks + 1, device);
+  Tensor h = Tensor::empty({1}, DType::Int64);
+  h.copy_from(counts.as_strided({1}, {1}, chunks));
+  int64_t hits = h.data<int64_t>()[0];
+  Tensor out = coords ? Tensor::empty({hits, rank}, DType::Int64, d) : Tensor::empty({hits}, vals.dtype(), d);
+  if (hits == 0 || (coords && rank == 0)) return out;
+  Sizes sz{};
+  for (int64_t q = 0; q < rank; q++) sz.s[q] = sizes[q];
+  const void* vp = coords ? nullptr : vals.data_ptr();
+  void* op = coords ? nullptr : out.data_ptr();
+  void* ip = coords ? out.data_ptr() : nullptr;
+  int r = (int)rank;
+  void* a2[] = {&fp, &total, &cp, &vp, &op, &ip, &r, &sz};
+  launch(device, f[1], (unsigned)chunks, 256, a2);
+  return out;
+}
+
+// t broadcast to `shape`, contiguous (t itself when it already is).
+Tensor expand_contiguous(const Tensor& t, const Shape& shape) {
+  if (t.sizes() == shape && t.is_contiguous()) return t;
+  Tensor c = Tensor::empty(shape, t.dtype(), t.device());
+  copy_strided(c, t);
+  return c;
+}
+
 // sizes/strides of t seen with rank r (a 0-dim tensor reads as [1]).
 int64_t sz(const Tensor& t, int d) { return t.dim() == 0 ? 1 : t.sizes()[d]; }
 int64_t st(const Tensor& t, int d) { return t.dim() == 0 ? 0 : t.strides()[d]; }
@@ -177,9 +260,10 @@ bool movement(Op op, const Stack& a, const Metas& m, Stack* result) {
     }
     case Op::tril: case Op::triu: {
       Tensor out = empty_from_meta(m[0]);
-      out.copy_from(a[0].tensor());
-      if (out.is_contiguous()) tri_zero(out, op == Op::tril, a[1].to_int());
-      else return false;
+      Tensor c = out.is_contiguous() ? out : Tensor::empty(out.sizes(), out.dtype(), out.device());
+      c.copy_from(a[0].tensor());
+      tri_zero(c, op == Op::tril, a[1].to_int());
+      if (!c.same(out)) out.copy_from(c);
       *result = {Value(out)};
       return true;
     }
@@ -218,22 +302,22 @@ bool movement(Op op, const Stack& a, const Metas& m, Stack* result) {
     }
     case Op::index_select: {
       const Tensor& self = a[0].tensor();
-      if (self.dim() == 0 || self.dim() > kRank) return false;
+      if (self.dim() > kRank) return false;
       int dim = (int)wrap_dim(a[1].to_int(), self.dim());
       const Tensor& index = a[2].tensor();
       Tensor out = empty_from_meta(m[0]);
       *result = {Value(out)};
       IdxGeo g{};
-      int rank = (int)self.dim();
+      int rank = (int)std::max<int64_t>(self.dim(), 1);  // a 0-dim self reads as [1]
       for (int d = 0; d < rank; d++) {
-        g.size[d] = out.sizes()[d];
-        g.a[d] = self.strides()[d];
+        g.size[d] = sz(out, d);
+        g.a[d] = st(self, d);
         g.ix[d] = d == dim ? st(index, 0) : 0;
       }
       if (out.numel() == 0) {
         if (index.numel() == 0) return true;
       }
-      index_kernel(0, self, index, Tensor(), out, g, rank, dim, self.sizes()[dim], out.numel(), 0, false, "index_select");
+      index_kernel(0, self, index, Tensor(), out, g, rank, dim, sz(self, dim), out.numel(), 0, false, "index_select");
       return true;
     }
     case Op::gather: {
@@ -259,14 +343,12 @@ bool movement(Op op, const Stack& a, const Metas& m, Stack* result) {
       const Tensor& index = a[2].tensor();
       const Tensor& src = a[3].tensor();
       DType dt = m[0].dtype;
-      if (op == Op::scatter_add && dt != DType::Float32 && dt != DType::Float64 && dt != DType::Int32 && dt != DType::Int64)
-        return false;  // no native atomic add for this dtype: host fallback
       Tensor out = empty_from_meta(m[0]);
       out.copy_from(self);
       *result = {Value(out)};
       if (index.numel() == 0) return true;
       int rank = (int)std::max<int64_t>(self.dim(), 1);
-      if (rank > kRank || !out.is_contiguous()) return false;
+      if (rank > kRank) return false;
       int dim = (int)wrap_dim(a[1].to_int(), self.dim());
       bool use_val = op == Op::scatter && src.is_wrapped_number();
       uint64_t bits = 0;
@@ -291,7 +373,27 @@ bool movement(Op op, const Stack& a, const Metas& m, Stack* result) {
                    use_val, op_name(op));
       return true;
     }
-    default: return false;  // masked_select, nonzero: host fallback (data-dependent sizes)
+    case Op::masked_select: {
+      const Tensor &self = a[0].tensor(), &mask = a[1].tensor();
+      Shape shape = broadcast_shapes(self.sizes(), mask.sizes());
+      if ((int64_t)shape.size() > kRank) return false;
+      Device dv = self.device().is_cuda() ? self.device() : mask.device();
+      auto on_device = [&](const Tensor& t) {  // a CPU 0-dim operand
+        if (t.device() == dv) return t;
+        Tensor c = Tensor::empty(t.sizes(), t.dtype(), dv);
+        c.copy_from(t);
+        return c;
+      };
+      *result = {Value(compact(expand_contiguous(on_device(mask), shape), expand_contiguous(on_device(self), shape), shape, false))};
+      return true;
+    }
+    case Op::nonzero: {
+      const Tensor& self = a[0].tensor();
+      if (self.dim() > kRank) return false;
+      *result = {Value(compact(contiguous_as(self, self.dtype()), Tensor(), self.sizes(), true))};
+      return true;
+    }
+    default: return false;
   }
 }
 

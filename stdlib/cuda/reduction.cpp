@@ -184,7 +184,8 @@ bool reduction(Op op, const Stack& a, const Metas& m, Stack* result) {
     }
     case Op::amax: case Op::amin: {
       DType dt = x.dtype();
-      if (dt == DType::Bool || m[0].dtype != dt) return false;
+      if (dt == DType::Bool) return reduction_more(op == Op::amax ? Op::any : Op::all, a, m, result);  // same kernels
+      if (m[0].dtype != dt) return false;
       auto red = dims_of(x, a[1]);
       Tensor out = empty_from_meta(m[0]);
       *result = {Value(out)};
@@ -197,7 +198,7 @@ bool reduction(Op op, const Stack& a, const Metas& m, Stack* result) {
     }
     case Op::softmax: case Op::log_softmax: {
       DType od = m[0].dtype;
-      if (!is_floating(od) || !is_floating(x.dtype())) return false;
+      if (!is_floating(od)) return false;
       Tensor out = empty_from_meta(m[0]);
       *result = {Value(out)};
       if (out.numel() == 0) return true;
@@ -354,6 +355,13 @@ void row_cumsum(const Tensor& x, const Tensor& y, int64_t rows, int64_t len) {
   launch(device, f, (unsigned)rows, kBlock, args);
 }
 
+// Sets every element of out (any layout) to v.
+void fill_like(const Tensor& out, int64_t v) {
+  Tensor one = Tensor::empty({1}, out.dtype(), out.device());
+  fill(one, (double)v, v, !is_floating(out.dtype()));
+  copy_strided(out, one.as_strided(out.sizes(), Shape(out.dim(), 0), 0));
+}
+
 // Places a rows-ordered (kept dims, then dim d) contiguous result back into out's layout.
 void restore_dim(const Tensor& out, const Tensor& tmp, int64_t d) {
   Shape sz, st;
@@ -377,9 +385,13 @@ bool reduction_more(Op op, const Stack& a, const Metas& m, Stack* result) {
     case Op::var: case Op::std: case Op::var_mean: {
       if (!is_floating(x.dtype())) return false;
       RowsView r = to_rows(x, dims_of(x, a[1]), x.dtype());
-      if (r.len == 0 || r.rows == 0) return false;
       Tensor mean = Tensor::empty({r.rows}, DType::Float64, x.device()), m2 = Tensor::empty({r.rows}, DType::Float64, x.device());
-      row_stats(0, r.t, r.rows, r.len, mean, m2, 0);
+      if (r.len == 0) {  // mean NaN, variance 0 / 0
+        fill(mean, NAN, 0, false);
+        fill(m2, 0, 0, false);
+      } else {
+        row_stats(0, r.t, r.rows, r.len, mean, m2, 0);
+      }
       double div = std::max(0.0, (double)r.len - a[2].to_double());
       Tensor var = call1(Op::div, {m2, div});
       if (op == Op::std) var = call1(Op::sqrt, {var});
@@ -400,13 +412,10 @@ bool reduction_more(Op op, const Stack& a, const Metas& m, Stack* result) {
       Tensor src = lse ? contiguous_as(x, od) : x;
       if (!is_floating(src.dtype())) return false;
       RowsView r = to_rows(src, dims_of(x, a[lse ? 1 : 2]), src.dtype());
-      if (r.rows == 0) return false;
-      if (lse && r.len == 0) return false;
       Tensor acc = Tensor::empty({r.rows}, DType::Float64, x.device());
       double p = lse ? 0 : a[1].is_double() ? a[1].to_double() : (double)a[1].to_int();
-      if (r.len == 0) {
-        if (std::isinf(p)) return false;  // the CPU raises
-        fill(acc, 0, 0, false);
+      if (r.len == 0) {  // an empty sum: norm 0 (any p), logsumexp -inf
+        fill(acc, lse ? -INFINITY : 0, 0, false);
       } else {
         row_stats(lse ? 1 : 2, r.t, r.rows, r.len, acc, Tensor(), p);
       }
@@ -435,14 +444,16 @@ bool reduction_more(Op op, const Stack& a, const Metas& m, Stack* result) {
       *result = {Value(out)};
       if (out.numel() == 0) return true;
       RowsView r = to_rows(contiguous_as(x, DType::Bool), dims_of(x, a[1]), DType::Bool);
-      if (r.len == 0) return false;
+      if (r.len == 0) {  // any of nothing is false, all of nothing true
+        fill_like(out, op == Op::all ? 1 : 0);
+        return true;
+      }
       row_reduce(op == Op::any ? "max" : "min", r.t, DType::Int32, out, r.rows, r.len, 1.0);
       return true;
     }
     case Op::argmax: case Op::argmin: case Op::max_dim: case Op::min_dim: {
       bool mx = op == Op::argmax || op == Op::max_dim;
       bool vals = op == Op::max_dim || op == Op::min_dim;
-      if (x.dtype() == DType::Bool) return false;
       std::vector<bool> red(x.dim(), false);
       if (x.dim() > 0) {
         if (a[1].is_none()) red.assign(x.dim(), true);
@@ -479,7 +490,7 @@ bool reduction_more(Op op, const Stack& a, const Metas& m, Stack* result) {
       restore_dim(out, tmp, d);
       return true;
     }
-    default: return false;  // sort, topk: host fallback
+    default: return false;
   }
 }
 

@@ -1,16 +1,76 @@
-// sort and topk on CUDA: one thread block per row sorts (key, position) pairs with a bitonic
-// network in shared memory, for rows of up to kMaxRow elements. The key is the CPU kernel's
-// order-preserving unsigned key (stdlib/cpu/reduction_sort.cpp: NaN above +inf, -0.0 equal to
-// 0.0; flipped for descending), ties broken by position, so the order — stable sort, topk's
-// "equal values by position" — is the CPU's exactly. topk sorts the whole row and keeps the
-// first k. Longer rows (and 0-dim input) stay on the host fallback: a row that does not fit in
-// shared memory would need a multi-pass (radix) sort, which eager models have not needed.
-#include "cuda/runtime.h"
+// sort and topk on CUDA. Every element becomes the CPU kernel's order-preserving unsigned key
+// (stdlib/cpu/reduction_sort.cpp: NaN above +inf, -0.0 equal to 0.0; flipped for descending)
+// with its position as the tie-break, so the order — stable sort, topk's "equal values by
+// position" — is the CPU's exactly. topk sorts the whole row and keeps the first k.
+//   Rows of up to kMaxRow elements: one thread block per row, a bitonic network over (key,
+//   position) pairs in shared memory.
+//   Longer rows: a least-significant-digit radix sort of all rows at once, 8 bits per pass (one
+//   pass for uint8/bool keys). Each pass histograms tiles of kTile elements (a tile never spans
+//   two rows), scans the histograms in (row, digit, tile) order — which also keeps the rows
+//   apart — and scatters each tile stably (ranks within a warp from __match_any_sync, across
+//   warps from per-warp digit counts), so equal keys keep their position order.
+// A 0-dim input is one row of one element.
+#include "cuda/scan.h"
 
 namespace tc::cuda {
 namespace {
 
 constexpr int64_t kMaxRow = 4096;  // pairs of a 64-bit key and a 32-bit position: 48 KiB of shared memory
+constexpr int64_t kTile = 1024;    // elements per block and pass of the radix sort (4 rounds of 256)
+
+// The radix sort's kernels (K, T and skey defined by the caller): keys and positions, tile
+// histograms, the stable scatter of one pass, and the gather of the first k of every row.
+const char* radix_src() {
+  return R"CUDA(
+extern "C" __global__ void rinit(const T* __restrict__ x, K* __restrict__ k, int* __restrict__ v, i64 total, i64 n, K flip) {
+  for (i64 i = (i64)blockIdx.x * 256 + threadIdx.x; i < total; i += (i64)gridDim.x * 256) { k[i] = skey(x[i]) ^ flip; v[i] = (int)(i % n); }
+}
+extern "C" __global__ void __launch_bounds__(256) rhist(const K* __restrict__ k, i64 n, int tpr, int shift, i64* __restrict__ hist) {
+  __shared__ unsigned h[256];
+  h[threadIdx.x] = 0;
+  __syncthreads();
+  i64 row = blockIdx.x / tpr, t = blockIdx.x % tpr, b = t * 1024, e = b + 1024 < n ? b + 1024 : n;
+  const K* kr = k + row * n;
+  for (i64 i = b + threadIdx.x; i < e; i += 256) atomicAdd(&h[(unsigned)(kr[i] >> shift) & 255u], 1u);
+  __syncthreads();
+  hist[(row * 256 + threadIdx.x) * tpr + t] = h[threadIdx.x];
+}
+extern "C" __global__ void __launch_bounds__(256) rscatter(const K* __restrict__ kin, const int* __restrict__ vin, K* __restrict__ kout,
+                                                           int* __restrict__ vout, i64 n, int tpr, int shift, const i64* __restrict__ offs) {
+  __shared__ i64 base[256];
+  __shared__ int wc[8][256];  // per warp and digit: count, then the exclusive prefix over warps
+  i64 row = blockIdx.x / tpr, t = blockIdx.x % tpr, b = t * 1024, e = b + 1024 < n ? b + 1024 : n;
+  int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  base[threadIdx.x] = offs[(row * 256 + threadIdx.x) * tpr + t];
+  for (i64 s = b; s < e; s += 256) {
+    for (int q = 0; q < 8; q++) wc[q][threadIdx.x] = 0;
+    __syncthreads();
+    i64 i = s + threadIdx.x;
+    bool ok = i < e;
+    K key = ok ? kin[row * n + i] : (K)0;
+    int val = ok ? vin[row * n + i] : 0;
+    unsigned d = ok ? (unsigned)(key >> shift) & 255u : 256u;
+    unsigned peers = __match_any_sync(0xffffffffu, d);
+    int rank = __popc(peers & ((1u << lane) - 1u));
+    if (ok && rank == 0) wc[w][d] = __popc(peers);
+    __syncthreads();
+    int run = 0;
+    for (int q = 0; q < 8; q++) { int c = wc[q][threadIdx.x]; wc[q][threadIdx.x] = run; run += c; }
+    __syncthreads();
+    if (ok) { i64 p = base[d] + wc[w][d] + rank; kout[p] = key; vout[p] = val; }
+    __syncthreads();
+    base[threadIdx.x] += run;
+  }
+}
+extern "C" __global__ void rgather(const T* __restrict__ x, const int* __restrict__ v, T* __restrict__ y, i64* __restrict__ yi,
+                                   i64 total, i64 n, i64 k) {
+  for (i64 j = (i64)blockIdx.x * 256 + threadIdx.x; j < total; j += (i64)gridDim.x * 256) {
+    i64 r = j / k, p = v[r * n + j % k];
+    y[j] = x[r * n + p]; yi[j] = p + 1;
+  }
+}
+)CUDA";
+}
 
 std::string sort_source(DType dt) {
   std::string T = ctype(dt);
@@ -60,7 +120,47 @@ std::string sort_source(DType dt) {
          "      y[row * k + i] = xr[j];\n      yi[row * k + i] = (i64)j + 1;\n"
          "    }\n"
          "    __syncthreads();\n"
-         "  }\n}\n";
+         "  }\n}\n" + radix_src();
+}
+
+// Sorts the `rows` contiguous rows of length n of `in` (radix, see the file comment) and writes
+// the first k of every row to v (values) and vi (1-based positions), both contiguous rows x k.
+void radix_sort_rows(const Tensor& in, int64_t rows, int64_t n, int64_t k, bool descending, const Tensor& v,
+                     const Tensor& vi, const std::vector<CUfunction>& f) {
+  TC_CHECK(n <= INT32_MAX, NotImplementedError, "sort on CUDA: rows longer than %d elements are not supported", INT32_MAX);
+  DType dt = in.dtype();
+  Device d = in.device();
+  int device = d.index;
+  bool wide = dt == DType::Float64 || dt == DType::Int64;
+  int bits = dt == DType::UInt8 || dt == DType::Bool ? 8 : wide ? 64 : 32;
+  DType kt = wide ? DType::Int64 : DType::Int32;  // storage for the unsigned keys
+  int64_t total = rows * n;
+  Tensor keys[2] = {Tensor::empty({total}, kt, d), Tensor::empty({total}, kt, d)};
+  Tensor pos[2] = {Tensor::empty({total}, DType::Int32, d), Tensor::empty({total}, DType::Int32, d)};
+  int tpr = (int)((n + kTile - 1) / kTile);
+  Tensor hist = Tensor::empty({rows * 256 * tpr}, DType::Int64, d);
+  unsigned grid = (unsigned)std::max<int64_t>(1, std::min<int64_t>((total + 255) / 256, (int64_t)dev(device).sm_count * 32));
+  const void* xp = in.data_ptr();
+  void *k0 = keys[0].data_ptr(), *p0 = pos[0].data_ptr(), *hp = hist.data_ptr();
+  uint64_t flip64 = descending ? ~0ull : 0;
+  uint32_t flip32 = descending ? ~0u : 0;
+  void* flip = wide ? (void*)&flip64 : (void*)&flip32;
+  void* a0[] = {&xp, &k0, &p0, &total, &n, flip};
+  launch(device, f[1], grid, 256, a0);
+  unsigned blocks = (unsigned)(rows * tpr);
+  int cur = 0;
+  for (int shift = 0; shift < bits; shift += 8, cur ^= 1) {
+    void *ki = keys[cur].data_ptr(), *pi = pos[cur].data_ptr(), *ko = keys[cur ^ 1].data_ptr(), *po = pos[cur ^ 1].data_ptr();
+    void* a1[] = {&ki, &n, &tpr, &shift, &hp};
+    launch(device, f[2], blocks, 256, a1);
+    exclusive_scan(hp, hist.numel(), device);
+    void* a2[] = {&ki, &pi, &ko, &po, &n, &tpr, &shift, &hp};
+    launch(device, f[3], blocks, 256, a2);
+  }
+  void *pp = pos[cur].data_ptr(), *yp = v.data_ptr(), *ip = vi.data_ptr();
+  int64_t outs = rows * k;
+  void* a3[] = {&xp, &pp, &yp, &ip, &outs, &n, &k};
+  if (outs) launch(device, f[4], (unsigned)std::max<int64_t>(1, std::min<int64_t>((outs + 255) / 256, (int64_t)dev(device).sm_count * 32)), 256, a3);
 }
 
 }  // namespace
@@ -68,15 +168,18 @@ std::string sort_source(DType dt) {
 bool sort_topk(Op op, const Stack& a, const Metas& m, Stack* result) {
   const Tensor& t = a[0].tensor();
   bool topk = op == Op::topk;
-  if (t.dim() == 0) return false;
+  Tensor values = empty_from_meta(m[0]), indices = empty_from_meta(m[1]);
+  *result = {Value(values), Value(indices)};
+  if (t.dim() == 0) {  // one row of one element (topk with k = 0 too, as on the CPU)
+    copy_strided(values, t);
+    fill(indices, 0, 1, true);
+    return true;
+  }
   int64_t d = wrap_dim(a[topk ? 2 : 1].to_int(), t.dim());
   int64_t n = t.sizes()[d];
-  if (n > kMaxRow) return false;  // host fallback (see the file comment)
   int64_t k = topk ? a[1].to_int() : n;
   bool descending = topk ? a[3].to_bool() : a[2].to_bool();
   DType dt = t.dtype();
-  Tensor values = empty_from_meta(m[0]), indices = empty_from_meta(m[1]);
-  *result = {Value(values), Value(indices)};
   if (values.numel() == 0 || n == 0) return true;
   int device = values.device().index;
   // rows along the last dim: move dim d last (a view), then contiguous
@@ -94,18 +197,23 @@ bool sort_topk(Op op, const Stack& a, const Metas& m, Stack* result) {
   osz.back() = k;
   Tensor v = direct ? values : Tensor::empty(osz, dt, values.device());
   Tensor vi = direct ? indices : Tensor::empty(osz, DType::Int64, values.device());
-  int P = 1;
-  while (P < n) P <<= 1;
-  bool wide = dt == DType::Float64 || dt == DType::Int64;
-  unsigned smem = (unsigned)(P * ((wide ? 8 : 4) + 4));
-  auto f = kernels(device, std::string("sort_rows:") + ctype(dt), [&] { return sort_source(dt); }, {"sort_rows"})[0];
-  const void* xp = in.data_ptr();
-  void* yp = v.data_ptr();
-  void* ip = vi.data_ptr();
-  int ni = (int)n, ki = (int)k, desc = descending ? 1 : 0;
-  void* args[] = {&xp, &yp, &ip, &rows, &ni, &P, &ki, &desc};
-  unsigned block = (unsigned)std::min<int>(512, std::max(32, P / 2));
-  launch(device, f, (unsigned)std::min<int64_t>(rows, 1 << 20), block, args, smem);
+  auto f = kernels(device, std::string("sort_rows:") + ctype(dt), [&] { return sort_source(dt); },
+                   {"sort_rows", "rinit", "rhist", "rscatter", "rgather"});
+  if (n > kMaxRow) {
+    radix_sort_rows(in, rows, n, k, descending, v, vi, f);
+  } else {
+    int P = 1;
+    while (P < n) P <<= 1;
+    bool wide = dt == DType::Float64 || dt == DType::Int64;
+    unsigned smem = (unsigned)(P * ((wide ? 8 : 4) + 4));
+    const void* xp = in.data_ptr();
+    void* yp = v.data_ptr();
+    void* ip = vi.data_ptr();
+    int ni = (int)n, ki = (int)k, desc = descending ? 1 : 0;
+    void* args[] = {&xp, &yp, &ip, &rows, &ni, &P, &ki, &desc};
+    unsigned block = (unsigned)std::min<int>(512, std::max(32, P / 2));
+    launch(device, f[0], (unsigned)std::min<int64_t>(rows, 1 << 20), block, args, smem);
+  }
   if (!direct) {
     copy_strided(d == last ? values : swap_last(values), v);
     copy_strided(d == last ? indices : swap_last(indices), vi);
