@@ -29,7 +29,9 @@ struct GuardProgram::Memo {
   std::vector<unsigned char> bytes;
   std::vector<int> push_known, push_live;  // slots filled by the fast path, in source order
   std::vector<int> live_guards;            // guards evaluated on slots
+  int slots = 0;                           // slots the fast path fills (1 + the highest used)
   std::vector<std::pair<int, const Tensor*>> known_tensors;  // (guard, tensor) rechecked
+  uint64_t epoch = 0;  // metadata_epoch() when known_tensors last passed (tensor.h)
   std::vector<const Tensor*> tensor_of;                       // per source (known tensors)
   // When to (re)build: after two full passes with the same argument tables; given up when the
   // fast path keeps missing (a table the program reads changes on every call).
@@ -81,6 +83,10 @@ std::string GuardProgram::describe(int src) const {
   return "?";
 }
 
+static int64_t tensor_meta(DType dtype, Device device) {
+  return int64_t(dtype) | int64_t(device.type) << 8 | int64_t(device.index) << 16;
+}
+
 void GuardProgram::compile_hot() const {
   hot_sources.clear();
   for (const Source& s : sources) hot_sources.push_back({s.kind, s.parent, s.n});
@@ -120,8 +126,10 @@ void GuardProgram::compile_hot() const {
         break;
       case GuardKind::Tensor:
         h.flag = g.tensor.requires_grad;
+        h.vtype = g.tensor.dynamic != 0;
         h.k = int(g.tensor.sizes.size());
-        h.dims_at = int64_t(dims.size());
+        h.dims_at = int64_t(dims.size()) + 1;
+        dims.push_back(tensor_meta(g.tensor.dtype, g.tensor.device));
         dims.insert(dims.end(), g.tensor.sizes.begin(), g.tensor.sizes.end());
         dims.insert(dims.end(), g.tensor.strides.begin(), g.tensor.strides.end());
         break;
@@ -178,7 +186,8 @@ bool GuardProgram::check(lua_State* L, int fn_idx, int args_idx, int nargs) cons
   if (!compiled) compile_hot();
   lua_checkstack(L, int(hot_sources.size()) + 8);
   const int base = lua_gettop(L);
-  if (memo && memo->ready && check_fast(L, base, fn_idx, args_idx, nargs)) return true;
+  if (memo && memo->ready && snapshots_work(L) && check_fast(L, base, fn_idx, args_idx, nargs))
+    return true;
   lua_settop(L, base);
   last_fast_ = false;
   if (!check_full(L, fn_idx, args_idx, nargs)) return false;
@@ -212,14 +221,15 @@ static bool tensor_matches(const Tensor& t, const TensorSpec& s) {
   return true;
 }
 
+// The hot copy of a tensor guard: d[-1] is dtype and device packed by tensor_meta, d[0..n) the
+// sizes, d[n..2n) the strides; h.vtype marks dynamic dims (checked from the full spec).
 static bool tensor_matches_hot(const Tensor& t, const GuardProgram::HotGuard& h, const int64_t* d,
                                const TensorSpec& spec) {
-  if (t.dtype() != spec.dtype || t.device() != spec.device || t.requires_grad() != h.flag)
-    return false;
+  if (tensor_meta(t.dtype(), t.device()) != d[-1] || t.requires_grad() != h.flag) return false;
   const int n = h.k;
   if (int(t.sizes().size()) != n) return false;
   const int64_t* sizes = t.sizes().data();
-  if (spec.dynamic) return tensor_matches(t, spec);
+  if (h.vtype) return tensor_matches(t, spec);
   for (int i = 0; i < n; i++)
     if (sizes[i] != d[i]) return false;
   const int64_t* strides = t.strides().data();
@@ -405,9 +415,12 @@ std::vector<std::string> GuardProgram::lines() const {
 namespace {
 
 
-// Tables with a big hash part (over 680 keys) are re-read field by field instead (comparing them
-// would cost more than reading the few fields used). So is _ENV: a script writing
-// a global between calls must not send every call through the full check.
+// A table is compared whole only when that is cheaper than reading the fields used (about the
+// cost of comparing kBytesPerRead bytes each), and never beyond kMaxSnapshotNodeBytes of hash
+// part; otherwise its fields are re-read (tc, nn.functional: a few functions out of hundreds).
+// _ENV is always re-read: a script writing a global between calls must not send every call
+// through the full check.
+constexpr size_t kBytesPerRead = 256;
 constexpr size_t kMaxSnapshotNodeBytes = 16384;
 
 }  // namespace
@@ -431,7 +444,7 @@ bool GuardProgram::check_fast(lua_State* L, int base, int fn_idx, int args_idx, 
   Memo& m = *memo;
   if (nargs != m.nargs) return false;
   lua_rawgeti(L, LUA_REGISTRYINDEX, k_ref);
-  const int top = base + 1 + int(hot_sources.size());
+  const int top = base + 1 + m.slots;
   lua_settop(L, top);
   // 1. the root tables: the memo's, and alive (the ephemeron still has them)
   lua_rawgeti(L, LUA_REGISTRYINDEX, m.eph_ref);
@@ -476,9 +489,13 @@ bool GuardProgram::check_fast(lua_State* L, int base, int fn_idx, int args_idx, 
   nargs_ = nargs;
   for (int i : m.live_guards)
     if (!guard_ok(L, base, i)) return false;
-  for (auto& [i, t] : m.known_tensors)
-    if (!tensor_matches_hot(*t, hot[i], dims.data() + hot[i].dims_at, guards[i].tensor))
-      return false;
+  const uint64_t epoch = metadata_epoch();
+  if (epoch != m.epoch) {
+    for (auto& [i, t] : m.known_tensors)
+      if (!tensor_matches_hot(*t, hot[i], dims.data() + hot[i].dims_at, guards[i].tensor))
+        return false;
+    m.epoch = epoch;
+  }
   last_fast_ = true;
   m.fast_hits++;
   return true;
@@ -511,6 +528,9 @@ void GuardProgram::build_memo(lua_State* L, int base, int nargs) const {
   m.known.assign(n, 0);
   m.tensor_of.assign(n, nullptr);
   std::vector<int> snap_of(n, -2);  // -2 undecided, -1 not snapshotted, else index in snaps
+  std::vector<size_t> reads(n, 0);  // sources read from each source
+  for (int s = 0; s < n; s++)
+    if (hot_sources[s].parent >= 0) reads[hot_sources[s].parent]++;
   auto snapshotted = [&](int p) {
     if (snap_of[p] == -2) {
       snap_of[p] = -1;
@@ -518,7 +538,8 @@ void GuardProgram::build_memo(lua_State* L, int base, int nargs) const {
         const void* t = lua_topointer(L, slot(base, p));
         TableShape sh = table_shape(t);
         const bool env = hot_sources[p].kind == SrcKind::Upval && sources[p].name == "_ENV";
-        if (sh.node_bytes <= kMaxSnapshotNodeBytes && !env) {
+        const size_t bytes = size_t(sh.node_bytes) + sh.array_bytes;
+        if (sh.node_bytes <= kMaxSnapshotNodeBytes && bytes <= kBytesPerRead * reads[p] && !env) {
           snap_of[p] = int(m.snaps.size());
           m.snaps.push_back({t, sh, m.bytes.size()});
           append_table_bytes(t, sh, m.bytes);
@@ -590,6 +611,11 @@ void GuardProgram::build_memo(lua_State* L, int base, int nargs) const {
     if (!need[s] || root) continue;
     (stored ? m.push_known : m.push_live).push_back(s);
   }
+  m.epoch = metadata_epoch();  // the full check just passed on these tensors
+  m.slots = 0;
+  for (int s = 0; s < n; s++)
+    if (need[s]) m.slots = s + 1;
+  for (auto& [s, table] : m.roots) m.slots = std::max(m.slots, s + 1);
   lua_createtable(L, 0, int(m.roots.size()) + 1);  // eph: root table -> vals, weak keys
   const int eph = lua_gettop(L);
   lua_createtable(L, 0, 1);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "capture_state.h"
+#include "table_snapshot.h"
 #include "lua_binding.h"
 #include "tc/capture.h"
 #include "tracer.h"
@@ -118,6 +119,8 @@ function compiler.allow_in_graph(fn, meta_fn)
   return fn
 end
 function compiler.stats() return prim.stats() end
+-- benchmarks and tests: the guards' fast path on (default) or off (every hit takes the full check)
+function compiler._set_guard_fast_path(on) prim.set_guard_fast_path(on and true or false) end
 function compiler.explain(f)
   if not callable(f) then raise("ValueError", "tc.compiler.explain(): expected a function, got " .. type(f)) end
   return function(...)
@@ -238,6 +241,11 @@ int p_mark_dynamic(lua_State* L) {
     lua_pushboolean(L, 1);
     lua_rawset(L, -3);
   }
+  return 0;
+}
+
+int p_set_guard_fast_path(lua_State* L) {
+  set_snapshots_enabled(lua_toboolean(L, 1));
   return 0;
 }
 
@@ -591,7 +599,8 @@ return factory, ident, compare, pass
       {"compile", p_compile}, {"is_disabled", p_is_disabled},     {"disable", p_disable},
       {"reset", p_reset},     {"set_stance", p_set_stance},       {"mark_dynamic", p_mark_dynamic},
       {"stats", p_stats},     {"explain_begin", p_explain_begin}, {"explain_end", p_explain_end},
-      {"allow_in_graph", p_allow_in_graph}, {nullptr, nullptr}};
+      {"allow_in_graph", p_allow_in_graph}, {"set_guard_fast_path", p_set_guard_fast_path},
+      {nullptr, nullptr}};
   luaL_newlib(L, prims);
   lua_call(L, 2, 0);
   lua_settop(L, top);

@@ -77,5 +77,7 @@ inline void prefetch_table(const void* table, const TableShape& s) {
 // Checks the layout against the public API once per process (see the file comment). Off also
 // under TC_GUARD_FASTPATH=0.
 bool snapshots_work(lua_State* L);
+// Turns the fast path off or back on at run time (tc.compiler._set_guard_fast_path).
+void set_snapshots_enabled(bool on);
 
 }  // namespace tc::capture

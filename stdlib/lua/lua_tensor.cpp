@@ -17,9 +17,16 @@ struct TensorBox {
 };
 
 // ---- GC pacing ---------------------------------------------------------------------------------
+// A userdata of a few dozen bytes can hold megabytes of tensor memory that Lua's collector cannot
+// see, so tc runs a full collection once the tensor bytes allocated since the last one reach the
+// live bytes left after it (at least kMinCycleBytes): Lua's own pause of 200%, counted in tensor
+// bytes. Incremental steps sized by each op's bytes (the earlier scheme) ended up finishing a
+// whole cycle after nearly every op of a convolutional network, a full traversal of the Lua heap
+// (~60 us with ResNet-50's modules loaded) per op, which was most of its eager CUDA forward time.
 int64_t g_last_live = 0;  // Storage::live_bytes() at the last look
-int64_t g_pending = 0;    // bytes allocated since the collector was last told
-constexpr int64_t kStepBytes = 1 << 20;
+int64_t g_pending = 0;    // bytes allocated since the last collection
+constexpr int64_t kMinCycleBytes = int64_t(192) << 20;
+int64_t g_collect_at = kMinCycleBytes;
 
 int tensor_gc(lua_State* L) {
   if (to_tensor(L, 1)) static_cast<TensorBox*>(lua_touserdata(L, 1))->t = Tensor();  // a resurrected userdata reads as freed
@@ -181,7 +188,7 @@ int tensor_newindex(lua_State* L) {
         bool on = lua_toboolean(L, 3);
         TC_CHECK(!on || is_floating(t.dtype()), DTypeError,
                  "only tensors of floating point dtype can require gradients, got %s", dtype_name(t.dtype()));
-        t.impl()->requires_grad = on;
+        Tensor(t).set_requires_grad(on);
       } else if (k == "grad") {
         if (lua_isnil(L, 3)) {
           t.impl()->grad.reset();
@@ -346,11 +353,11 @@ void gc_pressure(lua_State* L) {
   int64_t live = Storage::live_bytes();
   if (live > g_last_live) g_pending += live - g_last_live;
   g_last_live = live;
-  if (g_pending < kStepBytes) return;
-  int kb = (int)std::min<int64_t>(g_pending >> 10, 1 << 30);
+  if (g_pending < g_collect_at) return;
   g_pending = 0;
-  lua_gc(L, LUA_GCSTEP, kb);
+  lua_gc(L, LUA_GCCOLLECT);
   g_last_live = Storage::live_bytes();
+  g_collect_at = std::max(kMinCycleBytes, g_last_live);
 }
 
 void open_tensor_type(lua_State* L) {

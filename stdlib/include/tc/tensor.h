@@ -61,6 +61,13 @@ struct DeviceAllocator {
 void set_device_allocator(DeviceType type, const DeviceAllocator* a);
 const DeviceAllocator* device_allocator(DeviceType type);  // null if that device is not available
 
+// Bumped whenever the metadata (sizes, strides, dtype, device, requires_grad) of an existing tensor
+// changes in place. Capture's guard fast path does not re-check tensors it has seen while this
+// stays the same: code that changes the metadata of a live TensorImpl must call it.
+inline std::atomic<uint64_t> g_metadata_epoch{0};
+inline uint64_t metadata_epoch() { return g_metadata_epoch.load(std::memory_order_relaxed); }
+inline void bump_metadata_epoch() { g_metadata_epoch.fetch_add(1, std::memory_order_relaxed); }
+
 struct TensorImpl {
   std::shared_ptr<Storage> storage;  // null for a fake tensor
   Shape sizes, strides;
@@ -100,7 +107,11 @@ class Tensor {
   size_t itemsize() const { return tc::itemsize(impl_->dtype); }
   bool is_contiguous() const;
   bool requires_grad() const { return impl_->requires_grad; }
-  void set_requires_grad(bool r) { impl_->requires_grad = r; }
+  void set_requires_grad(bool r) {
+    if (impl_->requires_grad == r) return;
+    impl_->requires_grad = r;
+    bump_metadata_epoch();
+  }
   bool is_wrapped_number() const { return impl_->wrapped_number; }
   const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
   TensorImpl* impl() const { return impl_.get(); }
