@@ -33,9 +33,11 @@ settle()
 model.layers[3].linear2.bias:add_(1)
 h.close(cm(x), model(x), "parameter changed in place")
 settle()
--- 4. a parameter whose metadata changes in place
+-- 4. a parameter whose metadata changes in place (values are the same: the guard must fail)
+local recompiles = h.stats().recompiles
 model.layers[1].linear1.weight.requires_grad = false
 h.close(cm(x), model(x), "requires_grad changed in place")
+h.eq(h.stats().recompiles, recompiles + 1, "requires_grad changed in place recompiles")
 settle()
 -- 5. a submodule swapped for one of another class
 model.layers[4].relu1 = nn.Tanh()
