@@ -759,6 +759,21 @@ Outcome drive_from(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
       }
       lua_settop(L, base);
     }
+    if (hit && cfg->fullgraph && (hit->end == EndKind::Break || hit->end == EndKind::Fallback)) {
+      // an entry made by a compile without fullgraph (caches are per function, shared by every
+      // tc.compile of it): under fullgraph=true its break is an error, as when first traced
+      lua_settop(L, base);
+      if (hit->end == EndKind::Break || !hit->brk.stack.empty()) {
+        raise_graph_break(L, hit->brk);
+      } else {
+        lua::push_error(L, "CompileError",
+                        ("tc.compile(fullgraph=true): " + cache_name(cc) +
+                         " cannot be compiled: " + hit->fallback_reason)
+                            .c_str(),
+                        1);
+      }
+      return Outcome::Raise;
+    }
     if (hit) {
       st.stats.cache_hits++;
       if (hit->guards.last_fast_) st.stats.guard_fast_hits++;

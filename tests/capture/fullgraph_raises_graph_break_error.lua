@@ -29,3 +29,16 @@ f(tc.ones(1))
 ]], "--fullgraph")
 assert(out:find("TC0201", 1, true), out)
 h.eq(rc, 1, "exit status")
+
+-- the same function compiled first without fullgraph (its cache holds a break entry), then
+-- with: the strict compile still raises on the cached break
+local function baz(b)
+  if b:sum() < 0 then b = -b end
+  return b
+end
+local lenient = tc.compile(baz)
+lenient(tc.randn(4))
+local ok3, err3 = pcall(tc.compile(baz, {fullgraph = true}), tc.randn(4))
+h.eq(ok3, false, "a cached break still raises under fullgraph")
+h.eq(err3.code, "TC0101", "cached break code")
+h.eq(lenient(tc.ones(4)):sum():item(), 4, "the lenient compile keeps working")
