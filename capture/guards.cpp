@@ -134,6 +134,7 @@ void GuardProgram::compile_hot() const {
         dims.insert(dims.end(), g.tensor.strides.begin(), g.tensor.strides.end());
         break;
       case GuardKind::GlobalState:
+      case GuardKind::KeyOrder:
         break;
     }
     hot.push_back(h);
@@ -238,6 +239,28 @@ static bool tensor_matches_hot(const Tensor& t, const GuardProgram::HotGuard& h,
   return true;
 }
 
+// Whether `next` over the table at t visits exactly the keys of the array K[k], in order.
+static bool same_key_order(lua_State* L, int t, int K, int k) {
+  const int top = lua_gettop(L);
+  lua_rawgeti(L, K, k);
+  const int keys = lua_gettop(L);
+  const lua_Integer n = lua_Integer(lua_rawlen(L, keys));
+  lua_Integer i = 0;
+  bool ok = true;
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    lua_pop(L, 1);
+    if (++i > n || lua_rawgeti(L, keys, i) == LUA_TNIL || !lua_rawequal(L, -1, -2)) {
+      ok = false;
+      break;
+    }
+    lua_pop(L, 1);
+  }
+  ok = ok && i == n;
+  lua_settop(L, top);
+  return ok;
+}
+
 int GuardProgram::first_failure(lua_State* L, int base) const {
   if (!compiled) compile_hot();
   for (int i = 0; i < int(hot.size()); i++)
@@ -293,6 +316,9 @@ bool GuardProgram::guard_ok(lua_State* L, int base, int i) const {
         break;
       case GuardKind::SameAs:
         ok = bool(lua_rawequal(L, v, slot(base, g.k))) == g.flag;
+        break;
+      case GuardKind::KeyOrder:
+        ok = lua_type(L, v) == LUA_TTABLE && same_key_order(L, v, K, g.k);
         break;
       case GuardKind::GlobalState: {
         const Guard& full = guards[i];
@@ -401,8 +427,9 @@ void GuardProgram::simplify() {
 }
 
 std::vector<std::string> GuardProgram::lines() const {
-  static const char* names[] = {"TYPE_MATCH",   "TENSOR_MATCH", "EQUALS_MATCH", "ID_MATCH",
-                                "GLOBAL_STATE", "ARG_COUNT",    "ALIAS_MATCH"};
+  static const char* names[] = {"TYPE_MATCH", "TENSOR_MATCH", "EQUALS_MATCH",
+                                "ID_MATCH",   "GLOBAL_STATE", "ARG_COUNT",
+                                "ALIAS_MATCH", "KEY_ORDER"};
   std::vector<std::string> out;
   for (const Guard& g : guards)
     out.push_back(std::string(names[int(g.kind)]) + ": " +
@@ -528,9 +555,11 @@ void GuardProgram::build_memo(lua_State* L, int base, int nargs) const {
   m.known.assign(n, 0);
   m.tensor_of.assign(n, nullptr);
   std::vector<int> snap_of(n, -2);  // -2 undecided, -1 not snapshotted, else index in snaps
-  std::vector<size_t> reads(n, 0);  // sources read from each source
+  std::vector<size_t> reads(n, 0);  // sources read from each source (a key order: all)
   for (int s = 0; s < n; s++)
     if (hot_sources[s].parent >= 0) reads[hot_sources[s].parent]++;
+  for (const Guard& g : guards)
+    if (g.kind == GuardKind::KeyOrder) reads[g.src] += 1 << 20;
   auto snapshotted = [&](int p) {
     if (snap_of[p] == -2) {
       snap_of[p] = -1;
@@ -584,6 +613,12 @@ void GuardProgram::build_memo(lua_State* L, int base, int nargs) const {
   m.known_tensors.clear();
   for (int i = 0; i < int(hot.size()); i++) {
     const HotGuard& g = hot[i];
+    // a key order depends on the table's contents: known only from its own snapshot
+    if (g.kind == GuardKind::KeyOrder && !(m.known[g.src] && snapshotted(g.src))) {
+      m.live_guards.push_back(i);
+      need[g.src] = 1;
+      continue;
+    }
     if (g.src >= 0 && m.known[g.src] && g.kind != GuardKind::SameAs) {
       if (g.kind == GuardKind::Tensor) m.known_tensors.push_back({i, m.tensor_of[g.src]});
       continue;

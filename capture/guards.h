@@ -46,6 +46,7 @@ enum class GuardKind : uint8_t {
   GlobalState,  // grad mode, default dtype and device as when traced
   ArgCount,     // the number of arguments (vararg functions: select('#', ...) may depend on it)
   SameAs,       // v is (flag) / is not the object at source k: aliasing of written tables
+  KeyOrder,     // v is a table whose keys, as `next` visits them, are exactly the array K[k]
 };
 
 struct Guard {

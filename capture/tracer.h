@@ -228,6 +228,7 @@ class Tracer {
   std::vector<Var> call_external(int o, int rec, const Var& fn, const std::vector<Var>& args);
   bool call_builtin(const std::string& name, const Var& fn, std::vector<Var>& args,
                     std::vector<Var>* out);
+  std::vector<Var> iterate_real_table(const std::string& name, const Var& t, const Var& k);
   Value to_value(const Var& v, bool* ok);
   Var tensor_property(const Var& t, const std::string& key, bool* found);
   Var tensor_input(int src, int idx);
@@ -247,6 +248,8 @@ class Tracer {
   static const vm::Proto* proto_of(lua_State* L, int idx, std::string* key);  // cached by dump hash
 };
 
-std::string dump_key(lua_State* L, int idx);  // hash of lua_dump of the Lua function at idx
+std::string dump_key(lua_State* L, int idx);
+Var normalize_key(const Var& k);      // t[2.0] is t[2]
+std::string key_string(const Var& k);  // a constant key as text ("s"name, "i"3); "" otherwise  // hash of lua_dump of the Lua function at idx
 
 }  // namespace tc::capture

@@ -11,7 +11,6 @@ namespace tc::capture {
 
 using vm::OpCode;
 
-namespace {
 // Lua converts float keys with an integer value to integers (t[1.0] is t[1]).
 Var normalize_key(const Var& k) {
   if (k.k == Var::K::Float && std::floor(k.f) == k.f && std::fabs(k.f) < 9.2e18)
@@ -19,9 +18,12 @@ Var normalize_key(const Var& k) {
   return k;
 }
 
+namespace {
 const char* const kArithEvents[] = {"__add", "__sub",  "__mul",  "__mod", "__pow",
                                     "__div", "__idiv", "__band", "__bor", "__bxor",
                                     "__shl", "__shr",  "__unm",  "__bnot"};
+
+}  // namespace
 
 std::string key_string(const Var& k) {
   switch (k.k) {
@@ -37,6 +39,8 @@ std::string key_string(const Var& k) {
       return "";
   }
 }
+
+namespace {
 
 bool same_const(const Var& a, const Var& b) {
   if (a.is_number() && b.is_number()) {

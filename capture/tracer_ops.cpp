@@ -573,6 +573,10 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
       *out = {Var::integer(i.i + 1), v};
     return true;
   }
+  if ((name == "pairs" || name == "next") && arg(0).k == Var::K::Object) {
+    *out = iterate_real_table(name, arg(0), arg(1));
+    return true;
+  }
   if (name == "pairs" || name == "next") {
     // Over a table made in the trace: its construction is replayed on a real table (same sizes,
     // same keys in the same order), whose `next` order is the one the program would see.
@@ -897,6 +901,75 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
     return true;
   }
   throw BreakSignal{BreakCode::UnknownCFunction, name};
+}
+
+// pairs(t) / next(t, k) over a table from outside the trace. Lua's `next` order depends on how
+// the table was filled, so the trace follows the real table's order and guards it: a KeyOrder
+// guard on t's source holds the whole key sequence (a cache hit needs the same keys in the same
+// order; the guards' fast path skips it while t is byte-for-byte unchanged). Values are read
+// through sources as any field. Keys must be strings, numbers or booleans.
+std::vector<Var> Tracer::iterate_real_table(const std::string& name, const Var& t, const Var& k) {
+  const int base = lua_gettop(L);
+  const int ti = push_obj(t.obj);
+  if (lua_type(L, ti) != LUA_TTABLE) {
+    lua_settop(L, base);
+    throw BreakSignal{BreakCode::UnorderedIteration, name + " over a value that is not a table"};
+  }
+  if (name == "pairs") {
+    Var mt = metatable_of(t);
+    if (mt.k != Var::K::Nil && raw_get(mt, Var::string("__pairs")).k != Var::K::Nil) {
+      lua_settop(L, base);
+      throw BreakSignal{BreakCode::UnorderedIteration, "pairs over a table with __pairs"};
+    }
+    lua_settop(L, base);
+    lua_getglobal(L, "next");
+    Var nx = from_lua_unguarded(-1);
+    lua_pop(L, 1);
+    return {nx, t, Var::nil()};
+  }
+  for (auto& [where, v] : overlay_)
+    if (where.first == t.obj) {
+      lua_settop(L, base);
+      throw BreakSignal{BreakCode::UnorderedIteration, "next over a table written in the trace"};
+    }
+  // the whole key sequence, guarded once per table source
+  auto guarded = std::make_pair(t.src, int(GuardKind::KeyOrder));
+  std::vector<Var> keys;
+  lua_newtable(L);
+  const int arr = lua_gettop(L);
+  lua_pushnil(L);
+  while (lua_next(L, ti)) {
+    lua_pop(L, 1);
+    const int kt = lua_type(L, -1);
+    if (kt != LUA_TSTRING && kt != LUA_TNUMBER && kt != LUA_TBOOLEAN) {
+      lua_settop(L, base);
+      throw BreakSignal{BreakCode::UnorderedIteration,
+                        std::string("next over a table with ") + luaL_typename(L, -1) + " keys"};
+    }
+    keys.push_back(from_lua_unguarded(-1));
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, arr, lua_Integer(keys.size()));
+  }
+  if (!e_.guards.guarded.count(guarded)) {
+    e_.guards.guarded[guarded] = true;
+    Guard g{GuardKind::KeyOrder, t.src};
+    g.k = add_k(arr);
+    g.expected = "the keys of " + std::to_string(keys.size()) + " entries, in the order seen";
+    e_.guards.guards.push_back(g);
+  }
+  lua_settop(L, base);
+  size_t at = 0;  // index of the next key to return
+  if (k.k != Var::K::Nil) {
+    const Var key = normalize_key(k);
+    if (!key.is_const())
+      throw BreakSignal{BreakCode::UnorderedIteration, "next with this key"};
+    const std::string ks = key_string(key);
+    while (at < keys.size() && key_string(keys[at]) != ks) at++;
+    if (at == keys.size()) throw BreakSignal{BreakCode::ErrorCall, "next with a key not in the table"};
+    at++;
+  }
+  if (at == keys.size()) return {Var::nil()};
+  return {keys[at], raw_get(t, keys[at])};
 }
 
 }  // namespace tc::capture

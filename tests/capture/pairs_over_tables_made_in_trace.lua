@@ -1,5 +1,5 @@
 -- pairs/next over a table made in the compiled code visit keys in the order Lua would (the
--- table's construction is replayed on a real table); over outside tables they break.
+-- table's construction is replayed on a real table); outside tables: pairs_over_outside_tables_guards_key_order.lua.
 local tc = require "tc"
 local h = require "helpers"
 
