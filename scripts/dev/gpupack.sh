@@ -18,7 +18,7 @@ cp build/tcrun "$s/build/"
 [ -f build/tc.so ] && cp build/tc.so "$s/build/"
 cp build/tests/cuda_* "$s/build/tests/"
 for t in "$@"; do cp "build/tests/$t" "$s/build/tests/"; done
-for b in build/bench/bench_cuda_eager; do [ -x "$b" ] && cp "$b" "$s/build/bench/"; done
+for b in build/bench/bench_cuda_eager build/bench/bench_capture_dispatch build/bench/bench_cuda_sort; do [ -x "$b" ] && cp "$b" "$s/build/bench/"; done
 find "$s/build" -type f -perm -u+x -exec strip {} + 2>/dev/null || true
 for l in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
   cp -L "/lib/x86_64-linux-gnu/$l" "$s/lib/"

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Everything we check and measure on the GPU machine, in one call (nothing is built there):
+#   source scripts/dev/gpu_env.sh; scripts/dev/gpu_all.sh
+# runs every CUDA test, bench/run_cuda.sh (tc next to PyTorch), the capture dispatch benchmark
+# (on that machine's quiet CPU), and prints a summary table last. Logs go to $OUT when set.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+B=${1:-/tmp/p/build}
+LOG=${OUT:-/tmp}
+summary=()
+for t in "$B"/tests/cuda_*; do
+  name=$(basename "$t")
+  t0=$(date +%s)
+  if "$t" > "$LOG/$name.log" 2>&1; then r=pass; else r=FAIL; tail -40 "$LOG/$name.log"; fi
+  summary+=("$(printf '%-48s %-5s %4ss' "$name" "$r" "$(( $(date +%s) - t0 ))")")
+done
+echo "== bench/run_cuda.sh"
+bench/run_cuda.sh "$B" 2>&1 | tee "$LOG/run_cuda.log"
+echo "== capture dispatch (CPU of this machine)"
+"$B/bench/bench_capture_dispatch" 2>&1 | tee "$LOG/capture_dispatch.log"
+"$B/tcrun" bench/capture_overhead.lua 2>&1 | tee -a "$LOG/capture_dispatch.log"
+echo
+echo "== summary"
+printf '%s\n' "${summary[@]}"
+grep -E "^(seed_64_layers|resnet50|densenet121) " "$LOG/run_cuda.log" || true
+grep -E "^(16|64|256|foo) " "$LOG/capture_dispatch.log" || true
