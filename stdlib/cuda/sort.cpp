@@ -5,7 +5,7 @@
 //   Rows of up to kMaxRow elements: one thread block per row, a bitonic network over (key,
 //   position) pairs in shared memory.
 //   Longer rows: a least-significant-digit radix sort of all rows at once, 8 bits per pass (one
-//   pass for uint8/bool keys). Each pass histograms tiles of kTile elements (a tile never spans
+//   pass for uint8/bool keys). Each pass histograms tiles of 1024-8192 elements (a tile never spans
 //   two rows), scans the histograms in (row, digit, tile) order — which also keeps the rows
 //   apart — and scatters each tile stably (ranks within a warp from __match_any_sync, across
 //   warps from per-warp digit counts), so equal keys keep their position order.
@@ -16,7 +16,7 @@ namespace tc::cuda {
 namespace {
 
 constexpr int64_t kMaxRow = 4096;  // pairs of a 64-bit key and a 32-bit position: 48 KiB of shared memory
-constexpr int64_t kTile = 1024;    // elements per block and pass of the radix sort (4 rounds of 256)
+constexpr int64_t kTile = 1024;    // elements per block and pass of the radix sort, at least (rounds of 256)
 
 // The radix sort's kernels (K, T and skey defined by the caller): keys and positions, tile
 // histograms, the stable scatter of one pass, and the gather of the first k of every row.
@@ -25,21 +25,27 @@ const char* radix_src() {
 extern "C" __global__ void rinit(const T* __restrict__ x, K* __restrict__ k, int* __restrict__ v, i64 total, i64 n, K flip) {
   for (i64 i = (i64)blockIdx.x * 256 + threadIdx.x; i < total; i += (i64)gridDim.x * 256) { k[i] = skey(x[i]) ^ flip; v[i] = (int)(i % n); }
 }
-extern "C" __global__ void __launch_bounds__(256) rhist(const K* __restrict__ k, i64 n, int tpr, int shift, i64* __restrict__ hist) {
+extern "C" __global__ void __launch_bounds__(256) rhist(const K* __restrict__ k, i64 n, int tpr, int tile, int shift, i64* __restrict__ hist) {
   __shared__ unsigned h[256];
   h[threadIdx.x] = 0;
   __syncthreads();
-  i64 row = blockIdx.x / tpr, t = blockIdx.x % tpr, b = t * 1024, e = b + 1024 < n ? b + 1024 : n;
+  i64 row = blockIdx.x / tpr, t = blockIdx.x % tpr, b = t * tile, e = b + tile < n ? b + tile : n;
   const K* kr = k + row * n;
-  for (i64 i = b + threadIdx.x; i < e; i += 256) atomicAdd(&h[(unsigned)(kr[i] >> shift) & 255u], 1u);
+  int lane = threadIdx.x & 31;
+  for (i64 s = b; s < e; s += 256) {  // one shared atomic per digit and warp
+    i64 i = s + threadIdx.x;
+    unsigned d = i < e ? (unsigned)(kr[i] >> shift) & 255u : 256u;
+    unsigned peers = __match_any_sync(0xffffffffu, d);
+    if (d < 256u && lane == __ffs(peers) - 1) atomicAdd(&h[d], (unsigned)__popc(peers));
+  }
   __syncthreads();
   hist[(row * 256 + threadIdx.x) * tpr + t] = h[threadIdx.x];
 }
 extern "C" __global__ void __launch_bounds__(256) rscatter(const K* __restrict__ kin, const int* __restrict__ vin, K* __restrict__ kout,
-                                                           int* __restrict__ vout, i64 n, int tpr, int shift, const i64* __restrict__ offs) {
+                                                           int* __restrict__ vout, i64 n, int tpr, int tile, int shift, const i64* __restrict__ offs) {
   __shared__ i64 base[256];
   __shared__ int wc[8][256];  // per warp and digit: count, then the exclusive prefix over warps
-  i64 row = blockIdx.x / tpr, t = blockIdx.x % tpr, b = t * 1024, e = b + 1024 < n ? b + 1024 : n;
+  i64 row = blockIdx.x / tpr, t = blockIdx.x % tpr, b = t * tile, e = b + tile < n ? b + tile : n;
   int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   base[threadIdx.x] = offs[(row * 256 + threadIdx.x) * tpr + t];
   for (i64 s = b; s < e; s += 256) {
@@ -137,7 +143,11 @@ void radix_sort_rows(const Tensor& in, int64_t rows, int64_t n, int64_t k, bool 
   int64_t total = rows * n;
   Tensor keys[2] = {Tensor::empty({total}, kt, d), Tensor::empty({total}, kt, d)};
   Tensor pos[2] = {Tensor::empty({total}, DType::Int32, d), Tensor::empty({total}, DType::Int32, d)};
-  int tpr = (int)((n + kTile - 1) / kTile);
+  // tiles of 1024 elements, up to 8192 while that still gives every SM several blocks: fewer
+  // histogram entries to scan
+  int64_t tile = kTile;
+  while (tile < 8 * kTile && rows * ((n + 2 * tile - 1) / (2 * tile)) >= 8 * dev(device).sm_count) tile *= 2;
+  int tpr = (int)((n + tile - 1) / tile), tl = (int)tile;
   Tensor hist = Tensor::empty({rows * 256 * tpr}, DType::Int64, d);
   unsigned grid = (unsigned)std::max<int64_t>(1, std::min<int64_t>((total + 255) / 256, (int64_t)dev(device).sm_count * 32));
   const void* xp = in.data_ptr();
@@ -151,10 +161,10 @@ void radix_sort_rows(const Tensor& in, int64_t rows, int64_t n, int64_t k, bool 
   int cur = 0;
   for (int shift = 0; shift < bits; shift += 8, cur ^= 1) {
     void *ki = keys[cur].data_ptr(), *pi = pos[cur].data_ptr(), *ko = keys[cur ^ 1].data_ptr(), *po = pos[cur ^ 1].data_ptr();
-    void* a1[] = {&ki, &n, &tpr, &shift, &hp};
+    void* a1[] = {&ki, &n, &tpr, &tl, &shift, &hp};
     launch(device, f[2], blocks, 256, a1);
     exclusive_scan(hp, hist.numel(), device);
-    void* a2[] = {&ki, &pi, &ko, &po, &n, &tpr, &shift, &hp};
+    void* a2[] = {&ki, &pi, &ko, &po, &n, &tpr, &tl, &shift, &hp};
     launch(device, f[3], blocks, 256, a2);
   }
   void *pp = pos[cur].data_ptr(), *yp = v.data_ptr(), *ip = vi.data_ptr();

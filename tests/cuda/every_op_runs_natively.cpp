@@ -18,11 +18,7 @@ using namespace tc;
 namespace {
 
 // Ops allowed to take the host fallback in some fixture case, and why. Keep it empty.
-const std::set<std::string> kAllowed = {
-    // integer products, convolutions and pools: no integer kernels yet (in progress)
-    "matmul", "mm", "addmm", "einsum", "conv2d", "avg_pool2d",
-    // linear with a 1-D weight: not yet decomposed on CUDA (in progress)
-    "linear"};
+const std::set<std::string> kAllowed = {};
 
 bool nvrtc_ok() {
   cuda::set_compile_only(true);

@@ -1,9 +1,9 @@
-// The CUDA kernels whose results depend on the data's order or count match the CPU exactly:
-// sort/topk of long rows (radix path: ties, NaN, -0.0, descending, stable, any dim), nonzero and
-// masked_select at every fill (none, all, random, empty, broadcast), multinomial (the same draws
-// for the same seed, errors before any draw), scatter_add through the compare-and-swap add of
-// 1- and 2-byte dtypes, cross_entropy with class probabilities; none takes the host fallback.
-// Skips without a usable GPU.
+// CUDA kernels whose results must equal the CPU's exactly do: sort/topk of long rows (radix
+// path: ties, NaN, -0.0, descending, stable, any dim), nonzero and masked_select at every fill
+// (none, all, random, empty, broadcast), multinomial (the same draws for the same seed, errors
+// before any draw), scatter_add through the compare-and-swap add of 1- and 2-byte dtypes, and
+// the integer products, convolutions and pools (wrapping arithmetic); none takes the host
+// fallback. Skips without a usable GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,7 +19,7 @@ namespace {
 
 const Device kCuda{DeviceType::CUDA, 0};
 
-class DataDependentOpsMatchCpu : public testing::Test {
+class ExactResultsMatchCpu : public testing::Test {
  protected:
   void SetUp() override {
     std::string why;
@@ -83,7 +83,7 @@ Tensor tied(const Shape& shape, DType dt, int distinct) {
   return f.to(dt);
 }
 
-TEST_F(DataDependentOpsMatchCpu, SortAndTopkOfLongRows) {
+TEST_F(ExactResultsMatchCpu, SortAndTopkOfLongRows) {
   for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int64, DType::Int32,
                    DType::UInt8, DType::Bool}) {
     std::string n = dtype_name(dt);
@@ -111,7 +111,7 @@ TEST_F(DataDependentOpsMatchCpu, SortAndTopkOfLongRows) {
   expect_same_op("topk 0-dim k=0", Op::topk, s, {Value((int64_t)0)});
 }
 
-TEST_F(DataDependentOpsMatchCpu, NonzeroAndMaskedSelectAtEveryFill) {
+TEST_F(ExactResultsMatchCpu, NonzeroAndMaskedSelectAtEveryFill) {
   for (DType dt : {DType::Float32, DType::Float16, DType::Int64, DType::UInt8, DType::Bool}) {
     std::string n = dtype_name(dt);
     Tensor zeros = call1(Op::zeros, {IntList{37, 3, 5}}, {{"dtype", Value(dt)}});
@@ -133,7 +133,7 @@ TEST_F(DataDependentOpsMatchCpu, NonzeroAndMaskedSelectAtEveryFill) {
   }
 }
 
-TEST_F(DataDependentOpsMatchCpu, MultinomialDrawsTheCpuStream) {
+TEST_F(ExactResultsMatchCpu, MultinomialDrawsTheCpuStream) {
   auto both = [&](const std::string& what, const Tensor& probs, int64_t ns, bool repl) {
     manual_seed(99);
     Tensor c = call1(Op::multinomial, {probs, ns, repl});
@@ -177,7 +177,7 @@ TEST_F(DataDependentOpsMatchCpu, MultinomialDrawsTheCpuStream) {
   }
 }
 
-TEST_F(DataDependentOpsMatchCpu, ScatterAddOfSmallDtypesCollides) {
+TEST_F(ExactResultsMatchCpu, ScatterAddOfSmallDtypesCollides) {
   // 20000 sources of 0 or 1 into 7 slots: adding 0 changes nothing, so every order of the atomic
   // adds rounds (or wraps) like the CPU's sequential loop
   manual_seed(5);
@@ -195,6 +195,44 @@ TEST_F(DataDependentOpsMatchCpu, ScatterAddOfSmallDtypesCollides) {
                                     : call1(Op::randint, {(int64_t)0, (int64_t)2, IntList{3, 400}}).to(dt);
     expect_same_op(std::string("scatter_add 2-d ") + dtype_name(dt), Op::scatter_add, self2,
                    {Value((int64_t)2), Value(idx2), Value(src2)});
+  }
+}
+
+TEST_F(ExactResultsMatchCpu, IntegerProductsConvolutionsAndPoolsWrapLikeTheCpu) {
+  manual_seed(11);
+  auto ints = [](IntList s, DType dt, int64_t lo, int64_t hi) { return call1(Op::randint, {lo, hi, Value(s)}).to(dt); };
+  for (DType dt : {DType::Int64, DType::Int32, DType::UInt8}) {
+    std::string n = dtype_name(dt);
+    int64_t lo = dt == DType::UInt8 ? 0 : -100, hi = 200;  // uint8 sums wrap
+    Tensor a = ints({2, 1, 5, 7}, dt, lo, hi), b = ints({3, 7, 4}, dt, lo, hi), v = ints({7}, dt, lo, hi);
+    expect_same_op("matmul broadcast " + n, Op::matmul, a, {Value(b)});
+    expect_same_op("matmul 1-d " + n, Op::matmul, v, {Value(b)});
+    expect_same_op("matmul 2-d @ 1-d " + n, Op::matmul, ints({5, 7}, dt, lo, hi), {Value(v)});
+    Tensor m = ints({4, 6}, dt, lo, hi), k = ints({6, 3}, dt, lo, hi);
+    expect_same_op("mm transposed " + n, Op::mm, call1(Op::t, {ints({6, 4}, dt, lo, hi)}), {Value(k)});
+    expect_same_op("addmm " + n, Op::addmm, ints({3}, dt, lo, hi), {Value(m), Value(k)},
+                   {{"beta", Value((int64_t)2)}, {"alpha", Value((int64_t)3)}});
+    expect_same_op("baddbmm " + n, Op::baddbmm, ints({2, 4, 3}, dt, lo, hi),
+                   {Value(ints({2, 4, 6}, dt, lo, hi)), Value(ints({2, 6, 3}, dt, lo, hi))});
+    expect_same_op("linear " + n, Op::linear, ints({2, 3, 6}, dt, lo, hi), {Value(ints({5, 6}, dt, lo, hi)), Value(ints({5}, dt, lo, hi))});
+    Tensor x = ints({2, 4, 9, 8}, dt, lo, hi);
+    expect_same_op("conv2d groups stride pad dilation " + n, Op::conv2d, x,
+                   {Value(ints({6, 2, 3, 2}, dt, lo, hi)), Value(ints({6}, dt, lo, hi)), Value(IntList{2, 1}), Value(IntList{1, 2}),
+                    Value(IntList{2, 1}), Value((int64_t)2)});
+    expect_same_op("conv1d same " + n, Op::conv1d, ints({2, 3, 10}, dt, lo, hi),
+                   {Value(ints({4, 3, 3}, dt, lo, hi)), Value(), Value(IntList{1}), Value(std::string("same"))});
+    expect_same_op("conv_transpose2d " + n, Op::conv_transpose2d, x,
+                   {Value(ints({4, 3, 3, 2}, dt, lo, hi)), Value(ints({6}, dt, lo, hi)), Value(IntList{2, 3}), Value(IntList{1, 0}),
+                    Value(IntList{1, 1}), Value((int64_t)2)});
+    expect_same_op("max_pool2d " + n, Op::max_pool2d, x, {Value(IntList{3, 2}), Value(IntList{2, 1}), Value(IntList{1, 1}), Value(IntList{1, 2})});
+    expect_same_op("avg_pool2d " + n, Op::avg_pool2d, x,
+                   {Value(IntList{3, 3}), Value(IntList{2, 2}), Value(IntList{1, 1}), Value(true), Value(false)});
+    expect_same_op("adaptive_avg_pool2d " + n, Op::adaptive_avg_pool2d, x, {Value(IntList{4, 3})});
+    expect_same_op("adaptive_max_pool2d " + n, Op::adaptive_max_pool2d, x, {Value(IntList{5, 3})});
+    Tensor e1 = ints({3, 4, 5}, dt, lo, hi), e2 = ints({5, 4, 3}, dt, lo, hi);
+    Value eq(std::string("bij,jib->bj"));
+    expect_equal("einsum " + n, call1(Op::einsum, {eq, Value(TensorList{e1, e2})}),
+                 call1(Op::einsum, {eq, Value(TensorList{to_cuda(e1), to_cuda(e2)})}));
   }
 }
 
