@@ -164,7 +164,10 @@ void init_out(const Tensor& C, const Tensor& src) {
 
 }  // namespace
 
+bool linalg_rest(Op op, const Stack& a, const Metas& m, Stack* result);  // integer_linalg.cpp: integers, 1-D linear
+
 bool linalg(Op op, const Stack& a, const Metas& m, Stack* result) {
+  if (linalg_rest(op, a, m, result)) return true;
   switch (op) {
     case Op::conv1d: case Op::conv2d: case Op::conv_transpose2d: case Op::max_pool2d: case Op::avg_pool2d:
     case Op::adaptive_avg_pool2d: case Op::adaptive_max_pool2d:
