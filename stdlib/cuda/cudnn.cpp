@@ -1,27 +1,33 @@
-// Convolutions through cuDNN (legacy convolution API of cuDNN 8/9), dlopen'ed on first use:
-// $TC_CUDNN_PATH (the library file or its folder), the toolkit's lib64, then the loader path.
-// Nothing here needs cuDNN's headers: the few types, enums and entry points used are declared
-// below (values as in cudnn_graph.h / cudnn_cnn.h of cuDNN 9). conv1d/conv2d run as
-// cudnnConvolutionForward (conv1d as a 1 x W image), conv_transpose2d as
-// cudnnConvolutionBackwardData of the forward convolution it transposes. Descriptors and the
-// chosen algorithm are cached per problem (shape, dtype, parameters, TF32 setting); the algorithm
-// is measured once by cudnnFind*AlgorithmEx (TC_CUDNN_BENCHMARK=0: cuDNN's heuristics instead),
-// and workspaces come from tc's caching allocator. float32 may use TF32 only when tc's float32
-// matmul precision allows it (CUDNN_FMA_MATH otherwise). TC_CUDNN_DISABLE=1 (read on every call)
-// makes every convolution take the im2col + cuBLAS path, so both can be tested in one process.
-// stdlib/cuda/linalg.cpp times both paths on the first call of each problem and keeps the faster
-// (TC_CONV_AUTOTUNE=0: cuDNN always).
+// Convolutions through cuDNN's backend (graph) API, dlopen'ed on first use: $TC_CUDNN_PATH (the
+// library file or its folder), the toolkit's lib64, then the loader path. Nothing here needs
+// cuDNN's headers: the few enum values and entry points used are declared below (checked against
+// cudnn_graph.h where the build machine has it).
+//
+// Why not the legacy API (cudnnConvolutionForward): in cuDNN 9 it rebuilds an operation graph
+// behind every call, 70-130 us of host time, which made eager ResNet-50 host-bound. Here each
+// problem (shape, dtype, padding, stride, dilation, groups, pointer alignment, TF32 setting) gets
+// one operation graph with a single convolution node (CONVOLUTION_FORWARD; conv_transpose2d is
+// the BACKWARD_DATA of the forward convolution it transposes), heuristics mode A give engine
+// configurations, the first few that finalize into execution plans are timed once
+// (TC_CUDNN_BENCHMARK=0: the heuristics' first) and the fastest plan is cached for the process.
+// A call then only fills a variant pack (the three data pointers and a workspace from tc's
+// caching allocator) and runs cudnnBackendExecute. float32 may use TF32 only when tc's float32
+// matmul precision allows it (engines with the tensor-core note are skipped otherwise, and
+// engines that down-convert inputs always). Bias is added by one elementwise pass afterwards.
+// TC_CUDNN_DISABLE=1 (read on every call) makes every convolution take the im2col + cuBLAS path
+// of stdlib/cuda/linalg.cpp, so both can be tested in one process.
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
-#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <tuple>
 
+#include "cuda/elementwise.h"
 #include "cuda/runtime.h"
 #include "tc/config.h"
 #include "tc/cuda.h"
@@ -29,56 +35,92 @@
 namespace tc::cuda {
 namespace {
 
-// ---- cuDNN declarations (C API, cuDNN 9) ---------------------------------------------------------
+// ---- cuDNN declarations (C API, cuDNN 9; values of cudnn_graph.h) ----------------------------
 using Status = int;  // cudnnStatus_t: 0 = CUDNN_STATUS_SUCCESS
 using Handle = struct cudnnContext*;
-using TensorDesc = struct cudnnTensorStruct*;
-using FilterDesc = struct cudnnFilterStruct*;
-using ConvDesc = struct cudnnConvolutionStruct*;
-enum DataType { kFloat = 0, kDouble = 1, kHalf = 2, kBFloat16 = 9 };     // cudnnDataType_t
-enum { kNCHW = 0 };                                                      // cudnnTensorFormat_t
-enum { kCrossCorrelation = 1 };                                          // cudnnConvolutionMode_t
-enum MathType { kDefaultMath = 0, kTensorOpMath = 1, kFmaMath = 3 };    // cudnnMathType_t
-struct AlgoPerf {  // cudnnConvolutionFwdAlgoPerf_t and cudnnConvolutionBwdDataAlgoPerf_t
-  int algo;
-  Status status;
-  float time;
-  size_t memory;
-  int determinism;
-  int mathType;
-  int reserved[3];
+using Desc = void*;  // cudnnBackendDescriptor_t
+enum DataType : int { kFloat = 0, kDouble = 1, kHalf = 2, kBFloat16 = 9 };  // cudnnDataType_t
+enum DescType : int {                                                         // cudnnBackendDescriptorType_t
+  kConvolutionDesc = 1,
+  kEngineDesc = 2,
+  kEngineCfgDesc = 3,
+  kEngineHeurDesc = 4,
+  kPlanDesc = 5,
+  kConvForwardOp = 10,
+  kConvBackwardDataOp = 12,
+  kOpGraphDesc = 15,
+  kVariantPackDesc = 16,
+  kTensorDesc = 17,
 };
+enum AttrType : int {  // cudnnBackendAttributeType_t
+  kTHandle = 0,
+  kTDataType = 1,
+  kTInt64 = 3,
+  kTFloat = 4,
+  kTDouble = 5,
+  kTVoidPtr = 6,
+  kTConvMode = 7,
+  kTHeurMode = 8,
+  kTNumericalNote = 11,
+  kTDescriptor = 15,
+};
+enum Attr : int {  // cudnnBackendAttributeName_t
+  kConvCompType = 100,
+  kConvMode = 101,
+  kConvDilations = 102,
+  kConvFilterStrides = 103,
+  kConvPostPaddings = 104,
+  kConvPrePaddings = 105,
+  kConvSpatialDims = 106,
+  kHeurMode = 200,
+  kHeurOpGraph = 201,
+  kHeurResults = 202,
+  kCfgEngine = 300,
+  kPlanHandle = 400,
+  kPlanEngineCfg = 401,
+  kPlanWorkspaceSize = 402,
+  kFwdAlpha = 700,
+  kFwdBeta = 701,
+  kFwdConvDesc = 702,
+  kFwdW = 703,
+  kFwdX = 704,
+  kFwdY = 705,
+  kBwdDataAlpha = 706,
+  kBwdDataBeta = 707,
+  kBwdDataConvDesc = 708,
+  kBwdDataW = 709,
+  kBwdDataDx = 710,
+  kBwdDataDy = 711,
+  kGraphHandle = 800,
+  kGraphOps = 801,
+  kTensorAlignment = 900,
+  kTensorDataType = 901,
+  kTensorDims = 902,
+  kTensorStrides = 903,
+  kTensorUid = 906,
+  kPackUids = 1000,
+  kPackPointers = 1001,
+  kPackWorkspace = 1003,
+  kEngineGlobalIndex = 1301,
+  kEngineNumericalNote = 1303,
+};
+enum : int { kCrossCorrelation = 1 };                  // cudnnConvolutionMode_t
+enum : int { kHeurModeA = 3, kHeurModeFallback = 2 };  // cudnnBackendHeurMode_t
+enum : int { kNoteTensorCore = 0, kNoteDownConvertInputs = 1 };  // cudnnBackendNumericalNote_t
+// Tensor unique ids in the variant pack: our input, weight and output.
+enum : int64_t { kUidX = 1, kUidW = 2, kUidY = 3 };
 
 struct Cudnn {
   size_t (*GetVersion)();
   const char* (*GetErrorString)(Status);
   Status (*Create)(Handle*);
   Status (*SetStream)(Handle, CUstream);
-  Status (*CreateTensorDescriptor)(TensorDesc*);
-  Status (*SetTensor4dDescriptor)(TensorDesc, int format, int dataType, int n, int c, int h, int w);
-  Status (*CreateFilterDescriptor)(FilterDesc*);
-  Status (*SetFilter4dDescriptor)(FilterDesc, int dataType, int format, int k, int c, int h, int w);
-  Status (*CreateConvolutionDescriptor)(ConvDesc*);
-  Status (*SetConvolution2dDescriptor)(ConvDesc, int pad_h, int pad_w, int u, int v, int dil_h, int dil_w, int mode,
-                                       int computeType);
-  Status (*SetConvolutionGroupCount)(ConvDesc, int);
-  Status (*SetConvolutionMathType)(ConvDesc, int);
-  Status (*GetConvolutionForwardAlgorithm_v7)(Handle, TensorDesc, FilterDesc, ConvDesc, TensorDesc, int, int*,
-                                              AlgoPerf*);
-  Status (*FindConvolutionForwardAlgorithmEx)(Handle, TensorDesc, const void*, FilterDesc, const void*, ConvDesc,
-                                              TensorDesc, void*, int, int*, AlgoPerf*, void*, size_t);
-  Status (*GetConvolutionForwardWorkspaceSize)(Handle, TensorDesc, FilterDesc, ConvDesc, TensorDesc, int, size_t*);
-  Status (*ConvolutionForward)(Handle, const void* alpha, TensorDesc, const void* x, FilterDesc, const void* w,
-                               ConvDesc, int algo, void* ws, size_t ws_bytes, const void* beta, TensorDesc, void* y);
-  Status (*GetConvolutionBackwardDataAlgorithm_v7)(Handle, FilterDesc, TensorDesc, ConvDesc, TensorDesc, int, int*,
-                                                   AlgoPerf*);
-  Status (*FindConvolutionBackwardDataAlgorithmEx)(Handle, FilterDesc, const void*, TensorDesc, const void*,
-                                                   ConvDesc, TensorDesc, void*, int, int*, AlgoPerf*, void*, size_t);
-  Status (*GetConvolutionBackwardDataWorkspaceSize)(Handle, FilterDesc, TensorDesc, ConvDesc, TensorDesc, int,
-                                                    size_t*);
-  Status (*ConvolutionBackwardData)(Handle, const void* alpha, FilterDesc, const void* w, TensorDesc, const void* dy,
-                                    ConvDesc, int algo, void* ws, size_t ws_bytes, const void* beta, TensorDesc,
-                                    void* dx);
+  Status (*CreateDescriptor)(int type, Desc*);
+  Status (*DestroyDescriptor)(Desc);
+  Status (*SetAttribute)(Desc, int name, int type, int64_t count, const void* values);
+  Status (*GetAttribute)(Desc, int name, int type, int64_t requested, int64_t* count, void* values);
+  Status (*Finalize)(Desc);
+  Status (*Execute)(Handle, Desc plan, Desc variant_pack);
   bool ok = false;
   std::string why;
   size_t version = 0;
@@ -122,29 +164,19 @@ Cudnn& lib() {
     get("cudnnGetErrorString", c->GetErrorString);
     get("cudnnCreate", c->Create);
     get("cudnnSetStream", c->SetStream);
-    get("cudnnCreateTensorDescriptor", c->CreateTensorDescriptor);
-    get("cudnnSetTensor4dDescriptor", c->SetTensor4dDescriptor);
-    get("cudnnCreateFilterDescriptor", c->CreateFilterDescriptor);
-    get("cudnnSetFilter4dDescriptor", c->SetFilter4dDescriptor);
-    get("cudnnCreateConvolutionDescriptor", c->CreateConvolutionDescriptor);
-    get("cudnnSetConvolution2dDescriptor", c->SetConvolution2dDescriptor);
-    get("cudnnSetConvolutionGroupCount", c->SetConvolutionGroupCount);
-    get("cudnnSetConvolutionMathType", c->SetConvolutionMathType);
-    get("cudnnGetConvolutionForwardAlgorithm_v7", c->GetConvolutionForwardAlgorithm_v7);
-    get("cudnnFindConvolutionForwardAlgorithmEx", c->FindConvolutionForwardAlgorithmEx);
-    get("cudnnGetConvolutionForwardWorkspaceSize", c->GetConvolutionForwardWorkspaceSize);
-    get("cudnnConvolutionForward", c->ConvolutionForward);
-    get("cudnnGetConvolutionBackwardDataAlgorithm_v7", c->GetConvolutionBackwardDataAlgorithm_v7);
-    get("cudnnFindConvolutionBackwardDataAlgorithmEx", c->FindConvolutionBackwardDataAlgorithmEx);
-    get("cudnnGetConvolutionBackwardDataWorkspaceSize", c->GetConvolutionBackwardDataWorkspaceSize);
-    get("cudnnConvolutionBackwardData", c->ConvolutionBackwardData);
+    get("cudnnBackendCreateDescriptor", c->CreateDescriptor);
+    get("cudnnBackendDestroyDescriptor", c->DestroyDescriptor);
+    get("cudnnBackendSetAttribute", c->SetAttribute);
+    get("cudnnBackendGetAttribute", c->GetAttribute);
+    get("cudnnBackendFinalize", c->Finalize);
+    get("cudnnBackendExecute", c->Execute);
     if (!missing.empty()) {
       c->why = "cuDNN lacks entry points: " + missing;
       return c;
     }
     c->version = c->GetVersion();
-    if (c->version < 8000) {
-      c->why = "cuDNN " + std::to_string(c->version) + " is too old (8 or newer is needed)";
+    if (c->version < 90000) {
+      c->why = "cuDNN " + std::to_string(c->version) + " is too old (9 or newer is needed)";
       return c;
     }
     c->ok = true;
@@ -180,20 +212,37 @@ Handle handle(int device) {
   return c.handle[device];
 }
 
-// One cached problem: descriptors and the chosen algorithm (ok = false: cuDNN rejected it, the
-// fallback runs without asking again).
-struct Plan {
-  bool ok = false;
-  TensorDesc in = nullptr, out = nullptr;  // forward: x, y; transposed: dy (= input), dx (= output)
-  FilterDesc w = nullptr;
-  ConvDesc conv = nullptr;
-  int algo = 0;
-  size_t ws = 0;
+// A backend descriptor owned by this scope (release() keeps it alive past it).
+struct Owned {
+  Desc d = nullptr;
+  explicit Owned(int type) {
+    if (lib().CreateDescriptor(type, &d) != 0) d = nullptr;
+  }
+  Owned(const Owned&) = delete;
+  Owned& operator=(const Owned&) = delete;
+  ~Owned() {
+    if (d) lib().DestroyDescriptor(d);
+  }
+  Desc release() {
+    Desc r = d;
+    d = nullptr;
+    return r;
+  }
 };
-using Key = std::tuple<int, int, int, int, std::vector<int64_t>>;  // device, transposed, dtype, tf32, geometry
-std::map<Key, Plan>& plans() {
-  static auto* m = new std::map<Key, Plan>;
-  return *m;
+
+// Sets attributes one after another; the first failure sticks (the descriptor is then unusable).
+struct Setter {
+  bool ok = true;
+  void operator()(Desc d, int name, int type, int64_t count, const void* values) {
+    if (ok) ok = d && lib().SetAttribute(d, name, type, count, values) == 0;
+  }
+  bool finalize(Desc d) { return ok = ok && lib().Finalize(d) == 0; }
+};
+
+// Graphs and plans name the handle they are built for; cuDNN 9 marks these attributes deprecated
+// (a device-properties descriptor may replace them), so a refusal is not an error.
+void set_handle(Desc d, int name, Handle h) {
+  if (d) lib().SetAttribute(d, name, kTHandle, 1, &h);
 }
 
 int cudnn_dtype(DType t) {
@@ -205,97 +254,159 @@ int cudnn_dtype(DType t) {
   }
 }
 
-constexpr size_t kFindWorkspace = size_t(256) << 20;
-
-Plan make_plan(int device, const ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor& y, bool tf32) {
-  Cudnn& c = lib();
-  Plan pl;
-  Handle h = handle(device);
-  if (!h) return pl;
-  int dt = cudnn_dtype(p.dt);
-  int compute = p.dt == DType::Float64 ? kDouble : kFloat;
-  bool ok = c.CreateTensorDescriptor(&pl.in) == 0 && c.CreateTensorDescriptor(&pl.out) == 0 &&
-            c.CreateFilterDescriptor(&pl.w) == 0 && c.CreateConvolutionDescriptor(&pl.conv) == 0;
-  if (!ok) return pl;
-  // Forward: x (N, C, H, W) -> y (N, O, OH, OW), filter (O, C/G, KH, KW).
-  // Transposed: the forward convolution maps our output (N, O, OH, OW) to our input (N, C, H, W)
-  // with filter (C, O/G, KH, KW) = our weight's layout; we run its backward-data.
-  int fk = (int)(p.transposed ? p.C : p.O), fc = (int)(p.transposed ? p.O / p.G : p.C / p.G);
-  ok = c.SetTensor4dDescriptor(pl.in, kNCHW, dt, (int)p.N, (int)p.C, (int)p.H, (int)p.W) == 0 &&
-       c.SetTensor4dDescriptor(pl.out, kNCHW, dt, (int)p.N, (int)p.O, (int)p.OH, (int)p.OW) == 0 &&
-       c.SetFilter4dDescriptor(pl.w, dt, kNCHW, fk, fc, (int)p.KH, (int)p.KW) == 0 &&
-       c.SetConvolution2dDescriptor(pl.conv, (int)p.ph, (int)p.pw, (int)p.sh, (int)p.sw, (int)p.dh, (int)p.dw,
-                                    kCrossCorrelation, compute) == 0 &&
-       c.SetConvolutionGroupCount(pl.conv, (int)p.G) == 0;
-  if (!ok) return pl;
-  int math = p.dt == DType::Float16 || p.dt == DType::BFloat16 ? kTensorOpMath
-             : p.dt == DType::Float32 && tf32                   ? kTensorOpMath
-             : p.dt == DType::Float32                           ? kFmaMath
-                                                                : kDefaultMath;
-  if (c.SetConvolutionMathType(pl.conv, math) != 0) return pl;
-  AlgoPerf perf[16] = {};
-  int n = 0;
-  bool bench = true;
-  if (const char* e = std::getenv("TC_CUDNN_BENCHMARK"); e && std::strcmp(e, "0") == 0) bench = false;
-  Status st = 1;
-  if (bench) {
-    void* ws = nullptr;
-    size_t wsb = kFindWorkspace;
-    try {
-      ws = raw_alloc(wsb, device);
-    } catch (const Error&) {
-      ws = nullptr;
-      wsb = 0;
-    }
-    if (!p.transposed)
-      st = c.FindConvolutionForwardAlgorithmEx(h, pl.in, x.data_ptr(), pl.w, w.data_ptr(), pl.conv, pl.out,
-                                               y.data_ptr(), 16, &n, perf, ws, wsb);
-    else
-      st = c.FindConvolutionBackwardDataAlgorithmEx(h, pl.w, w.data_ptr(), pl.in, x.data_ptr(), pl.conv, pl.out,
-                                                    y.data_ptr(), 16, &n, perf, ws, wsb);
-    raw_free(ws, device);
-  }
-  if (st != 0) {  // heuristics
-    n = 0;
-    st = !p.transposed ? c.GetConvolutionForwardAlgorithm_v7(h, pl.in, pl.w, pl.conv, pl.out, 16, &n, perf)
-                       : c.GetConvolutionBackwardDataAlgorithm_v7(h, pl.w, pl.in, pl.conv, pl.out, 16, &n, perf);
-    if (st != 0) return pl;
-  }
-  for (int i = 0; i < n; i++) {
-    if (perf[i].status != 0) continue;
-    // float32 without TF32 permission: only algorithms that keep full float32 math
-    if (p.dt == DType::Float32 && !tf32 && perf[i].mathType != kFmaMath && perf[i].mathType != kDefaultMath) continue;
-    if (c.SetConvolutionMathType(pl.conv, p.dt == DType::Float32 && !tf32 ? kFmaMath : perf[i].mathType) != 0)
-      continue;
-    size_t need = 0;
-    Status s2 = !p.transposed
-                    ? c.GetConvolutionForwardWorkspaceSize(h, pl.in, pl.w, pl.conv, pl.out, perf[i].algo, &need)
-                    : c.GetConvolutionBackwardDataWorkspaceSize(h, pl.w, pl.in, pl.conv, pl.out, perf[i].algo, &need);
-    if (s2 != 0) continue;
-    pl.algo = perf[i].algo;
-    pl.ws = need;
-    pl.ok = true;
-    break;
-  }
-  return pl;
+// A contiguous NCHW tensor descriptor.
+Desc tensor_desc(Setter& set, Owned& t, int64_t uid, int dtype, int64_t align, std::array<int64_t, 4> dims) {
+  std::array<int64_t, 4> strides{dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1};
+  set(t.d, kTensorDataType, kTDataType, 1, &dtype);
+  set(t.d, kTensorDims, kTInt64, 4, dims.data());
+  set(t.d, kTensorStrides, kTInt64, 4, strides.data());
+  set(t.d, kTensorUid, kTInt64, 1, &uid);
+  set(t.d, kTensorAlignment, kTInt64, 1, &align);
+  set.finalize(t.d);
+  return t.d;
 }
 
-// TC_CUDNN_STATS=1: host time spent per convolution (in tc's code around cuDNN and inside the
-// cuDNN call itself) and the algorithms chosen, printed to stderr at exit — to tell CPU overhead
-// of the legacy API from slow kernels without a profiler.
+// One cached problem: the execution plan (null: cuDNN has no engine for it, the fallback runs
+// without asking again), its workspace and cuDNN's global index of the engine that runs it.
+struct Plan {
+  Desc plan = nullptr;
+  int64_t ws = 0, engine = -1;
+  // Variant packs of recent calls by their pointers (x, w, y, workspace): in steady state the
+  // caching allocator often hands a call the blocks it had the iteration before, and then the
+  // call skips creating and finalizing a pack.
+  struct Pack {
+    void* ptrs[4] = {};
+    Desc d = nullptr;
+  };
+  std::array<Pack, 8> packs;
+  unsigned next = 0;
+};
+void destroy(Plan& pl) {
+  for (auto& p : pl.packs)
+    if (p.d) lib().DestroyDescriptor(p.d);
+  if (pl.plan) lib().DestroyDescriptor(pl.plan);
+  pl = Plan{};
+}
+using Key = std::array<int64_t, 21>;
+std::map<Key, Plan>& plans() {
+  static auto* m = new std::map<Key, Plan>;
+  return *m;
+}
+
+// The operation graph of problem p: x -> y (forward) or dy = x -> dx = y (transposed).
+Desc op_graph(const ConvProblem& p, Handle h, int64_t align, Owned keep[5]) {
+  Setter set;
+  int dt = cudnn_dtype(p.dt);
+  int compute = p.dt == DType::Float64 ? kDouble : kFloat;
+  // Forward: x (N, C, H, W) -> y (N, O, OH, OW), filter (O, C/G, KH, KW). Transposed: the forward
+  // convolution maps our output (N, O, OH, OW) to our input (N, C, H, W) with filter
+  // (C, O/G, KH, KW), our weight's layout; we run its backward-data. Groups follow from the
+  // channel counts of x and the filter.
+  Desc x = tensor_desc(set, keep[0], kUidX, dt, align, {p.N, p.C, p.H, p.W});
+  Desc w = tensor_desc(set, keep[1], kUidW, dt, align,
+                       {p.transposed ? p.C : p.O, p.transposed ? p.O / p.G : p.C / p.G, p.KH, p.KW});
+  Desc y = tensor_desc(set, keep[2], kUidY, dt, align, {p.N, p.O, p.OH, p.OW});
+  Desc conv = keep[3].d;
+  int64_t dims = 2;
+  int mode = kCrossCorrelation;
+  int64_t pad[2] = {p.ph, p.pw}, stride[2] = {p.sh, p.sw}, dil[2] = {p.dh, p.dw};
+  set(conv, kConvSpatialDims, kTInt64, 1, &dims);
+  set(conv, kConvCompType, kTDataType, 1, &compute);
+  set(conv, kConvMode, kTConvMode, 1, &mode);
+  set(conv, kConvPrePaddings, kTInt64, 2, pad);
+  set(conv, kConvPostPaddings, kTInt64, 2, pad);
+  set(conv, kConvFilterStrides, kTInt64, 2, stride);
+  set(conv, kConvDilations, kTInt64, 2, dil);
+  set.finalize(conv);
+  Owned op(p.transposed ? kConvBackwardDataOp : kConvForwardOp);
+  double alpha_d = 1, beta_d = 0;
+  float alpha_f = 1, beta_f = 0;
+  int st = p.dt == DType::Float64 ? kTDouble : kTFloat;
+  const void* alpha = p.dt == DType::Float64 ? (const void*)&alpha_d : (const void*)&alpha_f;
+  const void* beta = p.dt == DType::Float64 ? (const void*)&beta_d : (const void*)&beta_f;
+  if (!p.transposed) {
+    set(op.d, kFwdX, kTDescriptor, 1, &x);
+    set(op.d, kFwdW, kTDescriptor, 1, &w);
+    set(op.d, kFwdY, kTDescriptor, 1, &y);
+    set(op.d, kFwdConvDesc, kTDescriptor, 1, &conv);
+    set(op.d, kFwdAlpha, st, 1, alpha);
+    set(op.d, kFwdBeta, st, 1, beta);
+  } else {
+    set(op.d, kBwdDataDy, kTDescriptor, 1, &x);
+    set(op.d, kBwdDataW, kTDescriptor, 1, &w);
+    set(op.d, kBwdDataDx, kTDescriptor, 1, &y);
+    set(op.d, kBwdDataConvDesc, kTDescriptor, 1, &conv);
+    set(op.d, kBwdDataAlpha, st, 1, alpha);
+    set(op.d, kBwdDataBeta, st, 1, beta);
+  }
+  set.finalize(op.d);
+  Desc opd = op.d;
+  Desc graph = keep[4].d;
+  set(graph, kGraphOps, kTDescriptor, 1, &opd);
+  set_handle(graph, kGraphHandle, h);
+  set.finalize(graph);
+  return set.ok ? graph : nullptr;
+}
+
+// The engine configurations heuristics `mode` proposes for the graph, best first (owned by the
+// caller).
+std::vector<Desc> engine_configs(Desc graph, int mode) {
+  Cudnn& c = lib();
+  Owned heur(kEngineHeurDesc);
+  Setter set;
+  set(heur.d, kHeurOpGraph, kTDescriptor, 1, &graph);
+  set(heur.d, kHeurMode, kTHeurMode, 1, &mode);
+  if (!set.finalize(heur.d)) return {};
+  int64_t n = 0;
+  if (c.GetAttribute(heur.d, kHeurResults, kTDescriptor, 0, &n, nullptr) != 0 || n <= 0) return {};
+  std::vector<Desc> cfgs(n, nullptr);
+  for (auto& d : cfgs)
+    if (c.CreateDescriptor(kEngineCfgDesc, &d) != 0) d = nullptr;
+  int64_t got = 0;
+  Status st = c.GetAttribute(heur.d, kHeurResults, kTDescriptor, n, &got, cfgs.data());
+  for (int64_t i = st == 0 ? got : 0; i < n; i++)
+    if (cfgs[i]) c.DestroyDescriptor(cfgs[i]);
+  cfgs.resize(st == 0 ? got : 0);
+  return cfgs;
+}
+
+// Whether an engine configuration computes at the precision tc promises, and its engine's index.
+bool precision_ok(Desc cfg, DType dt, bool tf32, int64_t* engine_index) {
+  Cudnn& c = lib();
+  Owned engine(kEngineDesc);
+  int64_t n = 0;
+  if (c.GetAttribute(cfg, kCfgEngine, kTDescriptor, 1, &n, &engine.d) != 0) return false;
+  c.GetAttribute(engine.d, kEngineGlobalIndex, kTInt64, 1, &n, engine_index);
+  int notes[32] = {};
+  if (c.GetAttribute(engine.d, kEngineNumericalNote, kTNumericalNote, 32, &n, notes) != 0) return false;
+  for (int64_t i = 0; i < n; i++) {
+    if (notes[i] == kNoteDownConvertInputs) return false;
+    if (notes[i] == kNoteTensorCore && dt == DType::Float32 && !tf32) return false;
+  }
+  return true;
+}
+
+using Clock = std::chrono::steady_clock;
+double us_since(Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count(); }
+
+// TC_CUDNN_STATS=1: host time spent per convolution (in tc's code around cuDNN, finding or
+// building the variant pack, and inside cudnnBackendExecute) and the engines chosen, printed to
+// stderr at exit — to tell host overhead from slow kernels without a profiler.
 struct Stats {
   bool on = [] {
     const char* e = std::getenv("TC_CUDNN_STATS");
     return e && std::strcmp(e, "1") == 0;
   }();
-  int64_t calls = 0;
-  double total_us = 0, cudnn_us = 0;
-  std::map<int, int64_t> algos;
+  int64_t calls = 0, pack_hits = 0;
+  double total_us = 0, pack_us = 0, cudnn_us = 0;
+  std::map<int64_t, int64_t> engines;
   ~Stats() {
     if (!on || !calls) return;
-    std::fprintf(stderr, "cudnn stats: %lld convolutions, host us per call: %.1f in tc_conv, %.1f inside cuDNN; algos:",
-                 (long long)calls, total_us / calls, cudnn_us / calls);
-    for (auto& [a, n] : algos) std::fprintf(stderr, " %d x%lld", a, (long long)n);
+    std::fprintf(stderr, "cudnn stats: %lld convolutions, %zu plans, host us per call: %.1f in cudnn_conv, %.1f "
+                 "finding or building the variant pack (%lld found), %.1f in cudnnBackendExecute; engines:",
+                 (long long)calls, plans().size(), total_us / calls, pack_us / calls, (long long)pack_hits,
+                 cudnn_us / calls);
+    for (auto& [e, n] : engines) std::fprintf(stderr, " %lld x%lld", (long long)e, (long long)n);
     std::fprintf(stderr, "\n");
   }
 };
@@ -303,8 +414,125 @@ Stats& stats() {
   static Stats s;
   return s;
 }
-using Clock = std::chrono::steady_clock;
-double us_since(Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count(); }
+
+// The variant pack of one call of pl (null if cuDNN refuses the pointers).
+Desc variant_pack(Plan& pl, void* const ptrs[4], bool counted) {
+  for (auto& p : pl.packs)
+    if (p.d && std::equal(ptrs, ptrs + 4, p.ptrs)) {
+      stats().pack_hits += counted;
+      return p.d;
+    }
+  static const int64_t uids[3] = {kUidX, kUidW, kUidY};
+  Owned pack(kVariantPackDesc);
+  Setter set;
+  set(pack.d, kPackUids, kTInt64, 3, uids);
+  set(pack.d, kPackPointers, kTVoidPtr, 3, ptrs);
+  set(pack.d, kPackWorkspace, kTVoidPtr, 1, &ptrs[3]);
+  if (!set.finalize(pack.d)) return nullptr;
+  Plan::Pack& slot = pl.packs[pl.next++ % pl.packs.size()];
+  if (slot.d) lib().DestroyDescriptor(slot.d);
+  std::copy(ptrs, ptrs + 4, slot.ptrs);
+  slot.d = pack.release();
+  return slot.d;
+}
+
+// Runs pl on x, w, y (ptrs) with a workspace from the caching allocator; cuDNN's status. `counted`:
+// a call of the program (not of plan selection), for TC_CUDNN_STATS.
+Status execute(Handle h, Plan& pl, void* const ptrs[3], int device, bool counted = true) {
+  Clock::time_point t0 = Clock::now();
+  void* all[4] = {ptrs[0], ptrs[1], ptrs[2], pl.ws ? raw_alloc((size_t)pl.ws, device) : nullptr};
+  Desc pack = variant_pack(pl, all, counted);
+  Clock::time_point t1 = Clock::now();
+  Status st = pack ? lib().Execute(h, pl.plan, pack) : 3000;  // CUDNN_STATUS_NOT_SUPPORTED
+  raw_free(all[3], device);  // stream-ordered: the next user of the block runs after this convolution
+  if (stats().on && counted) {
+    stats().pack_us += std::chrono::duration<double, std::micro>(t1 - t0).count();
+    stats().cudnn_us += us_since(t1);
+  }
+  return st;
+}
+
+bool benchmark() {
+  const char* e = std::getenv("TC_CUDNN_BENCHMARK");
+  return !(e && std::strcmp(e, "0") == 0);
+}
+constexpr int kTimedCandidates = 4;
+constexpr int64_t kMaxWorkspace = int64_t(1) << 30;
+
+// Builds the plan of one problem. The graph is built once; engine configurations come from
+// heuristics mode A (then the fallback list if none of those qualifies); with benchmarking the
+// first kTimedCandidates that finalize are timed on the real operands (y is overwritten, which
+// the caller does anyway) and the fastest kept.
+Plan make_plan(int device, const ConvProblem& p, int64_t align, bool tf32, void* const ptrs[3]) {
+  Cudnn& c = lib();
+  Plan best;
+  Handle h = handle(device);
+  if (!h) return best;
+  Owned keep[5] = {Owned(kTensorDesc), Owned(kTensorDesc), Owned(kTensorDesc), Owned(kConvolutionDesc),
+                   Owned(kOpGraphDesc)};
+  Desc graph = op_graph(p, h, align, keep);
+  if (!graph) return best;
+  std::vector<Plan> found;
+  int want = benchmark() ? kTimedCandidates : 1;
+  for (int mode : {kHeurModeA, kHeurModeFallback}) {
+    std::vector<Desc> cfgs = engine_configs(graph, mode);
+    for (Desc cfg : cfgs) {
+      Plan pl;
+      if ((int)found.size() < want && precision_ok(cfg, p.dt, tf32, &pl.engine)) {
+        Owned plan(kPlanDesc);
+        Setter set;
+        set_handle(plan.d, kPlanHandle, h);
+        set(plan.d, kPlanEngineCfg, kTDescriptor, 1, &cfg);
+        int64_t n = 0;
+        if (set.finalize(plan.d) && c.GetAttribute(plan.d, kPlanWorkspaceSize, kTInt64, 1, &n, &pl.ws) == 0 &&
+            pl.ws <= kMaxWorkspace) {
+          pl.plan = plan.release();
+          found.push_back(pl);
+        }
+      }
+      c.DestroyDescriptor(cfg);  // a finalized plan keeps what it needs of its configuration
+    }
+    if (!found.empty()) break;
+  }
+  if (found.size() == 1) return found[0];
+  double best_us = 1e300;
+  for (Plan& pl : found) {
+    double us = 1e300;
+    try {
+      if (execute(h, pl, ptrs, device, false) == 0) {  // warm-up (module loads)
+        sync_stream(device);
+        Clock::time_point t0 = Clock::now();
+        for (int i = 0; i < 3; i++) execute(h, pl, ptrs, device, false);
+        sync_stream(device);
+        us = us_since(t0);
+      }
+    } catch (const Error&) {  // out of memory for this plan's workspace: not a candidate
+    }
+    if (us < best_us) {
+      best_us = us;
+      std::swap(best, pl);
+    }
+    destroy(pl);
+  }
+  return best;
+}
+
+// The largest power of two (at most 16) dividing every pointer: the alignment cuDNN may assume.
+int64_t alignment(void* const ptrs[3]) {
+  uintptr_t bits = 16;
+  for (int i = 0; i < 3; i++) bits |= (uintptr_t)ptrs[i];
+  return (int64_t)(bits & -bits);
+}
+
+// y (N, O, L) += bias (O), broadcast over samples and the image.
+void add_bias(const ConvProblem& p, const Tensor& y, const Tensor& bias) {
+  int64_t L = p.OH * p.OW;
+  Shape sz{p.N, p.O, L};
+  Tensor y3 = y.as_strided(sz, {p.O * L, L, 1}, y.offset());
+  Tensor b3 = bias.as_strided(sz, {0, bias.strides()[0], 0}, bias.offset());
+  EwSpec s{"conv_bias", {{EwIn::Ptr, p.dt, mtype(p.dt)}, {EwIn::Ptr, p.dt, mtype(p.dt)}}, p.dt, {}, "a0 + a1"};
+  run_elementwise(s, y3, {y3, b3}, {});
+}
 
 }  // namespace
 
@@ -314,57 +542,98 @@ bool cudnn_available(std::string* why) {
   return c.ok;
 }
 
+int64_t cudnn_plan_count() {
+  std::lock_guard<std::mutex> lock(mu());
+  int64_t n = 0;
+  for (auto& [k, pl] : plans()) n += pl.plan != nullptr;
+  return n;
+}
+
 bool cudnn_conv(const ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) {
   if (compile_only() || disabled()) return false;
   if (p.dt != DType::Float32 && p.dt != DType::Float64 && p.dt != DType::Float16 && p.dt != DType::BFloat16)
     return false;
-  for (int64_t v : {p.N, p.C, p.H, p.W, p.O, p.KH, p.KW, p.G, p.OH, p.OW})
-    if (v <= 0 || v > INT_MAX) return false;
-  if (x.numel() > INT_MAX || w.numel() > INT_MAX || y.numel() > INT_MAX) return false;
   Cudnn& c = lib();
   if (!c.ok) return false;
   Clock::time_point t0 = Clock::now();
   int device = y.device().index;
   bool tf32 = p.dt == DType::Float32 && allow_tf32();
+  void* const ptrs[3] = {x.data_ptr(), w.data_ptr(), y.data_ptr()};
+  int64_t align = alignment(ptrs);
   std::lock_guard<std::mutex> lock(mu());
-  Key key{device, p.transposed ? 1 : 0, (int)p.dt, tf32 ? 1 : 0,
-          {p.N, p.C, p.H, p.W, p.O, p.KH, p.KW, p.G, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw, p.OH, p.OW}};
+  Key key{device, p.transposed, (int64_t)p.dt, tf32, align, p.N, p.C, p.H, p.W, p.O, p.KH,
+          p.KW,   p.G,          p.sh,          p.sw, p.ph,  p.pw, p.dh, p.dw, p.OH, p.OW};
   auto it = plans().find(key);
-  if (it == plans().end()) it = plans().emplace(key, make_plan(device, p, x, w, y, tf32)).first;
-  const Plan& pl = it->second;
-  if (!pl.ok) return false;
-  Handle h = c.handle[device];
+  if (it == plans().end()) it = plans().emplace(key, make_plan(device, p, align, tf32, ptrs)).first;
+  Plan& pl = it->second;
+  if (!pl.plan) return false;
   dev(device);  // the device's context current on this thread
-  double beta = 0;
-  if (bias.defined()) {  // y = bias (broadcast over N and the image), then the convolution adds onto it
-    Shape ysz{p.N, p.O, p.OH * p.OW};
-    copy_strided(y.as_strided(ysz, {p.O * p.OH * p.OW, p.OH * p.OW, 1}, y.offset()),
-                 bias.as_strided(ysz, {0, bias.strides()[0], 0}, bias.offset()));
-    beta = 1;
-  }
-  double ad = 1, bd = beta;
-  float af = 1, bf = (float)beta;
-  const void* alpha = p.dt == DType::Float64 ? (const void*)&ad : (const void*)&af;
-  const void* betap = p.dt == DType::Float64 ? (const void*)&bd : (const void*)&bf;
-  void* ws = pl.ws ? raw_alloc(pl.ws, device) : nullptr;
-  Clock::time_point t1 = Clock::now();
-  Status st = !p.transposed ? c.ConvolutionForward(h, alpha, pl.in, x.data_ptr(), pl.w, w.data_ptr(), pl.conv, pl.algo,
-                                                   ws, pl.ws, betap, pl.out, y.data_ptr())
-                            : c.ConvolutionBackwardData(h, alpha, pl.w, w.data_ptr(), pl.in, x.data_ptr(), pl.conv,
-                                                        pl.algo, ws, pl.ws, betap, pl.out, y.data_ptr());
+  Status st = execute(c.handle[device], pl, ptrs, device);
   if (stats().on) {
-    stats().cudnn_us += us_since(t1);
     stats().calls++;
-    stats().algos[pl.algo]++;
+    stats().engines[pl.engine]++;
   }
-  raw_free(ws, device);  // stream-ordered: the next user of the block runs after this convolution
-  TC_CHECK(st == 0, DeviceError, "cuDNN %s failed: %s (N=%lld C=%lld H=%lld W=%lld O=%lld kernel %lldx%lld)",
-           p.transposed ? "cudnnConvolutionBackwardData" : "cudnnConvolutionForward", c.GetErrorString(st),
-           (long long)p.N, (long long)p.C, (long long)p.H, (long long)p.W, (long long)p.O, (long long)p.KH,
-           (long long)p.KW);
+  TC_CHECK(st == 0, DeviceError, "cuDNN convolution%s failed: %s (N=%lld C=%lld H=%lld W=%lld O=%lld kernel %lldx%lld)",
+           p.transposed ? " (transposed)" : "", c.GetErrorString(st), (long long)p.N, (long long)p.C,
+           (long long)p.H, (long long)p.W, (long long)p.O, (long long)p.KH, (long long)p.KW);
+  if (bias.defined()) add_bias(p, y, bias);
   last_conv_impl_slot() = "cudnn";
   if (stats().on) stats().total_us += us_since(t0);
   return true;
 }
 
 }  // namespace tc::cuda
+
+// The enum values above are cuDNN's ABI; where the build machine has cuDNN's header, check them.
+#if __has_include(<cudnn_graph.h>)
+#include <cudnn_graph.h>
+namespace tc::cuda {
+constexpr bool same(int ours, int theirs) { return ours == theirs; }
+static_assert(same(kHalf, CUDNN_DATA_HALF) && same(kBFloat16, CUDNN_DATA_BFLOAT16) && same(kDouble, CUDNN_DATA_DOUBLE));
+static_assert(same(kConvForwardOp, CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR) &&
+              same(kConvBackwardDataOp, CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR) &&
+              same(kOpGraphDesc, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR) &&
+              same(kVariantPackDesc, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR) && same(kTensorDesc, CUDNN_BACKEND_TENSOR_DESCRIPTOR) &&
+              same(kPlanDesc, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR) &&
+              same(kEngineHeurDesc, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR) && same(kEngineDesc, CUDNN_BACKEND_ENGINE_DESCRIPTOR) &&
+              same(kEngineCfgDesc, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR) &&
+              same(kConvolutionDesc, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR));
+static_assert(same(kTHandle, CUDNN_TYPE_HANDLE) && same(kTDataType, CUDNN_TYPE_DATA_TYPE) && same(kTInt64, CUDNN_TYPE_INT64) &&
+              same(kTFloat, CUDNN_TYPE_FLOAT) && same(kTDouble, CUDNN_TYPE_DOUBLE) && same(kTVoidPtr, CUDNN_TYPE_VOID_PTR) &&
+              same(kTConvMode, CUDNN_TYPE_CONVOLUTION_MODE) && same(kTHeurMode, CUDNN_TYPE_HEUR_MODE) &&
+              same(kTNumericalNote, CUDNN_TYPE_NUMERICAL_NOTE) && same(kTDescriptor, CUDNN_TYPE_BACKEND_DESCRIPTOR));
+static_assert(same(kConvCompType, CUDNN_ATTR_CONVOLUTION_COMP_TYPE) && same(kConvMode, CUDNN_ATTR_CONVOLUTION_CONV_MODE) &&
+              same(kConvDilations, CUDNN_ATTR_CONVOLUTION_DILATIONS) &&
+              same(kConvFilterStrides, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES) &&
+              same(kConvPostPaddings, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS) &&
+              same(kConvPrePaddings, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS) &&
+              same(kConvSpatialDims, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS));
+static_assert(same(kHeurMode, CUDNN_ATTR_ENGINEHEUR_MODE) && same(kHeurOpGraph, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH) &&
+              same(kHeurResults, CUDNN_ATTR_ENGINEHEUR_RESULTS) && same(kCfgEngine, CUDNN_ATTR_ENGINECFG_ENGINE) &&
+              same(kPlanHandle, CUDNN_ATTR_EXECUTION_PLAN_HANDLE) &&
+              same(kPlanEngineCfg, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG) &&
+              same(kPlanWorkspaceSize, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE));
+static_assert(same(kFwdAlpha, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA) &&
+              same(kFwdBeta, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA) &&
+              same(kFwdConvDesc, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC) &&
+              same(kFwdW, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W) && same(kFwdX, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X) &&
+              same(kFwdY, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y) &&
+              same(kBwdDataAlpha, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA) &&
+              same(kBwdDataBeta, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA) &&
+              same(kBwdDataConvDesc, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC) &&
+              same(kBwdDataW, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W) &&
+              same(kBwdDataDx, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX) &&
+              same(kBwdDataDy, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY));
+static_assert(same(kGraphHandle, CUDNN_ATTR_OPERATIONGRAPH_HANDLE) && same(kGraphOps, CUDNN_ATTR_OPERATIONGRAPH_OPS) &&
+              same(kTensorAlignment, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT) &&
+              same(kTensorDataType, CUDNN_ATTR_TENSOR_DATA_TYPE) && same(kTensorDims, CUDNN_ATTR_TENSOR_DIMENSIONS) &&
+              same(kTensorStrides, CUDNN_ATTR_TENSOR_STRIDES) && same(kTensorUid, CUDNN_ATTR_TENSOR_UNIQUE_ID) &&
+              same(kPackUids, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS) && same(kPackPointers, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS) &&
+              same(kPackWorkspace, CUDNN_ATTR_VARIANT_PACK_WORKSPACE) &&
+              same(kEngineGlobalIndex, CUDNN_ATTR_ENGINE_GLOBAL_INDEX) &&
+              same(kEngineNumericalNote, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE));
+static_assert(same(kCrossCorrelation, CUDNN_CROSS_CORRELATION) && same(kHeurModeA, CUDNN_HEUR_MODE_A) &&
+              same(kHeurModeFallback, CUDNN_HEUR_MODE_FALLBACK) && same(kNoteTensorCore, CUDNN_NUMERICAL_NOTE_TENSOR_CORE) &&
+              same(kNoteDownConvertInputs, CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS));
+}  // namespace tc::cuda
+#endif

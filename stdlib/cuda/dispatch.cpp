@@ -3,6 +3,8 @@
 // CUDA kernels; an op (or a case of one) without a native kernel runs through the host fallback:
 // the CUDA arguments are copied to the host, the CPU kernel runs, results are copied back (and
 // arguments written in place are written back), so every op works on CUDA, natively or not.
+#include <chrono>
+
 #include "cuda/runtime.h"
 #include "tc/cuda.h"
 
@@ -63,9 +65,7 @@ Stack host_fallback(Op op, const Stack& a, const Metas& m) {
   return r;
 }
 
-}  // namespace
-
-Stack cuda_dispatch(Op op, const Stack& a, const Metas& m) {
+Stack cuda_dispatch_impl(Op op, const Stack& a, const Metas& m) {
   cuda::ensure_initialized();
   const OpSchema& s = schema(op);
   if (s.group == OpGroup::view) return cpu_view(op, a, m);
@@ -74,7 +74,9 @@ Stack cuda_dispatch(Op op, const Stack& a, const Metas& m) {
   switch (s.group) {
     case OpGroup::pointwise: done = cuda::pointwise(op, a, m, &out); break;
     case OpGroup::reduction: done = cuda::reduction(op, a, m, &out); break;
-    case OpGroup::movement: done = cuda::movement(op, a, m, &out); break;
+    case OpGroup::movement:
+      done = (op == Op::cat && cuda::cat_contiguous(a, m[0], &out)) || cuda::movement(op, a, m, &out);
+      break;
     case OpGroup::linalg: done = cuda::linalg(op, a, m, &out); break;
     case OpGroup::nn: done = cuda::nn(op, a, m, &out); break;
     case OpGroup::creation: done = cuda::creation(op, a, m, &out); break;
@@ -86,6 +88,20 @@ Stack cuda_dispatch(Op op, const Stack& a, const Metas& m) {
   }
   cuda::dispatch_stats().fallback++;
   return host_fallback(op, a, m);
+}
+
+}  // namespace
+
+// TC_CUDA_PROFILE (cuda/runtime.h): time and launches per op.
+Stack cuda_dispatch(Op op, const Stack& a, const Metas& m) {
+  if (!cuda::profile_level()) return cuda_dispatch_impl(op, a, m);
+  auto t0 = std::chrono::steady_clock::now();
+  int64_t l0 = cuda::launch_count();
+  Stack r = cuda_dispatch_impl(op, a, m);
+  if (cuda::profile_level() >= 2 && !m.empty() && m[0].device.is_cuda()) cuda::sync_stream(m[0].device.index);
+  cuda::profile_op(op, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count(),
+                   cuda::launch_count() - l0);
+  return r;
 }
 
 }  // namespace tc

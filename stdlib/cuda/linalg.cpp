@@ -2,14 +2,12 @@
 // addmm, baddbmm for float32 (TF32 only when tc's float32 matmul precision is not "highest"),
 // float64, float16 and bfloat16 (float accumulation). Transposed operands are passed as cuBLAS
 // transposes, anything else strided is made contiguous first. Integer products take the host
-// fallback. Convolutions: cuDNN (cudnn.cpp) or im2col + cuBLAS below, the faster per problem;
-// pools below; einsum in einsum.cpp.
+// fallback. Convolutions: cuDNN (cudnn.cpp) when it takes the problem, else im2col + cuBLAS
+// below; pools below; einsum in einsum.cpp.
 #include <cublas_v2.h>
 #include <dlfcn.h>
 
-#include <chrono>
 #include <cstring>
-#include <map>
 #include <mutex>
 
 #include "cpu/linalg.h"
@@ -484,22 +482,6 @@ void conv_fallback(const ConvGeo& g, bool tr, DType dt, DType ct, const Tensor& 
 }
 
 
-
-// Which path serves a convolution problem when cuDNN is usable: -1 not decided yet, 0 the
-// im2col + cuBLAS fallback, 1 cuDNN. With autotuning (default; TC_CONV_AUTOTUNE=0 turns it off
-// and cuDNN always runs) the first call of each problem times both paths and keeps the faster.
-bool autotune();
-int& conv_choice(const ConvProblem& p) {
-  static auto* m = new std::map<std::vector<int64_t>, int>;
-  std::vector<int64_t> k{p.transposed, (int64_t)p.dt, allow_tf32() ? 1 : 0, p.N, p.C, p.H, p.W, p.O, p.KH, p.KW, p.G,
-                         p.sh, p.sw, p.ph, p.pw, p.dh, p.dw, p.OH, p.OW};
-  return m->try_emplace(k, autotune() ? -1 : 1).first->second;
-}
-bool autotune() {
-  const char* e = std::getenv("TC_CONV_AUTOTUNE");
-  return !(e && std::strcmp(e, "0") == 0);
-}
-
 bool conv(Op op, const Stack& a, const Metas& m, Stack* result) {
   const Tensor& x0 = a[0].tensor();
   const Tensor& w0 = a[1].tensor();
@@ -547,32 +529,16 @@ bool conv(Op op, const Stack& a, const Metas& m, Stack* result) {
     last_conv_impl_slot() = "im2col+cublas";
     return true;
   }
-  int device = out.device().index;
   Tensor bias0 = a[2].is_none() ? Tensor() : a[2].tensor();
-  if (out.is_contiguous()) {  // cuDNN when present (in the tensor's own dtype)
+  // cuDNN when present (in the tensor's own dtype). Timing both paths per problem and keeping the
+  // faster (tried until cuDNN's graph API replaced its legacy one) picked the fallback for a few
+  // small late-stage problems from isolated timings, yet made ResNet-50 and DenseNet-121 slower
+  // (2.67 vs 1.90 ms, 5.37 vs 4.74 ms on an H200): in a model the fallback's three launches cost
+  // more host time than the one cuDNN call, so cuDNN always runs when it takes the problem.
+  if (out.is_contiguous()) {
     ConvProblem p{tr, dt, g.N, g.C, g.H, g.W, g.O, g.KH, g.KW, g.G, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.OH, g.OW};
-    Tensor xc = contiguous_as(x0, dt), wc = contiguous_as(w0, dt);
     Tensor b = bias0.defined() ? contiguous_as(bias0, dt) : Tensor();
-    int& choice = conv_choice(p);
-    if (choice != 0 && cudnn_conv(p, xc, wc, b, out)) {
-      if (choice == 1 || !autotune()) return true;
-      // First time for this problem: both paths, 3 calls each, timed back to back (CPU and GPU
-      // time together, as eager code pays them); the faster one serves it from now on.
-      auto timed = [&](auto&& f) {
-        sync_stream(device);
-        auto t0 = std::chrono::steady_clock::now();
-        for (int i = 0; i < 3; i++) f();
-        sync_stream(device);
-        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      };
-      conv_fallback(g, tr, dt, ct, x0, w0, bias0, out);  // once untimed: its kernels compiled
-      double t_cudnn = timed([&] { cudnn_conv(p, xc, wc, b, out); });
-      double t_fb = timed([&] { conv_fallback(g, tr, dt, ct, x0, w0, bias0, out); });
-      choice = t_cudnn <= t_fb ? 1 : 0;
-      if (choice == 1) cudnn_conv(p, xc, wc, b, out);
-      last_conv_impl_slot() = choice == 1 ? "cudnn" : "im2col+cublas";
-      return true;
-    }
+    if (cudnn_conv(p, contiguous_as(x0, dt), contiguous_as(w0, dt), b, out)) return true;
   }
   last_conv_impl_slot() = "im2col+cublas";
   conv_fallback(g, tr, dt, ct, x0, w0, bias0, out);

@@ -6,6 +6,8 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -196,6 +198,7 @@ const DeviceAllocator kAllocator{alloc_hook, free_hook, copy_hook};
 thread_local CUcontext t_current = nullptr;
 
 bool g_compile_only = false;
+int64_t g_launches = 0;  // kernel launches so far (TC_CUDA_PROFILE)
 void* fake_alloc(size_t n, Device) { return std::calloc(1, n ? n : 1); }
 void fake_free(void* p, Device) { std::free(p); }
 void fake_copy(void* dst, Device, const void* src, Device, size_t n) { std::memmove(dst, src, n); }
@@ -390,6 +393,55 @@ std::string device_name(int device) {
          " SMs, " + s.name;
 }
 
+namespace {
+struct Profile {
+  int level = [] {
+    const char* e = std::getenv("TC_CUDA_PROFILE");
+    return e && *e ? std::atoi(e) : 0;
+  }();
+  struct Row {
+    std::vector<double> us;  // per call: the median keeps first calls (NVRTC, autotuning) out
+    int64_t launches = 0;
+  };
+  std::unordered_map<int, Row> rows;
+  ~Profile() {
+    if (!level || rows.empty()) return;
+    struct Line {
+      const char* name;
+      int64_t calls, launches;
+      double median;
+    };
+    std::vector<Line> v;
+    double total = 0;
+    for (auto& [op, r] : rows) {
+      std::vector<double> u = r.us;
+      std::nth_element(u.begin(), u.begin() + u.size() / 2, u.end());
+      v.push_back({op_name((Op)op), (int64_t)u.size(), r.launches, u[u.size() / 2]});
+      total += v.back().median * (double)u.size();
+    }
+    std::sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.median * a.calls > b.median * b.calls; });
+    std::fprintf(stderr, "tc cuda profile (%s): %.0f us = sum of calls x median\n%-28s %8s %10s %9s %9s\n",
+                 level >= 2 ? "host + GPU, synchronized per op" : "host time in cuda_dispatch", total, "op", "calls",
+                 "median us", "x calls", "launches");
+    for (auto& l : v)
+      std::fprintf(stderr, "%-28s %8lld %10.1f %9.0f %9lld\n", l.name, (long long)l.calls, l.median,
+                   l.median * (double)l.calls, (long long)l.launches);
+  }
+};
+Profile& profile() {
+  static Profile p;
+  return p;
+}
+}  // namespace
+
+int profile_level() { return profile().level; }
+void profile_op(Op op, double us, int64_t launches) {
+  Profile::Row& r = profile().rows[(int)op];
+  r.us.push_back(us);
+  r.launches += launches;
+}
+int64_t launch_count() { return g_launches; }
+
 void launch(int device, CUfunction f, unsigned grid, unsigned block, void** args, unsigned smem) {
   launch3(device, f, grid, 1, 1, block, args, smem);
 }
@@ -397,6 +449,7 @@ void launch(int device, CUfunction f, unsigned grid, unsigned block, void** args
 void launch3(int device, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned block, void** args,
              unsigned smem) {
   if (gx == 0 || gy == 0 || gz == 0 || g_compile_only) return;
+  g_launches++;
   DeviceState& s = dev(device);
   check(G().d.LaunchKernel(f, gx, gy, gz, block, 1, 1, smem, s.stream, args, nullptr), "kernel launch");
 }

@@ -114,6 +114,9 @@ struct ConvProblem {
 // or rejects the problem: the caller then runs its own path.
 bool cudnn_conv(const ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
 bool cudnn_available(std::string* why);
+// cat of contiguous inputs of the output's dtype in one launch (stdlib/cuda/cat.cpp), tried by
+// cuda_dispatch before movement(); false: not such a case, nothing done.
+bool cat_contiguous(const Stack& a, const TensorMeta& m, Stack* out);
 // sort and topk (stdlib/cuda/sort.cpp), called by reduction().
 bool sort_topk(Op op, const Stack& a, const Metas& m, Stack* out);
 // Losses (stdlib/cuda/loss.cpp), called by nn().
@@ -144,6 +147,13 @@ struct DispatchStats {
   int64_t native = 0, fallback = 0;
 };
 DispatchStats& dispatch_stats();
+// TC_CUDA_PROFILE=1: per op, the calls, host microseconds inside cuda_dispatch and kernel
+// launches (ours, not cuDNN's or cuBLAS's); =2 also waits for the stream after every op, so the
+// time includes the GPU's work. A table on stderr at exit: where eager CUDA time goes, without
+// a profiler on the GPU machine.
+int profile_level();
+void profile_op(Op op, double us, int64_t launches);
+int64_t launch_count();
 const char*& last_conv_impl_slot();
 
 }  // namespace tc::cuda

@@ -3,7 +3,7 @@
 // float64, over strides, padding, dilation, groups (depthwise too), bias or none, 1x1 kernels,
 // unbatched input, sizes on both sides of the fallback's one-GEMM threshold, and float64,
 // float32 (full precision and TF32), float16, bfloat16. tc::cuda::last_conv_impl() must name the
-// path that ran (autotuning between the two is off here: TC_CONV_AUTOTUNE=0). Skips without a GPU; without cuDNN only the fallback is checked, unless
+// path that ran. Skips without a GPU; without cuDNN only the fallback is checked, unless
 // TC_EXPECT_CUDNN=1 (the GPU machine's run) makes that a failure.
 #include <gtest/gtest.h>
 
@@ -13,8 +13,11 @@
 #include "tc/config.h"
 #include "tc/cuda.h"
 #include "tc/ops.h"
+#include "compare_to_cpu.h"
 
 using namespace tc;
+using tc::test::convert;
+using tc::test::max_rel_err;
 
 namespace {
 
@@ -27,35 +30,11 @@ struct Case {
   int64_t groups;
 };
 
-Tensor rand_tensor(const Shape& s, std::mt19937& rng) {
-  Tensor t = Tensor::empty(s, DType::Float64);
-  std::normal_distribution<double> d;
-  for (int64_t i = 0; i < t.numel(); i++) t.data<double>()[i] = d(rng);
-  return t;
-}
-
-Tensor convert(const Tensor& t, DType dt, Device dev) {
-  Tensor r = Tensor::empty(t.sizes(), dt, dev);
-  r.copy_from(t);
-  return r;
-}
-
 Tensor run(const Case& c, const Tensor& x, const Tensor& w, const Tensor& b) {
   std::vector<std::pair<std::string, Value>> kw = {{"stride", Value(c.stride)}, {"padding", Value(c.padding)},
                                                    {"dilation", Value(c.dilation)}, {"groups", Value(c.groups)}};
   if (c.op == Op::conv_transpose2d) kw.push_back({"output_padding", Value(c.output_padding)});
   return call1(c.op, {x, w, b.defined() ? Value(b) : Value()}, kw);
-}
-
-double max_rel_err(const Tensor& ref, const Tensor& got) {
-  Tensor g = convert(got, DType::Float64, Device{});
-  double scale = 1, err = 0;
-  for (int64_t i = 0; i < ref.numel(); i++) scale = std::max(scale, std::abs(ref.data<double>()[i]));
-  for (int64_t i = 0; i < ref.numel(); i++) {
-    double d = std::abs(ref.data<double>()[i] - g.data<double>()[i]);
-    if (!(d <= err)) err = d;  // NaN wins
-  }
-  return err / scale;
 }
 
 const std::vector<Case>& cases() {
@@ -83,10 +62,8 @@ class ConvPaths : public testing::Test {
   void SetUp() override {
     std::string why;
     if (!cuda::is_available(&why)) GTEST_SKIP() << "CUDA not available: " << why;
-    setenv("TC_CONV_AUTOTUNE", "0", 1);  // cuDNN for every problem it takes (no timing race)
   }
   void TearDown() override {
-    unsetenv("TC_CONV_AUTOTUNE");
     unsetenv("TC_CUDNN_DISABLE");
     set_float32_matmul_precision("highest");
   }
@@ -107,9 +84,9 @@ TEST_F(ConvPaths, BothPathsMatchCpu) {
   std::mt19937 rng(7);
   int cudnn_runs = 0, runs = 0;
   for (const Case& c : cases()) {
-    Tensor x = rand_tensor(c.x, rng), w = rand_tensor(c.w, rng);
+    Tensor x = test::randn_f64(c.x, rng), w = test::randn_f64(c.w, rng);
     Shape bs{c.op == Op::conv_transpose2d ? c.w[1] * c.groups : c.w[0]};
-    Tensor b = c.bias ? rand_tensor(bs, rng) : Tensor();
+    Tensor b = c.bias ? test::randn_f64(bs, rng) : Tensor();
     Tensor ref = run(c, x, w, b);
     for (const Dt& d : dts) {
       set_float32_matmul_precision(d.precision);

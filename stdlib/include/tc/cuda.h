@@ -57,5 +57,7 @@ int64_t programs_compiled();  // NVRTC programs compiled by this process
 
 // Which conv2d implementation ran last ("cudnn" or "im2col+cublas"), for tests and reports.
 const char* last_conv_impl();
+// cuDNN execution plans cached so far (one per convolution problem cuDNN runs), for tests.
+int64_t cudnn_plan_count();
 
 }  // namespace tc::cuda
