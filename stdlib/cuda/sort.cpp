@@ -5,10 +5,11 @@
 //   Rows of up to kMaxRow elements: one thread block per row, a bitonic network over (key,
 //   position) pairs in shared memory.
 //   Longer rows: a least-significant-digit radix sort of all rows at once, 8 bits per pass (one
-//   pass for uint8/bool keys). Each pass histograms tiles of 1024-8192 elements (a tile never spans
+//   pass for uint8/bool keys). Each pass histograms tiles of kTile elements (a tile never spans
 //   two rows), scans the histograms in (row, digit, tile) order — which also keeps the rows
-//   apart — and scatters each tile stably (ranks within a warp from __match_any_sync, across
-//   warps from per-warp digit counts), so equal keys keep their position order.
+//   apart — and scatters each tile stably: ranks within a warp from __match_any_sync, across
+//   warps from per-warp digit counts, into shared memory sorted by digit, from where runs of one
+//   digit are written to consecutive addresses. Equal keys keep their position order.
 // A 0-dim input is one row of one element.
 #include "cuda/scan.h"
 
@@ -16,7 +17,7 @@ namespace tc::cuda {
 namespace {
 
 constexpr int64_t kMaxRow = 4096;  // pairs of a 64-bit key and a 32-bit position: 48 KiB of shared memory
-constexpr int64_t kTile = 1024;    // elements per block and pass of the radix sort, at least (rounds of 256)
+constexpr int64_t kTile = 1024;    // elements per block and pass of the radix sort (4 rounds of 256)
 
 // The radix sort's kernels (K, T and skey defined by the caller): keys and positions, tile
 // histograms, the stable scatter of one pass, and the gather of the first k of every row.
@@ -25,11 +26,11 @@ const char* radix_src() {
 extern "C" __global__ void rinit(const T* __restrict__ x, K* __restrict__ k, int* __restrict__ v, i64 total, i64 n, K flip) {
   for (i64 i = (i64)blockIdx.x * 256 + threadIdx.x; i < total; i += (i64)gridDim.x * 256) { k[i] = skey(x[i]) ^ flip; v[i] = (int)(i % n); }
 }
-extern "C" __global__ void __launch_bounds__(256) rhist(const K* __restrict__ k, i64 n, int tpr, int tile, int shift, i64* __restrict__ hist) {
+extern "C" __global__ void __launch_bounds__(256) rhist(const K* __restrict__ k, i64 n, int tpr, int shift, i64* __restrict__ hist) {
   __shared__ unsigned h[256];
   h[threadIdx.x] = 0;
   __syncthreads();
-  i64 row = blockIdx.x / tpr, t = blockIdx.x % tpr, b = t * tile, e = b + tile < n ? b + tile : n;
+  i64 row = blockIdx.x / tpr, t = blockIdx.x % tpr, b = t * 1024, e = b + 1024 < n ? b + 1024 : n;
   const K* kr = k + row * n;
   int lane = threadIdx.x & 31;
   for (i64 s = b; s < e; s += 256) {  // one shared atomic per digit and warp
@@ -42,12 +43,21 @@ extern "C" __global__ void __launch_bounds__(256) rhist(const K* __restrict__ k,
   hist[(row * 256 + threadIdx.x) * tpr + t] = h[threadIdx.x];
 }
 extern "C" __global__ void __launch_bounds__(256) rscatter(const K* __restrict__ kin, const int* __restrict__ vin, K* __restrict__ kout,
-                                                           int* __restrict__ vout, i64 n, int tpr, int tile, int shift, const i64* __restrict__ offs) {
-  __shared__ i64 base[256];
-  __shared__ int wc[8][256];  // per warp and digit: count, then the exclusive prefix over warps
-  i64 row = blockIdx.x / tpr, t = blockIdx.x % tpr, b = t * tile, e = b + tile < n ? b + tile : n;
+                                                           int* __restrict__ vout, i64 n, int tpr, int shift, const i64* __restrict__ offs,
+                                                           i64 entries, i64 total) {
+  __shared__ i64 gbase[256];   // where digit d of this tile starts in the output
+  __shared__ int lstart[256];  // where it starts in the tile sorted by digit
+  __shared__ int wc[8][256];   // per warp and digit: count, then the exclusive prefix over warps
+  __shared__ K sk[1024];
+  __shared__ int sv[1024];
+  i64 row = blockIdx.x / tpr, t = blockIdx.x % tpr, b = t * 1024, e = b + 1024 < n ? b + 1024 : n;
   int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-  base[threadIdx.x] = offs[(row * 256 + threadIdx.x) * tpr + t];
+  i64 h = (row * 256 + threadIdx.x) * tpr + t, tot;
+  gbase[threadIdx.x] = offs[h];
+  i64 count = (h + 1 < entries ? offs[h + 1] : total) - offs[h];  // the scan is exclusive
+  int run = (int)block_exclusive(count, &tot);  // thread d: the local start of digit d
+  lstart[threadIdx.x] = run;
+  // rank every element of the tile stably by digit into shared memory
   for (i64 s = b; s < e; s += 256) {
     for (int q = 0; q < 8; q++) wc[q][threadIdx.x] = 0;
     __syncthreads();
@@ -60,12 +70,19 @@ extern "C" __global__ void __launch_bounds__(256) rscatter(const K* __restrict__
     int rank = __popc(peers & ((1u << lane) - 1u));
     if (ok && rank == 0) wc[w][d] = __popc(peers);
     __syncthreads();
-    int run = 0;
-    for (int q = 0; q < 8; q++) { int c = wc[q][threadIdx.x]; wc[q][threadIdx.x] = run; run += c; }
+    int c = 0;
+    for (int q = 0; q < 8; q++) { int v = wc[q][threadIdx.x]; wc[q][threadIdx.x] = run + c; c += v; }
     __syncthreads();
-    if (ok) { i64 p = base[d] + wc[w][d] + rank; kout[p] = key; vout[p] = val; }
+    if (ok) { int p = wc[w][d] + rank; sk[p] = key; sv[p] = val; }
+    run += c;
     __syncthreads();
-    base[threadIdx.x] += run;
+  }
+  // write the digit-sorted tile: runs of one digit go to consecutive addresses
+  for (int i = threadIdx.x; i < (int)(e - b); i += 256) {
+    K key = sk[i];
+    unsigned d = (unsigned)(key >> shift) & 255u;
+    i64 p = gbase[d] + (i - lstart[d]);
+    kout[p] = key; vout[p] = sv[i];
   }
 }
 extern "C" __global__ void rgather(const T* __restrict__ x, const int* __restrict__ v, T* __restrict__ y, i64* __restrict__ yi,
@@ -95,7 +112,7 @@ std::string sort_source(DType dt) {
     case DType::Int32: key = "  return (K)x ^ 0x80000000u;\n"; break;
     default: key = "  return (K)x;\n"; break;
   }
-  return prelude() + "typedef " + T + " T;\ntypedef " + (wide ? "u64" : "unsigned") + " K;\n" +
+  return prelude() + block_exclusive_src() + "typedef " + T + " T;\ntypedef " + (wide ? "u64" : "unsigned") + " K;\n" +
          "__device__ __forceinline__ K skey(T x) {\n" + key + "}\n"
          "extern \"C\" __global__ void sort_rows(const T* __restrict__ x, T* __restrict__ y, i64* __restrict__ yi,\n"
          "                                      i64 rows, int n, int P, int k, int descending) {\n"
@@ -143,11 +160,7 @@ void radix_sort_rows(const Tensor& in, int64_t rows, int64_t n, int64_t k, bool 
   int64_t total = rows * n;
   Tensor keys[2] = {Tensor::empty({total}, kt, d), Tensor::empty({total}, kt, d)};
   Tensor pos[2] = {Tensor::empty({total}, DType::Int32, d), Tensor::empty({total}, DType::Int32, d)};
-  // tiles of 1024 elements, up to 8192 while that still gives every SM several blocks: fewer
-  // histogram entries to scan
-  int64_t tile = kTile;
-  while (tile < 8 * kTile && rows * ((n + 2 * tile - 1) / (2 * tile)) >= 8 * dev(device).sm_count) tile *= 2;
-  int tpr = (int)((n + tile - 1) / tile), tl = (int)tile;
+  int tpr = (int)((n + kTile - 1) / kTile);
   Tensor hist = Tensor::empty({rows * 256 * tpr}, DType::Int64, d);
   unsigned grid = (unsigned)std::max<int64_t>(1, std::min<int64_t>((total + 255) / 256, (int64_t)dev(device).sm_count * 32));
   const void* xp = in.data_ptr();
@@ -161,10 +174,11 @@ void radix_sort_rows(const Tensor& in, int64_t rows, int64_t n, int64_t k, bool 
   int cur = 0;
   for (int shift = 0; shift < bits; shift += 8, cur ^= 1) {
     void *ki = keys[cur].data_ptr(), *pi = pos[cur].data_ptr(), *ko = keys[cur ^ 1].data_ptr(), *po = pos[cur ^ 1].data_ptr();
-    void* a1[] = {&ki, &n, &tpr, &tl, &shift, &hp};
+    void* a1[] = {&ki, &n, &tpr, &shift, &hp};
     launch(device, f[2], blocks, 256, a1);
     exclusive_scan(hp, hist.numel(), device);
-    void* a2[] = {&ki, &pi, &ko, &po, &n, &tpr, &tl, &shift, &hp};
+    int64_t entries = hist.numel();
+    void* a2[] = {&ki, &pi, &ko, &po, &n, &tpr, &shift, &hp, &entries, &total};
     launch(device, f[3], blocks, 256, a2);
   }
   void *pp = pos[cur].data_ptr(), *yp = v.data_ptr(), *ip = vi.data_ptr();
