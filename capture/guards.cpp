@@ -79,6 +79,8 @@ std::string GuardProgram::describe(int src) const {
       return "getmetatable(" + describe(s.parent) + ")";
     case SrcKind::Pinned:
       return s.name;
+    case SrcKind::Keyed:
+      return describe(s.parent) + "[" + describe(int(s.n)) + "]";
   }
   return "?";
 }
@@ -179,6 +181,14 @@ void GuardProgram::push_source(lua_State* L, int base, int s, int fn_idx, int ar
       break;
     case SrcKind::Pinned:
       lua_rawgeti(L, base + 1, h.n);
+      break;
+    case SrcKind::Keyed:
+      if (lua_type(L, slot(base, h.parent)) == LUA_TTABLE) {
+        lua_pushvalue(L, slot(base, int(h.n)));
+        lua_rawget(L, slot(base, h.parent));
+      } else {
+        lua_pushnil(L);
+      }
       break;
   }
 }
@@ -601,6 +611,10 @@ void GuardProgram::build_memo(lua_State* L, int base, int nargs) const {
       case SrcKind::Metatable:  // part of the table's header
         m.known[s] = m.known[h.parent] && snapshotted(h.parent);
         break;
+      case SrcKind::Keyed:  // the key's value is known too
+        m.known[s] = m.known[h.parent] && m.known[h.n] &&
+                     (lua_type(L, slot(base, h.parent)) != LUA_TTABLE || snapshotted(h.parent));
+        break;
       case SrcKind::Fn:
         break;
     }
@@ -629,8 +643,12 @@ void GuardProgram::build_memo(lua_State* L, int base, int nargs) const {
     if (g.kind == GuardKind::SameAs) need[g.k] = 1;
   }
   for (int s : needed) need[s] = 1;
-  for (int s = n - 1; s >= 0; s--)  // roots are pushed with their parents before anything
-    if (need[s] && !m.known[s] && hot_sources[s].parent >= 0) need[hot_sources[s].parent] = 1;
+  for (int s = n - 1; s >= 0; s--) {  // roots are pushed with their parents before anything
+    const HotSource& h = hot_sources[s];
+    if (!need[s] || m.known[s] || h.parent < 0) continue;
+    need[h.parent] = 1;
+    if (h.kind == SrcKind::Keyed) need[h.n] = 1;
+  }
   m.push_known.clear();
   m.push_live.clear();
   lua_createtable(L, 0, 0);  // vals: keeps every known value alive while the roots are

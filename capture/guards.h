@@ -21,6 +21,7 @@ enum class SrcKind : uint8_t {
   Index,      // rawget(parent, n) with an integer key
   Metatable,  // getmetatable(parent) without __metatable
   Pinned,     // K[n]: an object whose identity is guarded (metatables, functions)
+  Keyed,      // rawget(parent, the value of source n): a table read with a key from outside
 };
 
 struct Source {

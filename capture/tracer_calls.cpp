@@ -119,6 +119,8 @@ Var Tracer::raw_get(const Var& t, const Var& key_in) {
   } else if (key.k == Var::K::Table || key.k == Var::K::Closure ||
              (key.k == Var::K::Tensor && key.input < 0)) {
     return Var::nil();  // a value made in this trace is no key of a table from outside it
+  } else if ((key.k == Var::K::Tensor || key.k == Var::K::Object) && key.src >= 0) {
+    src = e_.guards.source(SrcKind::Keyed, t.src, key.src);  // a key read from outside
   } else {
     throw BreakSignal{BreakCode::UnsupportedBytecode,
                       "table key that is not a string or an integer"};

@@ -305,6 +305,13 @@ static void push_source(lua_State* L, const GuardProgram& g, int src, int fn_idx
     case SrcKind::Metatable:
       if (!lua_getmetatable(L, p)) lua_pushnil(L);
       break;
+    case SrcKind::Keyed:
+      push_source(L, g, int(s.n), fn_idx, args_idx, nargs, K);
+      if (lua_type(L, p) == LUA_TTABLE)
+        lua_rawget(L, p);
+      else
+        lua_pop(L, 1), lua_pushnil(L);
+      break;
     default:
       break;
   }

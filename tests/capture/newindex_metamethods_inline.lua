@@ -128,3 +128,29 @@ end
 h.eq(h.stats().graph_breaks, 0, "no breaks")
 h.eq(h.stats().recompiles, 1, "one recompile: the second call finds the keys present")
 h.eq(h.stats().cache_hits, 1, "the third call runs the second entry")
+
+-- an argument tensor stored on the module in forward: module_newindex asks whether it is a
+-- parameter (a weak table read at a key that is a graph input): one graph, no break
+local Keep = nn.Module:extend("Keep")
+function Keep:__init() self.lin = nn.Linear(4, 4) end
+function Keep:forward(x)
+  self.last_in = x
+  return self.lin(x)
+end
+tc.compiler.reset()
+local keep = Keep()
+local ck = tc.compile(keep, {fullgraph = true})
+for call = 1, 3 do
+  local xi = tc.randn(2, 4)
+  same(ck(xi), keep.lin(xi), "stored argument, call " .. call)
+  assert(rawequal(keep.last_in, xi), "the module holds the caller's tensor, call " .. call)
+  assert(not nn.is_parameter(keep.last_in), "not registered as a parameter")
+end
+h.eq(h.stats().graph_breaks, 0, "storing an argument does not break")
+-- a Parameter stored into a fresh module registers, in the compiled call as in eager
+local p = nn.Parameter(tc.randn(2, 4))
+local fresh, eager_fresh = Keep(), Keep()
+same(tc.compile(fresh)(p), fresh.lin(p), "a parameter as the argument")
+eager_fresh(p)
+h.eq(fresh._kind.last_in, eager_fresh._kind.last_in, "registration as in eager")
+h.eq(fresh._kind.last_in, "param", "a Parameter stored by forward registers")
