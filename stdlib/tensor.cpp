@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <thread>
 #include <mutex>
 #include <cstring>
 #include <sstream>
@@ -17,6 +18,8 @@ namespace tc {
 namespace {
 
 std::atomic<int64_t> g_live_bytes{0};
+std::atomic<int64_t> g_cpu_live{0};  // the CPU part of g_live_bytes
+int64_t g_cpu_live_bytes() { return g_cpu_live.load(std::memory_order_relaxed); }
 const DeviceAllocator* g_allocators[2] = {nullptr, nullptr};
 
 // CPU memory is cached after use: eager code frees and reallocates tensors of the same sizes
@@ -93,16 +96,61 @@ const DeviceAllocator* require_allocator(Device d) {
 void set_device_allocator(DeviceType type, const DeviceAllocator* a) { g_allocators[(int)type] = a; }
 const DeviceAllocator* device_allocator(DeviceType type) { return g_allocators[(int)type]; }
 
+namespace {
+std::atomic<Storage::PressureHook> g_pressure_hook{nullptr};
+std::thread::id g_pressure_thread;
+thread_local bool t_in_pressure_hook = false;
+std::atomic<int64_t> g_cpu_limit{0};
+
+// One try: CPU memory (null when it fails) or the device allocator (throws OutOfMemoryError).
+void* try_allocate(size_t nbytes, Device device, size_t* block) {
+  if (device.is_cpu()) {
+    const int64_t limit = g_cpu_limit.load(std::memory_order_relaxed);
+    if (limit > 0 && g_cpu_live_bytes() + int64_t(nbytes) > limit) return nullptr;
+    return cpu_cache().alloc(nbytes, block);
+  }
+  return require_allocator(device)->alloc(nbytes, device);
+}
+
+// Runs the memory-pressure hook if this thread may (see tensor.h); true if it ran.
+bool relieve_pressure() {
+  Storage::PressureHook hook = g_pressure_hook.load();
+  if (!hook || t_in_pressure_hook || std::this_thread::get_id() != g_pressure_thread) return false;
+  t_in_pressure_hook = true;
+  try {
+    hook();
+  } catch (...) {
+  }
+  t_in_pressure_hook = false;
+  return true;
+}
+}  // namespace
+
+void Storage::set_pressure_hook(PressureHook hook) {
+  g_pressure_thread = std::this_thread::get_id();
+  g_pressure_hook = hook;
+}
+
+void Storage::set_cpu_limit(int64_t bytes) { g_cpu_limit = bytes; }
+
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
   void* p = nullptr;
   size_t block = 0;
   if (device.is_cpu()) {
-    p = cpu_cache().alloc(nbytes, &block);
-    TC_CHECK(p, OutOfMemoryError, "CPU out of memory: tried to allocate %zu bytes", nbytes);
+    p = try_allocate(nbytes, device, &block);
+    if (!p && relieve_pressure()) p = try_allocate(nbytes, device, &block);
+    TC_CHECK(p, OutOfMemoryError, "CPU out of memory: tried to allocate %zu bytes%s", nbytes,
+             g_cpu_limit.load() > 0 ? " (past the limit set by set_cpu_limit)" : "");
   } else {
-    p = require_allocator(device)->alloc(nbytes, device);
+    try {
+      p = try_allocate(nbytes, device, &block);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::OutOfMemoryError || !relieve_pressure()) throw;
+      p = try_allocate(nbytes, device, &block);
+    }
   }
   g_live_bytes += (int64_t)nbytes;
+  if (device.is_cpu()) g_cpu_live += (int64_t)nbytes;
   // ctx carries the CPU block size back to the cache
   return std::make_shared<Storage>(p, nbytes, device, true, nullptr, (void*)(uintptr_t)block);
 }
@@ -118,6 +166,7 @@ Storage::~Storage() {
     return;
   }
   g_live_bytes -= (int64_t)nbytes_;
+  if (device_.is_cpu()) g_cpu_live -= (int64_t)nbytes_;
   if (device_.is_cpu())
     cpu_free(data_, ctx_);
   else if (auto a = g_allocators[(int)device_.type])

@@ -235,6 +235,11 @@ int l_live_bytes(lua_State* L) {
   lua_pushinteger(L, Storage::live_bytes());
   return 1;
 }
+// tc.memory.set_cpu_limit(bytes): CPU tensor memory past `bytes` is out of memory (0: no limit).
+int l_set_cpu_limit(lua_State* L) {
+  Storage::set_cpu_limit(luaL_checkinteger(L, 1));
+  return 0;
+}
 // tc.cuda: the CUDA runtime when tc was built with the toolkit (it loads the driver on first
 // use and answers false, with no error, where there is none).
 int l_cuda_is_available(lua_State* L) {
@@ -431,7 +436,8 @@ extern "C" int tc_open_library(lua_State* L) {
   set_funcs(L, nullptr, fns);
   const luaL_Reg utils[] = {{"perf_counter", l_perf_counter}, {nullptr, nullptr}};
   set_funcs(L, "utils", utils);
-  const luaL_Reg memory[] = {{"live_bytes", l_live_bytes}, {nullptr, nullptr}};
+  const luaL_Reg memory[] = {
+      {"live_bytes", l_live_bytes}, {"set_cpu_limit", l_set_cpu_limit}, {nullptr, nullptr}};
   set_funcs(L, "memory", memory);
   const luaL_Reg cuda[] = {{"is_available", l_cuda_is_available},
                            {"device_count", l_cuda_device_count},

@@ -360,7 +360,47 @@ void gc_pressure(lua_State* L) {
   g_collect_at = std::max(kMinCycleBytes, g_last_live);
 }
 
+namespace {
+// ---- memory pressure ---------------------------------------------------------------------------
+// A failed allocation (a GPU full of tensors that only the collector knows are garbage) runs a full
+// collection of every open Lua state, then the allocation is retried (Storage::set_pressure_hook).
+std::vector<lua_State*>& open_states() {
+  static std::vector<lua_State*> states;
+  return states;
+}
+
+void collect_all_states() {
+  for (lua_State* S : open_states()) lua_gc(S, LUA_GCCOLLECT);
+  g_pending = 0;
+  g_last_live = Storage::live_bytes();
+  g_collect_at = std::max(kMinCycleBytes, g_last_live);
+}
+
+int state_closing(lua_State* L) {  // __gc of a registry sentinel: runs when the state closes
+  lua_State* main = static_cast<lua_State*>(lua_touserdata(L, lua_upvalueindex(1)));
+  std::erase(open_states(), main);
+  return 0;
+}
+
+void watch_memory_pressure(lua_State* L) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  lua_State* main = lua_tothread(L, -1);
+  lua_pop(L, 1);
+  if (std::find(open_states().begin(), open_states().end(), main) != open_states().end()) return;
+  open_states().push_back(main);
+  lua_newuserdatauv(L, 1, 0);
+  lua_newtable(L);
+  lua_pushlightuserdata(L, main);
+  lua_pushcclosure(L, state_closing, 1);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  lua_setfield(L, LUA_REGISTRYINDEX, "tc.memory_pressure_sentinel");
+  Storage::set_pressure_hook(collect_all_states);
+}
+}  // namespace
+
 void open_tensor_type(lua_State* L) {
+  watch_memory_pressure(L);
   // tc table at -1
   // tc.Tensor: the method table (op functions are added by open_ops, Lua sugar by tc._tensor).
   lua_newtable(L);

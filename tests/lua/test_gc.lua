@@ -39,6 +39,29 @@ function T.collect_releases_memory()
   check.eq(tc.memory.live_bytes() - base < 2 ^ 20, true, "collected")
 end
 
+-- Memory that only the collector knows is garbage is reclaimed when an allocation fails: with a
+-- 64 MiB cap on CPU tensors and 40 MiB held, 40 dropped 8 MiB tensors fit (the pacing alone would
+-- wait for 192 MiB of garbage), and a tensor that cannot fit is an OutOfMemoryError.
+function T.failed_allocation_collects_garbage_and_retries()
+  collectgarbage()
+  collectgarbage()
+  local base = tc.memory.live_bytes()
+  tc.memory.set_cpu_limit(base + 64 * 2 ^ 20)
+  local ok, err = pcall(function()
+    local held = tc.empty(10 * 2 ^ 20)  -- 40 MiB of float32
+    for _ = 1, 40 do
+      local x = tc.empty(2 * 2 ^ 20)  -- 8 MiB, garbage after the iteration
+      x:fill_(1)
+    end
+    local too_big = select(2, pcall(tc.empty, 8 * 2 ^ 20))  -- 32 MiB more than fits
+    check.eq(tc.is_tensor(too_big), false, "an allocation past the cap fails")
+    check.eq(too_big.kind, "OutOfMemoryError", "its kind")
+    return held
+  end)
+  tc.memory.set_cpu_limit(0)
+  if not ok then error(err, 0) end
+end
+
 function T.views_keep_storage_alive()
   local v
   do

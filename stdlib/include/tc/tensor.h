@@ -40,6 +40,16 @@ class Storage {
   // Bytes of owned storage alive in this process (the Lua binding reports it to the collector).
   static int64_t live_bytes();
 
+  // When an allocation fails (CPU or device), the memory-pressure hook runs once and the
+  // allocation is retried: tensors that are garbage to a Lua collector still hold memory, and
+  // the Lua binding's hook runs a full collection of every Lua state (on the thread that
+  // installed it; elsewhere the failure is reported at once). Then OutOfMemoryError.
+  using PressureHook = void (*)();
+  static void set_pressure_hook(PressureHook hook);
+  // A cap on owned CPU storage (bytes; 0: none, the default): allocations past it fail as out of
+  // memory. For tests of the out-of-memory path, and for hosts that budget tc's memory.
+  static void set_cpu_limit(int64_t bytes);
+
   Storage(void* data, size_t nbytes, Device device, bool owned, Deleter deleter, void* ctx)
       : data_(data), nbytes_(nbytes), device_(device), owned_(owned), deleter_(deleter), ctx_(ctx) {}
 
