@@ -14,6 +14,11 @@ for t in "$B"/tests/cuda_*; do
   if "$t" > "$LOG/$name.log" 2>&1; then r=pass; else r=FAIL; tail -40 "$LOG/$name.log"; fi
   summary+=("$(printf '%-48s %-5s %4ss' "$name" "$r" "$(( $(date +%s) - t0 ))")")
 done
+for suite in tests/lua/run.lua tests/capture/run.lua; do
+  t0=$(date +%s)
+  if "$B/tcrun" "$suite" > "$LOG/$(basename "$(dirname "$suite")")_lua.log" 2>&1; then r=pass; else r=FAIL; tail -40 "$LOG/$(basename "$(dirname "$suite")")_lua.log"; fi
+  summary+=("$(printf '%-48s %-5s %4ss' "tcrun $suite" "$r" "$(( $(date +%s) - t0 ))")")
+done
 echo "== bench/run_cuda.sh"
 bench/run_cuda.sh "$B" 2>&1 | tee "$LOG/run_cuda.log"
 echo "== capture dispatch (CPU of this machine)"
