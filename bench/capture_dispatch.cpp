@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
   tc::capture::install(rt.state(), [](const tc::capture::Graph& g, const std::string&) {
     tc::capture::CompiledGraph real = tc::backends::compile_graph(g, "eager");
     auto outs = std::make_shared<std::vector<tc::Tensor>>();
-    return tc::capture::CompiledGraph([real, outs](const std::vector<tc::Tensor>& in) {
+    return tc::capture::CompiledGraph([real, outs](tc::capture::GraphInputs in) {
       if (outs->empty()) *outs = real(in);
       return *outs;
     });

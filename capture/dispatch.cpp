@@ -504,10 +504,11 @@ Outcome execute(lua_State* L, const Entry& e, CodeCache*& cc,
       if (!lua_backend_run(L, e.lua_backend_ref, slots, e.graph.outputs.size(), &outs))
         return Outcome::Raise;
     } else {
-      std::vector<Tensor> inputs;
+      // borrowed: live inputs sit in their slots, known ones in the memo's table, which the
+      // fast path leaves on the stack for the call
+      std::vector<const Tensor*> inputs;
       inputs.reserve(e.input_sources.size());
-      for (int s : e.input_sources)
-        inputs.push_back(*e.guards.tensor_at(L, base, s));
+      for (int s : e.input_sources) inputs.push_back(e.guards.tensor_at(L, base, s));
       RunningState running(L);
       outs = e.run(inputs);
     }

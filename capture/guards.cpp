@@ -453,11 +453,13 @@ namespace {
 
 
 // A table is compared whole only when that is cheaper than reading the fields used (about the
-// cost of comparing kBytesPerRead bytes each), and never beyond kMaxSnapshotNodeBytes of hash
-// part; otherwise its fields are re-read (tc, nn.functional: a few functions out of hundreds).
+// cost of comparing kBytesPerRead bytes each; class tables of a few dozen methods qualify), and
+// never beyond kMaxSnapshotNodeBytes of hash part; otherwise its fields are re-read (tc,
+// nn.functional: a few functions out of hundreds).
 // _ENV is always re-read: a script writing a global between calls must not send every call
 // through the full check.
-constexpr size_t kBytesPerRead = 256;
+constexpr size_t kBytesPerRead = 1024;
+constexpr size_t kPinnedBytes = 4096;
 constexpr size_t kMaxSnapshotNodeBytes = 16384;
 
 }  // namespace
@@ -509,15 +511,16 @@ bool GuardProgram::check_fast(lua_State* L, int base, int fn_idx, int args_idx, 
     if (!table_unchanged(sn.table, sn.shape, m.bytes.data() + sn.at)) return false;
   }
   // 3. the slots the guards and the caller read
-  if (!m.push_known.empty()) {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, m.vals_ref);
-    if (lua_rawgeti(L, -1, 1) != LUA_TTABLE) return false;
-    for (int s : m.push_known) {
-      lua_rawgeti(L, -1, s + 1);
-      lua_replace(L, slot(base, s));
-    }
+  lua_rawgeti(L, LUA_REGISTRYINDEX, m.vals_ref);
+  if (lua_rawgeti(L, -1, 1) != LUA_TTABLE) return false;
+  for (int s : m.push_known) {
+    lua_rawgeti(L, -1, s + 1);
+    lua_replace(L, slot(base, s));
   }
-  lua_settop(L, top);
+  // vals stays on the stack above the slots: it keeps the known tensors alive while the caller
+  // uses them (a memo rebuilt during the call drops its reference to this one)
+  lua_replace(L, top + 1);
+  lua_settop(L, top + 1);
   for (int s : m.push_live) {
     push_source(L, base, s, fn_idx, args_idx, nargs);
     lua_replace(L, slot(base, s));
@@ -578,7 +581,12 @@ void GuardProgram::build_memo(lua_State* L, int base, int nargs) const {
         TableShape sh = table_shape(t);
         const bool env = hot_sources[p].kind == SrcKind::Upval && sources[p].name == "_ENV";
         const size_t bytes = size_t(sh.node_bytes) + sh.array_bytes;
-        if (sh.node_bytes <= kMaxSnapshotNodeBytes && bytes <= kBytesPerRead * reads[p] && !env) {
+        // pinned tables (classes, metatables) are compared whole up to kPinnedBytes: they
+        // rarely change, and reading through them live would keep their sources' slots in use
+        const size_t budget = hot_sources[p].kind == SrcKind::Pinned
+                                  ? std::max(kPinnedBytes, kBytesPerRead * reads[p])
+                                  : kBytesPerRead * reads[p];
+        if (sh.node_bytes <= kMaxSnapshotNodeBytes && bytes <= budget && !env) {
           snap_of[p] = int(m.snaps.size());
           m.snaps.push_back({t, sh, m.bytes.size()});
           append_table_bytes(t, sh, m.bytes);

@@ -39,7 +39,7 @@ int gm_forward(lua_State* L) {
     std::vector<Tensor> in;
     for (int i = 2; i <= n + 1; i++) in.push_back(lua::check_tensor(L, i, "gm:forward() argument"));
     RunningState running(L);
-    std::vector<Tensor> out = (*b->run)(in);
+    std::vector<Tensor> out = (*b->run)(borrow(in));
     for (const Tensor& t : out) lua::push_tensor(L, t);
     return int(out.size());
   });

@@ -36,9 +36,9 @@ capture::CompiledGraph EagerBackend::compile(const capture::Graph& g, const Comp
     if (n.kind != capture::NodeKind::Input) plan->steps.push_back({n.op, n.ext, n.args, i});
   }
   plan->outputs = g.outputs;
-  return [plan](const std::vector<Tensor>& inputs) {
+  return [plan](capture::GraphInputs inputs) {
     std::vector<Stack> vals(plan->num_nodes);
-    for (size_t i = 0; i < inputs.size(); i++) vals[plan->inputs[i]].push_back(inputs[i]);
+    for (size_t i = 0; i < inputs.size(); i++) vals[plan->inputs[i]].push_back(*inputs[i]);
     Stack args;
     for (const Plan::Step& s : plan->steps) {
       args.clear();

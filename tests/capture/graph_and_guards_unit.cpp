@@ -58,7 +58,7 @@ TEST(EagerBackend, RunsTheGraphOpByOp) {
   CompiledGraph run = backends::compile_graph(g, "eager");
   Tensor x = call1(Op::ones, {IntList{2, 3}});
   Tensor y = call1(Op::zeros, {IntList{2, 3}});
-  std::vector<Tensor> out = run({x, y});
+  std::vector<Tensor> out = run(borrow({x, y}));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_NEAR(out[0].data<float>()[0], std::sin(1.0f) + 1.0f, 1e-6);
   EXPECT_THROW(backends::find("nope"), Error);

@@ -12,6 +12,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -92,8 +93,19 @@ struct Graph {
   std::string meta_string(Ref r) const;  // dynamic dims as s0, s1 ...
 };
 
-// What a backend makes of a graph: inputs (in Graph::inputs order) -> outputs.
-using CompiledGraph = std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs)>;
+// What a backend makes of a graph: inputs (in Graph::inputs order) -> outputs. The inputs are
+// borrowed: the caller keeps them alive for the call (capture's cache hits hand over the tensors
+// it holds without copying them, which would cost two atomic reference-count updates each); a
+// backend that keeps one past the call, or across calls into Lua (External nodes), copies it.
+using GraphInputs = std::span<const Tensor* const>;
+using CompiledGraph = std::function<std::vector<Tensor>(GraphInputs inputs)>;
+// Pointers to `tensors`, for calling a CompiledGraph with tensors the caller owns.
+inline std::vector<const Tensor*> borrow(const std::vector<Tensor>& tensors) {
+  std::vector<const Tensor*> out;
+  out.reserve(tensors.size());
+  for (const Tensor& t : tensors) out.push_back(&t);
+  return out;
+}
 // Installed by the program (tcrun) from the backends library, which capture cannot include:
 // compiles `g` with the named backend ("eager", "tc" ...); throws tc::Error for an unknown name.
 using GraphCompiler = std::function<CompiledGraph(const Graph& g, const std::string& backend)>;
