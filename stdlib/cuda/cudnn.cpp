@@ -125,6 +125,7 @@ struct Cudnn {
   std::string why;
   size_t version = 0;
   Handle handle[64] = {};
+  CUstream stream[64] = {};  // the stream each handle is set to
 };
 
 Cudnn& lib() {
@@ -195,9 +196,10 @@ std::mutex& mu() {
   return m;
 }
 
+// The device's handle, set to the calling thread's current stream (null if cudnnCreate failed).
 Handle handle(int device) {
   Cudnn& c = lib();
-  DeviceState& ds = dev(device);
+  CUstream s = current(device);
   if (!c.handle[device]) {
     Handle h = nullptr;
     Status st = c.Create(&h);
@@ -206,8 +208,11 @@ Handle handle(int device) {
       c.why = std::string("cudnnCreate failed: ") + c.GetErrorString(st);
       return nullptr;
     }
-    c.SetStream(h, ds.stream);
     c.handle[device] = h;
+  }
+  if (c.stream[device] != s) {
+    c.SetStream(c.handle[device], s);
+    c.stream[device] = s;
   }
   return c.handle[device];
 }
@@ -567,8 +572,7 @@ bool cudnn_conv(const ConvProblem& p, const Tensor& x, const Tensor& w, const Te
   if (it == plans().end()) it = plans().emplace(key, make_plan(device, p, align, tf32, ptrs)).first;
   Plan& pl = it->second;
   if (!pl.plan) return false;
-  dev(device);  // the device's context current on this thread
-  Status st = execute(c.handle[device], pl, ptrs, device);
+  Status st = execute(handle(device), pl, ptrs, device);  // on the current stream
   if (stats().on) {
     stats().calls++;
     stats().engines[pl.engine]++;

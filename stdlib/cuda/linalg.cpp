@@ -21,6 +21,7 @@ namespace {
 struct Cublas {
   cublasStatus_t (*Create)(cublasHandle_t*);
   cublasStatus_t (*SetStream)(cublasHandle_t, CUstream);
+  cublasStatus_t (*SetWorkspace)(cublasHandle_t, void*, size_t);
   cublasStatus_t (*SetMathMode)(cublasHandle_t, cublasMath_t);
   cublasStatus_t (*GemmStridedBatchedEx)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
                                          const void*, const void*, cudaDataType, int, long long, const void*,
@@ -29,6 +30,10 @@ struct Cublas {
   bool ok = false;
   std::string why;
   cublasHandle_t handle[16] = {};
+  CUstream stream[16] = {};  // the stream each handle is set to
+  // A workspace per pool stream (the default stream keeps cuBLAS's own): cublasSetStream resets
+  // the handle to its default workspace, which two streams must not share while both run.
+  CUdeviceptr workspace[16][1 + Stream::kPoolStreams] = {};
 };
 
 Cublas& cb() {
@@ -57,6 +62,7 @@ Cublas& cb() {
       return fp != nullptr;
     };
     bool ok = get("cublasCreate_v2", c->Create) && get("cublasSetStream_v2", c->SetStream) &&
+              get("cublasSetWorkspace_v2", c->SetWorkspace) &&
               get("cublasSetMathMode", c->SetMathMode) && get("cublasGemmStridedBatchedEx", c->GemmStridedBatchedEx);
     if (!ok) c->why = "cuBLAS lacks entry points";
     c->ok = ok;
@@ -65,15 +71,26 @@ Cublas& cb() {
   return *c;
 }
 
+// The device's handle, set to the calling thread's current stream.
 cublasHandle_t handle(int device) {
   Cublas& c = cb();
   TC_CHECK(c.ok, DeviceError, "matrix products on CUDA need cuBLAS: %s", c.why.c_str());
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);
-  DeviceState& ds = dev(device);
-  if (!c.handle[device]) {
+  TC_CHECK(device < 16, DeviceError, "cuBLAS: at most 16 devices are supported (cuda:%d)", device);
+  int id = current_stream_id(device);
+  CUstream s = stream_handle(device, id);
+  if (!c.handle[device])
     TC_CHECK(c.Create(&c.handle[device]) == CUBLAS_STATUS_SUCCESS, DeviceError, "cublasCreate failed");
-    c.SetStream(c.handle[device], ds.stream);
+  else if (c.stream[device] == s)
+    return c.handle[device];
+  c.SetStream(c.handle[device], s);
+  c.stream[device] = s;
+  if (id != 0) {
+    const size_t size = dev(device).cc_major >= 9 ? 32u << 20 : 4u << 20;  // cuBLAS's advice per architecture
+    CUdeviceptr& ws = c.workspace[device][id];
+    if (!ws) check(drv().MemAlloc(&ws, size), "allocating a cuBLAS workspace");
+    c.SetWorkspace(c.handle[device], (void*)ws, size);
   }
   return c.handle[device];
 }

@@ -1,8 +1,8 @@
 // The CUDA driver, loaded with dlopen on first use (entry points by version through
-// cuGetProcAddress), per-device primary context + one stream, the caching allocator installed as
-// the core's DeviceAllocator, host<->device copies, launches and the device error word.
+// cuGetProcAddress), per-device primary context, the DeviceAllocator hooks (the caching
+// allocator of allocator.cpp, host<->device copies), launches and the device error word; all on
+// the calling thread's current stream (stream.cpp).
 #include "cuda/runtime.h"
-#include "tc/cuda.h"
 
 #include <dlfcn.h>
 
@@ -28,7 +28,7 @@ struct Global {
   std::string reason;
   Driver d{};
   int count = 0;
-  std::mutex mu;  // device creation, allocator
+  std::mutex mu;  // device creation
   std::vector<std::unique_ptr<DeviceState>> devices;
 };
 Global& G() {
@@ -77,6 +77,8 @@ bool load_driver(std::string* why) {
   get("cuCtxSynchronize", d.CtxSynchronize);
   get("cuStreamCreate", d.StreamCreate);
   get("cuStreamSynchronize", d.StreamSynchronize);
+  get("cuStreamQuery", d.StreamQuery);
+  get("cuStreamWaitEvent", d.StreamWaitEvent);
   get("cuMemAlloc", d.MemAlloc);
   get("cuMemFree", d.MemFree);
   get("cuMemGetInfo", d.MemGetInfo);
@@ -92,6 +94,7 @@ bool load_driver(std::string* why) {
   get("cuEventCreate", d.EventCreate);
   get("cuEventRecord", d.EventRecord);
   get("cuEventSynchronize", d.EventSynchronize);
+  get("cuEventQuery", d.EventQuery);
   get("cuEventElapsedTime", d.EventElapsedTime);
   get("cuEventDestroy", d.EventDestroy);
   get("cuGetErrorName", d.GetErrorName);
@@ -121,72 +124,27 @@ void init_once() {
   std::call_once(g.once, [&] { g.ok = load_driver(&g.reason); });
 }
 
-// ---- caching allocator ---------------------------------------------------------------------
-// Sizes round up to a size class: 512-byte steps up to 1 MiB, then four classes per power of
-// two (at most 25% slack). Freed blocks stay cached per (device, class) and are handed out again
-// for the same class; the device's single stream orders every use, so a block freed on the host
-// can be reused by the next kernel without waiting. On out-of-memory every cached block is
-// released and the allocation retried once.
-size_t size_class(size_t n) {
-  if (n == 0) n = 1;
-  if (n <= (1u << 20)) return (n + 511) & ~size_t(511);
-  size_t p = size_t(1) << (63 - __builtin_clzll(n));
-  size_t step = p / 4;
-  return (n + step - 1) / step * step;
-}
-
-struct Pool {
-  std::unordered_map<size_t, std::vector<CUdeviceptr>> cached;
-  std::unordered_map<CUdeviceptr, size_t> live;
-  int64_t allocated = 0, peak = 0, reserved = 0;
-};
-std::vector<Pool>& pools() {
-  static auto* p = new std::vector<Pool>(64);
-  return *p;
-}
-
-void release_cached(int device) {
-  Pool& pool = pools()[device];
-  DeviceState& ds = dev(device);
-  G().d.StreamSynchronize(ds.stream);
-  for (auto& [cls, v] : pool.cached) {
-    for (CUdeviceptr p : v) {
-      G().d.MemFree(p);
-      pool.reserved -= (int64_t)cls;
-    }
-  }
-  pool.cached.clear();
-}
-
-std::string mib(int64_t b) {
-  char buf[64];
-  snprintf(buf, sizeof buf, "%.2f MiB", (double)b / (1 << 20));
-  return buf;
-}
-
 void* alloc_hook(size_t nbytes, Device d) { return raw_alloc(nbytes, d.index); }
 void free_hook(void* p, Device d) { raw_free(p, d.index); }
 void copy_hook(void* dst, Device dd, const void* src, Device sd, size_t n) {
   if (n == 0) return;
   const Driver& D = G().d;
-  if (dd.is_cuda() && sd.is_cpu()) {
-    DeviceState& s = dev(dd.index);
-    check(D.MemcpyHtoDAsync((CUdeviceptr)dst, src, n, s.stream), "copy host to device");
+  if (dd.is_cuda() && sd.is_cpu()) {  // from pageable memory: returns once the source was read
+    check(D.MemcpyHtoDAsync((CUdeviceptr)dst, src, n, current(dd.index)), "copy host to device");
   } else if (dd.is_cpu() && sd.is_cuda()) {
-    DeviceState& s = dev(sd.index);
-    check(D.MemcpyDtoHAsync(dst, (CUdeviceptr)src, n, s.stream), "copy device to host");
-    check(D.StreamSynchronize(s.stream), "copy device to host");
+    CUstream s = current(sd.index);
+    check(D.MemcpyDtoHAsync(dst, (CUdeviceptr)src, n, s), "copy device to host");
+    check(D.StreamSynchronize(s), "copy device to host");
   } else if (dd.is_cuda() && sd.is_cuda()) {
     if (dd.index == sd.index) {
-      DeviceState& s = dev(dd.index);
-      check(D.MemcpyDtoDAsync((CUdeviceptr)dst, (CUdeviceptr)src, n, s.stream), "copy device to device");
+      check(D.MemcpyDtoDAsync((CUdeviceptr)dst, (CUdeviceptr)src, n, current(dd.index)), "copy device to device");
     } else {
-      DeviceState& s = dev(sd.index);
-      DeviceState& t = dev(dd.index);
-      check(D.StreamSynchronize(t.stream), "copy between devices");
-      dev(sd.index);
-      check(D.MemcpyPeerAsync((CUdeviceptr)dst, t.ctx, (CUdeviceptr)src, s.ctx, n, s.stream), "copy between devices");
-      check(D.StreamSynchronize(s.stream), "copy between devices");
+      CUcontext tctx = dev(dd.index).ctx;
+      check(D.StreamSynchronize(current(dd.index)), "copy between devices");
+      CUcontext sctx = dev(sd.index).ctx;
+      CUstream s = current(sd.index);
+      check(D.MemcpyPeerAsync((CUdeviceptr)dst, tctx, (CUdeviceptr)src, sctx, n, s), "copy between devices");
+      check(D.StreamSynchronize(s), "copy between devices");
     }
   } else {
     std::memcpy(dst, src, n);
@@ -268,7 +226,7 @@ DeviceState& dev(int index) {
       check(d.DevicePrimaryCtxRetain(&n->ctx, n->dev), "retaining the primary context");
       check(d.CtxSetCurrent(n->ctx), "cuCtxSetCurrent");
       t_current = n->ctx;
-      check(d.StreamCreate(&n->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+      check(d.StreamCreate(&n->streams[0], CU_STREAM_NON_BLOCKING), "cuStreamCreate");
       d.DeviceGetAttribute(&n->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, n->dev);
       d.DeviceGetAttribute(&n->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, n->dev);
       d.DeviceGetAttribute(&n->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, n->dev);
@@ -276,7 +234,8 @@ DeviceState& dev(int index) {
       d.DeviceGetName(name, sizeof name, n->dev);
       n->name = name;
       check(d.MemAlloc(&n->error_word, 16), "allocating the device error word");
-      check(d.MemsetD8Async(n->error_word, 0, 16, n->stream), "clearing the device error word");
+      check(d.MemsetD8Async(n->error_word, 0, 16, n->streams[0]), "clearing the device error word");
+      check(d.StreamSynchronize(n->streams[0]), "clearing the device error word");  // before any stream uses it
       g.devices[index] = std::move(n);
     }
     s = g.devices[index].get();
@@ -288,93 +247,19 @@ DeviceState& dev(int index) {
   return *s;
 }
 
-void* raw_alloc(size_t nbytes, int device) {
-  DeviceState& ds = dev(device);
-  const Driver& d = G().d;
-  size_t cls = size_class(nbytes);
-  std::lock_guard<std::mutex> lock(G().mu);
-  Pool& pool = pools()[device];
-  CUdeviceptr p = 0;
-  auto it = pool.cached.find(cls);
-  if (it != pool.cached.end() && !it->second.empty()) {
-    p = it->second.back();
-    it->second.pop_back();
-  } else {
-    CUresult r = d.MemAlloc(&p, cls);
-    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-      release_cached(device);
-      r = d.MemAlloc(&p, cls);
-    }
-    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-      size_t free_b = 0, total_b = 0;
-      d.MemGetInfo(&free_b, &total_b);
-      TC_FAIL(OutOfMemoryError,
-              "CUDA out of memory: tried to allocate %s on cuda:%d (%s total; %s allocated by tc, %s reserved by "
-              "tc, %s free)",
-              mib((int64_t)nbytes).c_str(), device, mib((int64_t)total_b).c_str(), mib(pool.allocated).c_str(),
-              mib(pool.reserved).c_str(), mib((int64_t)free_b).c_str());
-    }
-    check(r, "cuMemAlloc");
-    pool.reserved += (int64_t)cls;
-  }
-  (void)ds;
-  pool.live[p] = cls;
-  pool.allocated += (int64_t)cls;
-  if (pool.allocated > pool.peak) pool.peak = pool.allocated;
-  return reinterpret_cast<void*>(p);
-}
-
-void raw_free(void* ptr, int device) {
-  if (!ptr) return;
-  std::lock_guard<std::mutex> lock(G().mu);
-  Pool& pool = pools()[device];
-  auto it = pool.live.find((CUdeviceptr)ptr);
-  if (it == pool.live.end()) return;
-  size_t cls = it->second;
-  pool.live.erase(it);
-  pool.allocated -= (int64_t)cls;
-  pool.cached[cls].push_back((CUdeviceptr)ptr);
-}
-
 void synchronize(int device) {
   ensure_initialized();
   for (int i = 0; i < G().count; i++) {
     if (device >= 0 && i != device) continue;
     if (!G().devices[i] && device < 0) continue;
-    DeviceState& s = dev(i);
-    check(G().d.StreamSynchronize(s.stream), "synchronize");
+    dev(i);  // its context current
+    check(G().d.CtxSynchronize(), "synchronize");
   }
 }
 
 void sync_stream(int device) {
   if (g_compile_only) return;
-  check(G().d.StreamSynchronize(dev(device).stream), "synchronize"); }
-
-int64_t memory_allocated(int device) {
-  if (!is_available()) return 0;
-  std::lock_guard<std::mutex> lock(G().mu);
-  return pools()[device].allocated;
-}
-int64_t max_memory_allocated(int device) {
-  if (!is_available()) return 0;
-  std::lock_guard<std::mutex> lock(G().mu);
-  return pools()[device].peak;
-}
-int64_t memory_reserved(int device) {
-  if (!is_available()) return 0;
-  std::lock_guard<std::mutex> lock(G().mu);
-  return pools()[device].reserved;
-}
-void reset_peak_memory_stats(int device) {
-  if (!is_available()) return;
-  std::lock_guard<std::mutex> lock(G().mu);
-  pools()[device].peak = pools()[device].allocated;
-}
-void empty_cache() {
-  if (!is_available()) return;
-  std::lock_guard<std::mutex> lock(G().mu);
-  for (int i = 0; i < G().count; i++)
-    if (G().devices[i]) release_cached(i);
+  check(G().d.StreamSynchronize(current(device)), "synchronize");
 }
 
 void mem_get_info(int64_t* free_bytes, int64_t* total_bytes, int device) {
@@ -450,17 +335,17 @@ void launch3(int device, CUfunction f, unsigned gx, unsigned gy, unsigned gz, un
              unsigned smem) {
   if (gx == 0 || gy == 0 || gz == 0 || g_compile_only) return;
   g_launches++;
-  DeviceState& s = dev(device);
-  check(G().d.LaunchKernel(f, gx, gy, gz, block, 1, 1, smem, s.stream, args, nullptr), "kernel launch");
+  check(G().d.LaunchKernel(f, gx, gy, gz, block, 1, 1, smem, current(device), args, nullptr), "kernel launch");
 }
 
 int64_t take_device_error(int device, int64_t* detail) {
   if (g_compile_only) return 0;
-  DeviceState& s = dev(device);
+  CUstream st = current(device);
+  CUdeviceptr word = dev(device).error_word;
   int64_t w[2] = {0, 0};
-  check(G().d.MemcpyDtoHAsync(w, s.error_word, 16, s.stream), "reading the device error word");
-  check(G().d.StreamSynchronize(s.stream), "reading the device error word");
-  if (w[0]) check(G().d.MemsetD8Async(s.error_word, 0, 16, s.stream), "clearing the device error word");
+  check(G().d.MemcpyDtoHAsync(w, word, 16, st), "reading the device error word");
+  check(G().d.StreamSynchronize(st), "reading the device error word");
+  if (w[0]) check(G().d.MemsetD8Async(word, 0, 16, st), "clearing the device error word");
   if (detail) *detail = w[1];
   return w[0];
 }

@@ -1,6 +1,6 @@
 // Internal interface of the CUDA runtime (stdlib/cuda): the driver entry points (resolved with
-// cuGetProcAddress after dlopen), per-device state (primary context, one stream, an error word
-// for device-side checks), kernel compilation through NVRTC with in-memory and on-disk caches,
+// cuGetProcAddress after dlopen), per-device state (primary context, its streams, an error word
+// for device-side checks), the caching allocator's hooks, kernel compilation through NVRTC with in-memory and on-disk caches,
 // launches, and the group kernels that cuda_dispatch calls.
 #pragma once
 #include <cuda.h>
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tc/cuda.h"
 #include "tc/ops.h"
 
 namespace tc::cuda {
@@ -26,6 +27,8 @@ struct Driver {
   CUresult (*CtxSynchronize)();
   CUresult (*StreamCreate)(CUstream*, unsigned);
   CUresult (*StreamSynchronize)(CUstream);
+  CUresult (*StreamQuery)(CUstream);
+  CUresult (*StreamWaitEvent)(CUstream, CUevent, unsigned);
   CUresult (*MemAlloc)(CUdeviceptr*, size_t);
   CUresult (*MemFree)(CUdeviceptr);
   CUresult (*MemGetInfo)(size_t*, size_t*);
@@ -42,6 +45,7 @@ struct Driver {
   CUresult (*EventCreate)(CUevent*, unsigned);
   CUresult (*EventRecord)(CUevent, CUstream);
   CUresult (*EventSynchronize)(CUevent);
+  CUresult (*EventQuery)(CUevent);
   CUresult (*EventElapsedTime)(float*, CUevent, CUevent);
   CUresult (*EventDestroy)(CUevent);
   CUresult (*GetErrorName)(CUresult, const char**);
@@ -57,7 +61,8 @@ struct DeviceState {
   int index = 0;
   CUdevice dev = 0;
   CUcontext ctx = nullptr;
-  CUstream stream = nullptr;
+  CUstream streams[1 + Stream::kPoolStreams] = {};  // [0] the default stream; pool streams on first use
+  int next_pool = 0;                                 // round-robin position in the pool
   int cc_major = 0, cc_minor = 0, sm_count = 0;
   std::string name;
   CUdeviceptr error_word = 0;  // 2 x int64: [0] flag, [1] detail (device-side checks)
@@ -65,9 +70,18 @@ struct DeviceState {
 // Initialized state of device `index` (DeviceError if out of range), its context made current.
 DeviceState& dev(int index);
 
-// Device memory from the caching allocator (OutOfMemoryError with figures when exhausted).
+// Streams (stdlib/cuda/stream.cpp). The id of the calling thread's current stream on `device`,
+// and the CUstream of a stream (created on first use; null in compile-only mode).
+int current_stream_id(int device);
+CUstream stream_handle(int device, int id);
+// The calling thread's current CUstream on `device`: where every launch, copy, library call and
+// allocation goes. Makes the device's context current.
+inline CUstream current(int device) { return stream_handle(device, current_stream_id(device)); }
+
+// Device memory from the caching allocator (stdlib/cuda/allocator.cpp) for the current stream
+// (OutOfMemoryError with figures when exhausted even after freeing every cached block).
 void* raw_alloc(size_t nbytes, int device);
-void raw_free(void* p, int device);
+void raw_free(void* p, int device);  // never throws (called from storage destructors)
 
 // ---- kernels --------------------------------------------------------------------------------
 // Compiles `source` (all entry points of one op signature) for the device's architecture once
@@ -85,13 +99,14 @@ std::string nvrtc_version();
 const std::string& prelude();
 const std::string& block_sum_src();  // __device__ block_sum(double, double* sm)
 
-// Launch on the device's stream: 1-D grid of `grid` blocks of `block` threads.
+// Launch on the device's current stream: 1-D grid of `grid` blocks of `block` threads.
 void launch(int device, CUfunction f, unsigned grid, unsigned block, void** args, unsigned smem = 0);
 void launch3(int device, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned block, void** args,
              unsigned smem = 0);
-// Reads and clears the device error word after the stream finished: 0 if no kernel flagged.
+// Reads and clears the device error word after the current stream finished: 0 if no kernel
+// flagged. (One word per device: a kernel that failed on another stream may be reported here.)
 int64_t take_device_error(int device, int64_t* detail);
-void sync_stream(int device);
+void sync_stream(int device);  // waits for the current stream
 
 // ---- group kernels (stdlib/cuda/<group>.cpp); nullopt-like empty Stack = not handled --------
 bool pointwise(Op op, const Stack& a, const Metas& m, Stack* out);

@@ -8,13 +8,11 @@
 #include "lua_binding.h"
 #include "tc/config.h"
 #include "tc/parallel.h"
-#ifdef TC_HAVE_CUDA
-#include "tc/cuda.h"
-#endif
 #include "tc/random.h"
 
 namespace tc::lua {
 void open_safetensors(lua_State* L);  // lua_safetensors.cpp: tc.save, tc.load
+void open_cuda(lua_State* L);         // lua_cuda.cpp: tc.cuda
 namespace {
 
 struct EmbeddedModule {
@@ -240,52 +238,6 @@ int l_set_cpu_limit(lua_State* L) {
   Storage::set_cpu_limit(luaL_checkinteger(L, 1));
   return 0;
 }
-// tc.cuda: the CUDA runtime when tc was built with the toolkit (it loads the driver on first
-// use and answers false, with no error, where there is none).
-int l_cuda_is_available(lua_State* L) {
-#ifdef TC_HAVE_CUDA
-  lua_pushboolean(L, cuda::is_available());
-#else
-  lua_pushboolean(L, 0);
-#endif
-  return 1;
-}
-int l_cuda_device_count(lua_State* L) {
-#ifdef TC_HAVE_CUDA
-  lua_pushinteger(L, cuda::device_count());
-#else
-  lua_pushinteger(L, 0);
-#endif
-  return 1;
-}
-void require_cuda(const char* what) {
-  std::string why = "tc was built without the CUDA toolkit";
-#ifdef TC_HAVE_CUDA
-  if (cuda::is_available(&why)) return;
-#endif
-  TC_FAIL(DeviceError, "tc.cuda.%s(): CUDA is not available (%s)", what, why.c_str());
-}
-int l_cuda_synchronize(lua_State* L) {
-  return guarded(L, [](lua_State*) {
-    require_cuda("synchronize");
-#ifdef TC_HAVE_CUDA
-    cuda::synchronize();
-#endif
-    return 0;
-  });
-}
-// memory_allocated / max_memory_allocated / memory_reserved ([device]) in bytes; 0 without CUDA.
-template <int64_t (*Stat)(int)>
-int l_cuda_memory_stat(lua_State* L) {
-  lua_pushinteger(L, device_allocator(DeviceType::CUDA) ? Stat((int)luaL_optinteger(L, 1, 0)) : 0);
-  return 1;
-}
-int l_cuda_empty_cache(lua_State* L) {
-#ifdef TC_HAVE_CUDA
-  if (device_allocator(DeviceType::CUDA)) cuda::empty_cache();
-#endif
-  return 0;
-}
 int l_set_matmul_precision(lua_State* L) {
   return guarded(L, [](lua_State* L) {
     set_float32_matmul_precision(luaL_checkstring(L, 1));
@@ -439,17 +391,7 @@ extern "C" int tc_open_library(lua_State* L) {
   const luaL_Reg memory[] = {
       {"live_bytes", l_live_bytes}, {"set_cpu_limit", l_set_cpu_limit}, {nullptr, nullptr}};
   set_funcs(L, "memory", memory);
-  const luaL_Reg cuda[] = {{"is_available", l_cuda_is_available},
-                           {"device_count", l_cuda_device_count},
-                           {"synchronize", l_cuda_synchronize},
-#ifdef TC_HAVE_CUDA
-                           {"memory_allocated", l_cuda_memory_stat<tc::cuda::memory_allocated>},
-                           {"max_memory_allocated", l_cuda_memory_stat<tc::cuda::max_memory_allocated>},
-                           {"memory_reserved", l_cuda_memory_stat<tc::cuda::memory_reserved>},
-#endif
-                           {"empty_cache", l_cuda_empty_cache},
-                           {nullptr, nullptr}};
-  set_funcs(L, "cuda", cuda);
+  open_cuda(L);
   const luaL_Reg prims[] = {{"dtype", c_dtype},   {"is_dtype", c_is_dtype}, {"device", c_device},
                             {"host", c_host},     {"footer", c_footer},     {"is_tensor", l_is_tensor},
                             {"wrap_functions", c_wrap_functions}, {"wrap", c_wrap},

@@ -1,5 +1,5 @@
-// The CUDA device runtime: driver loading, per-device context and stream, the caching allocator
-// and its statistics. Nothing here links CUDA: libcuda, NVRTC and cuBLAS are dlopen'ed on first
+// The CUDA device runtime: driver loading, per-device context, streams and events, the caching
+// allocator and its statistics. Nothing here links CUDA: libcuda, NVRTC and cuBLAS are dlopen'ed on first
 // use, so the same binary runs on machines without a GPU (there is_available() is false and any
 // use of a "cuda" device is a DeviceError naming the reason).
 //
@@ -8,6 +8,19 @@
 //   tc::Tensor x = tc::call1(tc::Op::randn, {1024}, {{"device", tc::Device::parse("cuda")}});
 //   tc::cuda::synchronize();
 //   printf("%lld bytes on the GPU\n", (long long)tc::cuda::memory_allocated());
+//
+// Streams, as in PyTorch: every launch, copy, cuBLAS/cuDNN call and allocation of tc goes to the
+// calling thread's current stream of the device (the default stream until set).
+//
+//   tc::cuda::Stream side = tc::cuda::Stream::create();
+//   tc::cuda::Event done;
+//   {
+//     tc::cuda::StreamGuard g(side);  // ops here run on `side`
+//     y = tc::call1(tc::Op::mm, {a, b});
+//     done.record(side);
+//   }
+//   done.wait(tc::cuda::current_stream());  // the default stream waits for the product
+//   tc::cuda::record_stream(y, tc::cuda::current_stream());  // y is used here: defer its reuse
 #pragma once
 #include <cstdint>
 #include <string>
@@ -28,19 +41,88 @@ int device_count();  // 0 without a usable driver
 // the reason if CUDA cannot be used. Called by the core on first use of a cuda device.
 void ensure_initialized();
 
-void synchronize(int device = -1);  // -1: every initialized device
+void synchronize(int device = -1);  // every stream of the device; -1: every initialized device
 
-// Caching allocator statistics, in bytes (blocks handed out, rounded to their size class).
+// ---- streams and events --------------------------------------------------------------------
+// Without a usable GPU every function and method below raises DeviceError with the reason.
+class Event;
+
+// A stream of one device: its default stream (id 0) or one of a pool of kPoolStreams non-blocking
+// streams that Stream::create hands out round-robin, as PyTorch's stream pool does (two streams
+// made far apart may be the same one). Streams live as long as the process; a Stream is a value.
+struct Stream {
+  static constexpr int kPoolStreams = 32;
+  int device = 0;
+  int id = 0;  // 0: the default stream; 1..kPoolStreams: pool streams
+  static Stream create(int device = 0);
+  void synchronize() const;
+  bool query() const;  // true when all work queued on it has finished
+  void wait_event(const Event& e) const;    // later work on this stream waits for e (no host wait)
+  void wait_stream(const Stream& s) const;  // later work here waits for work queued on s so far
+  void* handle() const;                     // the CUstream
+  bool operator==(const Stream&) const = default;
+};
+Stream default_stream(int device = 0);
+Stream current_stream(int device = 0);  // the calling thread's current stream of `device`
+void set_current_stream(Stream s);       // for the calling thread, on s.device
+
+// Makes `s` current on its device for a scope; restores the previous stream on exit.
+class StreamGuard {
+ public:
+  explicit StreamGuard(Stream s) : prev_(current_stream(s.device)) { set_current_stream(s); }
+  ~StreamGuard() { set_current_stream(prev_); }
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  Stream prev_;
+};
+
+// A CUDA event (created on the first record, on that stream's device). An event never recorded
+// counts as complete. elapsed_time needs enable_timing on both events.
+class Event {
+ public:
+  explicit Event(bool enable_timing = false) : timing_(enable_timing) {}
+  ~Event();
+  Event(Event&& o) noexcept;
+  Event& operator=(Event&& o) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  void record(Stream s);
+  void synchronize() const;  // waits on the host until the recorded work finished
+  bool query() const;        // true when complete (or never recorded)
+  void wait(Stream s) const { s.wait_event(*this); }
+  // Milliseconds from this event to `end` (both recorded, with timing); waits for both.
+  float elapsed_time(const Event& end) const;
+  bool recorded() const { return ev_ != nullptr; }
+  bool timing() const { return timing_; }
+  int device() const { return device_; }
+  void* handle() const { return ev_; }  // the CUevent (null before the first record)
+
+ private:
+  bool timing_;
+  int device_ = -1;
+  void* ev_ = nullptr;
+};
+
+// Marks t's storage as used on stream s (PyTorch's Tensor.record_stream): when the storage is
+// freed, its block is not handed out again until the work queued on s by then has finished. A
+// no-op for s = the stream the storage was allocated on, and for storages not from the allocator.
+void record_stream(const Tensor& t, Stream s);
+
+// Caching allocator statistics, in bytes. Each block belongs to the stream it was allocated on; a
+// freed block is handed out again only to allocations on that stream (see record_stream). (blocks handed out, rounded to their size class).
 int64_t memory_allocated(int device = 0);
 int64_t max_memory_allocated(int device = 0);
 int64_t memory_reserved(int device = 0);  // allocated + cached
 void reset_peak_memory_stats(int device = 0);
-void empty_cache();
+void empty_cache();  // waits for the device, frees the cached (unused) blocks back to the driver
 // The driver's free and total device memory (cuMemGetInfo).
 void mem_get_info(int64_t* free_bytes, int64_t* total_bytes, int device = 0);
 // Ops that ran on native CUDA kernels vs through the host fallback since the process started.
 int64_t native_op_count();
-int64_t fallback_op_count();  // frees the cached (unused) blocks back to the driver
+int64_t fallback_op_count();
 
 // "cc 9.0, 132 SMs, NVIDIA H100 80GB HBM3" (initializes the device).
 std::string device_name(int device = 0);
