@@ -70,12 +70,14 @@ TEST_F(CudaAllocator, RecordStreamDefersReuseUntilTheOtherStreamIsDone) {
   {
     cuda::StreamGuard gb(b);
     b.wait_stream(a);
+    y = call1(Op::add, {x, 1});  // b reads x, then gets a long chain of work queued
     busy = test::long_gpu_work();
-    y = call1(Op::add, {x, 1});  // b reads x after the long chain
     cuda::record_stream(x, b);
     cuda::record_stream(x, a);  // its own stream: no effect
   }
-  x = Tensor();  // freed on the host while b still has to read it
+  // Freed on the host while b is busy: held back until b passes this point. (Nothing after the
+  // chain may synchronize b: a copy from pageable host memory on b, for one, waits for b.)
+  x = Tensor();
   EXPECT_FALSE(b.query()) << "the producer finished too soon for this test to mean anything";
   Tensor z = block();
   EXPECT_NE(z.data_ptr(), p1) << "a block still in use on another stream was handed out";
