@@ -353,6 +353,8 @@ void gc_pressure(lua_State* L) {
   int64_t live = Storage::live_bytes();
   if (live > g_last_live) g_pending += live - g_last_live;
   g_last_live = live;
+  // live bytes fell (a collection the user ran, tensors freed): the next cycle comes sooner
+  if (live < g_collect_at) g_collect_at = std::max(kMinCycleBytes, live);
   if (g_pending < g_collect_at) return;
   g_pending = 0;
   lua_gc(L, LUA_GCCOLLECT);
