@@ -1,9 +1,9 @@
 // The linalg cases that cuBLAS and cuDNN do not take (called first by linalg()): integer
-// products (mm, bmm, matmul, addmm, baddbmm, linear), convolutions and pools, and linear with a
-// 1-D weight in any dtype. PyTorch's CUDA refuses integer products; the CPU computes them with
+// products (mm, bmm, matmul, addmm, baddbmm, linear) and convolutions, and linear with a 1-D
+// weight in any dtype. PyTorch's CUDA refuses integer products; the CPU computes them with
 // wrapping arithmetic in the tensor's type, so these simple kernels (one thread per output
 // element) accumulate in 64-bit unsigned arithmetic and truncate: the same value modulo 2^bits
-// in any order. Integer pools follow the CPU: int64 window sums divided with truncation.
+// in any order. Integer pools run on linalg.cpp's pool kernel (int64 window sums, truncating).
 #include "cpu/linalg.h"
 #include "cuda/runtime.h"
 
@@ -124,66 +124,6 @@ bool product(Op op, const Stack& a, const Tensor& out) {
   }
 }
 
-// Integer pools, one thread per output element, as the CPU's pool kernels.
-void int_pool(Op op, const Stack& a, const Tensor& out) {
-  const char* name = op_name(op);
-  Tensor x = contiguous_as(a[0].tensor(), a[0].tensor().dtype());
-  struct PG {
-    int64_t H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw, cip, divisor;
-  } p{};
-  p.H = x.sizes()[x.dim() - 2];
-  p.W = x.sizes()[x.dim() - 1];
-  p.OH = out.sizes()[out.dim() - 2];
-  p.OW = out.sizes()[out.dim() - 1];
-  int kind = op == Op::max_pool2d ? 0 : op == Op::avg_pool2d ? 1 : op == Op::adaptive_avg_pool2d ? 2 : 3;
-  if (kind < 2) {
-    IntList k = cpu::expand_param(name, "kernel_size", a[1].ints(), 2);
-    IntList s = a[2].is_none() || a[2].ints().empty() ? k : cpu::expand_param(name, "stride", a[2].ints(), 2);
-    IntList pad = cpu::expand_param(name, "padding", a[3].ints(), 2);
-    IntList d = kind == 0 ? cpu::expand_param(name, "dilation", a[4].ints(), 2) : IntList{1, 1};
-    p.kh = k[0], p.kw = k[1], p.sh = s[0], p.sw = s[1], p.ph = pad[0], p.pw = pad[1], p.dh = d[0], p.dw = d[1];
-    if (kind == 1) {
-      p.cip = a[5].to_bool() ? 1 : 0;
-      p.divisor = a[6].is_none() ? 0 : a[6].to_int();
-    }
-  }
-  int64_t n = out.numel();
-  int device = out.device().index;
-  std::string T = ctype(x.dtype());
-  auto f = kernels(device, "ipool:" + T, [&] {
-    return prelude() + "typedef " + T + " T;\n"
-           "struct PG { i64 H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw, cip, divisor; };\n"
-           "extern \"C\" __global__ void ipool(const T* __restrict__ x, T* __restrict__ y, i64 n, PG p, int kind) {\n"
-           "  for (i64 idx = (i64)blockIdx.x * 256 + threadIdx.x; idx < n; idx += (i64)gridDim.x * 256) {\n"
-           "    i64 ow = idx % p.OW, oh = idx / p.OW % p.OH;\n    const T* in = x + idx / (p.OW * p.OH) * p.H * p.W;\n"
-           "    i64 h0, h1, w0, w1, dh = 1, dw = 1, count = 0;\n"
-           "    if (kind == 0) {\n"
-           "      h0 = oh * p.sh - p.ph; h1 = min(h0 + (p.kh - 1) * p.dh + 1, p.H); while (h0 < 0) h0 += p.dh;\n"
-           "      w0 = ow * p.sw - p.pw; w1 = min(w0 + (p.kw - 1) * p.dw + 1, p.W); while (w0 < 0) w0 += p.dw;\n"
-           "      dh = p.dh; dw = p.dw;\n"
-           "    } else if (kind == 1) {\n"
-           "      h0 = oh * p.sh - p.ph; h1 = min(h0 + p.kh, p.H + p.ph);\n      i64 hpad = h1 - h0;\n"
-           "      h0 = max(h0, 0ll); h1 = min(h1, p.H);\n"
-           "      w0 = ow * p.sw - p.pw; w1 = min(w0 + p.kw, p.W + p.pw);\n      count = hpad * (w1 - w0);\n"
-           "      w0 = max(w0, 0ll); w1 = min(w1, p.W);\n"
-           "      if (p.divisor) count = p.divisor; else if (!p.cip) count = (h1 - h0) * (w1 - w0);\n"
-           "    } else {\n"
-           "      h0 = oh * p.H / p.OH; h1 = ((oh + 1) * p.H + p.OH - 1) / p.OH;\n"
-           "      w0 = ow * p.W / p.OW; w1 = ((ow + 1) * p.W + p.OW - 1) / p.OW;\n"
-           "      count = (h1 - h0) * (w1 - w0);\n    }\n"
-           "    bool mx = kind == 0 || kind == 3;\n    i64 acc = 0;\n    bool first = true;\n"
-           "    for (i64 h = h0; h < h1; h += dh)\n"
-           "      for (i64 w = w0; w < w1; w += dw) {\n"
-           "        i64 v = (i64)in[h * p.W + w];\n"
-           "        if (!mx) acc += v; else if (first || v > acc) acc = v;\n        first = false;\n      }\n"
-           "    y[idx] = (T)(mx ? acc : acc / count);\n  }\n}\n";
-  }, {"ipool"})[0];
-  const void* xp = x.data_ptr();
-  void* yp = out.data_ptr();
-  void* args[] = {&xp, &yp, &n, &p, &kind};
-  launch(device, f, grid_for(n, device), 256, args);
-}
-
 // Integer convolutions (conv1d as H = KH = 1), one thread per output element.
 void int_conv(Op op, const Stack& a, const Tensor& out) {
   const char* name = op_name(op);
@@ -260,7 +200,8 @@ void int_conv(Op op, const Stack& a, const Tensor& out) {
 
 }  // namespace
 
-// Integer mm/bmm/matmul/addmm/baddbmm/linear, conv1d/conv2d/conv_transpose2d and pools, and
+// Integer mm/bmm/matmul/addmm/baddbmm/linear and conv1d/conv2d/conv_transpose2d (pools: the
+// float pool kernel in linalg.cpp takes integers), and
 // linear with a 1-D weight in any dtype; false (nothing done) for every other case.
 bool linalg_rest(Op op, const Stack& a, const Metas& m, Stack* result) {
   if (op == Op::einsum) return false;
@@ -274,15 +215,17 @@ bool linalg_rest(Op op, const Stack& a, const Metas& m, Stack* result) {
     return true;
   }
   if (is_floating(dt)) return false;
+  switch (op) {
+    case Op::max_pool2d: case Op::avg_pool2d: case Op::adaptive_avg_pool2d: case Op::adaptive_max_pool2d:
+      return false;  // linalg.cpp's pool kernel
+    default: break;
+  }
   Tensor out = empty_from_meta(m[0]);
   Tensor c = out.is_contiguous() ? out : Tensor::empty(out.sizes(), out.dtype(), out.device());
   *result = {Value(out)};
   if (c.numel() > 0) {
     switch (op) {
       case Op::conv1d: case Op::conv2d: case Op::conv_transpose2d: int_conv(op, a, c); break;
-      case Op::max_pool2d: case Op::avg_pool2d: case Op::adaptive_avg_pool2d: case Op::adaptive_max_pool2d:
-        int_pool(op, a, c);
-        break;
       default: product(op, a, c); break;
     }
   }

@@ -564,7 +564,6 @@ bool conv(Op op, const Stack& a, const Metas& m, Stack* result) {
 bool pool(Op op, const Stack& a, const Metas& m, Stack* result) {
   const Tensor& x0 = a[0].tensor();
   DType dt = x0.dtype();
-  if (!is_floating(dt)) return false;
   const char* name = op_name(op);
   Tensor out = empty_from_meta(m[0]);
   *result = {Value(out)};
@@ -591,12 +590,15 @@ bool pool(Op op, const Stack& a, const Metas& m, Stack* result) {
       p.divisor = a[6].is_none() ? 0 : a[6].to_int();
     }
   }
-  std::string T = ctype(dt), A = mtype(dt);
+  // integers accumulate in i64 (sums wrap, averages truncate, as the CPU's kernels)
+  const bool integral = !is_floating(dt);
+  std::string T = ctype(dt), A = integral ? "i64" : mtype(dt);
+  const std::string lowest = integral ? "(A)(-9223372036854775807ll - 1)" : "-m_inf<A>()";
   auto f = kernels(device, "pool:" + T, [&] {
     return prelude() + "typedef " + T + " T;\ntypedef " + A + " A;\n"
            "struct P { i64 H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw, cip, divisor; };\n"
            "__device__ __forceinline__ A wmax(const T* x, i64 W, i64 h0, i64 h1, i64 dh, i64 w0, i64 w1, i64 dw) {\n"
-           "  A best = -m_inf<A>();\n"
+           "  A best = " + lowest + ";\n"
            "  for (i64 h = h0; h < h1; h += dh) for (i64 w = w0; w < w1; w += dw) {\n"
            "    A v = cvt<A>(x[h * W + w]);\n    if (v > best || v != v) best = v;\n    if (best != best) return best;\n  }\n"
            "  return best;\n}\n"
