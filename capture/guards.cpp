@@ -552,7 +552,10 @@ void GuardProgram::after_full_pass(lua_State* L, int base, int nargs) const {
   const bool stable = roots == m.last_roots;
   m.last_roots = std::move(roots);
   if (!stable) return;
-  if (m.builds >= 4 && m.fast_hits < 8 * int64_t(m.builds)) return;  // it keeps missing
+  if (m.builds >= 4 && m.fast_hits < 8 * int64_t(m.builds)) {
+    m.ready = false;  // it keeps missing (a table it reads changes on every call): full checks only
+    return;
+  }
   build_memo(L, base, nargs);
 }
 

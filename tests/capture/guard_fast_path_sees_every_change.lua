@@ -113,3 +113,23 @@ assert(fast_hits() >= before + 3, "writing a global keeps the fast path")
 -- 12. regional compilation: one compiled Layer.forward serves many instances
 local rm = seed.Model({num_layers = 6, regional = true})
 for _ = 1, 3 do h.close(rm(x), seed.Model.forward(rm, x), "regional") end
+
+-- 13. a module that stores its output on itself every call: the table changes on every call, so
+-- the memo misses every time and is given up after a few rebuilds; results stay equal to eager
+local Keeper = nn.Module:extend("Keeper")
+function Keeper:__init() self.lin = nn.Linear(10, 10) end
+function Keeper:forward(v)
+  local out = self.lin(v)
+  self.last_out = out
+  return out
+end
+tc.compiler.reset()
+local keeper = Keeper()
+local ck = tc.compile(keeper)
+for i = 1, 12 do
+  local y = tc.randn(10, 10)
+  local out = ck(y)
+  h.close(out, keeper.lin(y), "a field written every call, call " .. i)
+  assert(rawequal(keeper.last_out, out), "the stored output is the returned one")
+end
+assert(h.stats().traces <= 2, "no recompile per call, got " .. h.stats().traces .. " traces")
