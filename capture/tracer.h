@@ -162,6 +162,11 @@ class Tracer {
   std::unordered_map<const TensorImpl*, Ref> proxies_;  // fake impl -> graph ref
   std::vector<std::pair<std::pair<int, std::string>, Var>>
       overlay_;  // writes to real tables (obj, key)
+  struct KeyOrder {
+    std::vector<Var> keys;  // in `next` order
+    int k;                  // K index of the same keys as a Lua array (KEY_ORDER guards)
+  };
+  std::unordered_map<int, KeyOrder> key_orders_;  // per real table (object index)
   struct PendingEffect {
     Effect::Kind kind;
     Var target, key, value;

@@ -932,32 +932,39 @@ std::vector<Var> Tracer::iterate_real_table(const std::string& name, const Var& 
       lua_settop(L, base);
       throw BreakSignal{BreakCode::UnorderedIteration, "next over a table written in the trace"};
     }
-  // the whole key sequence, guarded once per table source
-  auto guarded = std::make_pair(t.src, int(GuardKind::KeyOrder));
-  std::vector<Var> keys;
-  lua_newtable(L);
-  const int arr = lua_gettop(L);
-  lua_pushnil(L);
-  while (lua_next(L, ti)) {
-    lua_pop(L, 1);
-    const int kt = lua_type(L, -1);
-    if (kt != LUA_TSTRING && kt != LUA_TNUMBER && kt != LUA_TBOOLEAN) {
-      lua_settop(L, base);
-      throw BreakSignal{BreakCode::UnorderedIteration,
-                        std::string("next over a table with ") + luaL_typename(L, -1) + " keys"};
+  // the whole key sequence, read once per table (the trace cannot change it: a write would be
+  // in overlay_) and guarded once per source of it
+  auto known = key_orders_.find(t.obj);
+  if (known == key_orders_.end()) {
+    KeyOrder order;
+    lua_newtable(L);
+    const int arr = lua_gettop(L);
+    lua_pushnil(L);
+    while (lua_next(L, ti)) {
+      lua_pop(L, 1);
+      const int kt = lua_type(L, -1);
+      if (kt != LUA_TSTRING && kt != LUA_TNUMBER && kt != LUA_TBOOLEAN) {
+        std::string what = std::string("next over a table with ") + luaL_typename(L, -1) + " keys";
+        lua_settop(L, base);
+        throw BreakSignal{BreakCode::UnorderedIteration, what};
+      }
+      order.keys.push_back(from_lua_unguarded(-1));
+      lua_pushvalue(L, -1);
+      lua_rawseti(L, arr, lua_Integer(order.keys.size()));
     }
-    keys.push_back(from_lua_unguarded(-1));
-    lua_pushvalue(L, -1);
-    lua_rawseti(L, arr, lua_Integer(keys.size()));
+    order.k = add_k(arr);
+    known = key_orders_.emplace(t.obj, std::move(order)).first;
   }
+  lua_settop(L, base);
+  const std::vector<Var>& keys = known->second.keys;
+  const auto guarded = std::make_pair(t.src, int(GuardKind::KeyOrder));
   if (!e_.guards.guarded.count(guarded)) {
     e_.guards.guarded[guarded] = true;
     Guard g{GuardKind::KeyOrder, t.src};
-    g.k = add_k(arr);
+    g.k = known->second.k;
     g.expected = "the keys of " + std::to_string(keys.size()) + " entries, in the order seen";
     e_.guards.guards.push_back(g);
   }
-  lua_settop(L, base);
   size_t at = 0;  // index of the next key to return
   if (k.k != Var::K::Nil) {
     const Var key = normalize_key(k);

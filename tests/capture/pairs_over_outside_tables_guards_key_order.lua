@@ -84,3 +84,23 @@ end
 local cw = tc.compile(w)
 local wt = {p = 1, q = 2}
 h.close(cw(wt, x), w(wt, x), "pairs over a table written in the trace")
+
+-- one table reached through two arguments, then two different tables: each argument's key order
+-- is guarded
+local function two(a, b, v)
+  local s = ""
+  for k in pairs(a) do s = s .. tostring(k) end
+  for k in pairs(b) do s = s .. tostring(k) end
+  return v + #s, s
+end
+local c2 = tc.compile(two)
+local shared = {p = 1, q = 2, r = 3}
+local rb, sb = c2(shared, shared, x)
+local eb, esb = two(shared, shared, x)
+h.close(rb, eb, "one table twice")
+h.eq(sb, esb, "order, one table twice")
+local fewer = {p = 1}
+rb, sb = c2(shared, fewer, x)
+eb, esb = two(shared, fewer, x)
+h.close(rb, eb, "second argument with other keys")
+h.eq(sb, esb, "order, second argument with other keys")
