@@ -13,9 +13,9 @@ namespace tc::capture {
 struct GuardProgram::Memo {
   bool ready = false;
   int nargs = 0;
-  // Argument tables whose contents the memo covers: (argument number, table). The ephemeron
-  // table (weak keys: these tables) maps each to `vals`, so the memo never keeps a model alive,
-  // and a memo table that died (and whose address may be reused) is seen as missing.
+  // The root tables (arguments, upvalues: see is_root) whose contents the memo covers: (source,
+  // table). The ephemeron table (weak keys: these tables) maps each to `vals`, so the memo never
+  // keeps a model alive, and a root that died (its address possibly reused) is seen as missing.
   std::vector<std::pair<int, const void*>> roots;
   int eph_ref = LUA_NOREF;
   int vals_ref = LUA_NOREF;  // vals[s + 1]: the value of known source s (pushed when needed)
@@ -280,66 +280,64 @@ int GuardProgram::first_failure(lua_State* L, int base) const {
 
 bool GuardProgram::guard_ok(lua_State* L, int base, int i) const {
   const int K = base + 1;
-  {
-    const HotGuard& g = hot[i];
-    const int v = g.src >= 0 ? slot(base, g.src) : 0;
-    bool ok = true;
-    switch (g.kind) {
-      case GuardKind::Type:
-        ok = lua_type(L, v) == g.vtype && (g.vtype != LUA_TUSERDATA || !lua::to_tensor(L, v));
-        break;
-      case GuardKind::Tensor: {
-        const Tensor* t = lua::to_tensor(L, v);
-        ok = t && tensor_matches_hot(*t, g, dims.data() + g.dims_at, guards[i].tensor);
-        break;
-      }
-      case GuardKind::Equals:
-        if (lua_type(L, v) != g.vtype) {
-          ok = false;
-          break;
-        }
-        switch (g.vtype) {
-          case LUA_TNIL:
-            break;
-          case LUA_TBOOLEAN:
-            ok = bool(lua_toboolean(L, v)) == g.flag;
-            break;
-          case LUA_TNUMBER:
-            ok = lua_isinteger(L, v) == g.flag &&
-                 (g.flag ? lua_tointeger(L, v) == g.ival : lua_tonumber(L, v) == g.fval);
-            break;
-          default:
-            if (g.ptr) {
-              ok = lua_tostring(L, v) == g.ptr;
-            } else {
-              lua_rawgeti(L, K, g.k);
-              ok = lua_rawequal(L, v, -1);
-              lua_pop(L, 1);
-            }
-        }
-        break;
-      case GuardKind::Identity:
-        ok = lua_topointer(L, v) == g.ptr && lua_type(L, v) == g.vtype;
-        break;
-      case GuardKind::ArgCount:
-        ok = nargs_ == g.ival;
-        break;
-      case GuardKind::SameAs:
-        ok = bool(lua_rawequal(L, v, slot(base, g.k))) == g.flag;
-        break;
-      case GuardKind::KeyOrder:
-        ok = lua_type(L, v) == LUA_TTABLE && same_key_order(L, v, K, g.k);
-        break;
-      case GuardKind::GlobalState: {
-        const Guard& full = guards[i];
-        ok = lua::grad_enabled() == full.grad && default_dtype() == full.default_dtype &&
-             default_device() == full.default_device &&
-             float32_matmul_precision() == full.matmul_precision;
-        break;
-      }
+  const HotGuard& g = hot[i];
+  const int v = g.src >= 0 ? slot(base, g.src) : 0;
+  bool ok = true;
+  switch (g.kind) {
+    case GuardKind::Type:
+      ok = lua_type(L, v) == g.vtype && (g.vtype != LUA_TUSERDATA || !lua::to_tensor(L, v));
+      break;
+    case GuardKind::Tensor: {
+      const Tensor* t = lua::to_tensor(L, v);
+      ok = t && tensor_matches_hot(*t, g, dims.data() + g.dims_at, guards[i].tensor);
+      break;
     }
-    return ok;
+    case GuardKind::Equals:
+      if (lua_type(L, v) != g.vtype) {
+        ok = false;
+        break;
+      }
+      switch (g.vtype) {
+        case LUA_TNIL:
+          break;
+        case LUA_TBOOLEAN:
+          ok = bool(lua_toboolean(L, v)) == g.flag;
+          break;
+        case LUA_TNUMBER:
+          ok = lua_isinteger(L, v) == g.flag &&
+               (g.flag ? lua_tointeger(L, v) == g.ival : lua_tonumber(L, v) == g.fval);
+          break;
+        default:
+          if (g.ptr) {
+            ok = lua_tostring(L, v) == g.ptr;
+          } else {
+            lua_rawgeti(L, K, g.k);
+            ok = lua_rawequal(L, v, -1);
+            lua_pop(L, 1);
+          }
+      }
+      break;
+    case GuardKind::Identity:
+      ok = lua_topointer(L, v) == g.ptr && lua_type(L, v) == g.vtype;
+      break;
+    case GuardKind::ArgCount:
+      ok = nargs_ == g.ival;
+      break;
+    case GuardKind::SameAs:
+      ok = bool(lua_rawequal(L, v, slot(base, g.k))) == g.flag;
+      break;
+    case GuardKind::KeyOrder:
+      ok = lua_type(L, v) == LUA_TTABLE && same_key_order(L, v, K, g.k);
+      break;
+    case GuardKind::GlobalState: {
+      const Guard& full = guards[i];
+      ok = lua::grad_enabled() == full.grad && default_dtype() == full.default_dtype &&
+           default_device() == full.default_device &&
+           float32_matmul_precision() == full.matmul_precision;
+      break;
+    }
   }
+  return ok;
 }
 
 std::string tensor_spec_string(const TensorSpec& t) {
@@ -451,7 +449,6 @@ std::vector<std::string> GuardProgram::lines() const {
 
 namespace {
 
-
 // A table is compared whole only when that is cheaper than reading the fields used (about the
 // cost of comparing kBytesPerRead bytes each; class tables of a few dozen methods qualify), and
 // never beyond kMaxSnapshotNodeBytes of hash part; otherwise its fields are re-read (tc,
@@ -461,6 +458,15 @@ namespace {
 constexpr size_t kBytesPerRead = 1024;
 constexpr size_t kPinnedBytes = 4096;
 constexpr size_t kMaxSnapshotNodeBytes = 16384;
+
+// Pushes a new table with weak keys ("k") or weak values ("v").
+void push_weak_table(lua_State* L, const char* mode) {
+  lua_newtable(L);
+  lua_createtable(L, 0, 1);
+  lua_pushstring(L, mode);
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+}
 
 }  // namespace
 
@@ -592,7 +598,7 @@ void GuardProgram::build_memo(lua_State* L, int base, int nargs) const {
         if (sh.node_bytes <= kMaxSnapshotNodeBytes && bytes <= budget && !env) {
           snap_of[p] = int(m.snaps.size());
           m.snaps.push_back({t, sh, m.bytes.size()});
-          append_table_bytes(t, sh, m.bytes);
+          append_table_bytes(sh, m.bytes);
         }
       }
     }
@@ -666,7 +672,7 @@ void GuardProgram::build_memo(lua_State* L, int base, int nargs) const {
   const int vals = lua_gettop(L);
   for (int s = 0; s < n; s++) {
     const HotSource& h = hot_sources[s];
-    const bool root = m.known[s] && (h.kind == SrcKind::Arg || h.kind == SrcKind::Upval);
+    const bool root = m.known[s] && is_root(s);
     const bool stored = m.known[s] && !root && h.kind != SrcKind::Pinned;
     if (stored) {
       lua_pushvalue(L, slot(base, s));
@@ -680,12 +686,8 @@ void GuardProgram::build_memo(lua_State* L, int base, int nargs) const {
   for (int s = 0; s < n; s++)
     if (need[s]) m.slots = s + 1;
   for (auto& [s, table] : m.roots) m.slots = std::max(m.slots, s + 1);
-  lua_createtable(L, 0, int(m.roots.size()) + 1);  // eph: root table -> vals, weak keys
+  push_weak_table(L, "k");  // eph: root table -> vals
   const int eph = lua_gettop(L);
-  lua_createtable(L, 0, 1);
-  lua_pushstring(L, "k");
-  lua_setfield(L, -2, "__mode");
-  lua_setmetatable(L, eph);
   for (auto& [s, table] : m.roots) {
     lua_pushvalue(L, slot(base, s));
     lua_pushvalue(L, vals);
@@ -701,11 +703,7 @@ void GuardProgram::build_memo(lua_State* L, int base, int nargs) const {
   m.eph_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   // vals itself must not be a strong registry entry (it would keep the model alive): the fast
   // path reaches it through a weak-valued holder, alive exactly while eph holds it.
-  lua_createtable(L, 1, 0);
-  lua_createtable(L, 0, 1);
-  lua_pushstring(L, "v");
-  lua_setfield(L, -2, "__mode");
-  lua_setmetatable(L, -2);
+  push_weak_table(L, "v");
   lua_pushvalue(L, vals);
   lua_rawseti(L, -2, 1);
   m.vals_ref = luaL_ref(L, LUA_REGISTRYINDEX);

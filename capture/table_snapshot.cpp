@@ -58,7 +58,7 @@ bool check_layout(lua_State* L) {
   auto snap = [&] {
     s = table_shape(p);
     bytes.clear();
-    append_table_bytes(p, s, bytes);
+    append_table_bytes(s, bytes);
   };
   auto changed = [&] { return !table_unchanged(p, s, bytes.data()); };
   if (ok) {
@@ -98,8 +98,7 @@ TableShape table_shape(const void* table) {
                     uint8_t(t->flags & 0x80)};
 }
 
-void append_table_bytes(const void* table, const TableShape& s, std::vector<unsigned char>& out) {
-  (void)table;
+void append_table_bytes(const TableShape& s, std::vector<unsigned char>& out) {
   out.insert(out.end(), s.array, s.array + s.array_bytes);
   out.insert(out.end(), s.node, s.node + s.node_bytes);
 }

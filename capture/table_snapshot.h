@@ -49,7 +49,6 @@ struct TableShape {
   uint32_t array_bytes, node_bytes;
   unsigned int alimit;
   uint8_t lsizenode, bitras;
-  bool operator==(const TableShape&) const = default;
 };
 
 inline const LuaTableView* table_view(const void* table) {
@@ -59,8 +58,8 @@ inline const LuaTableView* table_view(const void* table) {
 // The shape of a table (the pointer lua_topointer gives for a table value).
 TableShape table_shape(const void* table);
 
-// Appends the table's array and node bytes to `out`.
-void append_table_bytes(const void* table, const TableShape& s, std::vector<unsigned char>& out);
+// Appends the array and node bytes of the table of shape `s` to `out`.
+void append_table_bytes(const TableShape& s, std::vector<unsigned char>& out);
 
 // True iff the table's shape equals `s` and its bytes equal `bytes` (s.array_bytes then
 // s.node_bytes long).
