@@ -17,9 +17,7 @@
 namespace tc {
 namespace {
 
-std::atomic<int64_t> g_live_bytes{0};
-std::atomic<int64_t> g_cpu_live{0};  // the CPU part of g_live_bytes
-int64_t g_cpu_live_bytes() { return g_cpu_live.load(std::memory_order_relaxed); }
+std::atomic<int64_t> g_live_bytes[2] = {0, 0};  // owned storage alive, per DeviceType
 const DeviceAllocator* g_allocators[2] = {nullptr, nullptr};
 
 // CPU memory is cached after use: eager code frees and reallocates tensors of the same sizes
@@ -106,7 +104,8 @@ std::atomic<int64_t> g_cpu_limit{0};
 void* try_allocate(size_t nbytes, Device device, size_t* block) {
   if (device.is_cpu()) {
     const int64_t limit = g_cpu_limit.load(std::memory_order_relaxed);
-    if (limit > 0 && g_cpu_live_bytes() + int64_t(nbytes) > limit) return nullptr;
+    if (limit > 0 && g_live_bytes[int(DeviceType::CPU)].load() + int64_t(nbytes) > limit)
+      return nullptr;
     return cpu_cache().alloc(nbytes, block);
   }
   return require_allocator(device)->alloc(nbytes, device);
@@ -149,8 +148,7 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
       p = try_allocate(nbytes, device, &block);
     }
   }
-  g_live_bytes += (int64_t)nbytes;
-  if (device.is_cpu()) g_cpu_live += (int64_t)nbytes;
+  g_live_bytes[int(device.type)] += (int64_t)nbytes;
   // ctx carries the CPU block size back to the cache
   return std::make_shared<Storage>(p, nbytes, device, true, nullptr, (void*)(uintptr_t)block);
 }
@@ -165,15 +163,14 @@ Storage::~Storage() {
     if (deleter_) deleter_(data_, ctx_);
     return;
   }
-  g_live_bytes -= (int64_t)nbytes_;
-  if (device_.is_cpu()) g_cpu_live -= (int64_t)nbytes_;
+  g_live_bytes[int(device_.type)] -= (int64_t)nbytes_;
   if (device_.is_cpu())
     cpu_free(data_, ctx_);
   else if (auto a = g_allocators[(int)device_.type])
     a->free(data_, device_);
 }
 
-int64_t Storage::live_bytes() { return g_live_bytes.load(); }
+int64_t Storage::live_bytes() { return g_live_bytes[0].load() + g_live_bytes[1].load(); }
 
 Shape contiguous_strides(const Shape& sizes) {
   Shape st(sizes.size());

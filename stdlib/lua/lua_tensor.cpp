@@ -28,6 +28,13 @@ int64_t g_pending = 0;    // bytes allocated since the last collection
 constexpr int64_t kMinCycleBytes = int64_t(192) << 20;
 int64_t g_collect_at = kMinCycleBytes;
 
+// After a full collection: the next one once as many bytes again are allocated.
+void collected() {
+  g_pending = 0;
+  g_last_live = Storage::live_bytes();
+  g_collect_at = std::max(kMinCycleBytes, g_last_live);
+}
+
 int tensor_gc(lua_State* L) {
   if (to_tensor(L, 1)) static_cast<TensorBox*>(lua_touserdata(L, 1))->t = Tensor();  // a resurrected userdata reads as freed
   return 0;
@@ -356,10 +363,8 @@ void gc_pressure(lua_State* L) {
   // live bytes fell (a collection the user ran, tensors freed): the next cycle comes sooner
   if (live < g_collect_at) g_collect_at = std::max(kMinCycleBytes, live);
   if (g_pending < g_collect_at) return;
-  g_pending = 0;
   lua_gc(L, LUA_GCCOLLECT);
-  g_last_live = Storage::live_bytes();
-  g_collect_at = std::max(kMinCycleBytes, g_last_live);
+  collected();
 }
 
 namespace {
@@ -373,9 +378,7 @@ std::vector<lua_State*>& open_states() {
 
 void collect_all_states() {
   for (lua_State* S : open_states()) lua_gc(S, LUA_GCCOLLECT);
-  g_pending = 0;
-  g_last_live = Storage::live_bytes();
-  g_collect_at = std::max(kMinCycleBytes, g_last_live);
+  collected();
 }
 
 int state_closing(lua_State* L) {  // __gc of a registry sentinel: runs when the state closes
