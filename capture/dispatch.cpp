@@ -550,7 +550,6 @@ std::string cache_name(const CodeCache* cc) {
   return cc->name;
 }
 
-// A new entry for a miss (stack: [fn, args...]); null with an outcome when none is made.
 // The sources whose slots execute() reads after the guards passed (the guards' fast path fills
 // only those): value plans and a Lua backend's inputs.
 std::vector<int> sources_read_after_check(const Entry& e) {
@@ -571,6 +570,14 @@ std::vector<int> sources_read_after_check(const Entry& e) {
   return out;
 }
 
+// Pushes the error of fullgraph=true for an entry whose whole frame runs uncompiled.
+void push_uncompilable(lua_State* L, const CodeCache* cc, const Entry& e) {
+  const std::string msg =
+      "tc.compile(fullgraph=true): " + cache_name(cc) + " cannot be compiled: " + e.fallback_reason;
+  lua::push_error(L, "CompileError", msg.c_str(), 1);
+}
+
+// A new entry for a miss (stack: [fn, args...]); null with an outcome when none is made.
 Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileConfig>& cfg,
                    int nargs, Outcome* out) {
   State& st = state();
@@ -689,11 +696,7 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
     st.stats.fallbacks++;
     st.report.fallbacks.push_back(cache_name(cc) + ": " + e->fallback_reason);
     if (cfg->fullgraph && e->brk.stack.empty()) {
-      lua::push_error(L, "CompileError",
-                      ("tc.compile(fullgraph=true): " + cache_name(cc) +
-                       " cannot be compiled: " + e->fallback_reason)
-                          .c_str(),
-                      1);
+      push_uncompilable(L, cc, *e);
       *out = Outcome::Raise;
       return nullptr;
     }
@@ -764,15 +767,10 @@ Outcome drive_from(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
       // an entry made by a compile without fullgraph (caches are per function, shared by every
       // tc.compile of it): under fullgraph=true its break is an error, as when first traced
       lua_settop(L, base);
-      if (hit->end == EndKind::Break || !hit->brk.stack.empty()) {
+      if (hit->end == EndKind::Break || !hit->brk.stack.empty())
         raise_graph_break(L, hit->brk);
-      } else {
-        lua::push_error(L, "CompileError",
-                        ("tc.compile(fullgraph=true): " + cache_name(cc) +
-                         " cannot be compiled: " + hit->fallback_reason)
-                            .c_str(),
-                        1);
-      }
+      else
+        push_uncompilable(L, cc, *hit);
       return Outcome::Raise;
     }
     if (hit) {
