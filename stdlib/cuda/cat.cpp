@@ -88,7 +88,7 @@ bool cat_contiguous(const Stack& a, const TensorMeta& m, Stack* result) {
       col += row;
       most = std::max(most, outer * row);
     }
-    unsigned gx = (unsigned)std::max<int64_t>(1, std::min<int64_t>((most + kBlock - 1) / kBlock, dev(device).sm_count * 8));
+    unsigned gx = grid_for(most, device, kBlock, 8);
     void* args[] = {&op, &outer, &out_units, &tab};
     launch3(device, f, gx, (unsigned)cnt, 1, kBlock, args);
   }

@@ -10,10 +10,6 @@
 namespace tc::cuda {
 namespace {
 
-unsigned grid_for(int64_t n, int device) {
-  return (unsigned)std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, (int64_t)dev(device).sm_count * 32));
-}
-
 // A batched matrix operand: element (b, i, j) at data + b*sb + i*sr + j*sc (elements).
 struct Operand {
   Tensor t;

@@ -111,7 +111,7 @@ bool interpolate(const Stack& a, const TensorMeta& m, Stack* result) {
   const void *p0 = ih0.data_ptr(), *p1 = ih1.data_ptr(), *p2 = iw0.data_ptr(), *p3 = iw1.data_ptr();
   const void *q0 = lh0.data_ptr(), *q1 = lh1.data_ptr(), *q2 = lw0.data_ptr(), *q3 = lw1.data_ptr();
   void* args[] = {&xp, &yp, &total, &s, &bl, &p0, &p1, &p2, &p3, &q0, &q1, &q2, &q3};
-  launch(device, f, (unsigned)std::max<int64_t>(1, std::min<int64_t>((total + 255) / 256, dev(device).sm_count * 64)),
+  launch(device, f, grid_for(total, device, 256, 64),
          256, args);
   return true;
 }

@@ -281,9 +281,7 @@ namespace {
 
 constexpr int kCBlock = 256;
 
-unsigned cgrid(int64_t n, int device) {
-  return (unsigned)std::max<int64_t>(1, std::min<int64_t>((n + kCBlock - 1) / kCBlock, (int64_t)dev(device).sm_count * 64));
-}
+unsigned cgrid(int64_t n, int device) { return grid_for(n, device, kCBlock, 64); }
 
 struct ConvGeo {
   int64_t N, C, H, W, O, KH, KW, G, sh, sw, ph, pw, dh, dw, OH, OW;

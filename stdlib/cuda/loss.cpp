@@ -72,7 +72,7 @@ bool distance(Op op, const Stack& a, const TensorMeta& m, Stack* result) {
   int sq = op == Op::mse_loss ? 1 : 0, red = r == cpu::Reduction::None ? 0 : r == cpu::Reduction::Mean ? 1 : 2;
   void* args[] = {&xp, &tp, &op_, &n, &sq, &red};
   if (red == 0)
-    launch(device, f, (unsigned)std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, dev(device).sm_count * 32)), 256,
+    launch(device, f, grid_for(n, device), 256,
            args);
   else
     launch(device, f, 1, kRed, args);
@@ -156,7 +156,7 @@ bool class_loss(Op op, const Stack& a, const TensorMeta& m, Stack* result) {
   void* err = reinterpret_cast<void*>(dev(device).error_word);
   int lsm = ce ? 1 : 0, sm = smoothing > 0 && !prob ? 1 : 0;
   void* args[] = {&xp, &tg, &tp, &wp, &op_, &npos, &c, &d, &ignore, &lsm, &sm, &smoothing, &err};
-  unsigned grid = (unsigned)std::max<int64_t>(1, std::min<int64_t>((npos + 127) / 128, dev(device).sm_count * 32));
+  unsigned grid = grid_for(npos, device, 128);
   launch(device, fs[0], grid, 128, args);
   int64_t bad = 0;
   if (take_device_error(device, &bad))
@@ -224,7 +224,7 @@ bool binary(bool logits, const Stack& a, const TensorMeta& m, Stack* result) {
   int lg = logits ? 1 : 0, red = r == cpu::Reduction::None ? 0 : r == cpu::Reduction::Mean ? 1 : 2;
   void* args[] = {&xp, &tp, &wp, &pp, &op_, &n, &lg, &red, &err};
   if (red == 0)
-    launch(device, f, (unsigned)std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, dev(device).sm_count * 32)), 256,
+    launch(device, f, grid_for(n, device), 256,
            args);
   else
     launch(device, f, 1, kRed, args);

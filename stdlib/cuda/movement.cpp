@@ -28,10 +28,6 @@ const char* uint_of(size_t itemsize) {
   }
 }
 
-unsigned grid_for(int64_t n, int device) {
-  return (unsigned)std::max<int64_t>(1, std::min<int64_t>((n + kBlock - 1) / kBlock, (int64_t)dev(device).sm_count * 32));
-}
-
 // tril/triu on a contiguous copy: zero the elements outside the band.
 void tri_zero(const Tensor& out, bool tril, int64_t k) {
   int64_t n = out.numel();

@@ -327,6 +327,10 @@ void profile_op(Op op, double us, int64_t launches) {
 }
 int64_t launch_count() { return g_launches; }
 
+unsigned grid_for(int64_t n, int device, int64_t block, int64_t per_sm) {
+  return (unsigned)std::max<int64_t>(1, std::min<int64_t>((n + block - 1) / block, dev(device).sm_count * per_sm));
+}
+
 void launch(int device, CUfunction f, unsigned grid, unsigned block, void** args, unsigned smem) {
   launch3(device, f, grid, 1, 1, block, args, smem);
 }

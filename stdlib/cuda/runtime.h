@@ -99,6 +99,9 @@ std::string nvrtc_version();
 const std::string& prelude();
 const std::string& block_sum_src();  // __device__ block_sum(double, double* sm)
 
+// Blocks for a grid-stride loop over n elements: enough to cover them, at most per_sm blocks per
+// SM, at least one.
+unsigned grid_for(int64_t n, int device, int64_t block = 256, int64_t per_sm = 32);
 // Launch on the device's current stream: 1-D grid of `grid` blocks of `block` threads.
 void launch(int device, CUfunction f, unsigned grid, unsigned block, void** args, unsigned smem = 0);
 void launch3(int device, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned block, void** args,

@@ -162,7 +162,7 @@ void radix_sort_rows(const Tensor& in, int64_t rows, int64_t n, int64_t k, bool 
   Tensor pos[2] = {Tensor::empty({total}, DType::Int32, d), Tensor::empty({total}, DType::Int32, d)};
   int tpr = (int)((n + kTile - 1) / kTile);
   Tensor hist = Tensor::empty({rows * 256 * tpr}, DType::Int64, d);
-  unsigned grid = (unsigned)std::max<int64_t>(1, std::min<int64_t>((total + 255) / 256, (int64_t)dev(device).sm_count * 32));
+  unsigned grid = grid_for(total, device);
   const void* xp = in.data_ptr();
   void *k0 = keys[0].data_ptr(), *p0 = pos[0].data_ptr(), *hp = hist.data_ptr();
   uint64_t flip64 = descending ? ~0ull : 0;
@@ -184,7 +184,7 @@ void radix_sort_rows(const Tensor& in, int64_t rows, int64_t n, int64_t k, bool 
   void *pp = pos[cur].data_ptr(), *yp = v.data_ptr(), *ip = vi.data_ptr();
   int64_t outs = rows * k;
   void* a3[] = {&xp, &pp, &yp, &ip, &outs, &n, &k};
-  if (outs) launch(device, f[4], (unsigned)std::max<int64_t>(1, std::min<int64_t>((outs + 255) / 256, (int64_t)dev(device).sm_count * 32)), 256, a3);
+  if (outs) launch(device, f[4], grid_for(outs, device), 256, a3);
 }
 
 }  // namespace
