@@ -1,0 +1,199 @@
+// The loop IR: the lowered form of a captured graph that every code generator consumes (the CPU
+// backend on LLVM ORC, the CUDA backend on NVRTC). Lowering (lower.h) turns a capture::Graph into
+// a LoweredGraph: a launch list of Steps (generated Kernels and Extern library calls) over
+// Buffers with a static memory plan.
+//
+//   LoweredGraph lg = lower(graph, {});          // decompose, index views, fuse, dedup, plan
+//   std::cout << print(lg);                       // TC_DEBUG=2 prints this after every stage
+//   for (const Step& s : lg.steps) ...            // a code generator walks the steps
+//
+// A Kernel is one loop nest over an output index space:
+//
+//   for o in outer (multi-dim; parallel: CPU thread chunks, CUDA blocks/threads)
+//     body: Stmts in order, each either straight-line Code or a Loop over `extents`
+//           (a reduction axis walk: accumulators, or a map that stores per element)
+//
+// so a pointwise chain is `outer = output dims, body = [Code with loads, math, stores]`, a row
+// reduction is `outer = kept dims, body = [Loop{reduce}, Code{epilogue, store}]`, and softmax is
+// `outer = rows, body = [Loop{max}, Loop{sum exp(x - max)}, Loop{store exp(x - max) / sum}]`:
+// one kernel. Values are SSA instructions (Instr) in one flat array per kernel, referenced by
+// integer (Val). Scope: preamble values are visible everywhere; values of an outer-level Code
+// stmt in later stmts of the same outer iteration; a Loop's body values only inside that loop;
+// a Loop's reduction results (Acc instrs) after the loop.
+//
+// Kernels reference buffers and sizes only through their parameters, never through the graph's
+// buffer ids: two fusion groups that differ only in their buffers lower to equal Kernels and are
+// compiled once (structural dedup: 64 identical layers cost one layer's kernels). Dynamic sizes
+// are kernel parameters too (SizeParam), so one kernel serves every size.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tc/dtype.h"
+#include "tc/ops.h"
+
+namespace tc::lower {
+
+using Val = int32_t;  // index into Kernel::instrs
+constexpr Val kNoVal = -1;
+
+// Scalar compute types. Memory dtypes (tc::DType) map onto them on load/store: float16/bfloat16
+// load as F32 and store rounded; int8/uint8/int16/int32 compute as I32 (stores wrap as the dtype);
+// bool as Bool.
+enum class Ty : uint8_t { Bool, I32, I64, F32, F64 };
+Ty compute_type(DType d);
+
+// The scalar primitives generated code is made of (scalar_ops.def: name, arity, types).
+// Composite pointwise ops of ops.def (gelu, silu, softplus, hardtanh ...) are decomposed into
+// these by lowering's decomposition table; code generators implement only this list.
+enum class ScalarOp : uint8_t {
+#define TC_SCALAR_OP(name, arity) name,
+#include "scalar_ops.def"
+#undef TC_SCALAR_OP
+};
+const char* scalar_op_name(ScalarOp op);
+
+enum class Opc : uint8_t {
+  ConstI,     // i: integer constant of `ty`
+  ConstF,     // f: float constant of `ty`
+  SizeParam,  // a = index of a kernel size parameter (int64; a dynamic dim or a derived size)
+  OuterVar,   // a = outer dim index: the current index along that dim
+  LoopVar,    // a = dim index of the innermost enclosing Loop
+  Load,       // a = buffer parameter index, b = element index (I64 Val); ty = compute type
+  Math,       // sop on a (, b (, c)): Ty from operands except comparisons (Bool) and Cast (ty)
+  Acc,        // a = index of the Reduction in its Loop (the Loop is the one this Acc follows)
+};
+
+struct Instr {
+  Opc op = Opc::ConstI;
+  Ty ty = Ty::F32;
+  ScalarOp sop = ScalarOp::add;  // Math only
+  Val a = kNoVal, b = kNoVal, c = kNoVal;
+  int64_t i = 0;  // ConstI
+  double f = 0;   // ConstF
+  bool operator==(const Instr&) const = default;
+};
+
+enum class ReduceOp : uint8_t { Sum, Prod, Max, Min, ArgMax, ArgMin, Any, All };
+
+struct Reduction {
+  ReduceOp op = ReduceOp::Sum;
+  Val input = kNoVal;  // a value of the loop body, combined each iteration
+  Val index = kNoVal;  // ArgMax/ArgMin: the candidate index (I64) paired with `input`
+  Val result = kNoVal; // the Acc instr holding the result after the loop
+  bool operator==(const Reduction&) const = default;
+};
+
+struct Store {
+  int buffer = 0;      // buffer parameter index
+  Val index = kNoVal;  // element index (I64)
+  Val value = kNoVal;
+  bool operator==(const Store&) const = default;
+};
+
+struct Stmt {
+  enum class Kind : uint8_t { Code, Loop };
+  Kind kind = Kind::Code;
+  std::vector<Val> extents;        // Loop: sizes (values of the preamble), outer dim first
+  std::vector<Val> body;           // instrs evaluated in order (per loop iteration for a Loop)
+  std::vector<Reduction> reductions;  // Loop only
+  std::vector<Store> stores;       // stores after `body` (per iteration for a Loop)
+  bool operator==(const Stmt&) const = default;
+};
+
+struct BufferParam {
+  DType dtype = DType::Float32;
+  bool written = false;  // an output of the kernel (may also be read)
+  bool operator==(const BufferParam&) const = default;
+};
+
+struct Kernel {
+  std::string name;                 // "k3_softmax": not part of the structural identity
+  std::vector<BufferParam> buffers;
+  int num_size_params = 0;
+  std::vector<Instr> instrs;
+  std::vector<Val> preamble;        // uniform values: sizes, strides (evaluated once a launch)
+  std::vector<Val> outer;           // outer extents (values of the preamble), outer dim first
+  std::vector<Stmt> body;
+  std::vector<int> source_nodes;    // graph nodes fused here (for listings, not identity)
+  std::vector<int> source_lines;    // their user lines
+  // Structural identity: everything above except name and sources.
+  bool same_structure(const Kernel& o) const;
+  uint64_t structural_hash() const;
+};
+
+// Graph-level integer sizes with dynamic dims: sum of terms c * prod(symbols). Symbol k is dim
+// `dim` of graph input `input` (LoweredGraph::symbols).
+struct SymInt {
+  struct Term {
+    int64_t c = 0;
+    std::vector<int> syms;  // sorted
+    bool operator==(const Term&) const = default;
+  };
+  std::vector<Term> terms;
+  static SymInt of(int64_t c);
+  static SymInt sym(int k);
+  bool is_const() const;
+  int64_t eval(const std::vector<int64_t>& symbol_values) const;
+  bool operator==(const SymInt&) const = default;
+};
+
+struct Symbol {
+  int input = 0;  // graph input index
+  int dim = 0;    // 0-based dim
+};
+
+struct Buffer {
+  enum class Kind : uint8_t { Input, Output, Temp };
+  Kind kind = Kind::Temp;
+  DType dtype = DType::Float32;
+  SymInt numel;     // elements the buffer spans (for an Input: its storage extent as viewed)
+  int io = -1;      // Input: graph input index; Output: graph output index
+  int64_t offset = -1;  // Temp and Output: byte offset in the arena (memory plan), -1 if unplanned
+};
+
+// A strided view of a buffer: what an Extern reads or writes, and what a graph output is.
+struct BufferView {
+  int buffer = 0;
+  SymInt offset;  // elements
+  std::vector<SymInt> sizes, strides;
+};
+
+// A library call: matmul/bmm/linear/addmm/convolution (OpenBLAS or cuBLAS(Lt)/cuDNN), also any
+// op lowering cannot generate yet (run through its eager kernel: counted as a fallback).
+struct Extern {
+  Op op = Op::mm;
+  std::vector<BufferView> inputs;
+  std::vector<Value> constants;  // the node's non-tensor arguments, schema order
+  BufferView output;
+  bool fallback = false;  // true when this is an op lowering does not handle (perf_hints)
+};
+
+struct Launch {
+  int kernel = 0;                   // index into LoweredGraph::kernels (deduplicated)
+  std::vector<int> buffers;         // graph buffer per kernel buffer parameter
+  std::vector<SymInt> sizes;        // value per kernel size parameter
+};
+
+struct Step {
+  enum class Kind : uint8_t { Launch, Extern };
+  Kind kind = Kind::Launch;
+  Launch launch;
+  Extern ext;
+};
+
+struct LoweredGraph {
+  std::vector<Kernel> kernels;      // distinct kernels
+  std::vector<Buffer> buffers;
+  std::vector<Symbol> symbols;
+  std::vector<Step> steps;          // the launch order
+  std::vector<BufferView> outputs;  // one per graph output (may view an input buffer)
+  int64_t arena_bytes_static = -1;  // arena size when every size is static, else -1
+  int num_fused_nodes = 0;          // graph op nodes that became kernels
+};
+
+std::string print(const Kernel& k);
+std::string print(const LoweredGraph& g);
+
+}  // namespace tc::lower
