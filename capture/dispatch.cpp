@@ -570,6 +570,18 @@ std::vector<int> sources_read_after_check(const Entry& e) {
   return out;
 }
 
+// tc.config[key] when it is an integer, else `fallback`.
+int config_int(lua_State* L, const char* key, int fallback) {
+  const int top = lua_gettop(L);
+  lua_getfield(L, LUA_REGISTRYINDEX, "tc.module");
+  if (lua_istable(L, -1) && lua_getfield(L, -1, "config") == LUA_TTABLE) {
+    lua_getfield(L, -1, key);
+    if (lua_isinteger(L, -1)) fallback = int(lua_tointeger(L, -1));
+  }
+  lua_settop(L, top);
+  return fallback;
+}
+
 // Pushes the error of fullgraph=true for an entry whose whole frame runs uncompiled.
 void push_uncompilable(lua_State* L, const CodeCache* cc, const Entry& e) {
   const std::string msg =
@@ -594,14 +606,7 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
       *out = Outcome::Raise;
       return nullptr;
     }
-    int limit = 8;
-    lua_getfield(L, LUA_REGISTRYINDEX, "tc.module");
-    if (lua_istable(L, -1) && lua_getfield(L, -1, "config") == LUA_TTABLE) {
-      lua_getfield(L, -1, "recompile_limit");
-      if (lua_isinteger(L, -1)) limit = int(lua_tointeger(L, -1));
-      lua_pop(L, 1);
-    }
-    lua_settop(L, base);
+    const int limit = config_int(L, "recompile_limit", 8);
     last.guards.check(L, 1, 2, nargs);
     if (int(cc->entries.size()) >= limit) {
       lua_settop(L, base);
@@ -631,6 +636,9 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
   opt.fn_name = cc->name;
   opt.dynamic = cc->dynamic;
   opt.dynamic_all = cfg->dynamic == 1;
+  opt.budget.instructions = config_int(L, "trace_max_instructions", opt.budget.instructions);
+  opt.budget.depth = config_int(L, "trace_max_depth", opt.budget.depth);
+  opt.budget.iterations = config_int(L, "trace_max_iterations", opt.budget.iterations);
   std::unique_ptr<Entry> e;
   for (int attempt = 0;; attempt++) {
     e = std::make_unique<Entry>();

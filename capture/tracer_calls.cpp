@@ -101,8 +101,8 @@ Var Tracer::raw_get(const Var& t, const Var& key_in) {
     return j >= 0 ? m.hash[j].second : Var::nil();
   }
   const std::string ks = key_string(key);
-  for (auto it = overlay_.rbegin(); it != overlay_.rend(); ++it)
-    if (it->first.first == t.obj && it->first.second == ks && !ks.empty()) return it->second;
+  if (!ks.empty())
+    if (auto it = overlay_.find({t.obj, ks}); it != overlay_.end()) return it->second;
   int src;
   if (key.k == Var::K::Str || key.k == Var::K::Bool) {
     // A Field source reads K[n] as the key; n at creation (-1 for booleans) keeps t[true]
@@ -432,7 +432,7 @@ void Tracer::newindex(const Var& t, const Var& key_in, const Var& v) {
       if (ks.empty() || (key.k != Var::K::Str && key.k != Var::K::Int))
         throw BreakSignal{BreakCode::UnsupportedBytecode,
                           "table key that is not a string or an integer"};
-      overlay_.push_back({{t.obj, ks}, v});
+      overlay_[{t.obj, ks}] = v;
       effects_.push_back({Effect::Kind::RawSet, t, key, v, 0});
       return;
     }

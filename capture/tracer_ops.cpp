@@ -693,9 +693,7 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
       if (arg(1).k != Var::K::Str && arg(1).k != Var::K::Int)
         throw BreakSignal{BreakCode::UnsupportedBytecode, "rawset key"};
       raw_get(t, arg(1));
-      overlay_.push_back(
-          {{t.obj, (arg(1).k == Var::K::Str ? "s" + arg(1).s : "i" + std::to_string(arg(1).i))},
-           arg(2)});
+      overlay_[{t.obj, key_string(arg(1))}] = arg(2);
       effects_.push_back({Effect::Kind::RawSet, t, arg(1), arg(2), 0});
       *out = {t};
       return true;
@@ -927,11 +925,10 @@ std::vector<Var> Tracer::iterate_real_table(const std::string& name, const Var& 
     lua_pop(L, 1);
     return {nx, t, Var::nil()};
   }
-  for (auto& [where, v] : overlay_)
-    if (where.first == t.obj) {
-      lua_settop(L, base);
-      throw BreakSignal{BreakCode::UnorderedIteration, "next over a table written in the trace"};
-    }
+  if (auto w = overlay_.lower_bound({t.obj, ""}); w != overlay_.end() && w->first.first == t.obj) {
+    lua_settop(L, base);
+    throw BreakSignal{BreakCode::UnorderedIteration, "next over a table written in the trace"};
+  }
   // the whole key sequence, read once per table (the trace cannot change it: a write would be
   // in overlay_) and guarded once per source of it
   auto known = key_orders_.find(t.obj);

@@ -334,6 +334,8 @@ Var Tracer::upval(Frame& f, int n) {
   if (f.fn.k == Var::K::Closure) {
     const int c = closures_[f.fn.id].cells[n];
     return cells_[c >= 0 ? c : -c - 1];  // cells are never cached: other closures may write them
+  } else if (auto w = upval_overlay_.find(upvalue_id(f, n)); w != upval_overlay_.end()) {
+    v = w->second;  // written earlier in this trace (an iterator's counter: `i = i + 1`)
   } else {
     std::string name =
         n < int(f.p->upvalue_names.size()) && f.p->upvalue_names[n] ? *f.p->upvalue_names[n] : "";
@@ -356,7 +358,16 @@ void Tracer::set_upval(Frame& f, int n, Var v) {
   if (v.k == Var::K::Closure) throw BreakSignal{BreakCode::EscapingClosure, "stored in an upvalue"};
   if (int(f.up.size()) <= n) f.up.resize(n + 1);
   f.up[n] = v;
+  if (const void* id = upvalue_id(f, n)) upval_overlay_[id] = v;
   effects_.push_back({Effect::Kind::SetUpval, f.fn, Var(), v, n + 1});
+}
+
+const void* Tracer::upvalue_id(const Frame& f, int n) {
+  if (f.fn.k != Var::K::Object) return nullptr;
+  push_obj(f.fn.obj);
+  const void* id = lua_type(L, -1) == LUA_TFUNCTION ? lua_upvalueid(L, -1, n + 1) : nullptr;
+  lua_pop(L, 1);
+  return id;
 }
 
 void Tracer::push_frame(const Var& fn, const vm::Proto* p, std::vector<Var> args, int ret_a,
