@@ -213,7 +213,8 @@ CodeCache* resume_cache(CodeCache* cc, int pc) {
     auto lines = vm::decode_lines(*origin);
     return opc < int(lines.size()) ? lines[opc] : origin->linedefined;
   }();
-  c->name = "resume of " + function_name(*origin) + " at line " + std::to_string(line);
+  c->fn_name = cc->fn_name;
+  c->name = "resume of " + cc->fn_name + " at line " + std::to_string(line);
   state().resume_protos.push_back(std::move(proto));
   CodeCache* out = c.get();
   caches[key] = std::move(c);
@@ -365,13 +366,17 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
       }
       lua_rawgeti(L, R, i.a + 1);
       const int callee = lua_gettop(L);
-      // Lua functions called at a break go through the compiler too (regional compilation).
-      if (lua_type(L, callee) == LUA_TFUNCTION && !lua_iscfunction(L, callee)) {
-        push_wrapper(L, callee, cfg);
+      // Lua functions called at a break go through the compiler too (regional compilation),
+      // tc's trampolines (a module's __call) as the Lua function they call.
+      if (lua_type(L, callee) == LUA_TFUNCTION && (!lua_iscfunction(L, callee) ||
+                                                   lua::trampoline_target(L, callee))) {
+        push_wrapper(L, lua_gettop(L), cfg);
+        if (lua_gettop(L) > callee + 1) lua_remove(L, -2);  // the trampoline's target
         lua_replace(L, callee);
       } else if (lua_type(L, callee) == LUA_TTABLE &&
                  luaL_getmetafield(L, callee, "__call") != LUA_TNIL) {
-        if (lua_type(L, -1) == LUA_TFUNCTION && !lua_iscfunction(L, -1)) {
+        if (lua_type(L, -1) == LUA_TFUNCTION &&
+            (!lua_iscfunction(L, -1) || (lua::trampoline_target(L, -1) && (lua_remove(L, -2), true)))) {
           push_wrapper(L, lua_gettop(L), cfg);
           lua_replace(L, -2);
           lua_insert(L, callee);  // wrapper, table
@@ -751,7 +756,7 @@ Outcome drive(lua_State* L, CompiledFn& cf) {
   State& st = state();
   if (st.stance == "force_eager") return Outcome::Call;
   if (cf.generation != st.generation || !cf.cc) {
-    cf.cc = cache_for(L, 1, &cf.key);
+    cf.cc = cache_for(L, 1, cf);
     cf.generation = st.generation;
   }
   return drive_from(L, cf.cc, cf.cfg);
@@ -815,12 +820,11 @@ std::string state_prefix(lua_State* L) {
   return buf;
 }
 
-CodeCache* cache_for(lua_State* L, int fn_idx, std::string* key) {
+CodeCache* cache_for(lua_State* L, int fn_idx, const CompiledFn& cf) {
   std::string k;
   const vm::Proto* p = Tracer::proto_of(L, fn_idx, &k);
   // Entries hold registry references: each Lua state has its own caches.
-  k = state_prefix(L) + k;
-  if (key) *key = k;
+  k = state_prefix(L) + k + cf.cfg->code_key;
   auto& caches = state().caches;
   auto it = caches.find(k);
   if (it != caches.end()) return it->second.get();
@@ -832,6 +836,12 @@ CodeCache* cache_for(lua_State* L, int fn_idx, std::string* key) {
   lua_pushvalue(L, fn_idx);
   lua_getinfo(L, ">S", &ar);
   c->name = "function <" + std::string(ar.short_src) + ":" + std::to_string(ar.linedefined) + ">";
+  // a function of tc's own (a module's forward, the module wrapper) is named by the user's call
+  if (!cf.name.empty())
+    c->name = cf.name;
+  else if (std::strncmp(ar.short_src, "[tc]", 4) == 0 && !cf.cfg->where.empty())
+    c->name += " (tc.compile at " + cf.cfg->where + ")";
+  c->fn_name = c->name;
   CodeCache* out = c.get();
   caches[k] = std::move(c);
   return out;

@@ -190,6 +190,7 @@ class Tracer {
   int iterations_ = 0;  // backward jumps taken (loop iterations unrolled), all frames together
   int chain_ = 0;  // __index/__newindex hops through tables in progress
   std::unordered_map<const void*, const vm::Proto*> proto_memo_;  // closures seen in this trace
+  std::unordered_map<int, int> table_plans_;  // made table id -> its TablePlan in the entry
 
   // ---- objects, constants, guards -------------------------------------------------------------
   int push_obj(int obj);            // pushes the object, returns its stack index
