@@ -93,6 +93,9 @@ State& state();
 int l_dispatch(lua_State* L);  // (compiled fn userdata, args...) -> (f, args...) to tail-call
 // (pending call state, results...) -> (f, args...): continues after a call made at a break
 int l_after_call(lua_State* L);
+// An unspecialized Lua number as the graph input it is (a 0-dim wrapped number, as the op
+// binder makes of numbers: Int64 or Float64).
+Tensor number_input(lua_State* L, int idx);
 CodeCache* cache_for(lua_State* L, int fn_idx, const CompiledFn& cf);
 std::string state_prefix(lua_State* L);  // caches are per Lua state: their keys start with this
 // Pushes the compiled wrapper of the Lua function at idx (made once per function, config

@@ -512,8 +512,17 @@ Outcome execute(lua_State* L, const Entry& e, CodeCache*& cc,
       // borrowed: live inputs sit in their slots, known ones in the memo's table, which the
       // fast path leaves on the stack for the call
       std::vector<const Tensor*> inputs;
+      std::vector<Tensor> numbers;  // unspecialized numbers: 0-dim wrapped-number inputs
       inputs.reserve(e.input_sources.size());
-      for (int s : e.input_sources) inputs.push_back(e.guards.tensor_at(L, base, s));
+      numbers.reserve(e.input_sources.size());
+      for (int s : e.input_sources) {
+        const Tensor* t = e.guards.tensor_at(L, base, s);
+        if (!t) {
+          numbers.push_back(number_input(L, GuardProgram::slot(base, s)));
+          t = &numbers.back();
+        }
+        inputs.push_back(t);
+      }
       RunningState running(L);
       outs = e.run(inputs);
     }
@@ -541,6 +550,12 @@ void learn_dynamic(lua_State* L, CodeCache* cc, const Entry& last, int base) {
   const int i = last.guards.first_failure(L, base);
   if (i < 0) return;
   const Guard& g = last.guards.guards[i];
+  if (g.kind == GuardKind::Equals && g.vtype == LUA_TNUMBER &&
+      lua_type(L, GuardProgram::slot(base, g.src)) == LUA_TNUMBER) {
+    // a number that changed: from now on it is not specialized (dim -1: the number itself)
+    cc->dynamic.push_back({last.guards.describe(g.src), -1});
+    return;
+  }
   if (g.kind != GuardKind::Tensor) return;
   const Tensor* t = lua::to_tensor(L, GuardProgram::slot(base, g.src));
   if (!t || t->dtype() != g.tensor.dtype || t->device() != g.tensor.device ||
@@ -572,6 +587,8 @@ std::vector<int> sources_read_after_check(const Entry& e) {
   }
   for (const Effect& ef : e.effects) visit(ef.target), visit(ef.key), visit(ef.value);
   if (e.lua_backend_ref != LUA_NOREF) out.insert(out.end(), e.input_sources.begin(), e.input_sources.end());
+  for (size_t j = 0; j < e.input_sources.size(); j++)  // numbers: never a memo's known tensor
+    if (e.graph.fake(Ref{e.graph.inputs[j]}).is_wrapped_number()) out.push_back(e.input_sources[j]);
   return out;
 }
 
@@ -620,9 +637,9 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
       std::string msg = "tc: recompile limit (" + std::to_string(limit) + ") reached for " +
                         cache_name(cc) + "; last reason: " + reason +
                         ". It runs uncompiled from now on.";
-      // Resume functions inside loops see new loop counters on every iteration: reaching the
-      // limit there is expected, says explain, and is not worth a warning.
-      if (!cc->origin) std::fprintf(stderr, "%s\n", msg.c_str());
+      // resume functions too (a value read at a break that changes on every call, a loop that
+      // breaks in every iteration): compilation is lost either way, and the user is told
+      std::fprintf(stderr, "%s\n", msg.c_str());
       st.report.fallbacks.push_back(cache_name(cc) + ": recompile limit reached");
       *out = Outcome::Call;
       return nullptr;
@@ -811,6 +828,11 @@ Outcome drive_from(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
 }
 
 }  // namespace
+
+Tensor number_input(lua_State* L, int idx) {
+  if (lua_isinteger(L, idx)) return Tensor::scalar_int(lua_tointeger(L, idx), DType::Int64, true);
+  return Tensor::scalar(lua_tonumber(L, idx), DType::Float64, true);
+}
 
 std::string state_prefix(lua_State* L) {
   lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);

@@ -366,6 +366,7 @@ void Tracer::exec(Frame& f, const Ins& i) {
       deliver({reg(f, i.a)});
       break;
     case OpCode::FORLOOP: {
+      for (int r = i.a; r < i.a + 3; r++) reg(f, r) = spec(reg(f, r));  // the loop's state
       Var& idx = reg(f, i.a);
       if (idx.k == Var::K::Int) {
         Var& count = reg(f, i.a + 1);
@@ -387,7 +388,7 @@ void Tracer::exec(Frame& f, const Ins& i) {
       break;
     }
     case OpCode::FORPREP: {
-      Var init = reg(f, i.a), limit = reg(f, i.a + 1), step = reg(f, i.a + 2);
+      Var init = spec(reg(f, i.a)), limit = spec(reg(f, i.a + 1)), step = spec(reg(f, i.a + 2));
       if (!init.is_number() || !limit.is_number() || !step.is_number() || step.num() == 0)
         throw BreakSignal{BreakCode::UnsupportedBytecode,
                           "numeric for loop over values that are not constants"};

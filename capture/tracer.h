@@ -39,6 +39,11 @@ struct Var {
   int obj = -1;    // Object: index in the tracer's object table
   int src = -1;    // Object/Tensor inputs: source id
   int id = -1;     // Table/Closure: index in the tracer's tables/closures
+  // Object: an unspecialized number (automatic dynamic after a recompile on its value). It
+  // passes through registers, tables, calls and resume functions without a value guard, is a
+  // graph input where an op takes it as a tensor, and is specialized (Tracer::spec: an
+  // equality guard) where the trace needs its value.
+  bool unspec = false;
 
   static Var nil() { return {}; }
   static Var boolean(bool v) {
@@ -203,6 +208,10 @@ class Tracer {
   void guard_equals(int src, int idx);
   void guard_identity(int src, int idx);
   Var read_source(int src);    // pushes nothing; Var for the source's current value
+  Var spec(const Var& v);      // an unspecialized number as its constant (guarded); v otherwise
+  bool dynamic_number(int src) const;  // the source's number is unspecialized (opt_.dynamic)
+  Var number_input(const Var& v);      // an unspecialized number as a graph input (0-dim)
+  std::unordered_map<int, Var> number_inputs_;  // source -> its graph input
   int push_var(const Var& v);  // pushes a real value for a constant/Object Var (not tensors)
 
   // ---- execution

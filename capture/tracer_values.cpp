@@ -180,9 +180,21 @@ Var Tracer::from_lua(int idx, int src) {
   Var v;
   const int t = lua_type(L, idx);
   switch (t) {
+    case LUA_TNUMBER:
+      if (dynamic_number(src)) {
+        guard_type(src, LUA_TNUMBER);
+        Guard& g = e_.guards.guards.back();
+        g.ival = lua_isinteger(L, idx) ? 1 : 2;
+        g.expected = g.ival == 1 ? "an integer" : "a float";
+        v.k = Var::K::Object;
+        v.obj = add_obj(idx);
+        v.src = src;
+        v.unspec = true;
+        break;
+      }
+      [[fallthrough]];
     case LUA_TNIL:
     case LUA_TBOOLEAN:
-    case LUA_TNUMBER:
     case LUA_TSTRING:
       guard_equals(src, idx);
       v = from_lua_unguarded(idx);
@@ -232,7 +244,8 @@ Var Tracer::tensor_input(int src, int idx) {
   for (int d = 0; opt_.dynamic_all && d < t.dim(); d++)
     if (t.sizes()[d] >= 2) g.tensor.dynamic |= uint64_t(1) << d;
   for (auto& [s, d] : opt_.dynamic)
-    if (s == where && d < t.dim() && t.sizes()[d] >= 2) g.tensor.dynamic |= uint64_t(1) << d;
+    if (s == where && d >= 0 && d < t.dim() && t.sizes()[d] >= 2)
+      g.tensor.dynamic |= uint64_t(1) << d;
   // tc.compiler.mark_dynamic(x, dim): registry table tensor userdata -> {dim = true} (1-based)
   lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.marked");
   if (lua_istable(L, -1)) {
@@ -325,6 +338,42 @@ Var Tracer::read_source(int src) {
   Var v = from_lua(-1, src);
   lua_pop(L, 1);
   return v;
+}
+
+bool Tracer::dynamic_number(int src) const {
+  if (opt_.dynamic.empty()) return false;
+  const std::string where = e_.guards.describe(src);
+  for (auto& [s, d] : opt_.dynamic)
+    if (d < 0 && s == where) return true;
+  return false;
+}
+
+Var Tracer::spec(const Var& v) {
+  if (!v.unspec) return v;
+  push_obj(v.obj);
+  guard_equals(v.src, -1);
+  Var c = from_lua_unguarded(-1);
+  lua_pop(L, 1);
+  return c;
+}
+
+Var Tracer::number_input(const Var& v) {
+  auto it = number_inputs_.find(v.src);
+  if (it != number_inputs_.end()) return it->second;
+  push_obj(v.obj);
+  const bool is_int = lua_isinteger(L, -1);
+  lua_pop(L, 1);
+  Tensor fake = Tensor::fake({}, {}, is_int ? DType::Int64 : DType::Float64, Device{});
+  fake.impl()->wrapped_number = true;
+  Var x;
+  x.k = Var::K::Tensor;
+  x.ref = e_.graph.add_input(input_name(e_.guards, v.src, root_), e_.guards.describe(v.src), fake);
+  x.input = int(e_.graph.inputs.size()) - 1;
+  x.src = v.src;
+  e_.input_sources.push_back(v.src);
+  proxies_[e_.graph.fake(x.ref).impl()] = x.ref;
+  number_inputs_[v.src] = x;
+  return x;
 }
 
 Var Tracer::upval(Frame& f, int n) {
