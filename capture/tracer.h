@@ -272,6 +272,9 @@ class Tracer {
   VPlan plan(const Var& v);
   Ref output(Ref r);
   std::vector<StackFrame> user_stack() const;
+  // The line of the current instruction in the innermost frame outside tc's own Lua code (the
+  // line eager's errors name), and its chunk; the innermost frame's when all are tc's.
+  int user_line(std::string* file) const;
 
  public:
   static const vm::Proto* proto_of(lua_State* L, int idx, std::string* key);  // cached by dump hash

@@ -285,9 +285,10 @@ std::vector<Var> Tracer::call_op(int op_id, const std::vector<Var>& in) {
       fakes.push_back(f);
   }
   if (s.returns == ReturnKind::List) fakes.push_back(Value(list));
-  const Frame& fr = frames_.back();
-  const int line = fr.cur < int(fr.lines->size()) ? (*fr.lines)[fr.cur] : -1;
+  std::string file;
+  const int line = user_line(&file);
   std::vector<Ref> refs = e_.graph.add_op(op, std::move(nargs), std::move(fakes), line);
+  e_.graph.nodes.back().file = file;
   std::vector<Var> out;
   for (Ref r : refs) {
     Var v;
@@ -397,9 +398,10 @@ std::vector<Var> Tracer::call_external(int o, int rec, const Var& fn, const std:
   ext->call = [id, name, expect = fakes](const Stack& args) {
     return run_external(id, name, expect, args);
   };
-  const Frame& fr = frames_.back();
-  const int line = fr.cur < int(fr.lines->size()) ? (*fr.lines)[fr.cur] : -1;
+  std::string file;
+  const int line = user_line(&file);
   std::vector<Ref> refs = e_.graph.add_external(std::move(ext), std::move(nargs), std::move(fakes), line);
+  e_.graph.nodes.back().file = file;
   std::vector<Var> out;
   for (Ref r : refs) {
     Var v;

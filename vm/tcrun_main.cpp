@@ -28,7 +28,8 @@ const char* kUsage =
     "  --device=cpu|cuda       default device for new tensors\n"
     "  --mode=MODE             default mode for tc.compile (default, reduce-overhead, max-autotune)\n"
     "  --eager                 tc.compile returns functions unchanged (A/B runs)\n"
-    "  --log=LIST              as TC_LOGS (graph_breaks,recompiles,guards,graph_code,output_code,perf_hints)\n"
+    "  --log=LIST              as TC_LOGS: comma-separated graph_breaks, recompiles, guards,\n"
+    "                          graph_code, output_code, perf_hints, all (stderr)\n"
     "  --cache-dir=DIR         compiled-kernel cache (default $TC_CACHE_DIR or ~/.cache/tc)\n"
     "  --no-cache              do not read or write the kernel cache\n"
     "  --bytecode FILE         print FILE's Lua bytecode like `luac5.4 -l -l` and exit\n"
@@ -116,7 +117,9 @@ Options parse(int argc, char** argv) {
     } else if (value(a, "mode", &o.mode)) {
       if (!one_of(o.mode, {"default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"}))
         usage_error("unknown mode '" + o.mode + "' (default, reduce-overhead, max-autotune)");
-    } else if (value(a, "log", &o.log) || value(a, "cache-dir", &o.cache_dir) || value(a, "bytecode", &o.bytecode) ||
+    } else if (value(a, "log", &o.log)) {
+      if (std::string err = tc::capture::check_logs(o.log); !err.empty()) usage_error("--log: " + err);
+    } else if (value(a, "cache-dir", &o.cache_dir) || value(a, "bytecode", &o.bytecode) ||
                value(a, "split-check", &o.split_check)) {
     } else {
       usage_error("unrecognized option '" + a + "'");

@@ -58,11 +58,17 @@ capture::CompiledGraph EagerBackend::compile(const capture::Graph& g, const Comp
           }
         }
       }
-      if (s.ext) {
-        std::vector<Tensor> r = s.ext->call(args);
-        vals[s.node].assign(r.begin(), r.end());
-      } else {
-        vals[s.node] = call(s.op, args);
+      try {
+        if (s.ext) {
+          std::vector<Tensor> r = s.ext->call(args);
+          vals[s.node].assign(r.begin(), r.end());
+        } else {
+          vals[s.node] = call(s.op, args);
+        }
+      } catch (const capture::NodeError&) {
+        throw;
+      } catch (const Error& e) {
+        throw capture::NodeError(e, s.node);  // capture names the node's user line
       }
     }
     std::vector<Tensor> out;

@@ -29,6 +29,10 @@ namespace tc::capture {
 // Installs tc.compile and tc.compiler.* into the `tc` module of L (requires "tc" first).
 void install(lua_State* L, GraphCompiler compiler);
 
+// TC_LOGS / --log / tc.config.log: a comma-separated list of log names. Returns "" when every
+// name is known, else the error ("unknown log 'bogus' (logs: graph_breaks, recompiles, ...)").
+std::string check_logs(const std::string& list);
+
 // The explain report of everything compiled so far in this process (LUA_API.md §7), as "text"
 // or "json".
 std::string explain_report(const std::string& format);
