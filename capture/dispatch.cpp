@@ -786,10 +786,10 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
   }
   st.report.times.push_back({cache_name(cc), trace_ms, ms_since(t1)});
   e->guards.needed = sources_read_after_check(*e);
-  st.report.guards.push_back({cache_name(cc), e->guards.lines()});
+  st.report.guards.push_back({cache_name(cc), e->guards.listing()});
   if (log_enabled(L, "guards")) {
     std::fprintf(stderr, "[tc guards] %s\n", cache_name(cc).c_str());
-    for (const std::string& l : e->guards.lines()) std::fprintf(stderr, "  %s\n", l.c_str());
+    for (const std::string& l : e->guards.listing()) std::fprintf(stderr, "  %s\n", l.c_str());
   }
   cc->entries.push_back(std::move(e));
   return cc->entries.back().get();
