@@ -6,7 +6,7 @@ return function(nn, tc, F)
   local Module = nn.Module
   local raise = tc._C.raise
   local sqrt = math.sqrt
-  local args = require "tc.nn._args"
+  local args = tc._C.args
   local K, None, factory = args.kinds, args.None, args.factory
   local DEVICE, DTYPE = {"device", K.device, None}, {"dtype", K.dtype, None}
 

@@ -1,10 +1,11 @@
--- tc.nn._args: binds a layer constructor's arguments to its PyTorch signature. A signature is data,
--- one row per parameter in PyTorch's order, {name, kind[, default]} (no default: required;
--- args.None: optional with no value), so positional calls (nn.Conv2d(3, 8, 3, 2, 1)), the options
--- table (nn.Conv2d(3, 8, 3, {stride = 2, padding = 1})) and mixes of both bind alike, and a wrong
--- argument is a tc.ValueError naming the layer and the parameter, raised at the user's line.
-local tc = require "tc"
-local C = tc._C
+-- tc._args: binds a function's arguments to its PyTorch signature (tc.nn's layer constructors,
+-- tc.isclose ...). A signature is data, one row per parameter in PyTorch's order,
+-- {name, kind[, default]} (no default: required; args.None: optional with no value), so positional
+-- calls (nn.Conv2d(3, 8, 3, 2, 1)), the options table (nn.Conv2d(3, 8, 3, {stride = 2, padding = 1}))
+-- and mixes of both bind alike, and a wrong argument is a tc.ValueError naming the function and the
+-- parameter, raised at the user's line. Runs when tc opens (after tc._api) and leaves itself in
+-- tc._C.args.
+local _, _, C = ...
 local raise, is_options, is_tensor = C.raise, C.is_options, C.is_tensor
 local mtype, type, select, getmetatable = math.type, type, select, getmetatable
 
@@ -50,7 +51,7 @@ K.tensor = kind("a tensor", is_tensor)
 K.dtype = kind("a dtype such as tc.float32", function(v) return C.dtype(v) ~= nil end)
 K.device = kind('a device such as "cpu", "cuda" or "cuda:0"', function(v) return type(v) == "string" and (pcall(C.device, v)) end)
 K.any = kind("any value", function() return true end)
--- tc.nn sets args.is_module (it cannot be required from here while tc.nn is loading).
+-- tc.nn sets args.is_module when it loads.
 local function is_module(v) return args.is_module(v) end
 K.module = kind("a module", is_module)
 K.module_list = kind("an array of modules", function(v)
@@ -109,7 +110,8 @@ args.show = show
 local Signature = {}
 Signature.__index = Signature
 
--- args.signature("nn.Conv2d", rows) -> a signature whose :bind(...) returns {name = value}.
+-- args.signature("nn.Conv2d", rows) -> a signature whose :bind(...) returns {name = value}; its
+-- errors begin with the given name: "nn.Conv2d(): ...".
 -- Rows: {name, kind[, default][, only_default = true]}; only_default marks a PyTorch parameter
 -- tc does not implement beyond its default (binding another value is a NotImplementedError).
 -- The names "*args" and "**kwargs" collect the remaining positional arguments / options.
@@ -222,4 +224,4 @@ function args.factory(a)
   return {dtype = a.dtype, device = a.device}
 end
 
-return args
+C.args = args
