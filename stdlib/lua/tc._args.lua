@@ -105,7 +105,6 @@ local function show(v)
   if type(v) == "table" then return getmetatable(v).__name or "a table" end
   return tostring(v)
 end
-args.show = show
 
 local Signature = {}
 Signature.__index = Signature
@@ -115,10 +114,10 @@ Signature.__index = Signature
 -- Rows: {name, kind[, default][, only_default = true]}; only_default marks a PyTorch parameter
 -- tc does not implement beyond its default (binding another value is a NotImplementedError).
 -- The names "*args" and "**kwargs" collect the remaining positional arguments / options.
-function args.signature(layer, rows)
-  local s = setmetatable({layer = layer, rows = rows, by_name = {}, names = {}}, Signature)
+function args.signature(name, rows)
+  local s = setmetatable({name = name, rows = rows, by_name = {}, names = {}}, Signature)
   for i, row in ipairs(rows) do
-    assert(type(row[1]) == "string" and type(row[2]) == "table" and row[2].ok, layer .. ": malformed signature row " .. i)
+    assert(type(row[1]) == "string" and type(row[2]) == "table" and row[2].ok, name .. ": malformed signature row " .. i)
     if row[1] == "*args" then
       s.varargs = i
     elseif row[1] == "**kwargs" then
@@ -132,7 +131,7 @@ function args.signature(layer, rows)
 end
 
 function Signature:fail(kind, fmt, ...)
-  raise(kind, ("%s(): " .. fmt):format(self.layer, ...))
+  raise(kind, ("%s(): " .. fmt):format(self.name, ...))
 end
 
 -- The number of leading arguments bound by position (the rest is the options table, if any).

@@ -1,6 +1,6 @@
 -- The standard layers, containers and losses of tc.nn (PyTorch names, argument order and
 -- default initialisation). Loaded by tc.nn: returns a function that fills the nn table. Each layer
--- is declared with its PyTorch signature as data (tc.nn._args binds positional arguments and the
+-- is declared with its PyTorch signature as data (tc._args binds positional arguments and the
 -- options table to it); its init function receives the bound arguments by name.
 return function(nn, tc, F)
   local Module = nn.Module
@@ -11,7 +11,7 @@ return function(nn, tc, F)
   local DEVICE, DTYPE = {"device", K.device, None}, {"dtype", K.dtype, None}
 
   -- layer("Conv2d", rows, init): the class nn.Conv2d whose constructor binds its arguments to
-  -- rows (see tc.nn._args) and calls init(self, bound).
+  -- rows (see tc._args) and calls init(self, bound).
   local function layer(name, rows, init)
     local cls = Module:extend(name)
     local sig = args.signature("nn." .. name, rows)

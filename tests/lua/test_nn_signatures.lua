@@ -89,29 +89,26 @@ local function make(name, args)
   return nn[name](table.unpack(args, 1, args.n))
 end
 
--- Field-by-field equality of two modules: registration order, plain values, tensors (shape,
--- dtype, device, values, requires_grad) and children, recursively.
-local function same_module(a, b, path)
-  for _, m in ipairs {{a, b}, {b, a}} do
-    for k, va in pairs(m[1]) do
-      local vb = rawget(m[2], k)
-      local where = path .. "." .. tostring(k)
-      if tc.is_tensor(va) then
-        assert(tc.is_tensor(vb), where .. ": a tensor on one side only")
-        check.eq(tostring(vb.shape), tostring(va.shape), where .. " shape")
-        check.eq(vb.dtype, va.dtype, where .. " dtype")
-        check.eq(vb.device, va.device, where .. " device")
-        check.eq(vb.requires_grad, va.requires_grad, where .. " requires_grad")
-        assert(va:eq(vb):all():item(), where .. ": values differ")
-      elseif nn.is_module(va) then
-        assert(nn.is_module(vb), where .. ": a module on one side only")
-        same_module(va, vb, where)
-      elseif type(va) == "table" and getmetatable(va) == nil then
-        check.same(vb, va, where)
-      else
-        check.eq(vb, va, where)
+-- Deep equality of two layers: every field (raw, both ways), tensors by shape, dtype, device,
+-- requires_grad and values, modules and plain tables (registration order, _kind ...) recursively.
+local function same(va, vb, where)
+  if tc.is_tensor(va) then
+    assert(tc.is_tensor(vb), where .. ": a tensor on one side only")
+    check.eq(tostring(vb.shape), tostring(va.shape), where .. " shape")
+    check.eq(vb.dtype, va.dtype, where .. " dtype")
+    check.eq(vb.device, va.device, where .. " device")
+    check.eq(vb.requires_grad, va.requires_grad, where .. " requires_grad")
+    assert(va:eq(vb):all():item(), where .. ": values differ")
+  elseif type(va) == "table" and (getmetatable(va) == nil or nn.is_module(va)) then
+    assert(type(vb) == "table" and nn.is_module(va) == nn.is_module(vb), where .. ": a table on one side only")
+    for _, m in ipairs {{va, vb}, {vb, va}} do
+      for k, v in pairs(m[1]) do
+        if rawget(m[2], k) == nil then error(("%s.%s: present on one side only"):format(where, tostring(k)), 0) end
+        same(rawget(va, k), rawget(vb, k), where .. "." .. tostring(k))
       end
     end
+  else
+    check.eq(vb, va, where)
   end
 end
 
@@ -142,8 +139,8 @@ function T.every_layer_takes_pytorch_positional_arguments_in_order()
       local positional, options, mixed = forms(sig)
       local a = make(sig.name, positional)
       if no_options_form[sig.name] then return end
-      same_module(a, make(sig.name, options), "positional vs options")
-      same_module(a, make(sig.name, mixed), "positional vs mixed")
+      same(a, make(sig.name, options), "positional vs options")
+      same(a, make(sig.name, mixed), "positional vs mixed")
     end)
     if not ok then error(("nn.%s: %s"):format(sig.name, tostring(e)), 0) end
   end
@@ -175,7 +172,7 @@ function T.defaults_are_pytorchs()
       local a = nn[sig.name](table.unpack(required))
       tc.manual_seed(3)
       local b = nn[sig.name](table.unpack(pos, 1, n))
-      same_module(a, b, "defaults")
+      same(a, b, "defaults")
     end)
     if not ok then error(("nn.%s: %s"):format(sig.name, tostring(e)), 0) end
   end
@@ -204,7 +201,7 @@ function T.every_argument_changes_the_layer()
         local args = {table.unpack(required)}
         args[#args + 1] = {[p.name] = v}
         local b = nn[sig.name](table.unpack(args))
-        if pcall(same_module, a, b, "") then
+        if pcall(same, a, b, "") then
           error(("nn.%s: giving %s = %s did not change the layer"):format(sig.name, p.name, check.show(v)), 0)
         end
       end
