@@ -230,14 +230,23 @@ return function(nn, tc, F)
   end)
   function Embedding:forward(ids) return F.embedding(ids, self.weight, self.padding_idx) end
 
-  local Dropout = layer("Dropout", {{"p", K.probability, 0.5}, {"inplace", K.bool, false}}, function(self, a)
-    self.p, self.inplace = a.p, a.inplace
-  end)
-  function Dropout:forward(x)
-    local y = F.dropout(x, self.p, self.training)
-    if self.inplace then return x:copy_(y) end
-    return y
+  -- inplace = true: the layer writes its result into its input, x:copy_(forward(x)), as PyTorch's
+  -- in-place kernels do. It is chosen once, as the instance's forward, so the usual out-of-place
+  -- forward reads no extra field (no extra guard per layer under compilation).
+  local inplace_forms = setmetatable({}, {__mode = "k"})  -- a class's forward -> its in-place form
+  local function set_inplace(self, inplace)
+    self.inplace = inplace
+    if not inplace then return end
+    local forward = getmetatable(self).forward
+    inplace_forms[forward] = inplace_forms[forward] or function(m, x) return x:copy_(forward(m, x)) end
+    rawset(self, "forward", inplace_forms[forward])
   end
+
+  local Dropout = layer("Dropout", {{"p", K.probability, 0.5}, {"inplace", K.bool, false}}, function(self, a)
+    self.p = a.p
+    set_inplace(self, a.inplace)
+  end)
+  function Dropout:forward(x) return F.dropout(x, self.p, self.training) end
 
   -- activation(name, rows, init, forward): a layer without parameters.
   local function activation(name, rows, init, fn)
@@ -245,18 +254,10 @@ return function(nn, tc, F)
     A.forward = fn
     return A
   end
-  -- fn, or its in-place form x:fn_() when the layer was made with inplace = true.
-  local function maybe_inplace(fn, method)
-    return function(self, x, ...)
-      if self.inplace then return x[method](x, ...) end
-      return fn(x, ...)
-    end
-  end
   local INPLACE = {{"inplace", K.bool, false}}
-  local function set_inplace(self, a) self.inplace = a.inplace end
-  local relu, silu = maybe_inplace(tc.relu, "relu_"), maybe_inplace(tc.silu, "silu_")
-  activation("ReLU", INPLACE, set_inplace, function(self, x) return relu(self, x) end)
-  activation("SiLU", INPLACE, set_inplace, function(self, x) return silu(self, x) end)
+  local function init_inplace(self, a) set_inplace(self, a.inplace) end
+  activation("ReLU", INPLACE, init_inplace, function(_, x) return tc.relu(x) end)
+  activation("SiLU", INPLACE, init_inplace, function(_, x) return tc.silu(x) end)
   activation("Sigmoid", {}, nil, function(_, x) return tc.sigmoid(x) end)
   activation("Tanh", {}, nil, function(_, x) return tc.tanh(x) end)
   -- nn.Identity(...) accepts and ignores any arguments, as PyTorch's does.
@@ -267,10 +268,10 @@ return function(nn, tc, F)
   -- dim defaults to the last dimension (PyTorch's dim=None picks one by the input's rank, with a warning)
   activation("Softmax", {{"dim", K.dim, None}}, function(self, a) self.dim = a.dim or -1 end,
     function(self, x) return tc.softmax(x, self.dim) end)
-  local leaky_relu = maybe_inplace(tc.leaky_relu, "leaky_relu_")
   activation("LeakyReLU", {{"negative_slope", K.number, 0.01}, {"inplace", K.bool, false}}, function(self, a)
-    self.negative_slope, self.inplace = a.negative_slope, a.inplace
-  end, function(self, x) return leaky_relu(self, x, self.negative_slope) end)
+    self.negative_slope = a.negative_slope
+    set_inplace(self, a.inplace)
+  end, function(self, x) return tc.leaky_relu(x, self.negative_slope) end)
   -- start_dim defaults to 2: tc's dims are 1-based (PyTorch's start_dim=1)
   activation("Flatten", {{"start_dim", K.dim, 2}, {"end_dim", K.dim, -1}}, function(self, a)
     self.start_dim, self.end_dim = a.start_dim, a.end_dim

@@ -72,6 +72,12 @@ function T.inplace_activations_write_their_input()
   local w = tc.tensor {-1.0, 2.0}
   nn.LeakyReLU(0.5, true)(w)
   check.values(w, {-0.5, 2})
+  local d = tc.ones(4)
+  assert(rawequal(nn.Dropout(1.0, true)(d), d), "Dropout(p, true) returns its input")
+  check.values(d, {0, 0, 0, 0})
+  local s = tc.tensor {1.0}
+  nn.SiLU({inplace = true})(s)
+  check.values(s, {0.7310586}, 1e-6)
 end
 
 function T.transformer_encoder_layer_without_bias_has_no_bias_parameters()
