@@ -59,20 +59,47 @@ local function callable(f)
   return type(mt) == "table" and mt.__call ~= nil
 end
 
+-- The user's line that called into tc ("model.lua:12"), for names in warnings and reports.
+local function user_line()
+  for level = 3, 30 do
+    local info = debug.getinfo(level, "Sl")
+    if not info then break end
+    if info.what ~= "C" and info.source:sub(1, 5) ~= "@[tc]" then
+      return info.short_src .. ":" .. info.currentline
+    end
+  end
+  return ""
+end
+
+-- The code a module's call runs (its forward, else its __call), which keys its code cache.
+local function module_code(m)
+  local ok, fwd = pcall(function() return m.forward end)
+  if ok and type(fwd) == "function" then return fwd end
+  return getmetatable(m).__call
+end
+
 local function compile(f, opts)
   local fullgraph = opts.fullgraph
   if fullgraph == nil then fullgraph = config.fullgraph == true end
   local backend = opts.backend or config.backend or "tc"
   local dynamic = opts.dynamic
   if dynamic == nil then dynamic = config.dynamic end
+  local where = user_line()
   if type(f) ~= "function" then
     -- a module (or any callable table): compile its call, hooks included; fields read through
     local m = f
-    local cf = prim.compile(function(...) return m(...) end, backend, fullgraph, dynamic, opts.mode or config.mode)
+    local code = module_code(m)
+    local mt = getmetatable(m)
+    local class = type(mt) == "table" and rawget(mt, "__name") or "module"
+    local info = type(code) == "function" and debug.getinfo(code, "S")
+    local name = ("%s (forward <%s:%d>, tc.compile at %s)"):format(tostring(class),
+      info and info.short_src or "?", info and info.linedefined or 0, where)
+    local cf = prim.compile(function(...) return m(...) end, backend, fullgraph, dynamic,
+                            opts.mode or config.mode, code, name, where)
     return setmetatable({}, {__call = function(_, ...) return cf(...) end, __index = m, __name = "CompiledModule",
                              __tostring = function() return "Compiled(" .. tostring(m) .. ")" end})
   end
-  return prim.compile(f, backend, fullgraph, dynamic, opts.mode or config.mode)
+  return prim.compile(f, backend, fullgraph, dynamic, opts.mode or config.mode, nil, nil, where)
 end
 
 function tc.compile(f, opts)
@@ -160,7 +187,9 @@ int p_compile(lua_State* L) {
   cfg->fullgraph = lua_toboolean(L, 3);
   cfg->dynamic = lua_isnil(L, 4) ? -1 : lua_toboolean(L, 4) ? 1 : 0;
   cfg->mode = luaL_optstring(L, 5, "default");
-  push_compiled(L, 1, cfg);
+  if (lua_type(L, 6) == LUA_TFUNCTION && !lua_iscfunction(L, 6)) cfg->code_key = "/" + dump_key(L, 6);
+  cfg->where = luaL_optstring(L, 8, "");
+  push_compiled(L, 1, cfg, luaL_optstring(L, 7, ""));
   return 1;
 }
 
@@ -440,11 +469,11 @@ std::vector<Tensor> run_external(int id, const std::string& name, const Stack& e
   return out;
 }
 
-void push_compiled(lua_State* L, int fn_idx, std::shared_ptr<CompileConfig> cfg) {
+void push_compiled(lua_State* L, int fn_idx, std::shared_ptr<CompileConfig> cfg, std::string name) {
   fn_idx = lua_absindex(L, fn_idx);
   lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.factory");
   void* mem = lua_newuserdatauv(L, sizeof(CompiledFn), 1);
-  new (mem) CompiledFn{std::move(cfg), nullptr, 0, std::string()};
+  new (mem) CompiledFn{std::move(cfg), nullptr, 0, std::string(), std::move(name)};
   luaL_setmetatable(L, kCompiledMeta);
   lua_pushvalue(L, fn_idx);
   lua_setiuservalue(L, -2, 1);
@@ -458,7 +487,21 @@ void push_compiled(lua_State* L, int fn_idx, std::shared_ptr<CompileConfig> cfg)
 
 void push_wrapper(lua_State* L, int fn_idx, const std::shared_ptr<CompileConfig>& cfg) {
   fn_idx = lua_absindex(L, fn_idx);
+  // one wrapper per function, and per module code under tc.compile(module) (its own caches)
   lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.regional");
+  if (!cfg->code_key.empty()) {
+    if (lua_getfield(L, -1, cfg->code_key.c_str()) != LUA_TTABLE) {
+      lua_pop(L, 1);
+      lua_newtable(L);
+      lua_newtable(L);
+      lua_pushstring(L, "k");
+      lua_setfield(L, -2, "__mode");
+      lua_setmetatable(L, -2);
+      lua_pushvalue(L, -1);
+      lua_setfield(L, -3, cfg->code_key.c_str());
+    }
+    lua_remove(L, -2);
+  }
   lua_pushvalue(L, fn_idx);
   if (lua_rawget(L, -2) == LUA_TFUNCTION) {
     lua_remove(L, -2);

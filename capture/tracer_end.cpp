@@ -152,19 +152,17 @@ VPlan Tracer::plan(const Var& v) {
       p.i = v.src;
       break;
     case Var::K::Table: {
-      // tables made in the trace: one TablePlan each, memoized so shared references stay shared
-      static thread_local std::unordered_map<int, int>* memo = nullptr;
-      std::unordered_map<int, int> local;
-      bool owner = memo == nullptr;
-      if (owner) memo = &local;
-      auto it = memo->find(v.id);
+      // tables made in the trace: one TablePlan each for the whole entry, so that references
+      // from several registers, results and effects stay one table (o and the argument of
+      // o:init() at a break)
+      auto it = table_plans_.find(v.id);
       int idx;
-      if (it != memo->end()) {
+      if (it != table_plans_.end()) {
         idx = it->second;
       } else {
         idx = int(e_.tables.size());
         e_.tables.push_back({});
-        (*memo)[v.id] = idx;
+        table_plans_[v.id] = idx;
         const ModelTable& m = tables_[v.id];
         TablePlan tp;
         for (const Var& x : m.array) tp.array.push_back(plan(x));
@@ -175,7 +173,6 @@ VPlan Tracer::plan(const Var& v) {
           e_.tables[idx].metatable = mp;
         }
       }
-      if (owner) memo = nullptr;
       p.kind = tables_[v.id].is_size ? VPlan::Kind::Size : VPlan::Kind::Table;
       p.i = idx;
       break;
