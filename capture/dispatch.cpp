@@ -380,6 +380,15 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
         }
       }
       for (int j = 0; j < nargs; j++) lua_rawgeti(L, R, i.a + 2 + j);
+      // compile-all: the Lua function a C function will call (pcall's, sort's ...) compiled too
+      if (state().compile_all && lua_iscfunction(L, callee)) {
+        auto it = known().calls_arg.find(lua_tocfunction(L, callee));
+        const int a = it == known().calls_arg.end() ? 0 : callee + it->second;
+        if (a && a <= lua_gettop(L) && lua_type(L, a) == LUA_TFUNCTION && !lua_iscfunction(L, a)) {
+          push_wrapper(L, a, cfg);
+          lua_replace(L, a);
+        }
+      }
       // [after, cont,] f, args...: Lua makes the call (a tail call for TAILCALL)
       const int n = lua_gettop(L) - call_base;
       keep_top(L, n);

@@ -117,6 +117,8 @@ struct Frame {
 struct Known {
   lua_CFunction dispatch = nullptr;    // capture's own dispatch (compiled function wrappers)
   std::unordered_map<lua_CFunction, std::string> builtins;  // "math.sqrt", "type", "size" ...
+  // C functions that call a function argument, and which (1-based): pcall's 1, table.sort's 2 ...
+  std::unordered_map<lua_CFunction, int> calls_arg;
 };
 Known& known();
 
@@ -178,6 +180,7 @@ class Tracer {
   std::unordered_map<const void*, const vm::Proto*> proto_memo_;  // closures seen in this trace
 
   // ---- objects, constants, guards -------------------------------------------------------------
+  void reserve_slot();              // room for one more value on L's stack (or a break)
   int push_obj(int obj);            // pushes the object, returns its stack index
   int add_obj(int idx);             // stores the value at idx, returns its object index
   int add_k(int idx);               // stores the value at idx into K, returns its K index
