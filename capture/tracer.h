@@ -249,6 +249,10 @@ class Tracer {
   void finish_break(const BreakSignal& b);
   void guard_aliasing();  // written tables: which other table sources are (not) the same object
   VPlan plan(const Var& v);
+  std::unordered_map<int, int> table_plans_;    // model table -> its TablePlan in the entry
+  std::unordered_map<int, int> closure_plans_;  // closure -> its ClosurePlan in the entry
+  // negative cells (copies of a real function's upvalue): that function and the upvalue index
+  std::unordered_map<int, std::pair<Var, int>> real_cells_;
   Ref output(Ref r);
   std::vector<StackFrame> user_stack() const;
 

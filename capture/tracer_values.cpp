@@ -362,7 +362,6 @@ void Tracer::set_upval(Frame& f, int n, Var v) {
     cells_[c] = v;
     return;
   }
-  if (v.k == Var::K::Closure) throw BreakSignal{BreakCode::EscapingClosure, "stored in an upvalue"};
   if (int(f.up.size()) <= n) f.up.resize(n + 1);
   f.up[n] = v;
   effects_.push_back({Effect::Kind::SetUpval, f.fn, Var(), v, n + 1});
