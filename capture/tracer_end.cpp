@@ -54,7 +54,8 @@ void Tracer::run() {
   fn.obj = add_obj(fn_idx_);
   fn.src = e_.guards.source(SrcKind::Fn, -1, 0);
   std::vector<Var> args;
-  for (int j = 1; j <= nargs_; j++)
+  // parameters not passed are read too (nil, guarded): a later call passing them must miss
+  for (int j = 1; j <= std::max<int>(nargs_, root_->numparams); j++)
     args.push_back(read_source(e_.guards.source(SrcKind::Arg, -1, j)));
   push_frame(fn, root_, std::move(args), 0, -1);
   frames_.back().name = opt_.fn_name;

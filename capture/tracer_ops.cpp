@@ -431,6 +431,16 @@ Var Tracer::tensor_property(const Var& t, const std::string& key, bool* found) {
 bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Var>& args,
                           std::vector<Var>* out) {
   auto arg = [&](size_t j) { return j < args.size() ? args[j] : Var::nil(); };
+  // Lua raises "bad argument #n (value expected)" for a missing argument, even where nil would
+  // do: the modelled builtins below read missing ones as nil, so they break first
+  static const std::unordered_map<std::string, size_t> min_args = {
+      {"type", 1},         {"ipairs", 1},     {"pairs", 1},        {"next", 1},
+      {"rawequal", 2},     {"rawlen", 1},     {"rawget", 2},       {"rawset", 3},
+      {"getmetatable", 1}, {"setmetatable", 2}, {"math.type", 1},  {"select", 1},
+      {"tostring", 1},     {"tonumber", 1},   {"table.concat", 1}, {"table.insert", 2},
+      {"table.unpack", 1}};
+  if (auto m = min_args.find(name); m != min_args.end() && args.size() < m->second)
+    throw BreakSignal{BreakCode::ErrorCall, name + " without enough arguments"};
   auto need_tensor = [&](size_t j) -> const Tensor& {
     if (arg(j).k != Var::K::Tensor)
       throw BreakSignal{BreakCode::UnsupportedBytecode,
