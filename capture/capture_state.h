@@ -83,6 +83,7 @@ struct State {
   std::vector<std::unique_ptr<vm::Proto>> resume_protos;
   GraphCompiler compiler;
   std::string stance = "default";
+  bool compile_all = false;  // tcrun --compile-all (set_compile_all)
   uint64_t generation = 1;
   Stats stats;
   Report report;

@@ -38,7 +38,8 @@ std::string function_name(const vm::Proto& p) {
 struct Run {
   int base;      // guard slots
   int outs = 0;  // first output userdata
-  int tabs = 0;  // table of materialized tables
+  int tabs = 0;  // table of materialized tables, then closures
+  int ntables = 0;
 };
 
 // Leaves only the top n values, moved to the bottom of the stack. Not lua_rotate: the guard
@@ -77,17 +78,55 @@ void push_plan(lua_State* L, const VPlan& p, const Run& r) {
     case VPlan::Kind::Size:
       lua_rawgeti(L, r.tabs, p.i + 1);
       break;
+    case VPlan::Kind::Closure:
+      lua_rawgeti(L, r.tabs, r.ntables + p.i + 1);
+      break;
+  }
+}
+
+// The closures' upvalues (ClosurePlan): joined to a real function's, or a fresh cell per trace
+// cell (set in the first closure that has it, joined by the others).
+void close_over(lua_State* L, const Entry& e, const Run& r) {
+  std::unordered_map<int, std::pair<int, int>> first;  // cell -> (closure, upvalue)
+  for (size_t j = 0; j < e.closures.size(); j++) {
+    lua_rawgeti(L, r.tabs, r.ntables + lua_Integer(j) + 1);
+    const int c = lua_gettop(L);
+    for (size_t n = 0; n < e.closures[j].ups.size(); n++) {
+      const ClosurePlan::Up& u = e.closures[j].ups[n];
+      if (u.cell < 0) {
+        push_plan(L, u.fn, r);
+        TC_ASSERT(lua_type(L, -1) == LUA_TFUNCTION, "a closure's upvalue owner is not a function");
+        lua_upvaluejoin(L, c, int(n) + 1, lua_gettop(L), u.fn_up);
+      } else if (auto it = first.find(u.cell); it != first.end()) {
+        lua_rawgeti(L, r.tabs, r.ntables + it->second.first + 1);
+        lua_upvaluejoin(L, c, int(n) + 1, lua_gettop(L), it->second.second);
+      } else {
+        push_plan(L, u.value, r);
+        lua_setupvalue(L, c, int(n) + 1);
+        first[u.cell] = {int(j), int(n) + 1};
+      }
+      lua_settop(L, c);
+    }
+    lua_pop(L, 1);
   }
 }
 
 void build_tables(lua_State* L, const Entry& e, Run& r) {
-  if (e.tables.empty()) return;
-  lua_createtable(L, int(e.tables.size()), 0);
+  if (e.tables.empty() && e.closures.empty()) return;
+  lua_createtable(L, int(e.tables.size() + e.closures.size()), 0);
   r.tabs = lua_gettop(L);
+  r.ntables = int(e.tables.size());
   for (size_t j = 0; j < e.tables.size(); j++) {
     lua_createtable(L, int(e.tables[j].array.size()), int(e.tables[j].hash.size()));
     lua_rawseti(L, r.tabs, lua_Integer(j) + 1);
   }
+  for (size_t j = 0; j < e.closures.size(); j++) {
+    const ClosurePlan& c = e.closures[j];
+    int st = luaL_loadbufferx(L, c.chunk.data(), c.chunk.size(), c.source.c_str(), "b");
+    TC_ASSERT(st == LUA_OK, "loading a closure's prototype failed");
+    lua_rawseti(L, r.tabs, r.ntables + lua_Integer(j) + 1);
+  }
+  close_over(L, e, r);
   for (size_t j = 0; j < e.tables.size(); j++) {
     const TablePlan& t = e.tables[j];
     lua_rawgeti(L, r.tabs, lua_Integer(j) + 1);
@@ -132,6 +171,8 @@ void mark_sizes(lua_State* L, const Entry& e, const Run& r, const std::vector<VP
   for (const VPlan& p : plans) visit(p);
   for (const Effect& ef : e.effects) visit(ef.value);
   for (auto& [reg, p] : e.regs) visit(p);
+  for (const ClosurePlan& c : e.closures)
+    for (const ClosurePlan::Up& u : c.ups) visit(u.value);
   for (size_t j = 0; j < is_size.size(); j++) {
     if (!is_size[j]) continue;
     lua_rawgeti(L, r.tabs, lua_Integer(j) + 1);
@@ -385,6 +426,15 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
         }
       }
       for (int j = 0; j < nargs; j++) lua_rawgeti(L, R, i.a + 2 + j);
+      // compile-all: the Lua function a C function will call (pcall's, sort's ...) compiled too
+      if (state().compile_all && lua_iscfunction(L, callee)) {
+        auto it = known().calls_arg.find(lua_tocfunction(L, callee));
+        const int a = it == known().calls_arg.end() ? 0 : callee + it->second;
+        if (a && a <= lua_gettop(L) && lua_type(L, a) == LUA_TFUNCTION && !lua_iscfunction(L, a)) {
+          push_wrapper(L, a, cfg);
+          lua_replace(L, a);
+        }
+      }
       // [after, cont,] f, args...: Lua makes the call (a tail call for TAILCALL)
       const int n = lua_gettop(L) - call_base;
       keep_top(L, n);
@@ -585,6 +635,8 @@ std::vector<int> sources_read_after_check(const Entry& e) {
     for (auto& [k, v] : t.hash) visit(k), visit(v);
     visit(t.metatable);
   }
+  for (const ClosurePlan& c : e.closures)
+    for (const ClosurePlan::Up& u : c.ups) visit(u.fn), visit(u.value);
   for (const Effect& ef : e.effects) visit(ef.target), visit(ef.key), visit(ef.value);
   if (e.lua_backend_ref != LUA_NOREF) out.insert(out.end(), e.input_sources.begin(), e.input_sources.end());
   for (size_t j = 0; j < e.input_sources.size(); j++)  // numbers: never a memo's known tensor

@@ -368,6 +368,22 @@ void collect_builtins(lua_State* L) {
     }
     lua_pop(L, 1);
   }
+  // C functions that call one of their arguments (compile-all routes it through the compiler)
+  const std::pair<const char*, int> callers[] = {{"pcall", 1},       {"xpcall", 1},
+                                                 {"table.sort", 2},  {"string.gsub", 3},
+                                                 {"coroutine.create", 1}, {"coroutine.wrap", 1}};
+  for (auto& [path, arg] : callers) {
+    lua_getglobal(L, "_G");
+    for (const char *s = path, *dot; s; s = dot ? dot + 1 : nullptr) {
+      dot = std::strchr(s, '.');
+      lua_pushlstring(L, s, dot ? size_t(dot - s) : std::strlen(s));
+      lua_rawget(L, -2);
+      lua_remove(L, -2);
+      if (!lua_istable(L, -1)) break;
+    }
+    if (lua_iscfunction(L, -1)) k.calls_arg[lua_tocfunction(L, -1)] = arg;
+    lua_pop(L, 1);
+  }
   // unpack is table.unpack; the ipairs iterator
   lua_getglobal(L, "ipairs");
   lua_newtable(L);
@@ -582,6 +598,8 @@ void raise_graph_break(lua_State* L, const GraphBreak& b) {
     lua_setfield(L, -2, "source_line");
   }
 }
+
+void set_compile_all(lua_State*, bool on) { state().compile_all = on; }
 
 void install(lua_State* L, GraphCompiler compiler) {
   state().compiler = std::move(compiler);
