@@ -64,18 +64,24 @@ Partition make_partition(const Graph& g, int first, int last, bool supported,
     local[i - first] = int(p.graph.nodes.size()) - 1;
     p.nodes.push_back(i);
   }
-  // outputs: values of the run read after it (by a later node or as a graph output)
+  // outputs: the graph's outputs the run makes (in the graph's order), then the values of the
+  // run that later nodes read
+  auto add_output = [&](Ref r) {
+    if (std::ranges::find(p.outputs, r) != p.outputs.end()) return;
+    p.outputs.push_back(r);
+    p.graph.outputs.push_back(local_ref(r));
+  };
+  for (Ref r : g.outputs)
+    if (r.node >= first && r.node <= last && g.nodes[r.node].kind != NodeKind::Input) add_output(r);
   for (int i : p.nodes) {
+    if (last_use[i] <= last) continue;
     const Node& n = g.nodes[i];
     for (int o = 0; o < int(n.fakes.size()); o++) {
-      const int elems = n.fakes[o].is_tensor_list() ? int(n.fakes[o].tensors().size()) : 0;
-      for (int e = elems ? 0 : -1; e < std::max(elems, 0); e++) {
-        const Ref r{i, o, e};
-        const bool is_output = std::ranges::find(g.outputs, r) != g.outputs.end();
-        if (!is_output && last_use[i] <= last) continue;
-        p.outputs.push_back(r);
-        p.graph.outputs.push_back(local_ref(r));
+      if (!n.fakes[o].is_tensor_list()) {
+        add_output({i, o, -1});
+        continue;
       }
+      for (int e = 0; e < int(n.fakes[o].tensors().size()); e++) add_output({i, o, e});
     }
   }
   return p;
