@@ -784,6 +784,7 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
     }
   }
   auto t1 = std::chrono::steady_clock::now();
+  CompileReport report;
   if (e->end != EndKind::Fallback && e->graph.num_ops() > 0) {
     const int base = lua_gettop(L);
     if (cfg->backend_fn_ref != LUA_NOREF) {
@@ -798,17 +799,24 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
         return nullptr;
       }
     } else {
-      TC_CHECK(st.compiler, CompileError,
+      TC_CHECK(st.compiler.compile, CompileError,
                "no graph compiler is installed (tc::capture::install was given none)");
-      e->run = st.compiler(e->graph, cfg->backend);
+      Compiled c = st.compiler.compile(e->graph, cfg->backend, cfg->backend_options());
+      e->run = std::move(c.run);
+      report = std::move(c.report);
+      note_backend_report(L, cache_name(cc), report);
     }
     st.stats.backend_compiles++;
-    st.report.graphs.push_back({cache_name(cc), e->graph.op_names(), e->graph.print_code()});
+    st.report.graphs.push_back({cache_name(cc), e->graph.op_names(), e->graph.print_code(), report});
     if (log_enabled(L, "graph_code"))
       std::fprintf(stderr, "[tc graph_code] %s\n%s", cache_name(cc).c_str(),
                    e->graph.print_code().c_str());
   }
-  st.report.times.push_back({cache_name(cc), trace_ms, ms_since(t1)});
+  const double backend_ms = ms_since(t1);
+  st.stats.trace_ms += trace_ms;
+  st.stats.backend_ms += backend_ms;
+  st.report.times.push_back({cache_name(cc), trace_ms, backend_ms, report.lower_ms,
+                             report.codegen_ms, report.compile_ms});
   e->guards.needed = sources_read_after_check(*e);
   st.report.guards.push_back({cache_name(cc), e->guards.lines()});
   if (log_enabled(L, "guards")) {
