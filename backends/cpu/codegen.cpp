@@ -74,14 +74,16 @@ class KernelEmitter {
 Value* KernelEmitter::get(Val v) {
   TC_CHECK(v >= 0 && v < (Val)k_.instrs.size(), CompileError, "cpu codegen: %s: value %%%d out of range",
            k_.name.c_str(), v);
-  if (!vals_[v]) {
-    const Instr& in = k_.instrs[v];
-    // Constants need no place in the code; anything else used before its statement is a bug.
-    TC_CHECK(in.op == Opc::ConstI || in.op == Opc::ConstF, CompileError,
-             "cpu codegen: %s: value %%%d used outside its scope", k_.name.c_str(), v);
-    emit_instr(v);
-  }
-  return vals_[v];
+  if (vals_[v]) return vals_[v];
+  // Constants, sizes and loop indices need no place in the code: made where used (not kept, so
+  // one made inside a loop is not reused after it). Anything else used before its statement is
+  // outside its scope.
+  const Opc op = k_.instrs[v].op;
+  TC_CHECK(op == Opc::ConstI || op == Opc::ConstF || op == Opc::SizeParam || op == Opc::OuterVar || op == Opc::LoopVar,
+           CompileError, "cpu codegen: %s: value %%%d used outside its scope", k_.name.c_str(), v);
+  Value* r = emit_instr(v);
+  if (op != Opc::ConstI && op != Opc::ConstF) vals_[v] = nullptr;
+  return r;
 }
 
 Value* KernelEmitter::emit_instr(Val v) {
