@@ -21,10 +21,7 @@ namespace {
 constexpr char kMagic[9] = "TCCPUOB1";
 constexpr size_t kHeader = 32;
 
-uint64_t checksum(const std::string& key, const std::string& object) {
-  std::string all = key + object;
-  return llvm::xxh3_64bits(llvm::StringRef(all));
-}
+uint64_t checksum(const std::string& key, const std::string& object) { return cache_checksum(key + object); }
 
 void mkdirs(const std::string& dir) {
   for (size_t i = 1; i <= dir.size(); i++)
@@ -37,6 +34,8 @@ void discard(const std::string& path, const char* why) {
 }
 
 }  // namespace
+
+uint64_t cache_checksum(const std::string& key_and_object) { return llvm::xxh3_64bits(llvm::StringRef(key_and_object)); }
 
 std::string cache_dir() {
   const char* e = std::getenv("TC_CACHE_DIR");

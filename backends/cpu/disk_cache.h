@@ -8,6 +8,7 @@
 // against the file size, the checksum and the stored key: anything else is removed with a log
 // line on stderr and reported as a miss, so it is rebuilt.
 #pragma once
+#include <cstdint>
 #include <string>
 
 namespace tc::backends::cpu {
@@ -18,5 +19,7 @@ std::string cache_path(const std::string& key);
 enum class CacheRead { Hit, Miss, Rejected };  // Rejected: an invalid entry was removed
 CacheRead cache_read(const std::string& key, std::string* object);
 void cache_write(const std::string& key, const std::string& object);
+// The checksum stored in an entry's header, over its key and object bytes concatenated.
+uint64_t cache_checksum(const std::string& key_and_object);
 
 }  // namespace tc::backends::cpu
