@@ -110,8 +110,10 @@ void compile_module(const std::map<std::string, std::pair<const lower::Kernel*, 
   for (const auto& [sym, kk] : todo) {
     const lower::Kernel& k = *kk.first;
     emit_kernel(*m, k, sym, kk.second[0] == 'N');
-    listing += "; " + sym + " = kernel " + k.name + ": graph nodes " + join(k.source_nodes) + " (lines " +
-               join(k.source_lines) + ")\n";
+    listing += "; " + sym + " = kernel " + k.name;
+    if (!k.source_nodes.empty()) listing += ": graph nodes " + join(k.source_nodes);
+    if (!k.source_lines.empty()) listing += " (lines " + join(k.source_lines) + ")";
+    listing += "\n";
   }
   if (log_output_code()) {
     std::string ir;

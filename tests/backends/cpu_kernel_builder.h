@@ -81,6 +81,42 @@ inline DType dtype_of(Ty t) {
   return DType::Float32;
 }
 
+// y = softmax(x) over the rows of a contiguous float32 [size 0, size 1] as one kernel:
+// Loop{max}, Loop{sum exp(x - max)}, Loop{store exp(x - max) / sum}.
+inline lower::Kernel softmax_rows() {
+  KernelBuilder b;
+  b.buffer(DType::Float32, false);
+  b.buffer(DType::Float32, true);
+  Val rows = b.pre(b.size(0)), cols = b.pre(b.size(1));
+  b.k.name = "k0_softmax";
+  b.k.outer = {rows};
+  Val r = b.outer(0);
+  Val base = b.math(ScalarOp::mul, Ty::I64, r, cols);
+  b.code({r, base}, {});
+  auto row_load = [&](std::vector<Val>& body) {
+    Val j = b.loop_var(0), i = b.math(ScalarOp::add, Ty::I64, base, j), x = b.load(0, i, Ty::F32);
+    body.insert(body.end(), {j, i, x});
+    return std::make_pair(i, x);
+  };
+  std::vector<Val> b1;
+  Val x1 = row_load(b1).second;
+  Val mx = b.acc(0, Ty::F32);
+  b.loop({cols}, b1, {{ReduceOp::Max, x1, lower::kNoVal, mx}});
+  std::vector<Val> b2;
+  Val x2 = row_load(b2).second;
+  Val e2 = b.math(ScalarOp::exp, Ty::F32, b.math(ScalarOp::sub, Ty::F32, x2, mx));
+  b2.insert(b2.end(), {e2 - 1, e2});
+  Val sum = b.acc(0, Ty::F32);
+  b.loop({cols}, b2, {{ReduceOp::Sum, e2, lower::kNoVal, sum}});
+  std::vector<Val> b3;
+  auto [i3, x3] = row_load(b3);
+  Val e3 = b.math(ScalarOp::exp, Ty::F32, b.math(ScalarOp::sub, Ty::F32, x3, mx));
+  Val y = b.math(ScalarOp::div, Ty::F32, e3, sum);
+  b3.insert(b3.end(), {e3 - 1, e3, y});
+  b.loop({cols}, b3, {}, {{1, i3, y}});
+  return b.k;
+}
+
 // Compiles kernels as one graph's module (no steps) and returns them in order.
 inline std::vector<CompiledKernel> compile_all(const std::vector<lower::Kernel>& ks) {
   lower::LoweredGraph g;
