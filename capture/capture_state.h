@@ -24,6 +24,8 @@ struct CompileConfig {
   // torch.compile keys by forward's code, so each module class has caches of its own.
   std::string code_key;
   std::string where;  // the user's line of the tc.compile call (names tc's own functions)
+  std::vector<std::pair<std::string, Value>> options;  // the backend's `options = {...}`, by key
+  CompileOptions backend_options() const { return {mode, fullgraph, dynamic, options}; }
 };
 
 // The userdata behind a compiled function (user value 1: the original function).
@@ -39,6 +41,8 @@ struct Stats {
   int64_t traces = 0, backend_compiles = 0, cache_hits = 0, recompiles = 0, graph_breaks = 0,
           fallbacks = 0;
   int64_t guard_fast_hits = 0;  // cache hits proven by the guards' fast path (guards.h)
+  CompileReport backend;        // the backends' reports, summed (perf_hints not kept)
+  double trace_ms = 0, backend_ms = 0;
 };
 
 struct Report {
@@ -46,6 +50,7 @@ struct Report {
     std::string function;
     std::vector<std::string> ops;
     std::string code;
+    CompileReport backend;  // what the backend said about compiling this graph
   };
   struct GuardRec {
     std::string function;
@@ -58,7 +63,8 @@ struct Report {
   };
   struct TimeRec {
     std::string function;
-    double trace_ms, backend_ms;
+    double trace_ms, backend_ms;  // backend_ms: the whole backend call (lower, codegen, compile ...)
+    double lower_ms = 0, codegen_ms = 0, compile_ms = 0;  // the backend's own parts of it
   };
   std::vector<GraphRec> graphs;
   std::vector<GraphBreak> breaks;
@@ -83,6 +89,7 @@ struct State {
   std::vector<std::unique_ptr<vm::Proto>> resume_protos;
   GraphCompiler compiler;
   std::string stance = "default";
+  bool compile_all = false;  // tcrun --compile-all (set_compile_all)
   uint64_t generation = 1;
   Stats stats;
   Report report;
@@ -113,6 +120,9 @@ void push_wrapper(lua_State* L, int fn_idx, const std::shared_ptr<CompileConfig>
 void push_compiled(lua_State* L, int fn_idx, std::shared_ptr<CompileConfig> cfg,
                    std::string name = "");  // a new wrapper
 bool log_enabled(lua_State* L, const char* topic);
+// Adds a backend's report of one graph to tc.compiler.stats() and prints its perf hints
+// (TC_LOGS=perf_hints).
+void note_backend_report(lua_State* L, const std::string& function, const CompileReport& r);
 void raise_graph_break(lua_State* L, const GraphBreak& b);  // pushes the tc.GraphBreakError table
 // The Lua state that runs graphs on this thread (set around each run of a graph): External nodes
 // (functions registered with tc.compiler.allow_in_graph) call their function in it.

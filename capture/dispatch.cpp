@@ -32,7 +32,8 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 struct Run {
   int base;      // guard slots
   int outs = 0;  // first output userdata
-  int tabs = 0;  // table of materialized tables
+  int tabs = 0;  // table of materialized tables, then closures
+  int ntables = 0;
 };
 
 // Leaves only the top n values, moved to the bottom of the stack. Not lua_rotate: the guard
@@ -71,17 +72,55 @@ void push_plan(lua_State* L, const VPlan& p, const Run& r) {
     case VPlan::Kind::Size:
       lua_rawgeti(L, r.tabs, p.i + 1);
       break;
+    case VPlan::Kind::Closure:
+      lua_rawgeti(L, r.tabs, r.ntables + p.i + 1);
+      break;
+  }
+}
+
+// The closures' upvalues (ClosurePlan): joined to a real function's, or a fresh cell per trace
+// cell (set in the first closure that has it, joined by the others).
+void close_over(lua_State* L, const Entry& e, const Run& r) {
+  std::unordered_map<int, std::pair<int, int>> first;  // cell -> (closure, upvalue)
+  for (size_t j = 0; j < e.closures.size(); j++) {
+    lua_rawgeti(L, r.tabs, r.ntables + lua_Integer(j) + 1);
+    const int c = lua_gettop(L);
+    for (size_t n = 0; n < e.closures[j].ups.size(); n++) {
+      const ClosurePlan::Up& u = e.closures[j].ups[n];
+      if (u.cell < 0) {
+        push_plan(L, u.fn, r);
+        TC_ASSERT(lua_type(L, -1) == LUA_TFUNCTION, "a closure's upvalue owner is not a function");
+        lua_upvaluejoin(L, c, int(n) + 1, lua_gettop(L), u.fn_up);
+      } else if (auto it = first.find(u.cell); it != first.end()) {
+        lua_rawgeti(L, r.tabs, r.ntables + it->second.first + 1);
+        lua_upvaluejoin(L, c, int(n) + 1, lua_gettop(L), it->second.second);
+      } else {
+        push_plan(L, u.value, r);
+        lua_setupvalue(L, c, int(n) + 1);
+        first[u.cell] = {int(j), int(n) + 1};
+      }
+      lua_settop(L, c);
+    }
+    lua_pop(L, 1);
   }
 }
 
 void build_tables(lua_State* L, const Entry& e, Run& r) {
-  if (e.tables.empty()) return;
-  lua_createtable(L, int(e.tables.size()), 0);
+  if (e.tables.empty() && e.closures.empty()) return;
+  lua_createtable(L, int(e.tables.size() + e.closures.size()), 0);
   r.tabs = lua_gettop(L);
+  r.ntables = int(e.tables.size());
   for (size_t j = 0; j < e.tables.size(); j++) {
     lua_createtable(L, int(e.tables[j].array.size()), int(e.tables[j].hash.size()));
     lua_rawseti(L, r.tabs, lua_Integer(j) + 1);
   }
+  for (size_t j = 0; j < e.closures.size(); j++) {
+    const ClosurePlan& c = e.closures[j];
+    int st = luaL_loadbufferx(L, c.chunk.data(), c.chunk.size(), c.source.c_str(), "b");
+    TC_ASSERT(st == LUA_OK, "loading a closure's prototype failed");
+    lua_rawseti(L, r.tabs, r.ntables + lua_Integer(j) + 1);
+  }
+  close_over(L, e, r);
   for (size_t j = 0; j < e.tables.size(); j++) {
     const TablePlan& t = e.tables[j];
     lua_rawgeti(L, r.tabs, lua_Integer(j) + 1);
@@ -126,6 +165,8 @@ void mark_sizes(lua_State* L, const Entry& e, const Run& r, const std::vector<VP
   for (const VPlan& p : plans) visit(p);
   for (const Effect& ef : e.effects) visit(ef.value);
   for (auto& [reg, p] : e.regs) visit(p);
+  for (const ClosurePlan& c : e.closures)
+    for (const ClosurePlan::Up& u : c.ups) visit(u.value);
   for (size_t j = 0; j < is_size.size(); j++) {
     if (!is_size[j]) continue;
     lua_rawgeti(L, r.tabs, lua_Integer(j) + 1);
@@ -396,6 +437,15 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
         }
       }
       for (int j = 0; j < nargs; j++) lua_rawgeti(L, R, i.a + 2 + j);
+      // compile-all: the Lua function a C function will call (pcall's, sort's ...) compiled too
+      if (state().compile_all && lua_iscfunction(L, callee)) {
+        auto it = known().calls_arg.find(lua_tocfunction(L, callee));
+        const int a = it == known().calls_arg.end() ? 0 : callee + it->second;
+        if (a && a <= lua_gettop(L) && lua_type(L, a) == LUA_TFUNCTION && !lua_iscfunction(L, a)) {
+          push_wrapper(L, a, cfg);
+          lua_replace(L, a);
+        }
+      }
       // [after, cont,] f, args...: Lua makes the call (a tail call for TAILCALL)
       const int n = lua_gettop(L) - call_base;
       keep_top(L, n);
@@ -613,6 +663,8 @@ std::vector<int> sources_read_after_check(const Entry& e) {
     for (auto& [k, v] : t.hash) visit(k), visit(v);
     visit(t.metatable);
   }
+  for (const ClosurePlan& c : e.closures)
+    for (const ClosurePlan::Up& u : c.ups) visit(u.fn), visit(u.value);
   for (const Effect& ef : e.effects) visit(ef.target), visit(ef.key), visit(ef.value);
   if (e.lua_backend_ref != LUA_NOREF) out.insert(out.end(), e.input_sources.begin(), e.input_sources.end());
   for (size_t j = 0; j < e.input_sources.size(); j++)  // numbers: never a memo's known tensor
@@ -760,6 +812,7 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
     }
   }
   auto t1 = std::chrono::steady_clock::now();
+  CompileReport report;
   if (e->end != EndKind::Fallback && e->graph.num_ops() > 0) {
     const int base = lua_gettop(L);
     if (cfg->backend_fn_ref != LUA_NOREF) {
@@ -774,17 +827,24 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
         return nullptr;
       }
     } else {
-      TC_CHECK(st.compiler, CompileError,
+      TC_CHECK(st.compiler.compile, CompileError,
                "no graph compiler is installed (tc::capture::install was given none)");
-      e->run = st.compiler(e->graph, cfg->backend);
+      Compiled c = st.compiler.compile(e->graph, cfg->backend, cfg->backend_options());
+      e->run = std::move(c.run);
+      report = std::move(c.report);
+      note_backend_report(L, cache_name(cc), report);
     }
     st.stats.backend_compiles++;
-    st.report.graphs.push_back({cache_name(cc), e->graph.op_names(), e->graph.print_code()});
+    st.report.graphs.push_back({cache_name(cc), e->graph.op_names(), e->graph.print_code(), report});
     if (log_enabled(L, "graph_code"))
       std::fprintf(stderr, "[tc graph_code] %s\n%s", cache_name(cc).c_str(),
                    e->graph.print_code().c_str());
   }
-  st.report.times.push_back({cache_name(cc), trace_ms, ms_since(t1)});
+  const double backend_ms = ms_since(t1);
+  st.stats.trace_ms += trace_ms;
+  st.stats.backend_ms += backend_ms;
+  st.report.times.push_back({cache_name(cc), trace_ms, backend_ms, report.lower_ms,
+                             report.codegen_ms, report.compile_ms});
   e->guards.needed = sources_read_after_check(*e);
   st.report.guards.push_back({cache_name(cc), e->guards.listing()});
   if (log_enabled(L, "guards")) {

@@ -116,7 +116,7 @@ void push_gm(lua_State* L, const Graph& g) {
     luaL_setfuncs(L, fns, 0);
   }
   lua_setmetatable(L, -2);
-  b->run = std::make_shared<CompiledGraph>(state().compiler(*b->g, "eager"));
+  b->run = std::make_shared<CompiledGraph>(state().compiler.compile(*b->g, "eager", {}).run);
 }
 
 // A graph input as the backend sees it: an unspecialized number as its 0-dim tensor.

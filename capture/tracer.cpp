@@ -469,6 +469,7 @@ void Tracer::exec(Frame& f, const Ins& i) {
         } else {
           cells_.push_back(upval(f, u.idx));  // a real upvalue: read-only inside (see set_upval)
           c.cells.push_back(-int(cells_.size()));  // negative: a copy that may not be written
+          real_cells_[c.cells.back()] = {f.fn, u.idx};
         }
       }
       closures_.push_back(std::move(c));

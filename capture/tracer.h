@@ -123,6 +123,8 @@ struct Frame {
 struct Known {
   lua_CFunction dispatch = nullptr;    // capture's own dispatch (compiled function wrappers)
   std::unordered_map<lua_CFunction, std::string> builtins;  // "math.sqrt", "type", "size" ...
+  // C functions that call a function argument, and which (1-based): pcall's 1, table.sort's 2 ...
+  std::unordered_map<lua_CFunction, int> calls_arg;
 };
 Known& known();
 
@@ -198,6 +200,7 @@ class Tracer {
   std::unordered_map<int, int> table_plans_;  // made table id -> its TablePlan in the entry
 
   // ---- objects, constants, guards -------------------------------------------------------------
+  void reserve_slot();              // room for one more value on L's stack (or a break)
   int push_obj(int obj);            // pushes the object, returns its stack index
   int add_obj(int idx);             // stores the value at idx, returns its object index
   int add_k(int idx);               // stores the value at idx into K, returns its K index
@@ -270,6 +273,9 @@ class Tracer {
   void finish_break(const BreakSignal& b);
   void guard_aliasing();  // written tables: which other table sources are (not) the same object
   VPlan plan(const Var& v);
+  std::unordered_map<int, int> closure_plans_;  // closure -> its ClosurePlan in the entry
+  // negative cells (copies of a real function's upvalue): that function and the upvalue index
+  std::unordered_map<int, std::pair<Var, int>> real_cells_;
   Ref output(Ref r);
   std::vector<StackFrame> user_stack() const;
   // The line of the current instruction in the innermost frame outside tc's own Lua code (the

@@ -31,8 +31,11 @@ std::string key_string(const Var& k) {
       return "s" + k.s;
     case Var::K::Int:
       return "i" + std::to_string(k.i);
-    case Var::K::Float:
-      return "f" + std::to_string(k.f);
+    case Var::K::Float: {
+      char buf[40];  // every bit: keys 0.1 and 0.1000001 are different keys
+      std::snprintf(buf, sizeof buf, "f%.17g", k.f);
+      return buf;
+    }
     case Var::K::Bool:
       return k.b ? "btrue" : "bfalse";
     default:
@@ -428,7 +431,6 @@ void Tracer::newindex(const Var& t, const Var& key_in, const Var& v) {
         const Var h = mt.k == Var::K::Nil ? mt : raw_get(mt, Var::string("__newindex"));
         if (h.k != Var::K::Nil) return write_through(h, t, key, v);
       }
-      if (v.k == Var::K::Closure) throw BreakSignal{BreakCode::EscapingClosure, "stored in a table"};
       const std::string ks = key_string(key);
       if (ks.empty() || (key.k != Var::K::Str && key.k != Var::K::Int))
         throw BreakSignal{BreakCode::UnsupportedBytecode,

@@ -26,7 +26,15 @@ int Tracer::add_obj(int idx) {
   return nobjs_;
 }
 
+// Every value the tracer pushes goes through push_obj or push_var: the stack grows here (a
+// builtin may take hundreds of arguments, `..` hundreds of parts), never past Lua's limit.
+void Tracer::reserve_slot() {
+  if (!lua_checkstack(L, 4))
+    throw BreakSignal{BreakCode::UnsupportedBytecode, "more values than the Lua stack holds"};
+}
+
 int Tracer::push_obj(int obj) {
+  reserve_slot();
   lua_rawgeti(L, objs_, obj);
   return lua_gettop(L);
 }
@@ -145,6 +153,7 @@ int Tracer::pin(int idx, const std::string& what) {
 }
 
 int Tracer::push_var(const Var& v) {
+  reserve_slot();
   switch (v.k) {
     case Var::K::Nil:
       lua_pushnil(L);
@@ -425,7 +434,6 @@ void Tracer::set_upval(Frame& f, int n, Var v) {
     cells_[c] = v;
     return;
   }
-  if (v.k == Var::K::Closure) throw BreakSignal{BreakCode::EscapingClosure, "stored in an upvalue"};
   if (int(f.up.size()) <= n) f.up.resize(n + 1);
   f.up[n] = v;
   if (const void* id = upvalue_id(f, n)) upval_overlay_[id] = v;
