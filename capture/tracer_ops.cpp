@@ -862,20 +862,35 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
     } else {
       throw BreakSignal{BreakCode::UnsupportedBytecode, "table.unpack of this value"};
     }
-    int64_t i0 = arg(1).k == Var::K::Int ? arg(1).i : 1;
-    int64_t i1 = arg(2).k == Var::K::Int ? arg(2).i : int64_t(items.size());
-    if (arg(2).k == Var::K::Int && t.k == Var::K::Table) {
-      // explicit end (table.unpack(t, 1, t.n)): read each index, nils included
-      items.clear();
-      for (int64_t j = 1; j <= i1; j++) {
-        Var v;
-        index(t, Var::integer(j), &v, 0);
-        items.push_back(v);
-      }
-    }
+    const int64_t i0 = arg(1).k == Var::K::Int ? arg(1).i : 1;
+    const int64_t i1 = arg(2).k == Var::K::Int ? arg(2).i : int64_t(items.size());
     out->clear();
-    for (int64_t j = i0; j <= i1; j++)
+    if (i0 > i1) return true;
+    // Lua raises "too many results" long before this; a long range is stock Lua's to unpack
+    if (uint64_t(i1) - uint64_t(i0) >= 10000)
+      throw BreakSignal{BreakCode::UnsupportedBytecode, "table.unpack of a long range"};
+    if (arg(2).k == Var::K::Int) {
+      // explicit end (table.unpack(t, 1, t.n)): read each index of the range, nils included
+      if (t.k == Var::K::Object) {
+        const Var mt = metatable_of(t);
+        if (mt.k != Var::K::Nil && raw_get(mt, Var::string("__index")).k != Var::K::Nil)
+          throw BreakSignal{BreakCode::UnsupportedBytecode, "table.unpack through __index"};
+      }
+      for (int64_t j = i0;; j++) {
+        Var v;
+        if (t.k == Var::K::Table)
+          index(t, Var::integer(j), &v, 0);
+        else
+          v = raw_get(t, Var::integer(j));
+        out->push_back(v);
+        if (j == i1) break;  // not j <= i1: i1 may be math.maxinteger
+      }
+      return true;
+    }
+    for (int64_t j = i0;; j++) {
       out->push_back(j >= 1 && j <= int64_t(items.size()) ? items[j - 1] : Var::nil());
+      if (j == i1) break;
+    }
     return true;
   }
   if (name == "table.pack") {
