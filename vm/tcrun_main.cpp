@@ -45,8 +45,12 @@ const char* kUsage =
     "  -h, --help              print this help\n"
     "  --                      stop handling options\n"
     "Settings reach scripts as tc.config (backend, mode, fullgraph, eager, explain, log, cache_dir,\n"
-    "no_cache); capture and the backends are later issues: until then tc.compile runs functions\n"
-    "uncompiled.\n";
+    "no_cache), which also holds capture's limits: recompile_limit (8 entries per function, then it\n"
+    "runs uncompiled with one warning), trace_max_instructions (50000), trace_max_depth (64 inlined\n"
+    "calls) and trace_max_iterations (5000 unrolled loop iterations): past one, the trace ends with\n"
+    "a graph break (TC0405, TC0406, TC0410) and the rest runs eagerly.\n"
+    "Environment: TC_LOGS (as --log), TC_DEBUG=1|2|4 (breaks and recompiles, graphs, guards),\n"
+    "TC_CACHE_DIR, TC_GUARD_FASTPATH=0 (guards checked in full on every call).\n";
 
 struct Options {
   std::vector<std::pair<char, std::string>> pre;  // -e / -l in command-line order
