@@ -839,30 +839,29 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
     return true;
   }
   if (name == "table.unpack") {
+    // t[i], ..., t[j] (lua_geti: metatables break); i and j are integers (default 1 and #t)
     const Var t = arg(0);
-    std::vector<Var> items;
-    if (t.k == Var::K::Table && !tables_[t.id].metatable) {
-      items = tables_[t.id].array;
-    } else if (t.k == Var::K::Object) {
-      int64_t n = len(t).i;
-      for (int64_t j = 1; j <= n; j++) items.push_back(raw_get(t, Var::integer(j)));
-    } else {
+    const bool model = t.k == Var::K::Table && !tables_[t.id].metatable;
+    if (!model && !(t.k == Var::K::Object && metatable_of(t).k == Var::K::Nil &&
+                    lua_type(L, push_obj(t.obj)) == LUA_TTABLE && (lua_pop(L, 1), true)))
       throw BreakSignal{BreakCode::UnsupportedBytecode, "table.unpack of this value"};
-    }
-    int64_t i0 = arg(1).k == Var::K::Int ? arg(1).i : 1;
-    int64_t i1 = arg(2).k == Var::K::Int ? arg(2).i : int64_t(items.size());
-    if (arg(2).k == Var::K::Int && t.k == Var::K::Table) {
-      // explicit end (table.unpack(t, 1, t.n)): read each index, nils included
-      items.clear();
-      for (int64_t j = 1; j <= i1; j++) {
-        Var v;
-        index(t, Var::integer(j), &v, 0);
-        items.push_back(v);
-      }
-    }
+    for (int a = 1; a <= 2; a++)
+      if (arg(a).k != Var::K::Nil && arg(a).k != Var::K::Int)
+        throw BreakSignal{BreakCode::UnsupportedBytecode, "table.unpack bounds that are not integers"};
+    const int64_t i0 = arg(1).k == Var::K::Int ? arg(1).i : 1;
+    const int64_t i1 = arg(2).k == Var::K::Int ? arg(2).i
+                       : model                 ? int64_t(tables_[t.id].array.size())
+                                               : len(t).i;
     out->clear();
-    for (int64_t j = i0; j <= i1; j++)
-      out->push_back(j >= 1 && j <= int64_t(items.size()) ? items[j - 1] : Var::nil());
+    if (i0 > i1) return true;
+    // Lua raises "too many results to unpack" from about a million values; long runs of
+    // registers are not worth tracing either: stock Lua does it
+    if (uint64_t(i1) - uint64_t(i0) >= 256)
+      throw BreakSignal{BreakCode::UnknownCFunction, "table.unpack of more than 256 values"};
+    for (int64_t k = i0;; k++) {
+      out->push_back(raw_get(t, Var::integer(k)));
+      if (k == i1) break;
+    }
     return true;
   }
   if (name == "table.pack") {
