@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "entry.h"
@@ -169,6 +170,12 @@ class Tracer {
     int k;                  // K index of the same keys as a Lua array (KEY_ORDER guards)
   };
   std::unordered_map<int, KeyOrder> key_orders_;  // per real table (object index)
+  struct Replay {  // a model table's construction replayed on a real table, for `next`
+    int obj = -1;  // object index of the real table
+    size_t logged = 0;  // length of the log it replays
+    std::unordered_set<std::string> keys;  // every key ever set (dead keys are valid for next)
+  };
+  std::unordered_map<int, Replay> replays_;  // per model table
   struct PendingEffect {
     Effect::Kind kind;
     Var target, key, value;

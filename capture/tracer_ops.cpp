@@ -604,21 +604,37 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
     if (m.order_unknown)
       throw BreakSignal{BreakCode::UnorderedIteration, "next over a table changed by table.insert"};
     const int base = lua_gettop(L);
-    lua_createtable(L, m.narr, m.nrec);
-    const int rt = lua_gettop(L);
-    for (auto& [k, present] : m.log) {
-      if (!(k.is_const() || k.k == Var::K::Object) || k.k == Var::K::Nil) {
-        lua_settop(L, base);
-        throw BreakSignal{BreakCode::UnorderedIteration,
-                          "next over a table with keys made in the trace"};
+    // the construction replayed on a real table, once per state of the log (a loop over the
+    // table replays it once, not once per step)
+    auto key_id = [](const Var& k) {
+      const Var n = normalize_key(k);
+      return n.k == Var::K::Object ? "o" + std::to_string(n.obj) : key_string(n);
+    };
+    Replay& rp = replays_[t.id];
+    if (rp.obj < 0 || rp.logged != m.log.size()) {
+      lua_createtable(L, m.narr, m.nrec);
+      const int fresh = lua_gettop(L);
+      rp.keys.clear();
+      for (auto& [k, present] : m.log) {
+        if (!(k.is_const() || k.k == Var::K::Object) || k.k == Var::K::Nil) {
+          lua_settop(L, base);
+          rp.obj = -1;
+          throw BreakSignal{BreakCode::UnorderedIteration,
+                            "next over a table with keys made in the trace"};
+        }
+        push_var(k);
+        if (present)
+          lua_pushboolean(L, 1);
+        else
+          lua_pushnil(L);
+        lua_rawset(L, fresh);
+        rp.keys.insert(key_id(k));
       }
-      push_var(k);
-      if (present)
-        lua_pushboolean(L, 1);
-      else
-        lua_pushnil(L);
-      lua_rawset(L, rt);
+      rp.obj = add_obj(fresh);
+      rp.logged = m.log.size();
+      lua_settop(L, base);
     }
+    const int rt = push_obj(rp.obj);
     // find the key after arg(1)
     if (arg(1).k == Var::K::Nil) {
       lua_pushnil(L);
@@ -628,15 +644,7 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
         throw BreakSignal{BreakCode::UnorderedIteration, "next with this key"};
       }
       // Lua raises for a key that was never in the table (lua_next would raise here)
-      const Var key = normalize_key(arg(1));
-      bool logged = false;
-      for (auto& [k, present] : m.log) {
-        const Var lk = normalize_key(k);
-        logged = logged || (key.k == Var::K::Object ? lk.k == key.k && lk.obj == key.obj
-                                                    : lk.is_const() && key_string(lk) == key_string(key) &&
-                                                          !key_string(key).empty());
-      }
-      if (!logged) {
+      if (!rp.keys.count(key_id(arg(1)))) {
         lua_settop(L, base);
         throw BreakSignal{BreakCode::ErrorCall, "next with a key not in the table"};
       }
