@@ -102,7 +102,8 @@ inline void make_fallback(Entry& e, std::string why) {
 
 struct CodeCache {
   std::string key;   // hash of the proto's dump (plus the resume pc for resume functions)
-  std::string name;  // "function 'bar' (bar.lua:1)"
+  std::string name;  // "function <bar.lua:1>", "resume of function <bar.lua:1> at line 3"
+  std::string fn_name;  // the function's own name (a resume function's: the one it continues)
   const vm::Proto* proto = nullptr;
   std::shared_ptr<vm::Analysis> analysis;
   // Resume functions: the proto they continue, the pc there, and the prologue length.

@@ -153,8 +153,9 @@ VPlan Tracer::plan(const Var& v) {
       p.i = v.src;
       break;
     case Var::K::Table: {
-      // tables made in the trace: one TablePlan each for the whole entry (registers, results,
-      // effects), so every reference to one table is the same table after the graph
+      // tables made in the trace: one TablePlan each for the whole entry, so that references
+      // from several registers, results and effects stay one table (o and the argument of
+      // o:init() at a break)
       auto it = table_plans_.find(v.id);
       int idx;
       if (it != table_plans_.end()) {

@@ -128,8 +128,9 @@ bool Tracer::call(const Var& fn, std::vector<Var> args, int ret_a, int ret_n, bo
 }
 
 // ---- tensor ops --------------------------------------------------------------------------------
-Value Tracer::to_value(const Var& v, bool* ok) {
+Value Tracer::to_value(const Var& v_in, bool* ok) {
   *ok = true;
+  const Var v = spec(v_in);  // call_op passes unspecialized numbers as graph inputs before this
   switch (v.k) {
     case Var::K::Nil:
       return Value();
@@ -151,7 +152,8 @@ Value Tracer::to_value(const Var& v, bool* ok) {
       FloatList floats;
       TensorList tensors;
       bool all_int = true, all_num = true, all_tensor = true;
-      for (const Var& x : m.array) {
+      for (const Var& x0 : m.array) {
+        const Var x = spec(x0);
         all_int &= x.k == Var::K::Int;
         all_num &= x.is_number();
         all_tensor &= x.k == Var::K::Tensor;
@@ -180,7 +182,8 @@ Value Tracer::to_value(const Var& v, bool* ok) {
         FloatList floats;
         bool all_int = true;
         const std::vector<Var> items = array_items(v);
-        for (const Var& x : items) {
+        for (const Var& x0 : items) {
+          const Var x = spec(x0);
           if (!x.is_number()) {
             *ok = false;
             return Value();
@@ -228,21 +231,30 @@ std::vector<Var> Tracer::call_op(int op_id, const std::vector<Var>& in) {
     }
   }
   if (s.kind == OpKind::DataDependent) throw BreakSignal{BreakCode::DataDependentShape, s.name};
-  Stack pos;
-  for (const Var& a : args) {
-    bool ok;
-    pos.push_back(to_value(a, &ok));
-    if (!ok)
-      throw BreakSignal{BreakCode::UnsupportedBytecode,
-                        std::string(s.name) + ": an argument tc cannot pass to an op"};
-  }
+  // Unspecialized numbers go in as graph inputs (0-dim wrapped numbers, as the binder makes of
+  // numbers) where the op takes a tensor; where it does not, they are specialized.
+  bool any_unspec = false;
+  for (const Var& a : args) any_unspec |= a.unspec;
   Stack bound;
   Metas metas;
-  try {
-    bound = bind(op, std::move(pos), std::move(kw));
-    metas = infer_meta(op, bound);
-  } catch (const Error& err) {
-    throw BreakSignal{BreakCode::OpFailedWhileTracing, std::string(s.name) + ": " + err.what()};
+  for (bool as_inputs : {true, false}) {
+    if (!as_inputs && !any_unspec) break;
+    Stack pos;
+    for (const Var& a : args) {
+      bool ok;
+      pos.push_back(to_value(a.unspec && as_inputs ? number_input(a) : a, &ok));
+      if (!ok)
+        throw BreakSignal{BreakCode::UnsupportedBytecode,
+                          std::string(s.name) + ": an argument tc cannot pass to an op"};
+    }
+    try {
+      bound = bind(op, std::move(pos), kw);
+      metas = infer_meta(op, bound);
+      break;
+    } catch (const Error& err) {
+      if (as_inputs && any_unspec) continue;
+      throw BreakSignal{BreakCode::OpFailedWhileTracing, std::string(s.name) + ": " + err.what()};
+    }
   }
   std::vector<NodeArg> nargs;
   for (const Value& v : bound) {
@@ -430,6 +442,7 @@ Var Tracer::tensor_property(const Var& t, const std::string& key, bool* found) {
 // ---- builtins ----------------------------------------------------------------------------------
 bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Var>& args,
                           std::vector<Var>* out) {
+  for (Var& a : args) a = spec(a);  // builtins compute with the values
   auto arg = [&](size_t j) { return j < args.size() ? args[j] : Var::nil(); };
   // Lua raises "bad argument #n (value expected)" for a missing argument, even where nil would
   // do: the modelled builtins below read missing ones as nil, so they break first
@@ -722,9 +735,7 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
       if (arg(1).k != Var::K::Str && arg(1).k != Var::K::Int)
         throw BreakSignal{BreakCode::UnsupportedBytecode, "rawset key"};
       raw_get(t, arg(1));
-      overlay_.push_back(
-          {{t.obj, (arg(1).k == Var::K::Str ? "s" + arg(1).s : "i" + std::to_string(arg(1).i))},
-           arg(2)});
+      overlay_[{t.obj, key_string(arg(1))}] = arg(2);
       effects_.push_back({Effect::Kind::RawSet, t, arg(1), arg(2), 0});
       *out = {t};
       return true;
@@ -962,11 +973,10 @@ std::vector<Var> Tracer::iterate_real_table(const std::string& name, const Var& 
     lua_pop(L, 1);
     return {nx, t, Var::nil()};
   }
-  for (auto& [where, v] : overlay_)
-    if (where.first == t.obj) {
-      lua_settop(L, base);
-      throw BreakSignal{BreakCode::UnorderedIteration, "next over a table written in the trace"};
-    }
+  if (auto w = overlay_.lower_bound({t.obj, ""}); w != overlay_.end() && w->first.first == t.obj) {
+    lua_settop(L, base);
+    throw BreakSignal{BreakCode::UnorderedIteration, "next over a table written in the trace"};
+  }
   // the whole key sequence, read once per table (the trace cannot change it: a write would be
   // in overlay_) and guarded once per source of it
   auto known = key_orders_.find(t.obj);

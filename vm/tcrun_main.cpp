@@ -21,13 +21,14 @@
 
 namespace {
 
+// "{backends}" and "{modes}" are filled in from the backend registry (usage()).
 const char* kUsage =
     "usage: tcrun [options] script.lua [args...]     (args reach the script as `arg` and `...`)\n"
     "  --explain[=text|json]   after the run, print the report for every compiled function\n"
     "  --fullgraph             every compiled function is strict (a graph break is an error)\n"
-    "  --backend=NAME          default backend for tc.compile (tc, eager, cpu, cuda)\n"
+    "  --backend=NAME          default backend for tc.compile ({backends})\n"
     "  --device=cpu|cuda       default device for new tensors\n"
-    "  --mode=MODE             default mode for tc.compile (default, reduce-overhead, max-autotune)\n"
+    "  --mode=MODE             default mode for tc.compile ({modes})\n"
     "  --eager                 tc.compile returns functions unchanged (A/B runs)\n"
     "  --compile-all           every Lua function that runs goes through tc.compile: the script,\n"
     "                          -e chunks, and the Lua functions they reach (capture/README.md)\n"
@@ -53,13 +54,27 @@ struct Options {
   int script = 0;  // index of the script in argv, 0 if none
 };
 
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+std::string usage() {
+  std::string s = kUsage;
+  for (auto [key, names] : {std::pair{"{backends}", tc::backends::names()},
+                            std::pair{"{modes}", tc::backends::modes()}})
+    s.replace(s.find(key), std::strlen(key), joined(names));
+  return s;
+}
+
 [[noreturn]] void usage_error(const std::string& msg) {
-  std::fprintf(stderr, "tcrun: %s\n%s", msg.c_str(), kUsage);
+  std::fprintf(stderr, "tcrun: %s\n%s", msg.c_str(), usage().c_str());
   std::exit(2);
 }
 
-bool one_of(const std::string& v, std::initializer_list<const char*> allowed) {
-  for (const char* a : allowed)
+bool one_of(const std::string& v, const std::vector<std::string>& allowed) {
+  for (const std::string& a : allowed)
     if (v == a) return true;
   return false;
 }
@@ -113,14 +128,14 @@ Options parse(int argc, char** argv) {
     } else if (a == "--no-cache") {
       o.no_cache = true;
     } else if (value(a, "backend", &o.backend)) {
-      if (!one_of(o.backend, {"tc", "eager", "cpu", "cuda", "inductor"}))
-        usage_error("unknown backend '" + o.backend + "' (tc, eager, cpu, cuda)");
+      if (!one_of(o.backend, tc::backends::names()))
+        usage_error("unknown backend '" + o.backend + "' (" + joined(tc::backends::names()) + ")");
     } else if (value(a, "device", &o.device)) {
       if (!one_of(o.device, {"cpu", "cuda"}) && o.device.rfind("cuda:", 0) != 0)
         usage_error("unknown device '" + o.device + "' (cpu, cuda, cuda:N)");
     } else if (value(a, "mode", &o.mode)) {
-      if (!one_of(o.mode, {"default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"}))
-        usage_error("unknown mode '" + o.mode + "' (default, reduce-overhead, max-autotune)");
+      if (!one_of(o.mode, tc::backends::modes()))
+        usage_error("unknown mode '" + o.mode + "' (" + joined(tc::backends::modes()) + ")");
     } else if (value(a, "log", &o.log) || value(a, "cache-dir", &o.cache_dir) || value(a, "bytecode", &o.bytecode) ||
                value(a, "split-check", &o.split_check)) {
     } else {
@@ -178,14 +193,14 @@ void print_error(const tc::vm::LuaError& e) {
 int main(int argc, char** argv) {
   Options o = parse(argc, argv);
   if (o.help) {
-    std::fputs(kUsage, stdout);
+    std::fputs(usage().c_str(), stdout);
     return 0;
   }
   if (o.version) std::printf("%s\n", version_string().c_str());
   if (!o.bytecode.empty()) return tc::vm::print_bytecode(o.bytecode.c_str(), std::cout);
   try {
     tc::vm::Runtime rt("tcrun");
-    tc::capture::install(rt.state(), tc::backends::compile_graph);  // tc.compile, tc.compiler
+    tc::capture::install(rt.state(), tc::backends::graph_compiler());  // tc.compile, tc.compiler
     if (!o.split_check.empty()) return tc::vm::split_check(rt.state(), o.split_check.c_str(), std::cout);
     if (!o.script && o.pre.empty()) {
       if (o.version) return 0;

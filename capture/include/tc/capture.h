@@ -5,7 +5,7 @@
 //   #include <tc/backends.h>
 //
 //   tc::vm::Runtime rt("tcrun");                             // Lua with `tc` loaded
-//   tc::capture::install(rt.state(), tc::backends::compile_graph);
+//   tc::capture::install(rt.state(), tc::backends::graph_compiler());
 //   rt.run_string(R"(
 //     local tc = require "tc"
 //     local f = tc.compile(function(x, y) return tc.sin(x) + tc.cos(y) end)
