@@ -194,6 +194,8 @@ class Tracer {
     std::unordered_set<std::string> keys;  // every key ever set (dead keys are valid for next)
   };
   std::unordered_map<int, Replay> replays_;  // per model table
+  int replayed(int id);                      // pushes model table id's replay (or breaks)
+  static std::string replay_key(const Var& k);
   struct PendingEffect {
     Effect::Kind kind;
     Var target, key, value;

@@ -617,37 +617,8 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
     if (m.order_unknown)
       throw BreakSignal{BreakCode::UnorderedIteration, "next over a table changed by table.insert"};
     const int base = lua_gettop(L);
-    // the construction replayed on a real table, once per state of the log (a loop over the
-    // table replays it once, not once per step)
-    auto key_id = [](const Var& k) {
-      const Var n = normalize_key(k);
-      return n.k == Var::K::Object ? "o" + std::to_string(n.obj) : key_string(n);
-    };
-    Replay& rp = replays_[t.id];
-    if (rp.obj < 0 || rp.logged != m.log.size()) {
-      lua_createtable(L, m.narr, m.nrec);
-      const int fresh = lua_gettop(L);
-      rp.keys.clear();
-      for (auto& [k, present] : m.log) {
-        if (!(k.is_const() || k.k == Var::K::Object) || k.k == Var::K::Nil) {
-          lua_settop(L, base);
-          rp.obj = -1;
-          throw BreakSignal{BreakCode::UnorderedIteration,
-                            "next over a table with keys made in the trace"};
-        }
-        push_var(k);
-        if (present)
-          lua_pushboolean(L, 1);
-        else
-          lua_pushnil(L);
-        lua_rawset(L, fresh);
-        rp.keys.insert(key_id(k));
-      }
-      rp.obj = add_obj(fresh);
-      rp.logged = m.log.size();
-      lua_settop(L, base);
-    }
-    const int rt = push_obj(rp.obj);
+    const int rt = replayed(t.id);
+    const Replay& rp = replays_[t.id];
     // find the key after arg(1)
     if (arg(1).k == Var::K::Nil) {
       lua_pushnil(L);
@@ -657,7 +628,7 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
         throw BreakSignal{BreakCode::UnorderedIteration, "next with this key"};
       }
       // Lua raises for a key that was never in the table (lua_next would raise here)
-      if (!rp.keys.count(key_id(arg(1)))) {
+      if (!rp.keys.count(replay_key(arg(1)))) {
         lua_settop(L, base);
         throw BreakSignal{BreakCode::ErrorCall, "next with a key not in the table"};
       }
@@ -1022,6 +993,45 @@ std::vector<Var> Tracer::iterate_real_table(const std::string& name, const Var& 
   }
   if (at == keys.size()) return {Var::nil()};
   return {keys[at], raw_get(t, keys[at])};
+}
+
+std::string Tracer::replay_key(const Var& k) {
+  const Var n = normalize_key(k);
+  return n.k == Var::K::Object ? "o" + std::to_string(n.obj) : key_string(n);
+}
+
+// Model table `id`'s construction replayed on a real table (pushed), once per state of its log:
+// the same keys set in the same order into a table of the same initial sizes has Lua's layout,
+// so `next` and `#` on it answer as Lua would on the real one. Values are stand-ins (true).
+int Tracer::replayed(int id) {
+  const ModelTable& m = tables_[id];
+  if (m.order_unknown)
+    throw BreakSignal{BreakCode::UnorderedIteration, "a table changed by table.insert"};
+  Replay& rp = replays_[id];
+  if (rp.obj < 0 || rp.logged != m.log.size()) {
+    const int base = lua_gettop(L);
+    lua_createtable(L, m.narr, m.nrec);
+    const int fresh = lua_gettop(L);
+    rp.obj = -1;
+    rp.keys.clear();
+    for (auto& [k, present] : m.log) {
+      if (!(k.is_const() || k.k == Var::K::Object) || k.k == Var::K::Nil) {
+        lua_settop(L, base);
+        throw BreakSignal{BreakCode::UnorderedIteration, "a table with keys made in the trace"};
+      }
+      push_var(k);
+      if (present)
+        lua_pushboolean(L, 1);
+      else
+        lua_pushnil(L);
+      lua_rawset(L, fresh);
+      rp.keys.insert(replay_key(k));
+    }
+    rp.obj = add_obj(fresh);
+    rp.logged = m.log.size();
+    lua_settop(L, base);
+  }
+  return push_obj(rp.obj);
 }
 
 }  // namespace tc::capture

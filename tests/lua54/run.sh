@@ -15,7 +15,7 @@ pre='_soft = true; _port = true; _nomsg = true; function Message() end; math.ran
 limit=60  # seconds per run
 
 # the suite's volatile lines: timings, seeds, counts of random draws
-normalize() { sed -E '/(msec|random seeds|random range|clock|time)/s/[0-9.]+//g' "$1"; }
+normalize() { sed -E '/(msec|random seeds|random range|clock|time|done on)/s/[0-9.]+//g' "$1"; }
 
 files=("$@")
 # every file of the suite: those kept here and those SKIP leaves out whole (not kept)
