@@ -244,6 +244,7 @@ class Tracer {
   // the current frame (returns false).
   bool index(const Var& t, const Var& key, Var* out, int ret_a);
   bool index_through(const Var& h, const Var& key, Var* out, int ret_a);  // t's __index is h
+  bool index_handler(const Var& h, const Var& t, const Var& key, Var* out, int ret_a);
   void chain_hop(int step);  // +1/-1 around a hop; breaks where Lua raises (a loop)
   // A write as SETTABLE does it; a __newindex function is inlined (a frame is pushed and runs
   // before the next instruction); SETLIST's many writes go to a new table, which has none.

@@ -170,6 +170,18 @@ bool Tracer::index_through(const Var& h, const Var& key, Var* out, int ret_a) {
   return done;
 }
 
+// t's __index is h: a function is called with (t, key), anything else is indexed with key.
+bool Tracer::index_handler(const Var& h, const Var& t, const Var& key, Var* out, int ret_a) {
+  bool fn = h.k == Var::K::Closure;
+  if (h.k == Var::K::Object) {
+    push_obj(h.obj);
+    fn = lua_type(L, -1) == LUA_TFUNCTION;
+    lua_pop(L, 1);
+  }
+  if (fn) return call(h, {t, key}, ret_a, 1, false);
+  return index_through(h, key, out, ret_a);
+}
+
 bool Tracer::index(const Var& t, const Var& key_in, Var* out, int ret_a) {
   const Var key = normalize_key(spec(key_in));  // x[2.0] is x[2] for tensors too (lua_tointegerx)
   switch (t.k) {
@@ -214,14 +226,7 @@ bool Tracer::index(const Var& t, const Var& key_in, Var* out, int ret_a) {
       if (m.metatable) {
         Var h = raw_get(*m.metatable, Var::string("__index"));
         if (h.k == Var::K::Nil) break;
-        if (h.k == Var::K::Closure) return call(h, {t, key}, ret_a, 1, false);
-        if (h.k == Var::K::Object) {
-          push_obj(h.obj);
-          bool fn = lua_type(L, -1) == LUA_TFUNCTION;
-          lua_pop(L, 1);
-          if (fn) return call(h, {t, key}, ret_a, 1, false);
-        }
-        return index_through(h, key, out, ret_a);
+        return index_handler(h, t, key, out, ret_a);
       }
       *out = Var::nil();
       return true;
@@ -235,13 +240,7 @@ bool Tracer::index(const Var& t, const Var& key_in, Var* out, int ret_a) {
         const Var mt = t.src < 0 ? Var::nil() : metatable_of(t);
         const Var h = mt.k == Var::K::Nil ? mt : raw_get(mt, Var::string("__index"));
         if (h.k == Var::K::Nil) throw BreakSignal{BreakCode::ForeignUserdata, "indexing"};
-        if (h.k == Var::K::Object) {
-          push_obj(h.obj);
-          bool fn = lua_type(L, -1) == LUA_TFUNCTION;
-          lua_pop(L, 1);
-          if (fn) return call(h, {t, key}, ret_a, 1, false);
-        }
-        return index_through(h, key, out, ret_a);
+        return index_handler(h, t, key, out, ret_a);
       }
       if (type != LUA_TTABLE)
         throw BreakSignal{BreakCode::UnsupportedBytecode,
@@ -262,13 +261,7 @@ bool Tracer::index(const Var& t, const Var& key_in, Var* out, int ret_a) {
         *out = Var::nil();
         return true;
       }
-      if (h.k == Var::K::Object) {
-        push_obj(h.obj);
-        bool fn = lua_type(L, -1) == LUA_TFUNCTION;
-        lua_pop(L, 1);
-        if (fn) return call(h, {t, key}, ret_a, 1, false);
-      }
-      return index_through(h, key, out, ret_a);
+      return index_handler(h, t, key, out, ret_a);
     }
     case Var::K::Str: {
       // ("x"):upper(): the string library through the string metatable
