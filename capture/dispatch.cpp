@@ -152,15 +152,14 @@ void build_tables(lua_State* L, const Entry& e, Run& r) {
 
 void mark_sizes(lua_State* L, const Entry& e, const Run& r, const std::vector<VPlan>& plans) {
   // Size tables get tc.Size as metatable (found through the plans that mention them).
-  std::vector<bool> is_size(e.tables.size(), false);
+  std::vector<bool> is_size(e.tables.size(), false), seen(e.tables.size(), false);
   std::function<void(const VPlan&)> visit = [&](const VPlan& p) {
-    if (p.kind == VPlan::Kind::Size && !is_size[p.i]) {
-      is_size[p.i] = true;
-      for (const VPlan& x : e.tables[p.i].array) visit(x);
-    } else if (p.kind == VPlan::Kind::Table) {
-      for (const VPlan& x : e.tables[p.i].array) visit(x);
-      for (auto& [k, v] : e.tables[p.i].hash) visit(k), visit(v);
-    }
+    if (p.kind != VPlan::Kind::Size && p.kind != VPlan::Kind::Table) return;
+    if (p.kind == VPlan::Kind::Size) is_size[p.i] = true;
+    if (seen[p.i]) return;  // tables may hold themselves (A.__index = A)
+    seen[p.i] = true;
+    for (const VPlan& x : e.tables[p.i].array) visit(x);
+    for (auto& [k, v] : e.tables[p.i].hash) visit(k), visit(v);
   };
   for (const VPlan& p : plans) visit(p);
   for (const Effect& ef : e.effects) visit(ef.value);

@@ -619,21 +619,8 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
     if (m.order_unknown)
       throw BreakSignal{BreakCode::UnorderedIteration, "next over a table changed by table.insert"};
     const int base = lua_gettop(L);
-    lua_createtable(L, m.narr, m.nrec);
-    const int rt = lua_gettop(L);
-    for (auto& [k, present] : m.log) {
-      if (!(k.is_const() || k.k == Var::K::Object) || k.k == Var::K::Nil) {
-        lua_settop(L, base);
-        throw BreakSignal{BreakCode::UnorderedIteration,
-                          "next over a table with keys made in the trace"};
-      }
-      push_var(k);
-      if (present)
-        lua_pushboolean(L, 1);
-      else
-        lua_pushnil(L);
-      lua_rawset(L, rt);
-    }
+    const int rt = replayed(t.id);
+    const Replay& rp = replays_[t.id];
     // find the key after arg(1)
     if (arg(1).k == Var::K::Nil) {
       lua_pushnil(L);
@@ -643,15 +630,7 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
         throw BreakSignal{BreakCode::UnorderedIteration, "next with this key"};
       }
       // Lua raises for a key that was never in the table (lua_next would raise here)
-      const Var key = normalize_key(arg(1));
-      bool logged = false;
-      for (auto& [k, present] : m.log) {
-        const Var lk = normalize_key(k);
-        logged = logged || (key.k == Var::K::Object ? lk.k == key.k && lk.obj == key.obj
-                                                    : lk.is_const() && key_string(lk) == key_string(key) &&
-                                                          !key_string(key).empty());
-      }
-      if (!logged) {
+      if (!rp.keys.count(replay_key(arg(1)))) {
         lua_settop(L, base);
         throw BreakSignal{BreakCode::ErrorCall, "next with a key not in the table"};
       }
@@ -852,44 +831,28 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
     return true;
   }
   if (name == "table.unpack") {
+    // t[i], ..., t[j] (lua_geti: metatables break); i and j are integers (default 1 and #t)
     const Var t = arg(0);
-    std::vector<Var> items;
-    if (t.k == Var::K::Table && !tables_[t.id].metatable) {
-      items = tables_[t.id].array;
-    } else if (t.k == Var::K::Object) {
-      int64_t n = len(t).i;
-      for (int64_t j = 1; j <= n; j++) items.push_back(raw_get(t, Var::integer(j)));
-    } else {
+    const bool model = t.k == Var::K::Table && !tables_[t.id].metatable;
+    if (!model && !(t.k == Var::K::Object && metatable_of(t).k == Var::K::Nil &&
+                    lua_type(L, push_obj(t.obj)) == LUA_TTABLE && (lua_pop(L, 1), true)))
       throw BreakSignal{BreakCode::UnsupportedBytecode, "table.unpack of this value"};
-    }
+    for (int a = 1; a <= 2; a++)
+      if (arg(a).k != Var::K::Nil && arg(a).k != Var::K::Int)
+        throw BreakSignal{BreakCode::UnsupportedBytecode, "table.unpack bounds that are not integers"};
     const int64_t i0 = arg(1).k == Var::K::Int ? arg(1).i : 1;
-    const int64_t i1 = arg(2).k == Var::K::Int ? arg(2).i : int64_t(items.size());
+    const int64_t i1 = arg(2).k == Var::K::Int ? arg(2).i
+                       : model                 ? int64_t(tables_[t.id].array.size())
+                                               : len(t).i;
     out->clear();
     if (i0 > i1) return true;
-    // Lua raises "too many results" long before this; a long range is stock Lua's to unpack
-    if (uint64_t(i1) - uint64_t(i0) >= 10000)
-      throw BreakSignal{BreakCode::UnsupportedBytecode, "table.unpack of a long range"};
-    if (arg(2).k == Var::K::Int) {
-      // explicit end (table.unpack(t, 1, t.n)): read each index of the range, nils included
-      if (t.k == Var::K::Object) {
-        const Var mt = metatable_of(t);
-        if (mt.k != Var::K::Nil && raw_get(mt, Var::string("__index")).k != Var::K::Nil)
-          throw BreakSignal{BreakCode::UnsupportedBytecode, "table.unpack through __index"};
-      }
-      for (int64_t j = i0;; j++) {
-        Var v;
-        if (t.k == Var::K::Table)
-          index(t, Var::integer(j), &v, 0);
-        else
-          v = raw_get(t, Var::integer(j));
-        out->push_back(v);
-        if (j == i1) break;  // not j <= i1: i1 may be math.maxinteger
-      }
-      return true;
-    }
-    for (int64_t j = i0;; j++) {
-      out->push_back(j >= 1 && j <= int64_t(items.size()) ? items[j - 1] : Var::nil());
-      if (j == i1) break;
+    // Lua raises "too many results to unpack" from about a million values; long runs of
+    // registers are not worth tracing either: stock Lua does it
+    if (uint64_t(i1) - uint64_t(i0) >= 256)
+      throw BreakSignal{BreakCode::UnknownCFunction, "table.unpack of more than 256 values"};
+    for (int64_t k = i0;; k++) {
+      out->push_back(raw_get(t, Var::integer(k)));
+      if (k == i1) break;
     }
     return true;
   }
@@ -1032,6 +995,45 @@ std::vector<Var> Tracer::iterate_real_table(const std::string& name, const Var& 
   }
   if (at == keys.size()) return {Var::nil()};
   return {keys[at], raw_get(t, keys[at])};
+}
+
+std::string Tracer::replay_key(const Var& k) {
+  const Var n = normalize_key(k);
+  return n.k == Var::K::Object ? "o" + std::to_string(n.obj) : key_string(n);
+}
+
+// Model table `id`'s construction replayed on a real table (pushed), once per state of its log:
+// the same keys set in the same order into a table of the same initial sizes has Lua's layout,
+// so `next` and `#` on it answer as Lua would on the real one. Values are stand-ins (true).
+int Tracer::replayed(int id) {
+  const ModelTable& m = tables_[id];
+  if (m.order_unknown)
+    throw BreakSignal{BreakCode::UnorderedIteration, "a table changed by table.insert"};
+  Replay& rp = replays_[id];
+  if (rp.obj < 0 || rp.logged != m.log.size()) {
+    const int base = lua_gettop(L);
+    lua_createtable(L, m.narr, m.nrec);
+    const int fresh = lua_gettop(L);
+    rp.obj = -1;
+    rp.keys.clear();
+    for (auto& [k, present] : m.log) {
+      if (!(k.is_const() || k.k == Var::K::Object) || k.k == Var::K::Nil) {
+        lua_settop(L, base);
+        throw BreakSignal{BreakCode::UnorderedIteration, "a table with keys made in the trace"};
+      }
+      push_var(k);
+      if (present)
+        lua_pushboolean(L, 1);
+      else
+        lua_pushnil(L);
+      lua_rawset(L, fresh);
+      rp.keys.insert(replay_key(k));
+    }
+    rp.obj = add_obj(fresh);
+    rp.logged = m.log.size();
+    lua_settop(L, base);
+  }
+  return push_obj(rp.obj);
 }
 
 }  // namespace tc::capture
