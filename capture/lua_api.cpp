@@ -69,8 +69,20 @@ local function compile(f, opts)
     -- a module (or any callable table): compile its call, hooks included; fields read through
     local m = f
     local cf = prim.compile(function(...) return m(...) end, backend, fullgraph, dynamic, opts.mode or config.mode)
-    return setmetatable({}, {__call = function(_, ...) return cf(...) end, __index = m, __name = "CompiledModule",
-                             __tostring = function() return "Compiled(" .. tostring(m) .. ")" end})
+    -- the wrapper stands for the module: its methods run on the module (c:parameters(), c:eval()),
+    -- its fields are the module's (reads and writes)
+    local wrapper, bound = {}, setmetatable({}, {__mode = "k"})
+    local function index(_, k)
+      local v = m[k]
+      if type(v) ~= "function" then return v end
+      bound[v] = bound[v] or function(self, ...)
+        if rawequal(self, wrapper) then self = m end
+        return v(self, ...)
+      end
+      return bound[v]
+    end
+    return setmetatable(wrapper, {__call = function(_, ...) return cf(...) end, __index = index, __newindex = m,
+                                  __name = "CompiledModule", __tostring = function() return "Compiled(" .. tostring(m) .. ")" end})
   end
   return prim.compile(f, backend, fullgraph, dynamic, opts.mode or config.mode)
 end

@@ -103,7 +103,9 @@ local function run(src, wrap)
   if not chunk then return {load_error = err} end
   tc.compiler.reset()
   local out = io.tmpfile()
+  io.output(out) -- io.write goes to the same buffer
   local r = table.pack(xpcall(chunk, function(e) return {e = e, tb = debug.traceback(tostring(e), 2)} end, wrap, out))
+  io.output(io.stdout)
   out:seek("set")
   local text = out:read("a")
   out:close()

@@ -44,6 +44,14 @@ Vec.__len = function(self) return self.t:size(1) end
 Vec.__lt = function(a, b) return a.t:sum() < b.t:sum() end
 Vec.__concat = function(a, b) return "vec" .. tostring(b) end
 Vec.__newindex = function(self, k, v) rawset(self, "n", rawget(self, "n") + 1) rawset(self, k, v) end
+local Block = nn.Module:extend("Block")
+function Block:__init(d) self.lin = nn.Linear(d, d) self.scale = 0.5 end
+function Block:forward(x)
+  local y = self.lin(x)
+  if y:sum() > 0 then y = y:relu() end
+  self.calls = (self.calls or 0) + 1
+  return y * self.scale + self.calls
+end
 local Lazy = setmetatable({}, {__index = function(t, k) return k .. "!" end})
 G1 = 0
 local R = {}
@@ -128,7 +136,7 @@ function Gen:literal(ty)
   if ty == "O" then return E("O", "Vec.new($1)", self:expr("T", 1)) end
   if ty == "M" then
     return pick({E("M", "nn.Linear(B, B)"), E("M", "nn.Sequential(nn.Linear(B, B), nn.Tanh())"),
-      E("M", "nn.LayerNorm(B)"), E("M", "nn.ReLU()")})
+      E("M", "nn.LayerNorm(B)"), E("M", "nn.ReLU()"), E("M", "Block(B)"), E("M", "C(nn.Linear(B, B))"), E("M", "C(Block(B))")})
   end
   error("no literal for " .. ty)
 end
@@ -200,6 +208,15 @@ rule("T", 1, function(g, d) -- upvalue counter in a closure made here
 end)
 rule("T", 1, function(g, d) return E("T", "F.linear($1, $2)", g:expr("T", d), g:expr("W", d)) end)
 rule("T", 2, function(g, d) return g:call("T", d) end)
+rule("T", 1, function(g, d) -- a closure made here, returned and called
+  return E("T", "(function(c) return function(k) return c * k end end)($1)($2)", g:expr("T", d), g:expr("f", 0))
+end)
+rule("T", 1, function(g, d) return E("T", "({fn = function(x) return x + 1 end}).fn($1)", g:expr("T", d)) end)
+rule("T", 1, function(g, d) return E("T", "coroutine.wrap(function(x) coroutine.yield(x:relu()) end)($1)", g:expr("T", d)) end)
+rule("T", 1, function(g, d)
+  return E("T", pick({"($1:double() * 2):float()", "$1:round():long():float()", "($1:sort(2))", "$1:cumsum(2)",
+    "(select(2, $1:sort(2)):float())", "$1:to(tc.float64):to(tc.float32)", "tc.tensor($1:tolist())"}), g:expr("T", d))
+end)
 
 rule("R", 3, function(g, d) return E("R", "$1:" .. pick({"sum(1)", "mean(1)", "amax(1)", "amin(1)"}), g:expr("T", d)) end)
 rule("R", 1, function(g, d) return E("R", "($1:max(1))", g:expr("T", d)) end)
@@ -248,6 +265,13 @@ rule("i", 1, function(g, d) -- table.sort with a Lua comparator (a C function ca
 end)
 rule("i", 1, function(g, d) return E("i", "($1 and $2 or $3)", g:expr("b", d), g:expr("i", d), g:expr("i", d)) end)
 rule("i", 1, function(g, d) return g:call("i", d) end)
+rule("i", 1, function(g, d)
+  return E("i", "(function() local function fact(n) if n <= 1 then return 1 end return n * fact(n - 1) end return fact($1 % 6) end)()", g:expr("i", d))
+end)
+rule("i", 1, function(g, d) return E("i", "($1:find(\"a\", 1, true) or 0)", g:expr("s", d)) end)
+rule("i", 1, function(g, d) return E("i", "select('#', $1, nil, $2)", g:expr("T", d), g:expr("i", d)) end)
+rule("i", 1, function(g, d) return E("i", "math.tointeger($1 * 2.0)", g:expr("i", d)) end)
+rule("i", 1, function(g, d) return E("i", "#$1:tolist()", g:expr("T", d)) end)
 
 rule("f", 3, function(g, d) return E("f", "$1:item()", g:expr("Z", d)) end)
 rule("f", 2, function(g, d) return E("f", "($1 " .. pick({"+", "-", "*"}) .. " $2)", g:expr("f", d), g:expr("f", d)) end)
@@ -271,6 +295,11 @@ rule("s", 1, function(g, d) return E("s", "($1 .. \"x\")", g:expr("O", d)) end)
 rule("s", 1, function(g, d) return E("s", "type($1)", g:expr(pick({"T", "i", "L", "O", "s"}), d)) end)
 rule("s", 1, function(g, d) return E("s", "string.format(\"%q\", $1)", g:expr("s", d)) end)
 rule("s", 1, function(g, d) return g:call("s", d) end)
+rule("s", 2, function(g, d) return E("s", "math.type($1)", g:expr(pick({"i", "f"}), d)) end)
+rule("s", 1, function(g, d) return E("s", "($1:gsub(\"%a\", \"%0.\"))", g:expr("s", d)) end)
+rule("s", 1, function(g, d) return E("s", "($1:gsub(\".\", function(c) return c:byte() .. \"\" end))", g:expr("s", d)) end)
+rule("s", 1, function(g, d) return E("s", "setmetatable({}, {__index = function(t, k) return k .. \"?\" end})[$1]", g:expr("s", d)) end)
+rule("s", 1, function(g, d) return E("s", "tostring($1 == $2)", g:expr("i", d), g:expr("f", d)) end)
 
 rule("b", 3, function(g, d) return E("b", "($1 " .. pick({"<", "<=", ">", ">=", "==", "~="}) .. " $2)", g:expr("i", d), g:expr("i", d)) end)
 rule("b", 3, function(g, d) return E("b", "($1 " .. pick({">", "<"}) .. " $2)", g:expr("Z", d), g:expr("f", 0)) end)
@@ -283,6 +312,9 @@ rule("b", 1, function(g, d) return E("b", "(not $1)", g:expr("b", d)) end)
 rule("b", 1, function(g, d) return E("b", "($1 " .. pick({"and", "or"}) .. " $2)", g:expr("b", d), g:expr("b", d)) end)
 rule("b", 1, function(g, d) return E("b", "tc.is_tensor($1)", g:expr(pick({"T", "i", "O"}), d)) end)
 rule("b", 1, function(g, d) return E("b", "($1 == nil)", g:expr("T", d)) end)
+rule("b", 1, function(g, d) return E("b", "($1 < $2)", g:expr("s", d), g:expr("s", d)) end)
+rule("b", 1, function(g, d) return E("b", "rawequal($1, $2)", g:expr("L", d), g:expr("L", d)) end)
+rule("b", 1, function(g, d) return E("b", "(next($1) ~= nil)", g:expr("Q", d)) end)
 
 rule("L", 1, function(g, d) return E("L", "{$1, table.unpack($2)}", g:expr("T", d), g:expr("L", d)) end)
 rule("L", 1, function(g, d) return E("L", "$1:split(B, 2)", g:expr("T", d)) end)
@@ -438,15 +470,20 @@ srule(1, function(g) -- pairs over a record: key order must agree
   return Blk("for " .. kv .. ", " .. vv .. " in pairs($1) do", {g:expr("Q", 1)},
     {S("OUT:write(" .. kv .. ", type(" .. vv .. "), \"\\n\")")})
 end)
+-- A counted loop body: `w = w + 1` then a few statements (while and repeat).
+function Gen:counted_body(w)
+  self:push()
+  local body = {S(w .. " = " .. w .. " + 1")}
+  for _ = 1, rand(2) do body[#body + 1] = self:stmt() end
+  self:pop()
+  return body
+end
 srule(2, function(g) -- while with a data-dependent condition, bounded by a counter
   if g.depth >= 2 then return nil end
   g.depth = g.depth + 1
   local w = g:name("w")
   local c = g:expr("b", 2)
-  g:push()
-  local body = {S(w .. " = " .. w .. " + 1")}
-  for _ = 1, rand(2) do body[#body + 1] = g:stmt() end
-  g:pop()
+  local body = g:counted_body(w)
   g.depth = g.depth - 1
   return Blk("local " .. w .. " = 0 while " .. w .. " < " .. rand(3) .. " and $1 do", {c}, body)
 end)
@@ -455,13 +492,36 @@ srule(1, function(g) -- repeat until
   g.depth = g.depth + 1
   local w = g:name("r")
   local c = g:expr("b", 2)
-  g:push()
-  local body = {S(w .. " = " .. w .. " + 1")}
-  for _ = 1, rand(2) do body[#body + 1] = g:stmt() end
-  g:pop()
+  local body = g:counted_body(w)
   g.depth = g.depth - 1
   return Blk("local " .. w .. " = 0 repeat", {}, body, "until " .. w .. " >= " .. rand(3) .. " or $1", nil), c
 end)
+srule(1, function(g) -- backward goto loop
+  local w = g:name("gl")
+  return Blk("do local " .. w .. " = 0 ::top" .. w .. "::", {}, {S(w .. " = " .. w .. " + 1"), g:stmt()},
+    "if " .. w .. " < " .. rand(3) .. " then goto top" .. w .. " end end")
+end)
+srule(1, function(g) -- to-be-closed variables: tc.no_grad() and a __close that writes
+  if g.depth >= 2 then return nil end
+  g.depth = g.depth + 1
+  local c = g:name("cl")
+  local head = pick({"do local " .. c .. " <close> = tc.no_grad()",
+    "do local " .. c .. " <close> = setmetatable({}, {__close = function(_, e) OUT:write(\"close " .. c .. " \", tostring(e ~= nil), \"\\n\") end})"})
+  local body = g:block(rand(2))
+  g.depth = g.depth - 1
+  return Blk(head, {}, body)
+end)
+srule(1, function(g) -- yield out of the function when it runs in a coroutine
+  return S("if coroutine.isyieldable() then coroutine.yield($1) end", g:expr(pick({"T", "i", "s"}), 2))
+end)
+srule(1, function(g) -- swap through multiple assignment
+  local ty = pick({"T", "i", "s"})
+  local vs = g:vars(ty, true)
+  if #vs < 2 then return nil end
+  local a, b = pick(vs).name, pick(vs).name
+  return S(a .. ", " .. b .. " = " .. b .. ", " .. a)
+end)
+srule(1, function(g) return S("io.write($1, \"\\n\")", g:expr("s")) end)
 srule(2, function(g) -- pcall around code that may raise (strings, tables, levels, op errors)
   if g.depth >= 2 then return nil end
   g.depth = g.depth + 1
@@ -478,6 +538,10 @@ srule(2, function(g) -- pcall around code that may raise (strings, tables, level
     function() return S("if $1 then local _ = $2:matmul(tc.ones(A + 1, 2)) end", g:expr("b", 2), g:expr("T", 1)) end,
     function() return S("if $1 then local _ = $2 + nil end", g:expr("b", 2), g:expr("T", 1)) end,
     function() return S("if $1 then assert(false, $2) end", g:expr("b", 2), g:expr("s", 1)) end,
+    function() return S("if $1 then local _ = $2 // 0 end", g:expr("b", 2), g:expr("i", 1)) end,
+    function() return S("if $1 then local _ = $2.zzz + 1 end", g:expr("b", 2), g:expr("Q", 1)) end,
+    function() return S("if $1 then local _ = $2:frobnicate() end", g:expr("b", 2), g:expr("T", 1)) end,
+    function() return S("if $1 then local _ = $2[{A + 5, 1}] end", g:expr("b", 2), g:expr("T", 1)) end,
   })()
   body[#body + 1] = raise
   body[#body + 1] = S("return $1", g:expr("T"))
@@ -600,8 +664,13 @@ function G.generate(seed, opts)
       end
       local list = #args > 0 and table.concat(args, ", ") or ""
       local decl = #args > 0 and ("local " .. list .. " = " .. node.f:gsub("^[^(]*%((.*)%)$", "%1") .. " ") or ""
-      body[#body + 1] = {k = "s", f = "do " .. decl .. "R[#R + 1] = P(pcall(" .. name .. (#args > 0 and ", " .. list or "") ..
-        ")) R[#R + 1] = {" .. list .. "} end", a = node.a}
+      local callargs = name .. (#args > 0 and ", " .. list or "")
+      local run = "R[#R + 1] = P(pcall(" .. callargs .. "))"
+      if chance(0.25) then -- driven as a coroutine: yields inside come out here
+        run = "local co = coroutine.create(" .. name .. ") local res = {} for _ = 1, 4 do res[#res + 1] = P(coroutine.resume(co" ..
+          (#args > 0 and ", " .. list or "") .. ")) if coroutine.status(co) == \"dead\" then break end end R[#R + 1] = res"
+      end
+      body[#body + 1] = {k = "s", f = "do " .. decl .. run .. " R[#R + 1] = {" .. list .. "} end", a = node.a}
     end
   end
   return prog

@@ -5,7 +5,8 @@
 # failures (shrink.lua) and prints a summary. Exit status 1 when any program failed.
 # Environment: TCRUN (default build/tcrun), FUZZ_OUT (default build/fuzz: programs, reproducers,
 # the log), FUZZ_TIMEOUT (seconds per program, default 10), FUZZ_SHRINK (0: don't shrink),
-# FUZZ_SHRINK_MAX (reproducers shrunk per category, default 2), FUZZ_SHRINK_BUDGET (seconds each).
+# FUZZ_SHRINK_MAX (reproducers shrunk per category, default 2), FUZZ_SHRINK_BUDGET (seconds each),
+# FUZZ_JOBS (parallel runners over parts of the range, default 1).
 set -u
 cd "$(dirname "$0")/../.."
 if [ $# -lt 2 ]; then echo "usage: tests/fuzz/run.sh N SEED [BACKENDS]" >&2; exit 2; fi
@@ -17,6 +18,19 @@ SHRINK=${FUZZ_SHRINK:-1}
 SHRINK_MAX=${FUZZ_SHRINK_MAX:-2}
 SHRINK_BUDGET=${FUZZ_SHRINK_BUDGET:-240}
 mkdir -p "$OUT"
+JOBS=${FUZZ_JOBS:-1}
+if [ "$JOBS" -gt 1 ]; then # split the range, one runner per part, then one combined summary
+  per=$(( (N + JOBS - 1) / JOBS )) pids=() status=0
+  for ((j = 0; j < JOBS; j++)); do
+    n=$(( N - j * per < per ? N - j * per : per ))
+    [ "$n" -gt 0 ] || break
+    FUZZ_JOBS=1 FUZZ_OUT="$OUT/part$j" "$0" "$n" $((SEED + j * per)) "$BACKENDS" > "$OUT/part$j.txt" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || status=1; done
+  cat "$OUT"/part*.txt
+  exit $status
+fi
 LOG="$OUT/log-$SEED-$N.txt"
 : > "$LOG"
 declare -A shrunk=()
