@@ -245,6 +245,7 @@ class Tracer {
   void finish_return(std::vector<Var> results);
   void finish_break(const BreakSignal& b);
   void guard_aliasing();  // written tables: which other table sources are (not) the same object
+  void guard_identity(const Var& a, const Var& b, bool same);  // `==`/rawequal of real values
   VPlan plan(const Var& v);
   Ref output(Ref r);
   std::vector<StackFrame> user_stack() const;

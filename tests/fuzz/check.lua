@@ -112,13 +112,22 @@ local function run(src, wrap)
   return {ok = r[1], value = r[2], out = text}
 end
 
+-- C(f) in the program: the same check in both modes, so that a program the shrinker broke
+-- (C(nil)) fails alike instead of looking like a compile error.
+local function wrapper(compile)
+  return function(f)
+    if f == nil then error("C(nil)", 2) end
+    return compile(f)
+  end
+end
+
 local function check(src, label)
-  local eager = run(src, function(f) return f end)
+  local eager = run(src, wrapper(function(f) return f end))
   if eager.load_error then return "INVALID " .. label .. ": " .. eager.load_error end
   if not eager.ok then return "INVALID " .. label .. ": eager run raised " .. tostring(eager.value.e) end
   for _, backend in ipairs(opts.backends) do
     exact_floats = backend == "eager"
-    local compiled = run(src, function(f) return tc.compile(f, {backend = backend}) end)
+    local compiled = run(src, wrapper(function(f) return tc.compile(f, {backend = backend}) end))
     if not compiled.ok then
       return ("FAIL %s compiled-error: [%s] top level raised %s"):format(label, backend, show(compiled.value.e))
     end

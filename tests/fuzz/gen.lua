@@ -109,8 +109,14 @@ local rules = {} -- rules[ty] = list of {weight, function(g, d) -> node or nil}
 local function rule(ty, w, fn) rules[ty] = rules[ty] or {}; table.insert(rules[ty], {w, fn}) end
 
 function Gen:literal(ty)
-  if ty == "i" then return E("i", tostring(rand(13) - 4)) end
-  if ty == "f" then return E("f", pick({"0.5", "-1.25", "2.0", "3.75", "0.125", "-0.5"})) end
+  if ty == "i" then
+    if chance(0.05) then return E("i", pick({"math.maxinteger", "math.mininteger", "(1 << 62)", "-0"})) end
+    return E("i", tostring(rand(13) - 4))
+  end
+  if ty == "f" then
+    if chance(0.05) then return E("f", pick({"math.huge", "(-0.0)", "(-math.huge)", "2^53", "1e38", "5e-324"})) end
+    return E("f", pick({"0.5", "-1.25", "2.0", "3.75", "0.125", "-0.5"}))
+  end
   if ty == "s" then return E("s", pick({'"a"', '"xy"', '"tc"', '"Z9"', '"q q"'})) end
   if ty == "b" then return E("b", pick({"true", "false"})) end
   if ty == "T" then
@@ -265,6 +271,10 @@ rule("i", 1, function(g, d) -- table.sort with a Lua comparator (a C function ca
 end)
 rule("i", 1, function(g, d) return E("i", "($1 and $2 or $3)", g:expr("b", d), g:expr("i", d), g:expr("i", d)) end)
 rule("i", 1, function(g, d) return g:call("i", d) end)
+rule("i", 1, function(g, d) return E("i", "(\"10\" + $1)", g:expr("i", d)) end)
+rule("i", 1, function(g, d) return E("i", "(($1 + 0.0) | 1)", g:expr("i", d)) end)
+rule("i", 1, function(g, d) return E("i", "($1 " .. pick({"//", "%"}) .. " $2)", g:expr("i", d), E("i", pick({"-3", "7", "-1", "math.mininteger"}))) end)
+rule("i", 1, function(g, d) return E("i", "(math.tointeger(math.floor($1)) or 0)", g:expr("f", d)) end)
 rule("i", 1, function(g, d)
   return E("i", "(function() local function fact(n) if n <= 1 then return 1 end return n * fact(n - 1) end return fact($1 % 6) end)()", g:expr("i", d))
 end)
@@ -282,6 +292,10 @@ rule("f", 1, function(g, d) return E("f", "math.max($1, $2)", g:expr("f", d), g:
 rule("f", 1, function(g, d) return E("f", "$1:sum():item()", g:expr("T", d)) end)
 rule("f", 1, function(g, d) return E("f", "tonumber($1)", E("s", pick({'"1.5"', '"0x10p-2"', '"2e-1"'}))) end)
 rule("f", 1, function(g, d) return g:call("f", d) end)
+rule("f", 1, function(g, d) return E("f", "($1 " .. pick({"%", "//", "/", "^"}) .. " $2)", g:expr("f", d), g:expr("f", d)) end)
+rule("f", 1, function(g, d) return E("f", "($1 / 0)", g:expr("i", d)) end)
+rule("f", 1, function(g, d) return E("f", "(\"3.5\" + $1)", g:expr("i", d)) end)
+rule("f", 1, function(g, d) return E("f", "math.fmod($1, $2)", g:expr("f", d), E("f", pick({"1.5", "-2.0", "0.75"}))) end)
 
 rule("s", 2, function(g, d) return E("s", "($1 .. $2)", g:expr("s", d), g:expr("s", d)) end)
 rule("s", 1, function(g, d) return E("s", "($1 .. $2)", g:expr("s", d), g:expr("i", d)) end)
@@ -300,6 +314,8 @@ rule("s", 1, function(g, d) return E("s", "($1:gsub(\"%a\", \"%0.\"))", g:expr("
 rule("s", 1, function(g, d) return E("s", "($1:gsub(\".\", function(c) return c:byte() .. \"\" end))", g:expr("s", d)) end)
 rule("s", 1, function(g, d) return E("s", "setmetatable({}, {__index = function(t, k) return k .. \"?\" end})[$1]", g:expr("s", d)) end)
 rule("s", 1, function(g, d) return E("s", "tostring($1 == $2)", g:expr("i", d), g:expr("f", d)) end)
+rule("s", 1, function(g, d) return E("s", "tostring($1)", g:expr(pick({"T", "R", "Z"}), d)) end)
+rule("s", 1, function(g, d) return E("s", "($1 .. \"\")", g:expr("f", d)) end)
 
 rule("b", 3, function(g, d) return E("b", "($1 " .. pick({"<", "<=", ">", ">=", "==", "~="}) .. " $2)", g:expr("i", d), g:expr("i", d)) end)
 rule("b", 3, function(g, d) return E("b", "($1 " .. pick({">", "<"}) .. " $2)", g:expr("Z", d), g:expr("f", 0)) end)
@@ -315,6 +331,10 @@ rule("b", 1, function(g, d) return E("b", "($1 == nil)", g:expr("T", d)) end)
 rule("b", 1, function(g, d) return E("b", "($1 < $2)", g:expr("s", d), g:expr("s", d)) end)
 rule("b", 1, function(g, d) return E("b", "rawequal($1, $2)", g:expr("L", d), g:expr("L", d)) end)
 rule("b", 1, function(g, d) return E("b", "(next($1) ~= nil)", g:expr("Q", d)) end)
+rule("b", 1, function(g, d) return E("b", "($1 " .. pick({"==", "<", "<="}) .. " $2)", g:expr("i", d), g:expr("f", d)) end)
+rule("b", 1, function(g, d) return E("b", "($1 == $1 + 0.0)", g:expr("i", d)) end)
+rule("b", 1, function(g, d) return E("b", "($1 ~= $1)", g:expr("f", d)) end)
+rule("b", 1, function(g, d) return E("b", "math.ult($1, $2)", g:expr("i", d), g:expr("i", d)) end)
 
 rule("L", 1, function(g, d) return E("L", "{$1, table.unpack($2)}", g:expr("T", d), g:expr("L", d)) end)
 rule("L", 1, function(g, d) return E("L", "$1:split(B, 2)", g:expr("T", d)) end)
@@ -498,7 +518,10 @@ srule(1, function(g) -- repeat until
 end)
 srule(1, function(g) -- backward goto loop
   local w = g:name("gl")
-  return Blk("do local " .. w .. " = 0 ::top" .. w .. "::", {}, {S(w .. " = " .. w .. " + 1"), g:stmt()},
+  g:push()
+  local body = {S(w .. " = " .. w .. " + 1"), g:stmt()}
+  g:pop()
+  return Blk("do local " .. w .. " = 0 ::top" .. w .. "::", {}, body,
     "if " .. w .. " < " .. rand(3) .. " then goto top" .. w .. " end end")
 end)
 srule(1, function(g) -- to-be-closed variables: tc.no_grad() and a __close that writes
@@ -539,6 +562,8 @@ srule(2, function(g) -- pcall around code that may raise (strings, tables, level
     function() return S("if $1 then local _ = $2 + nil end", g:expr("b", 2), g:expr("T", 1)) end,
     function() return S("if $1 then assert(false, $2) end", g:expr("b", 2), g:expr("s", 1)) end,
     function() return S("if $1 then local _ = $2 // 0 end", g:expr("b", 2), g:expr("i", 1)) end,
+    function() return S("if $1 then local _ = $2 % 0 end", g:expr("b", 2), g:expr("i", 1)) end,
+    function() return S("if $1 then local _ = math.tointeger($2) | 1 end", g:expr("b", 2), g:expr("f", 1)) end,
     function() return S("if $1 then local _ = $2.zzz + 1 end", g:expr("b", 2), g:expr("Q", 1)) end,
     function() return S("if $1 then local _ = $2:frobnicate() end", g:expr("b", 2), g:expr("T", 1)) end,
     function() return S("if $1 then local _ = $2[{A + 5, 1}] end", g:expr("b", 2), g:expr("T", 1)) end,
@@ -642,6 +667,25 @@ function Gen:func(nested)
   return Blk("local function " .. name .. "(" .. table.concat(pnames, ", ") .. ")", {}, body), name, sig
 end
 
+-- A recursive function f(x, n): calls itself (compiled, through C) n times.
+function Gen:recursive()
+  local name, x, n = self:name("f"), self:name("a"), self:name("a")
+  self:push()
+  self:declare(x, "T")
+  self:declare(n, "i", true)
+  local base = self:expr("T", 2)
+  local step = {}
+  for _ = 1, rand(2) do step[#step + 1] = self:stmt() end
+  local combine = self:expr("T", 1)
+  self:pop()
+  local sig = {params = {"T", "i"}, rets = {"T"}}
+  local body = {S("if " .. n .. " <= 0 or " .. n .. " > 4 then return $1 end", base)}
+  for _, st in ipairs(step) do body[#body + 1] = st end
+  body[#body + 1] = {k = "s", f = "return " .. name .. "(" .. x .. " * 0.5, " .. n .. " - 1) + $1", a = {combine}, keep = true}
+  self:declare(name, "fn", true, sig)
+  return Blk("local function " .. name .. "(" .. x .. ", " .. n .. ")", {}, body), name, sig
+end
+
 -- ---------------------------------------------------------------- programs
 function G.generate(seed, opts)
   opts = opts or {}
@@ -652,7 +696,8 @@ function G.generate(seed, opts)
   for _ = 1, nf do
     -- a few top-level locals the functions capture as upvalues
     if chance(0.5) then body[#body + 1] = g:stmt_local(pick({"T", "i", "s", "Q", "L"})) end
-    local st, name, sig = g:func(false)
+    local st, name, sig
+    if chance(0.15) then st, name, sig = g:recursive() else st, name, sig = g:func(false) end
     body[#body + 1] = st
     body[#body + 1] = {k = "s", f = name .. " = C(" .. name .. ")", a = {}}
     for call = 1, rand(3) do
