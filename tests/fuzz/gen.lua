@@ -272,7 +272,7 @@ end)
 rule("i", 1, function(g, d) return E("i", "($1 and $2 or $3)", g:expr("b", d), g:expr("i", d), g:expr("i", d)) end)
 rule("i", 1, function(g, d) return g:call("i", d) end)
 rule("i", 1, function(g, d) return E("i", "(\"10\" + $1)", g:expr("i", d)) end)
-rule("i", 1, function(g, d) return E("i", "(($1 + 0.0) | 1)", g:expr("i", d)) end)
+rule("i", 1, function(g, d) return E("i", "((($1 % 1000) + 0.0) | 1)", g:expr("i", d)) end)
 rule("i", 1, function(g, d) return E("i", "($1 " .. pick({"//", "%"}) .. " $2)", g:expr("i", d), E("i", pick({"-3", "7", "-1", "math.mininteger"}))) end)
 rule("i", 1, function(g, d) return E("i", "(math.tointeger(math.floor($1)) or 0)", g:expr("f", d)) end)
 rule("i", 1, function(g, d)
@@ -280,7 +280,7 @@ rule("i", 1, function(g, d)
 end)
 rule("i", 1, function(g, d) return E("i", "($1:find(\"a\", 1, true) or 0)", g:expr("s", d)) end)
 rule("i", 1, function(g, d) return E("i", "select('#', $1, nil, $2)", g:expr("T", d), g:expr("i", d)) end)
-rule("i", 1, function(g, d) return E("i", "math.tointeger($1 * 2.0)", g:expr("i", d)) end)
+rule("i", 1, function(g, d) return E("i", "(math.tointeger($1 * 2.0) or 0)", g:expr("i", d)) end)
 rule("i", 1, function(g, d) return E("i", "#$1:tolist()", g:expr("T", d)) end)
 
 rule("f", 3, function(g, d) return E("f", "$1:item()", g:expr("Z", d)) end)
@@ -483,7 +483,7 @@ srule(2, function(g) -- ipairs over a list
   for _ = 1, rand(3) do body[#body + 1] = g:stmt() end
   g:pop()
   g.depth = g.depth - 1
-  return Blk("for " .. iv .. ", " .. vv .. " in ipairs({table.unpack($1)}) do", {lst}, body) -- a copy: the body may append
+  return Blk("for " .. iv .. ", " .. vv .. " in ipairs({table.unpack($1, 1, 3)}) do", {lst}, body) -- a copy: the body may append
 end)
 srule(1, function(g) -- pairs over a record: key order must agree
   local kv, vv = g:name("key"), g:name("val")
