@@ -70,8 +70,20 @@ local function compile(f, opts)
       info and info.short_src or "?", info and info.linedefined or 0, where)
     local cf = prim.compile(function(...) return m(...) end, backend, fullgraph, dynamic,
                             mode, code, name, where, opts.options)
-    return setmetatable({}, {__call = function(_, ...) return cf(...) end, __index = m, __name = "CompiledModule",
-                             __tostring = function() return "Compiled(" .. tostring(m) .. ")" end})
+    -- the wrapper stands for the module: its methods run on the module (c:parameters(), c:eval()),
+    -- its fields are the module's (reads and writes)
+    local wrapper, bound = {}, setmetatable({}, {__mode = "k"})
+    local function index(_, k)
+      local v = m[k]
+      if type(v) ~= "function" then return v end
+      bound[v] = bound[v] or function(self, ...)
+        if rawequal(self, wrapper) then self = m end
+        return v(self, ...)
+      end
+      return bound[v]
+    end
+    return setmetatable(wrapper, {__call = function(_, ...) return cf(...) end, __index = index, __newindex = m,
+                                  __name = "CompiledModule", __tostring = function() return "Compiled(" .. tostring(m) .. ")" end})
   end
   return prim.compile(f, backend, fullgraph, dynamic, mode, nil, nil, where, opts.options)
 end

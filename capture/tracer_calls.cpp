@@ -579,6 +579,7 @@ bool Tracer::compare(OpCode op, const Var& a_in, const Var& b_in) {
     bool same = lua_rawequal(L, -1, -2);
     bool tables = lua_type(L, -1) == LUA_TTABLE && lua_type(L, -2) == LUA_TTABLE;
     lua_pop(L, 2);
+    guard_identity(a, b, same);
     if (same) return true;
     if (!tables) return false;
     // different tables are equal only through __eq (looked up in either metatable, guarded)
@@ -590,6 +591,23 @@ bool Tracer::compare(OpCode op, const Var& a_in, const Var& b_in) {
     return false;
   }
   return same_const(a, b);
+}
+
+// An identity test of two real values (`==`, rawequal) holds for later calls only while their
+// sources are (not) the same object: guarded as guard_aliasing guards written tables.
+void Tracer::guard_identity(const Var& a, const Var& b, bool same) {
+  if (a.src < 0 || b.src < 0)
+    throw BreakSignal{BreakCode::UnsupportedBytecode, "identity test of a value without a source"};
+  if (a.src == b.src) return;
+  const int key = a.src * 65536 + b.src;
+  if (e_.guards.guarded.count({key, int(GuardKind::SameAs)})) return;
+  e_.guards.guarded[{key, int(GuardKind::SameAs)}] = true;
+  Guard g{GuardKind::SameAs, a.src};
+  g.k = b.src;
+  g.bval = same;
+  g.expected = std::string(same ? "the same table as " : "another table than ") +
+               e_.guards.describe(b.src);
+  e_.guards.guards.push_back(g);
 }
 
 Var Tracer::len(const Var& v) {

@@ -674,6 +674,7 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
       push_obj(b.obj);
       same = lua_rawequal(L, -1, -2);
       lua_pop(L, 2);
+      guard_identity(a, b, same);
     } else if (a.k == Var::K::Tensor && b.k == Var::K::Tensor) {
       same = a.ref == b.ref;
     } else if (a.k == Var::K::Table && b.k == Var::K::Table) {
