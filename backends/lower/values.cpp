@@ -110,12 +110,14 @@ std::vector<int> Lowering::lower_op(int n) {
     v.node = n;
     return v;
   };
-  // A view of input i through `map` (out index -> in index); buffers stay strided views.
+  // Whether output k shares its input's storage (reshape copies what it cannot view).
+  auto is_view = [&](int k) { return schema(node.op).kind == OpKind::View && infer_meta(node.op, a).at(k).view_of >= 0; };
+  // Input i read through `map` (out index -> in index); views of buffers stay strided views.
   auto view = [&](int i, Map map, int k = 0) {
     int src = in(i);
     const LV& s = lv(src);
     const SymMeta& m = shapes.of_node[n][k];
-    if (s.kind == LV::Kind::Buffer && s.fake) {
+    if (s.kind == LV::Kind::Buffer && s.fake && is_view(k)) {
       LV v = base(k);
       v.kind = LV::Kind::Buffer;
       v.buffer = s.buffer;
@@ -326,7 +328,7 @@ std::vector<int> Lowering::lower_op(int n) {
     }
     case Op::narrow: case Op::select: case Op::slice: case Op::unbind: case Op::split:
     case Op::split_with_sizes: case Op::chunk: {
-      const std::vector<SymInt>& ins = lv(in(0)).shape;
+      const std::vector<SymInt> ins = lv(in(0)).shape;
       int64_t r = int64_t(ins.size());
       int d = int(wrap_dim((node.op == Op::split || node.op == Op::chunk || node.op == Op::split_with_sizes) ? a[2].to_int() : a[1].to_int(), r));
       const Tensor& x = a[0].tensor();
