@@ -28,9 +28,11 @@
 // are kernel parameters too (SizeParam), so one kernel serves every size.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "tc/capture/graph.h"
 #include "tc/dtype.h"
 #include "tc/ops.h"
 
@@ -176,8 +178,9 @@ struct BufferView {
   std::vector<SymInt> sizes, strides;
 };
 
-// A library call: matmul/bmm/linear/addmm/convolution (OpenBLAS or cuBLAS(Lt)/cuDNN), also any
-// op lowering cannot generate yet (run through its eager kernel: counted as a fallback).
+// A library call: matmul/bmm/linear/convolution (OpenBLAS or cuBLAS(Lt)/cuDNN), also any op
+// lowering cannot generate yet (run through its eager kernel: counted as a fallback), in-place
+// ops and functions kept in the graph.
 struct Extern {
   Op op = Op::mm;
   std::vector<BufferView> inputs;
@@ -192,6 +195,11 @@ struct Extern {
   static constexpr int kConstArg = -1, kTensorArg = -2;
   std::vector<int> arg_kinds;
   int node = -1;  // the graph node (for listings and perf_hints)
+  // Set: a call of a function kept in the graph (tc.compiler.allow_in_graph), run as
+  // external->call(extern_args(...)); `op` is then meaningless. Always a fallback.
+  std::shared_ptr<const capture::ExternalFn> external;
+  // In-place ops (copy_, fill_, uniform_ ...; schema `Tensor!`) write their `output` view, which
+  // is a view of the mutated input: every value read before it was computed before this step.
 };
 // The arguments of `e` for tc::call(e.op, ...), given a tensor per input (views of the buffers).
 Stack extern_args(const Extern& e, const std::vector<Tensor>& inputs);
