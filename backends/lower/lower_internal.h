@@ -140,6 +140,10 @@ class Lowering {
   void lower_node(int n);
   std::vector<int> lower_op(int n);  // values of the node's outputs (values.cpp)
   std::vector<int> add_extern(int n, bool fallback);  // values of its outputs
+  void push_kernel(KernelBuilder& kb);
+  bool reads(int id, int buffer);
+  void before_write(int buffer);
+  int store_into(int n, int view, int src);  // an in-place write kernel (copy_, fill_)
   int find_row_reduction(int id);
   KernelBuilder root_kernel(int id, Idx* idx);
   bool fuses_alone(int id);
@@ -147,6 +151,7 @@ class Lowering {
   std::map<std::pair<int, int>, int> value_of_;  // (node, flat output) -> value id
   std::vector<int> uses_;                        // per node: times its outputs are read
   std::vector<bool> is_output_;                  // per node
+  std::vector<bool> written_;  // per node: its tensor (or a view of it) is written in place
   int shallow_ = 0;  // > 0: fuses_alone, reductions are not expanded
   int dry_ = 0;  // > 0: trial emission, a reduction that cannot fuse throws NotFusable
   std::map<std::tuple<int, int, Idx>, bool> fuses_;  // (kernel root, value, index) -> trial result

@@ -85,6 +85,32 @@ int64_t static_size(const SymInt& s, const char* what) {
 
 }  // namespace
 
+// Writes `src` (broadcast, converted) into the buffer view `view` with a kernel of its own; the
+// write's result is that view.
+int Lowering::store_into(int n, int view, int src) {
+  realize(view);
+  const LV dst = lvs_[view];
+  before_write(dst.buffer);
+  if (reads(src, dst.buffer)) realize(src);
+  std::vector<SymInt> outer;
+  for (const SymInt& s : dst.shape)
+    if (!is_one(s)) outer.push_back(s);
+  KernelBuilder kb(lg, outer);
+  kb.source_nodes.push_back(n);
+  Idx idx;
+  int o = 0;
+  for (const SymInt& s : dst.shape) idx.push_back(is_one(s) ? kb.ci(0) : kb.outer(o++));
+  Val v = emit(kb, src, broadcast(kb, idx, lvs_[src].shape));
+  Val at = kb.size(dst.offset);
+  for (size_t d = 0; d < idx.size(); d++)
+    at = kb.math(ScalarOp::add, at, kb.math(ScalarOp::mul, idx[d], kb.size(dst.strides[d])));
+  kb.store(dst.buffer, at, kb.cast(v, compute_type(dst.dtype)));
+  push_kernel(kb);
+  LV out = dst;
+  out.node = n;
+  return add(std::move(out));
+}
+
 // Lowers node n; returns a value per flat output.
 std::vector<int> Lowering::lower_op(int n) {
   const capture::Node& node = g.nodes[n];
@@ -239,7 +265,8 @@ std::vector<int> Lowering::lower_op(int n) {
       SymInt cnt = numel_of(src, dims);
       Ty t = compute_type(om.dtype);
       return {lazy(base(), {s}, [this, s, cnt, t](KernelBuilder& kb, const Idx& idx) {
-        return kb.math(ScalarOp::div, emit(kb, s, idx), kb.cast(kb.size(cnt), t));
+        Val sum = emit(kb, s, idx);
+        return kb.cast(kb.math(ScalarOp::div, sum, kb.cast(kb.size(cnt), kb.ty(sum))), t);
       })};
     }
     case Op::argmax: case Op::argmin: case Op::max_dim: case Op::min_dim: {
@@ -274,7 +301,8 @@ std::vector<int> Lowering::lower_op(int n) {
       LV mv = base();
       mv.shape = kshape;
       int mean = lazy(mv, {s}, [this, s, cnt, t](KernelBuilder& kb, const Idx& idx) {
-        return kb.math(ScalarOp::div, emit(kb, s, idx), kb.cast(kb.size(cnt), t));
+        Val sum = emit(kb, s, idx);
+        return kb.cast(kb.math(ScalarOp::div, sum, kb.cast(kb.size(cnt), kb.ty(sum))), t);
       });
       LV dv = base();
       dv.shape = lv(src).shape;
@@ -285,15 +313,18 @@ std::vector<int> Lowering::lower_op(int n) {
       int ss = reduce(dev, dims, keepdim, ReduceOp::Sum, dt, om.sizes);
       bool root = node.op == Op::std;
       int var = lazy(base(), {ss}, [this, ss, cnt, corr, t, root](KernelBuilder& kb, const Idx& idx) {
-        Val den = kb.math(ScalarOp::maximum, kb.math(ScalarOp::sub, kb.cast(kb.size(cnt), t), kb.cf(corr, t)), kb.cf(0, t));
-        Val v = kb.math(ScalarOp::div, emit(kb, ss, idx), den);
-        return root ? kb.math(ScalarOp::sqrt, v) : v;
+        Val sum = emit(kb, ss, idx);
+        Ty at = kb.ty(sum);
+        Val den = kb.math(ScalarOp::maximum, kb.math(ScalarOp::sub, kb.cast(kb.size(cnt), at), kb.cf(corr, at)), kb.cf(0, at));
+        Val v = kb.math(ScalarOp::div, sum, den);
+        return kb.cast(root ? kb.math(ScalarOp::sqrt, v) : v, t);
       });
       if (node.op != Op::var_mean) return {var};
       int s2 = reduce(src, dims, keepdim, ReduceOp::Sum, dt, om.sizes);
       lv(s2).memo_id = s;
       int mean2 = lazy(base(1), {s2}, [this, s2, cnt, t](KernelBuilder& kb, const Idx& idx) {
-        return kb.math(ScalarOp::div, emit(kb, s2, idx), kb.cast(kb.size(cnt), t));
+        Val sum = emit(kb, s2, idx);
+        return kb.cast(kb.math(ScalarOp::div, sum, kb.cast(kb.size(cnt), kb.ty(sum))), t);
       });
       return {var, mean2};
     }
@@ -502,7 +533,7 @@ std::vector<int> Lowering::lower_op(int n) {
         Val diff = kb.math(ScalarOp::sub, idx[r - 1], idx[r - 2]);
         Val keep = kb.math(lower ? ScalarOp::le : ScalarOp::ge, diff, kb.ci(k));
         Val zero = t == Ty::F32 || t == Ty::F64 ? kb.cf(0, t) : kb.ci(0, t);
-        return kb.math(ScalarOp::where, keep, emit(kb, src, idx), zero);
+        return kb.math(ScalarOp::where, keep, kb.cast(emit(kb, src, idx), t), zero);
       })};
     }
     case Op::index_select: case Op::gather: {
@@ -529,8 +560,20 @@ std::vector<int> Lowering::lower_op(int n) {
     }
     case Op::scatter: case Op::scatter_add: case Op::masked_select: case Op::nonzero:
       return add_extern(n, true);
-    case Op::copy_: case Op::fill_: case Op::uniform_: case Op::normal_:
-      TC_FAIL(NotImplementedError, "lowering: in-place op %s", op_name(node.op));
+    case Op::copy_:
+      return {store_into(n, in(0), in(1))};
+    case Op::fill_: {
+      if (node.args[1].kind == capture::NodeArg::Kind::Ref) return {store_into(n, in(0), in(1))};
+      Value v = a[1];
+      Ty t = compute_type(om.dtype);
+      LV c = base();
+      c.shape = {};
+      return {store_into(n, in(0), lazy(c, {}, [v, t](KernelBuilder& kb, const Idx&) {
+        return v.is_double() ? kb.cast(kb.cf(v.to_double(), Ty::F64), t) : kb.cast(kb.ci(v.to_int()), t);
+      }))};
+    }
+    case Op::uniform_: case Op::normal_:
+      return add_extern(n, true);
 
     // ---- contractions ----------------------------------------------------------------------------
     case Op::mm: case Op::bmm: case Op::matmul: case Op::linear: {
