@@ -48,12 +48,14 @@ Lowering::Lowering(const capture::Graph& graph, const Shapes& s, const LowerOpti
 
 int Lowering::add(LV v) {
   if (v.kind == LV::Kind::Lazy) {
-    int64_t c = 1;
+    int64_t c = 1, l = 0;
     for (int d : v.deps) {
       if (lvs_[d].kind == LV::Kind::Lazy) c += lvs_[d].cost;
+      l += lvs_[d].kind == LV::Kind::Lazy ? lvs_[d].loads : 1;
       v.has_reduce = v.has_reduce || lvs_[d].kind == LV::Kind::Reduce || (lvs_[d].kind == LV::Kind::Lazy && lvs_[d].has_reduce);
     }
     v.cost = int(std::min<int64_t>(c, 1 << 20));
+    v.loads = int(std::min<int64_t>(l, 1 << 20));
   }
   lvs_.push_back(std::move(v));
   return int(lvs_.size()) - 1;
@@ -402,12 +404,17 @@ void Lowering::lower_node(int n) {
              t.device().is_cuda() ? "cuda" : "another device");
   }
   std::vector<int> ids = node.kind == capture::NodeKind::External ? add_extern(n, true) : lower_op(n);
-  if (written_[n])  // written in place later (through views): stored, so the views are of a buffer
+  if (store_[n])
     for (int id : ids) realize(id);
   for (size_t k = 0; k < ids.size(); k++) {
     value_of_[{n, int(k)}] = ids[k];
     LV& v = lvs_[ids[k]];
-    if (uses_[n] > 1 && v.kind == LV::Kind::Lazy && v.cost > opt.realize_cost) realize(ids[k]);
+    // Read by several consumers: stored when recomputing it is expensive. Values that compute
+    // reductions (softmax's exp(x - max), layer_norm's x - mean) are read within their row
+    // kernel and stay lazy.
+    if (uses_[n] > 1 && v.kind == LV::Kind::Lazy && !v.has_reduce &&
+        (v.cost > opt.realize_cost || v.loads > opt.realize_loads))
+      realize(ids[k]);
   }
 }
 
@@ -418,22 +425,25 @@ void Lowering::run() {
     for (const capture::NodeArg& a : node.args)
       for (capture::Ref r : a.refs) uses_[r.node]++;
   for (capture::Ref r : g.outputs) is_output_[r.node] = true;
-  written_.assign(g.nodes.size(), false);
-  for (const capture::Node& node : g.nodes) {
+  store_.assign(g.nodes.size(), false);
+  auto store_base = [&](int m) {  // back through views to the base
+    while (true) {
+      store_[m] = true;
+      const capture::Node& v = g.nodes[m];
+      if (v.kind != capture::NodeKind::Op || schema(v.op).kind != OpKind::View || v.args.empty() ||
+          v.args[0].kind != capture::NodeArg::Kind::Ref)
+        return;
+      m = v.args[0].refs[0].node;
+    }
+  };
+  for (int n = 0; n < int(g.nodes.size()); n++) {
+    const capture::Node& node = g.nodes[n];
     if (node.kind != capture::NodeKind::Op) continue;
     const OpSchema& sc = schema(node.op);
-    for (size_t i = 0; i < node.args.size() && i < sc.args.size(); i++) {
-      if (!sc.args[i].mutated || node.args[i].kind != capture::NodeArg::Kind::Ref) continue;
-      int m = node.args[i].refs[0].node;  // the written tensor, back through views to its base
-      while (true) {
-        written_[m] = true;
-        const capture::Node& v = g.nodes[m];
-        if (v.kind != capture::NodeKind::Op || schema(v.op).kind != OpKind::View || v.args.empty() ||
-            v.args[0].kind != capture::NodeArg::Kind::Ref)
-          break;
-        m = v.args[0].refs[0].node;
-      }
-    }
+    bool gemm = sc.kind == OpKind::Contraction && !tiny_matmul(g, n, opt);
+    for (size_t i = 0; i < node.args.size() && i < sc.args.size(); i++)
+      if ((sc.args[i].mutated || gemm) && node.args[i].kind == capture::NodeArg::Kind::Ref)
+        store_base(node.args[i].refs[0].node);
   }
   for (const auto& [input, dim] : g.dynamic_dims) lg.symbols.push_back({input, dim});
 

@@ -85,6 +85,21 @@ int64_t static_size(const SymInt& s, const char* what) {
 
 }  // namespace
 
+bool tiny_matmul(const capture::Graph& g, int n, const LowerOptions& opt) {
+  const capture::Node& node = g.nodes[n];
+  if (node.kind != capture::NodeKind::Op) return false;
+  if (node.op != Op::mm && node.op != Op::bmm && node.op != Op::matmul && node.op != Op::linear) return false;
+  const Tensor &x = g.fake(node.args[0].refs[0]), &y = g.fake(node.args[1].refs[0]);
+  bool bias = node.op == Op::linear && node.args.size() > 2 && node.args[2].kind != capture::NodeArg::Kind::Const;
+  bool shapes_ok = node.op == Op::bmm      ? x.dim() == 3 && y.dim() == 3
+                   : node.op == Op::linear ? x.dim() >= 2 && y.dim() == 2 && !bias
+                                           : x.dim() == 2 && y.dim() == 2;
+  bool tiny = shapes_ok && g.dynamic_dims.empty() && is_floating(node.fakes[0].tensor().dtype());
+  for (int64_t s : x.sizes()) tiny = tiny && s <= opt.tiny_matmul && s > 0;
+  for (int64_t s : y.sizes()) tiny = tiny && s <= opt.tiny_matmul && s > 0;
+  return tiny;
+}
+
 // Writes `src` (broadcast, converted) into the buffer view `view` with a kernel of its own; the
 // write's result is that view.
 int Lowering::store_into(int n, int view, int src) {
@@ -578,12 +593,7 @@ std::vector<int> Lowering::lower_op(int n) {
     // ---- contractions ----------------------------------------------------------------------------
     case Op::mm: case Op::bmm: case Op::matmul: case Op::linear: {
       const Tensor &x = a[0].tensor(), &y = a[1].tensor();
-      bool shapes_ok = node.op == Op::bmm ? x.dim() == 3 && y.dim() == 3
-                     : node.op == Op::linear ? x.dim() >= 2 && y.dim() == 2 && a[2].is_none()
-                     : x.dim() == 2 && y.dim() == 2;
-      bool tiny = shapes_ok && g.dynamic_dims.empty() && is_floating(om.dtype);
-      for (int64_t s : x.sizes()) tiny = tiny && s <= opt.tiny_matmul && s > 0;
-      for (int64_t s : y.sizes()) tiny = tiny && s <= opt.tiny_matmul && s > 0;
+      bool tiny = tiny_matmul(g, n, opt);
       if (!tiny) return add_extern(n, false);
       // out[..., i, j] = sum_k x[..., i, k] * y[..., k, j]   (linear: y[j, k])
       int xs = in(0), ys = in(1);
