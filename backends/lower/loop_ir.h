@@ -69,6 +69,11 @@ enum class Opc : uint8_t {
               // defined by that Loop (Reduction::result/value), listed in no stmt's body
 };
 
+// Invariants lowering guarantees (KernelBuilder asserts them): ConstF only with F32/F64, ConstI
+// with I32/I64/Bool (Bool: 0 or 1); the operands of a binary Math and `where`'s two values have
+// the same Ty, which is the result's (comparisons and logical ops: Bool); `where`'s condition is
+// Bool; Cast is the only conversion; index values (Load/Store indices, extents, sizes, loop and
+// outer vars) are I64; a Store's value has the compute type of its buffer's dtype.
 struct Instr {
   Opc op = Opc::ConstI;
   Ty ty = Ty::F32;
