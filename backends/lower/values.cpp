@@ -1,6 +1,7 @@
 // Every op of ops.def as a lowered value: pointwise code, views and data movement as index
 // arithmetic, reductions, creation; contractions and what lowering cannot generate become
 // Externs. One switch with no default (STYLE 1): a new op must be placed here.
+#include <cmath>
 #include <numeric>
 
 #include "lower_internal.h"
@@ -615,8 +616,78 @@ std::vector<int> Lowering::lower_op(int n) {
     case Op::addmm: case Op::baddbmm: case Op::einsum: case Op::conv1d: case Op::conv2d:
     case Op::conv_transpose2d:
       return add_extern(n, false);
-    case Op::max_pool2d: case Op::avg_pool2d: case Op::adaptive_avg_pool2d: case Op::adaptive_max_pool2d:
-      return add_extern(n, true);
+    case Op::max_pool2d: case Op::avg_pool2d: case Op::adaptive_avg_pool2d: case Op::adaptive_max_pool2d: {
+      // A reduction over a window view [..., OH, OW, KH, KW] of the input (padding reads as the
+      // reduction's identity); adaptive pools whose windows are all equal are plain pools.
+      const Tensor& x = a[0].tensor();
+      bool is_max = node.op == Op::max_pool2d || node.op == Op::adaptive_max_pool2d;
+      bool adaptive = node.op == Op::adaptive_avg_pool2d || node.op == Op::adaptive_max_pool2d;
+      int64_t r = x.dim(), H = x.sizes()[r - 2], W = x.sizes()[r - 1];
+      int64_t OH = node.fakes[0].tensor().sizes()[r - 2], OW = node.fakes[0].tensor().sizes()[r - 1];
+      auto two = [](const IntList& v) { return v.size() == 1 ? IntList{v[0], v[0]} : v; };
+      IntList k, st, pad = {0, 0}, dil = {1, 1};
+      int64_t divisor = 0;
+      bool include_pad = true;
+      if (adaptive) {
+        if (OH == 0 || OW == 0 || H % OH || W % OW) return add_extern(n, true);
+        k = {H / OH, W / OW};
+        st = k;
+      } else {
+        k = two(a[1].ints());
+        st = a[2].is_none() || a[2].ints().empty() ? k : two(a[2].ints());
+        pad = two(a[3].ints());
+        if (is_max) dil = two(a[4].ints());
+        if (!is_max) {
+          include_pad = a[5].to_bool();
+          divisor = a[6].is_none() ? 0 : a[6].to_int();
+        }
+      }
+      if (!is_floating(om.dtype) || !lv(in(0)).shape.back().is_const() || !lv(in(0)).shape[r - 2].is_const())
+        return add_extern(n, true);
+      int src = in(0);
+      Ty t = compute_type(om.dtype);
+      LV win = base();
+      win.shape.push_back(SymInt::of(k[0]));
+      win.shape.push_back(SymInt::of(k[1]));
+      int window = lazy(win, {src}, [this, src, k, st, pad, dil, H, W, is_max, t](KernelBuilder& kb, const Idx& idx) {
+        size_t q = idx.size();
+        Val hw[2];
+        Val ok = kb.ci(1, Ty::Bool);
+        const int64_t size[2] = {H, W};
+        for (int i = 0; i < 2; i++) {
+          Val o = idx[q - 4 + i], kk = idx[q - 2 + i];
+          Val p = kb.math(ScalarOp::add, kb.math(ScalarOp::sub, kb.math(ScalarOp::mul, o, kb.ci(st[i])), kb.ci(pad[i])),
+                          kb.math(ScalarOp::mul, kk, kb.ci(dil[i])));
+          ok = kb.math(ScalarOp::logical_and, ok,
+                       kb.math(ScalarOp::logical_and, kb.math(ScalarOp::ge, p, kb.ci(0)), kb.math(ScalarOp::lt, p, kb.ci(size[i]))));
+          hw[i] = clamp_index(kb, p, SymInt::of(size[i]));
+        }
+        Idx in(idx.begin(), idx.end() - 4);
+        in.push_back(hw[0]);
+        in.push_back(hw[1]);
+        Val v = kb.cast(emit(kb, src, in), t);
+        return kb.math(ScalarOp::where, ok, v, kb.cf(is_max ? -INFINITY : 0.0, t));
+      });
+      int rank = int(win.shape.size());
+      int red = reduce(window, {rank - 2, rank - 1}, false, is_max ? ReduceOp::Max : ReduceOp::Sum, om.dtype, om.sizes);
+      if (is_max) return {red};
+      return {lazy(base(), {red}, [this, red, k, st, pad, H, W, include_pad, divisor, t](KernelBuilder& kb, const Idx& idx) {
+        size_t q = idx.size();
+        Val count = kb.ci(1);
+        const int64_t size[2] = {H, W};
+        for (int i = 0; i < 2; i++) {
+          Val o0 = kb.math(ScalarOp::sub, kb.math(ScalarOp::mul, idx[q - 2 + i], kb.ci(st[i])), kb.ci(pad[i]));
+          Val end = kb.math(ScalarOp::minimum, kb.math(ScalarOp::add, o0, kb.ci(k[i])), kb.ci(size[i] + pad[i]));
+          Val span = include_pad ? kb.math(ScalarOp::sub, end, o0)
+                                 : kb.math(ScalarOp::sub, kb.math(ScalarOp::minimum, end, kb.ci(size[i])),
+                                           kb.math(ScalarOp::maximum, o0, kb.ci(0)));
+          count = kb.math(ScalarOp::mul, count, span);
+        }
+        if (divisor) count = kb.ci(divisor);
+        Val sum = emit(kb, red, idx);
+        return kb.cast(kb.math(ScalarOp::div, sum, kb.cast(count, kb.ty(sum))), t);
+      })};
+    }
 
     // ---- composites that decompose.cpp declined ------------------------------------------------
     case Op::batch_norm:

@@ -250,6 +250,7 @@ TEST(LowerMatchesEager, ExternsAndFallbacksComputeTheirOps) {
   Tensor c = b.op(Op::conv2d, {x, b.in(randn({4, 3, 3, 3})), b.in(randn({4}))});
   b.out(b.op(Op::relu, {c}));
   b.out(b.op(Op::max_pool2d, {c, IntList{2, 2}}));
+  b.out(b.op(Op::adaptive_avg_pool2d, {c, IntList{4, 4}}));  // windows of unequal size: eager
   Tensor m = b.in(randn({20, 30}));
   b.out(b.op(Op::mm, {m, b.op(Op::t, {m})}));
   Stack s = b.ops(Op::sort, {m, int64_t(2)});
@@ -257,7 +258,24 @@ TEST(LowerMatchesEager, ExternsAndFallbacksComputeTheirOps) {
   b.out(s[1].tensor());
   b.out(b.op(Op::cumsum, {m, int64_t(1)}));
   lower::LoweredGraph lg = expect_matches_eager(b, 1e-4, 1e-4);
-  EXPECT_EQ(lower::fallback_ops(lg), (std::vector<std::string>{"max_pool2d", "sort", "cumsum"}));
+  EXPECT_EQ(lower::fallback_ops(lg), (std::vector<std::string>{"adaptive_avg_pool2d", "sort", "cumsum"}));
+}
+
+TEST(LowerMatchesEager, PoolsAreGeneratedWindowReductions) {
+  GraphBuilder b;
+  Tensor x = b.in(randn({2, 3, 9, 7}));
+  Tensor y = b.in(randn({3, 8, 8}));
+  b.out(b.op(Op::max_pool2d, {x, IntList{3}, IntList{2}, IntList{1}}));
+  b.out(b.op(Op::max_pool2d, {x, IntList{2, 3}, Value(), IntList{1, 1}, IntList{2, 1}, true}));
+  b.out(b.op(Op::avg_pool2d, {x, IntList{3}, IntList{2}, IntList{1}}));
+  b.out(b.op(Op::avg_pool2d, {x, IntList{3}, IntList{2}, IntList{1}, true, false}));
+  b.out(b.op(Op::avg_pool2d, {x, IntList{2}, Value(), IntList{0}, false, true, int64_t(3)}));
+  b.out(b.op(Op::adaptive_avg_pool2d, {y, IntList{1, 1}}));
+  b.out(b.op(Op::adaptive_max_pool2d, {y, IntList{4, 2}}));
+  b.out(b.op(Op::relu, {b.op(Op::avg_pool2d, {b.op(Op::exp, {x}), IntList{2}})}));
+  lower::LoweredGraph lg = expect_matches_eager(b);
+  EXPECT_EQ(lower::count_externs(lg, false), 0) << lower::print(lg);
+  EXPECT_EQ(lower::count_launches(lg), 8);
 }
 
 TEST(LowerMatchesEager, SizesZeroAndOne) {
