@@ -350,6 +350,16 @@ std::vector<int> Lowering::lower_op(int n) {
 
     // ---- views -----------------------------------------------------------------------------------
     case Op::view: case Op::reshape: case Op::squeeze: case Op::unsqueeze: case Op::flatten:
+      // A reshape of a value that computes reductions would read it through div/mod indices, where
+      // its reductions cannot fuse: stored first (by its row kernel), the reshape is a free view.
+      // (Squeezes and unsqueezes map dims one to one and keep fusing.)
+      if (lv(in(0)).kind == LV::Kind::Lazy && lv(in(0)).has_reduce) {
+        auto non_one = [](std::vector<SymInt> s) {
+          std::erase_if(s, [](const SymInt& x) { return is_one(x); });
+          return s;
+        };
+        if (non_one(lv(in(0)).shape) != non_one(om.sizes)) realize(in(0));
+      }
       return {reshape_view(0)};
     case Op::detach: case Op::contiguous: case Op::clone:
       return {view(0, [](KernelBuilder&, const Idx& idx) { return idx; })};
