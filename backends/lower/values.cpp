@@ -700,9 +700,7 @@ std::vector<int> Lowering::lower_op(int n) {
     }
 
     // ---- composites that decompose.cpp declined ------------------------------------------------
-    case Op::batch_norm:
-      if (a[5].to_bool()) TC_FAIL(NotImplementedError, "lowering: batch_norm in training mode updates its running stats");
-      return add_extern(n, true);
+    case Op::batch_norm:  // training: updates its running stats in place (an extern)
     case Op::layer_norm: case Op::group_norm: case Op::rms_norm: case Op::scaled_dot_product_attention:
     case Op::cross_entropy: case Op::nll_loss: case Op::mse_loss: case Op::l1_loss:
     case Op::binary_cross_entropy: case Op::binary_cross_entropy_with_logits: case Op::interpolate:
@@ -724,7 +722,17 @@ std::vector<int> Lowering::lower_op(int n) {
         return kb.cast(kb.math(ScalarOp::eq, idx[0], idx[1]), t);
       })};
     }
-    case Op::arange: case Op::linspace: case Op::rand: case Op::randn: case Op::randint:
+    case Op::arange: {
+      // Integer ranges are exact; float ones follow PyTorch's vectorised rounding (eager).
+      if (!is_integral(om.dtype, false)) return add_extern(n, true);
+      auto as_int = [](const Value& v) { return v.is_double() ? int64_t(v.to_double()) : v.to_int(); };
+      int64_t start = a[1].is_none() ? 0 : as_int(a[0]), step = as_int(a[2]);
+      Ty t = compute_type(om.dtype);
+      return {lazy(base(), {}, [start, step, t](KernelBuilder& kb, const Idx& idx) {
+        return kb.cast(kb.math(ScalarOp::add, kb.ci(start), kb.math(ScalarOp::mul, idx[0], kb.ci(step))), t);
+      })};
+    }
+    case Op::linspace: case Op::rand: case Op::randn: case Op::randint:
     case Op::bernoulli: case Op::multinomial:
       return add_extern(n, true);
   }

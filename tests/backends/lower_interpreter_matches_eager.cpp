@@ -230,6 +230,8 @@ TEST(LowerMatchesEager, CompositesThroughTheirDecompositions) {
   b.out(b.op(Op::nll_loss, {b.op(Op::log_softmax, {p, int64_t(2)}), t}, {{"reduction", "sum"}}));
   b.out(b.op(Op::addmm, {b.in(randn({4})), p, b.in(randn({7, 4}))}, {{"beta", 0.5}, {"alpha", 2}}));
   b.out(b.op(Op::dropout, {p, 0.5, false}));
+  b.out(b.op(Op::add, {b.op(Op::arange, {int64_t(3), int64_t(11), int64_t(2)}), b.op(Op::eye, {int64_t(4)})}));
+  b.out(b.op(Op::full, {IntList{2, 3}, 1.5}));
   expect_matches_eager(b, 1e-4, 1e-4);
 }
 
@@ -259,6 +261,33 @@ TEST(LowerMatchesEager, ExternsAndFallbacksComputeTheirOps) {
   b.out(b.op(Op::cumsum, {m, int64_t(1)}));
   lower::LoweredGraph lg = expect_matches_eager(b, 1e-4, 1e-4);
   EXPECT_EQ(lower::fallback_ops(lg), (std::vector<std::string>{"adaptive_avg_pool2d", "sort", "cumsum"}));
+}
+
+// batch_norm in training mode updates its running stats in place: values read before it see the
+// old stats, later ones the new, as in eager.
+TEST(LowerMatchesEager, InPlaceUpdatesKeepEagerOrder) {
+  GraphBuilder b;
+  Tensor x = b.in(randn({4, 3, 5}));
+  Tensor rm = b.in(randn({3})), rv = b.in(call1(Op::rand, {IntList{3}}));
+  Tensor before = b.op(Op::mul, {rm, 2});
+  b.out(b.op(Op::batch_norm, {x, Value(), Value(), rm, rv, true}));
+  b.out(before);
+  b.out(b.op(Op::mul, {rm, 2}));
+  Tensor y = b.in(randn({3, 4}));
+  Tensor old = b.op(Op::exp, {y});
+  Tensor row = b.op(Op::select, {y, int64_t(1), int64_t(2)});
+  b.op(Op::copy_, {row, b.op(Op::mul, {b.op(Op::select, {y, int64_t(1), int64_t(1)}), 3})});
+  b.op(Op::fill_, {b.op(Op::select, {y, int64_t(2), int64_t(1)}), 7.0});
+  b.out(old);
+  b.out(y);
+  b.out(row);
+  std::vector<Tensor> twin;
+  for (const Tensor& t : b.inputs) twin.push_back(t.clone());
+  lower::LoweredGraph lg = lower::lower(b.g);
+  std::vector<Tensor> got = lower::run(lg, b.inputs), want = eager(b.g, twin);
+  for (size_t i = 0; i < got.size(); i++) EXPECT_LE(closeness(got[i], want[i], 1e-5, 1e-4), 1.0) << i << lower::print(lg);
+  for (size_t i = 0; i < twin.size(); i++) EXPECT_LE(closeness(b.inputs[i], twin[i], 0, 0), 1.0) << "input " << i;
+  EXPECT_EQ(lower::fallback_ops(lg), (std::vector<std::string>{"batch_norm"}));
 }
 
 TEST(LowerMatchesEager, PoolsAreGeneratedWindowReductions) {
