@@ -145,6 +145,7 @@ class Lowering {
   std::vector<int> lower_op(int n);  // values of the node's outputs (values.cpp)
   std::vector<int> add_extern(int n, bool fallback);  // values of its outputs
   void push_kernel(KernelBuilder& kb);
+  void hint(int node, const std::string& what);  // a perf_hints line
   bool reads(int id, int buffer);
   void before_write(int buffer);
   int store_into(int n, int view, int src);  // an in-place write kernel (copy_, fill_)
