@@ -9,6 +9,10 @@
 
 #include "lower.h"
 
+// A broken invariant inside lowering. A bug in tc, but raised as an error rather than an abort:
+// the backend then runs that graph on eager with a warning instead of ending the program.
+#define TC_LOWER_CHECK(cond, what) TC_CHECK(cond, CompileError, "lowering bug: %s", what)
+
 namespace tc::lower {
 
 // ---- symbolic sizes (sym_shapes.cpp) ---------------------------------------------------------------

@@ -17,6 +17,8 @@ bool is_one(const SymInt& s) { return s.is_const() && s.const_value() == 1; }
 
 struct NotFusable {};
 
+constexpr int kMaxCost = 400;  // instructions of a lazy value before it is stored anyway
+
 SymInt numel(const std::vector<SymInt>& shape) {
   SymInt p = SymInt::of(1);
   for (const SymInt& s : shape) p = p * s;
@@ -422,6 +424,9 @@ void Lowering::lower_node(int n) {
     // kernel and stay lazy.
     if (uses_[n] > 1 && v.kind == LV::Kind::Lazy && !v.has_reduce &&
         (v.cost > opt.realize_cost || v.loads > opt.realize_loads))
+      realize(ids[k]);
+    // Kernels stay a readable size (and emission's recursion shallow).
+    else if (v.kind == LV::Kind::Lazy && v.cost > kMaxCost)
       realize(ids[k]);
   }
 }
