@@ -17,7 +17,8 @@
 // reduction is `outer = kept dims, body = [Loop{reduce}, Code{epilogue, store}]`, and softmax is
 // `outer = rows, body = [Loop{max}, Loop{sum exp(x - max)}, Loop{store exp(x - max) / sum}]`:
 // one kernel. Values are SSA instructions (Instr) in one flat array per kernel, referenced by
-// integer (Val). Scope: preamble values are visible everywhere; values of an outer-level Code
+// integer (Val). Loads, math and the index arithmetic before a store are all Instrs; a Val is
+// defined once. Scope: preamble values are visible everywhere; values of an outer-level Code
 // stmt in later stmts of the same outer iteration; a Loop's body values only inside that loop;
 // a Loop's reduction results (Acc instrs) after the loop.
 //
@@ -27,9 +28,11 @@
 // are kernel parameters too (SizeParam), so one kernel serves every size.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "tc/capture/graph.h"
 #include "tc/dtype.h"
 #include "tc/ops.h"
 
@@ -62,10 +65,15 @@ enum class Opc : uint8_t {
   LoopVar,    // a = dim index of the innermost enclosing Loop
   Load,       // a = buffer parameter index, b = element index (I64 Val); ty = compute type
   Math,       // sop on a (, b (, c)): Ty from operands except comparisons (Bool) and Cast (ty)
-  Acc,        // a = index of the Reduction in its Loop (the Loop is the one this Acc follows);
-              // b = 1 for the `value` of an ArgMax/ArgMin, else 0
+  Acc,        // a = index of the Reduction in its Loop, b = 1 for an ArgMax/ArgMin `value`;
+              // defined by that Loop (Reduction::result/value), listed in no stmt's body
 };
 
+// Invariants lowering guarantees (KernelBuilder asserts them): ConstF only with F32/F64, ConstI
+// with I32/I64/Bool (Bool: 0 or 1); the operands of a binary Math and `where`'s two values have
+// the same Ty, which is the result's (comparisons and logical ops: Bool); `where`'s condition is
+// Bool; Cast is the only conversion; index values (Load/Store indices, extents, sizes, loop and
+// outer vars) are I64; a Store's value has the compute type of its buffer's dtype.
 struct Instr {
   Opc op = Opc::ConstI;
   Ty ty = Ty::F32;
@@ -175,8 +183,9 @@ struct BufferView {
   std::vector<SymInt> sizes, strides;
 };
 
-// A library call: matmul/bmm/linear/addmm/convolution (OpenBLAS or cuBLAS(Lt)/cuDNN), also any
-// op lowering cannot generate yet (run through its eager kernel: counted as a fallback).
+// A library call: matmul/bmm/linear/convolution (OpenBLAS or cuBLAS(Lt)/cuDNN), also any op
+// lowering cannot generate yet (run through its eager kernel: counted as a fallback), in-place
+// ops and functions kept in the graph.
 struct Extern {
   Op op = Op::mm;
   std::vector<BufferView> inputs;
@@ -191,6 +200,11 @@ struct Extern {
   static constexpr int kConstArg = -1, kTensorArg = -2;
   std::vector<int> arg_kinds;
   int node = -1;  // the graph node (for listings and perf_hints)
+  // Set: a call of a function kept in the graph (tc.compiler.allow_in_graph), run as
+  // external->call(extern_args(...)); `op` is then meaningless. Always a fallback.
+  std::shared_ptr<const capture::ExternalFn> external;
+  // In-place ops (copy_, fill_, uniform_ ...; schema `Tensor!`) write their `output` view, which
+  // is a view of the mutated input: every value read before it was computed before this step.
 };
 // The arguments of `e` for tc::call(e.op, ...), given a tensor per input (views of the buffers).
 Stack extern_args(const Extern& e, const std::vector<Tensor>& inputs);
@@ -214,8 +228,11 @@ struct LoweredGraph {
   std::vector<Symbol> symbols;
   std::vector<Step> steps;          // the launch order
   std::vector<BufferView> outputs;  // one per graph output (may view an input buffer)
-  int64_t arena_bytes_static = -1;  // arena size when every size is static, else -1
+  int64_t arena_bytes_static = -1;  // bytes of the arena holding the Temps of static size
   int num_fused_nodes = 0;          // graph op nodes that became kernels
+  // What could not be fused or generated, and why, one line each (TC_LOGS=perf_hints):
+  // "line 12: sort runs on its eager kernel (not generated)".
+  std::vector<std::string> perf_hints;
 };
 
 std::string print(const Kernel& k);
