@@ -51,8 +51,8 @@ std::unordered_map<std::string, Compiled>& compiled() {
 }
 
 // TC_DEBUG=3 or TC_LOGS=output_code: the generated LLVM IR of every module before optimization.
-bool log_output_code() {
-  static const bool on = [] {
+std::atomic<bool>& log_output_code() {
+  static std::atomic<bool> on = [] {
     const char* d = std::getenv("TC_DEBUG");
     const char* l = std::getenv("TC_LOGS");
     return (d && std::atoi(d) >= 3) || (l && (std::strstr(l, "output_code") || std::strstr(l, "all")));
@@ -166,6 +166,8 @@ Program compile_lowered(const lower::LoweredGraph& g) {
   for (size_t i = 0; i < g.kernels.size(); i++) p.kernels[i] = cache.at(syms[i]).kernel;
   return p;
 }
+
+void set_log_output_code(bool on) { log_output_code() = on; }
 
 void count_graph(bool fallback, double lower_seconds) {
   Counters& c = counters();
