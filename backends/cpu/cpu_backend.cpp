@@ -34,7 +34,7 @@ capture::CompiledGraph CpuBackend::compile(const capture::Graph& g, const Compil
     auto program = std::make_shared<const cpu::Program>(cpu::compile_lowered(lg));
     cpu::count_graph(false, lower_s);
     return [program](capture::GraphInputs inputs) { return program->run(inputs); };
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // tc::Error, and anything else a bug in lowering throws
     cpu::count_graph(true, lower_s);
     // One warning per distinct reason: 64 identical layers falling back say it once.
     static std::mutex mu;
