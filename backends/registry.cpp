@@ -1,9 +1,11 @@
-// The backend registry: one explicit list, no static constructors.
-#include <memory>
+// The backend registry: one explicit list, no static constructors. It is also the only list of
+// backend names and mode names: tcrun, capture and the Lua side ask it (graph_compiler()).
+#include <algorithm>
 
 #include "cpu/cpu_backend.h"
 #include "eager/eager.h"
 #include "lower/loopir_backend.h"
+#include "partitioned.h"
 #include "tc/error.h"
 
 namespace tc::backends {
@@ -15,8 +17,8 @@ class TcBackend final : public Backend {
  public:
   TcBackend(const Backend& cpu, const Backend& other) : cpu_(cpu), other_(other) {}
   const char* name() const override { return "tc"; }
-  bool supports(const capture::Node&) const override { return true; }
-  capture::CompiledGraph compile(const capture::Graph& g, const CompileOptions& o) const override {
+  bool supports(const capture::Node& n) const override { return !on_cpu(n) || cpu_.supports(n); }
+  Compiled compile(const capture::Graph& g, const CompileOptions& o) const override {
     return (all_on_cpu(g) ? cpu_ : other_).compile(g, o);
   }
 
@@ -43,14 +45,19 @@ const std::vector<Entry>& registry() {
   return list;
 }
 
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s.empty() ? "none" : s;
+}
+
 }  // namespace
 
 const Backend& find(const std::string& name) {
   for (const Entry& e : registry())
     if (name == e.name) return *e.backend;
-  std::string known;
-  for (const Entry& e : registry()) known += (known.empty() ? "" : ", ") + std::string(e.name);
-  TC_FAIL(ValueError, "unknown backend \"%s\" (backends: %s)", name.c_str(), known.c_str());
+  TC_FAIL(ValueError, "unknown backend \"%s\" (backends: %s)", name.c_str(),
+          joined(names()).c_str());
 }
 
 std::vector<std::string> names() {
@@ -59,8 +66,33 @@ std::vector<std::string> names() {
   return out;
 }
 
-capture::CompiledGraph compile_graph(const capture::Graph& g, const std::string& backend) {
-  return find(backend).compile(g, {});
+const std::vector<std::string>& modes() {
+  static const std::vector<std::string> list = {"default", "reduce-overhead", "max-autotune",
+                                                "max-autotune-no-cudagraphs"};
+  return list;
+}
+
+Compiled compile_graph(const capture::Graph& g, const std::string& backend,
+                       const CompileOptions& o) {
+  const Backend& b = find(backend);
+  TC_CHECK(std::ranges::find(modes(), o.mode) != modes().end(), ValueError,
+           "unknown mode \"%s\" (modes: %s)", o.mode.c_str(), joined(modes()).c_str());
+  const std::vector<std::string> known = b.option_names();
+  for (const auto& [key, value] : o.options)
+    TC_CHECK(std::ranges::find(known, key) != known.end(), ValueError,
+             "backend \"%s\" has no option '%s' (its options: %s)", backend.c_str(), key.c_str(),
+             joined(known).c_str());
+  return compile_partitioned(b, find("eager"), g, o);
+}
+
+capture::GraphCompiler graph_compiler() {
+  capture::GraphCompiler c;
+  c.compile = [](const capture::Graph& g, const std::string& backend, const CompileOptions& o) {
+    return compile_graph(g, backend, o);
+  };
+  for (const Entry& e : registry()) c.backends.emplace_back(e.name, e.backend->option_names());
+  c.modes = modes();
+  return c;
 }
 
 }  // namespace tc::backends

@@ -74,32 +74,37 @@ TEST(CpuBackendGraphs, PointwiseChainRunsGeneratedAndEqualsEager) {
   disk_cache_off();
   reset_stats();
   capture::Graph g = chain();
-  capture::CompiledGraph run = find("cpu").compile(g, {});
-  capture::CompiledGraph ref = find("eager").compile(g, {});
+  Compiled run = find("cpu").compile(g, {});
+  capture::CompiledGraph ref = find("eager").compile(g, {}).run;
   Stats s = stats();
   EXPECT_EQ(s.graphs_compiled, 1);
   EXPECT_EQ(s.graphs_fallback, 0);
   EXPECT_GE(s.kernels_compiled + s.memory_hits, 1);
   std::vector<Tensor> ins = random_inputs(g, 1);
-  std::vector<Tensor> got = run(capture::borrow(ins)), want = ref(capture::borrow(ins));
+  std::vector<Tensor> got = run.run(capture::borrow(ins)), want = ref(capture::borrow(ins));
   ASSERT_EQ(got.size(), 1u);
   expect_close(got[0], want[0]);
+  // The report explain shows: one fused kernel, its times.
+  EXPECT_EQ(run.report.kernels, 1);
+  EXPECT_EQ(run.report.distinct_kernels, 1);
+  EXPECT_EQ(run.report.fallback_nodes, 0);
+  EXPECT_GT(run.report.lower_ms, 0);
+  EXPECT_GT(run.report.compile_ms + run.report.codegen_ms, 0);
 }
 
 TEST(CpuBackendGraphs, TcPicksTheCpuBackendForCpuGraphs) {
   disk_cache_off();
   reset_stats();
   capture::Graph g = chain();
-  capture::CompiledGraph run = compile_graph(g, "tc");
+  Compiled run = compile_graph(g, "tc");
   EXPECT_EQ(stats().graphs_compiled, 1);
   EXPECT_EQ(stats().graphs_fallback, 0);
   std::vector<Tensor> ins = random_inputs(g, 2);
-  expect_close(run(capture::borrow(ins))[0], find("eager").compile(g, {})(capture::borrow(ins))[0]);
+  expect_close(run.run(capture::borrow(ins))[0], find("eager").compile(g, {}).run(capture::borrow(ins))[0]);
 }
 
-TEST(CpuBackendGraphs, UnloweredGraphFallsBackToEagerWithOneWarning) {
-  disk_cache_off();
-  reset_stats();
+// x -> external G.double_it -> relu.
+capture::Graph with_external() {
   capture::Graph g;
   Ref x = g.add_input("x", "arg[1]", Tensor::fake({4}, {1}, DType::Float32));
   auto fn = std::make_shared<capture::ExternalFn>();
@@ -107,18 +112,54 @@ TEST(CpuBackendGraphs, UnloweredGraphFallsBackToEagerWithOneWarning) {
   fn->call = [](const Stack& a) { return std::vector<Tensor>{call1(Op::add, {a[0], a[0]})}; };
   Ref d = g.add_external(fn, {NodeArg::ref(x)}, {g.fake(x)}, 3)[0];
   g.outputs = {op(g, Op::relu, {d})};
+  return g;
+}
+
+void expect_doubled_relu(const Compiled& c) {
+  Tensor in = Tensor::empty({4}, DType::Float32);
+  for (int i = 0; i < 4; i++) in.data<float>()[i] = (float)i - 1.5f;
+  Tensor out = c.run(capture::borrow({in}))[0];
+  for (int i = 0; i < 4; i++) EXPECT_EQ(out.data<float>()[i], std::max(0.0f, 2 * in.data<float>()[i]));
+}
+
+// Through compile_graph (what capture calls) the external function is cut out by the partitioner
+// and runs on eager; the relu after it is still generated.
+TEST(CpuBackendGraphs, ExternalFunctionsArePartitionedOut) {
+  disk_cache_off();
+  reset_stats();
+  Compiled c = compile_graph(with_external(), "cpu");
+  EXPECT_EQ(c.report.fallback_nodes, 1);
+  EXPECT_EQ(stats().graphs_compiled, 1);
+  EXPECT_EQ(stats().graphs_fallback, 0);
+  expect_doubled_relu(c);
+}
+
+// A graph the backend is handed but cannot lower runs on eager after one warning per reason
+// (and says so in the report); under fullgraph it raises instead.
+TEST(CpuBackendGraphs, UnloweredGraphFallsBackToEagerWithOneWarning) {
+  disk_cache_off();
+  reset_stats();
+  capture::Graph g = with_external();
   testing::internal::CaptureStderr();
-  capture::CompiledGraph run = find("cpu").compile(g, {});
-  capture::CompiledGraph again = find("cpu").compile(g, {});
+  Compiled run = find("cpu").compile(g, {});
+  Compiled again = find("cpu").compile(g, {});
   std::string err = testing::internal::GetCapturedStderr();
   EXPECT_EQ(stats().graphs_fallback, 2);
   size_t first = err.find("running a graph on the eager backend");
   EXPECT_NE(first, std::string::npos) << err;
   EXPECT_EQ(err.find("running a graph on the eager backend", first + 1), std::string::npos) << "warned twice: " << err;
-  Tensor in = Tensor::empty({4}, DType::Float32);
-  for (int i = 0; i < 4; i++) in.data<float>()[i] = (float)i - 1.5f;
-  Tensor out = run(capture::borrow({in}))[0];
-  for (int i = 0; i < 4; i++) EXPECT_EQ(out.data<float>()[i], std::max(0.0f, 2 * in.data<float>()[i]));
+  EXPECT_EQ(run.report.fallback_nodes, g.num_ops());
+  ASSERT_EQ(run.report.perf_hints.size(), 1u);
+  EXPECT_NE(run.report.perf_hints[0].find("G.double_it"), std::string::npos) << run.report.perf_hints[0];
+  expect_doubled_relu(run);
+  CompileOptions full;
+  full.fullgraph = true;
+  try {
+    find("cpu").compile(g, full);
+    ADD_FAILURE() << "fullgraph=true compiled a graph the cpu backend cannot lower";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::CompileError);
+  }
 }
 
 }  // namespace
