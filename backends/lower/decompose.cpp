@@ -137,18 +137,20 @@ Stack rms_norm(D& d, const Stack& a) {
   return {y};
 }
 
+// Normalised as [N, G, C/G, rest] (one row kernel), the affine applied there, then viewed back.
 Stack group_norm(D& d, const Stack& a) {
   Tensor x = a[0].tensor();
   int64_t groups = a[1].to_int(), r = x.dim();
   if (r < 2 || x.numel() == 0) return {};
-  Tensor xr = d.op(Op::reshape, {x, x.sizes()[0], groups, int64_t(-1)});
-  Tensor xc = d.op(Op::sub, {xr, d.op(Op::mean, {xr, IntList{3}, true})});
-  Tensor var = d.op(Op::mean, {d.op(Op::mul, {xc, xc}), IntList{3}, true});
+  int64_t C = x.sizes()[1];
+  Tensor xr = d.op(Op::reshape, {x, x.sizes()[0], groups, C / groups, int64_t(-1)});
+  IntList dims = {3, 4};
+  Tensor xc = d.op(Op::sub, {xr, d.op(Op::mean, {xr, dims, true})});
+  Tensor var = d.op(Op::mean, {d.op(Op::mul, {xc, xc}), dims, true});
   Tensor y = d.op(Op::mul, {xc, d.op(Op::rsqrt, {d.op(Op::add, {var, a[4].to_double()})})});
-  y = d.op(Op::reshape, {y, IntList(x.sizes())});
-  if (!is_none(a[2])) y = d.op(Op::mul, {y, per_channel(d, a[2].tensor(), r)});
-  if (!is_none(a[3])) y = d.op(Op::add, {y, per_channel(d, a[3].tensor(), r)});
-  return {y};
+  if (!is_none(a[2])) y = d.op(Op::mul, {y, d.op(Op::reshape, {a[2], groups, C / groups, int64_t(1)})});
+  if (!is_none(a[3])) y = d.op(Op::add, {y, d.op(Op::reshape, {a[3], groups, C / groups, int64_t(1)})});
+  return {d.op(Op::reshape, {y, IntList(x.sizes())})};
 }
 
 Stack batch_norm(D& d, const Stack& a) {

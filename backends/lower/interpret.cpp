@@ -320,10 +320,19 @@ std::vector<Tensor> run(const LoweredGraph& g, const std::vector<Tensor>& inputs
     const Extern& e = s.ext;
     std::vector<Tensor> ins;
     for (const BufferView& v : e.inputs) ins.push_back(view_of(bufs[v.buffer], v, syms));
-    Stack out = call(e.op, extern_args(e, ins));
-    view_of(bufs[e.output.buffer], e.output, syms).copy_from(out.at(0).tensor());
-    for (size_t k = 0; k < e.more_outputs.size(); k++)
-      view_of(bufs[e.more_outputs[k].buffer], e.more_outputs[k], syms).copy_from(out.at(k + 1).tensor());
+    Stack out;
+    if (e.external) {
+      for (const Tensor& t : e.external->call(extern_args(e, ins))) out.push_back(t);
+    } else {
+      out = call(e.op, extern_args(e, ins));
+    }
+    auto put = [&](const BufferView& v, const Tensor& result) {
+      Tensor dst = view_of(bufs[v.buffer], v, syms);
+      if (dst.data_ptr() == result.data_ptr() && dst.strides() == result.strides()) return;  // in place
+      dst.copy_from(result);
+    };
+    put(e.output, out.at(0).tensor());
+    for (size_t k = 0; k < e.more_outputs.size(); k++) put(e.more_outputs[k], out.at(k + 1).tensor());
   }
   std::vector<Tensor> outs;
   for (const BufferView& o : g.outputs) outs.push_back(view_of(bufs[o.buffer], o, syms));

@@ -194,6 +194,27 @@ void KernelBuilder::close_loop() {
 Kernel KernelBuilder::finish(std::vector<int>* buffers, std::vector<SymInt>* sizes) {
   TC_ASSERT(loops_.empty(), "finish with an open loop");
   flush_code();
+  // Drop values nothing uses (constants folded away, trial emissions' leftovers).
+  std::vector<bool> used(k_.instrs.size(), false);
+  std::vector<Val> work(k_.outer.begin(), k_.outer.end());
+  for (const Stmt& s : k_.body) {
+    work.insert(work.end(), s.extents.begin(), s.extents.end());
+    for (const Reduction& r : s.reductions) work.insert(work.end(), {r.input, r.index});
+    for (const Store& st : s.stores) work.insert(work.end(), {st.index, st.value});
+  }
+  while (!work.empty()) {
+    Val v = work.back();
+    work.pop_back();
+    if (v == kNoVal || used[v]) continue;
+    used[v] = true;
+    const Instr& in = k_.instrs[v];
+    if (in.op == Opc::Math) work.insert(work.end(), {in.a, in.b, in.c});
+    if (in.op == Opc::Load) work.push_back(in.b);
+  }
+  auto keep = [&](std::vector<Val>& xs) { std::erase_if(xs, [&](Val v) { return !used[v]; }); };
+  keep(k_.preamble);
+  for (Stmt& s : k_.body) keep(s.body);
+  std::erase_if(k_.body, [](const Stmt& s) { return s.kind == Stmt::Kind::Code && s.body.empty() && s.stores.empty(); });
   k_.source_nodes = source_nodes;
   *buffers = buffers_;
   *sizes = sizes_;

@@ -28,9 +28,11 @@
 // are kernel parameters too (SizeParam), so one kernel serves every size.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "tc/capture/graph.h"
 #include "tc/dtype.h"
 #include "tc/ops.h"
 
@@ -67,6 +69,11 @@ enum class Opc : uint8_t {
               // defined by that Loop (Reduction::result/value), listed in no stmt's body
 };
 
+// Invariants lowering guarantees (KernelBuilder asserts them): ConstF only with F32/F64, ConstI
+// with I32/I64/Bool (Bool: 0 or 1); the operands of a binary Math and `where`'s two values have
+// the same Ty, which is the result's (comparisons and logical ops: Bool); `where`'s condition is
+// Bool; Cast is the only conversion; index values (Load/Store indices, extents, sizes, loop and
+// outer vars) are I64; a Store's value has the compute type of its buffer's dtype.
 struct Instr {
   Opc op = Opc::ConstI;
   Ty ty = Ty::F32;
@@ -176,8 +183,9 @@ struct BufferView {
   std::vector<SymInt> sizes, strides;
 };
 
-// A library call: matmul/bmm/linear/addmm/convolution (OpenBLAS or cuBLAS(Lt)/cuDNN), also any
-// op lowering cannot generate yet (run through its eager kernel: counted as a fallback).
+// A library call: matmul/bmm/linear/convolution (OpenBLAS or cuBLAS(Lt)/cuDNN), also any op
+// lowering cannot generate yet (run through its eager kernel: counted as a fallback), in-place
+// ops and functions kept in the graph.
 struct Extern {
   Op op = Op::mm;
   std::vector<BufferView> inputs;
@@ -192,6 +200,11 @@ struct Extern {
   static constexpr int kConstArg = -1, kTensorArg = -2;
   std::vector<int> arg_kinds;
   int node = -1;  // the graph node (for listings and perf_hints)
+  // Set: a call of a function kept in the graph (tc.compiler.allow_in_graph), run as
+  // external->call(extern_args(...)); `op` is then meaningless. Always a fallback.
+  std::shared_ptr<const capture::ExternalFn> external;
+  // In-place ops (copy_, fill_, uniform_ ...; schema `Tensor!`) write their `output` view, which
+  // is a view of the mutated input: every value read before it was computed before this step.
 };
 // The arguments of `e` for tc::call(e.op, ...), given a tensor per input (views of the buffers).
 Stack extern_args(const Extern& e, const std::vector<Tensor>& inputs);

@@ -21,6 +21,7 @@ struct LowerOptions {
   int tiny_matmul = 16;     // matmuls with every dim <= this become generated reductions
   int realize_cost = 30;    // a value read by several consumers is stored once its
                             // recomputation costs more instructions than this
+  int realize_loads = 2;    // ... or reads more buffers than this (norm internals excepted)
 };
 
 LoweredGraph lower(const capture::Graph& g, const LowerOptions& o = {});

@@ -108,6 +108,7 @@ struct LV {
   std::function<Val(KernelBuilder&, const Idx&)> fn;
   std::vector<int> deps;  // values read (structure search, cost)
   int cost = 1;           // instructions to recompute
+  int loads = 0;          // buffers read to recompute
   bool has_reduce = false;  // reads a reduction (through lazy values)
   // Reduce: `input` reduced over `dims` (of the input), Acc `take_value` picks ArgMax's value
   int input = -1;
@@ -118,6 +119,9 @@ struct LV {
   int memo_id = -1;  // reductions sharing one loop (max_dim's values and indices) share it
   int node = -1;     // the graph node (sources)
 };
+
+// Whether node n is a matmul small enough (every dim <= opt.tiny_matmul) to generate.
+bool tiny_matmul(const capture::Graph& g, int n, const LowerOptions& opt);
 
 class Lowering {
  public:
@@ -140,6 +144,10 @@ class Lowering {
   void lower_node(int n);
   std::vector<int> lower_op(int n);  // values of the node's outputs (values.cpp)
   std::vector<int> add_extern(int n, bool fallback);  // values of its outputs
+  void push_kernel(KernelBuilder& kb);
+  bool reads(int id, int buffer);
+  void before_write(int buffer);
+  int store_into(int n, int view, int src);  // an in-place write kernel (copy_, fill_)
   int find_row_reduction(int id);
   KernelBuilder root_kernel(int id, Idx* idx);
   bool fuses_alone(int id);
@@ -147,6 +155,9 @@ class Lowering {
   std::map<std::pair<int, int>, int> value_of_;  // (node, flat output) -> value id
   std::vector<int> uses_;                        // per node: times its outputs are read
   std::vector<bool> is_output_;                  // per node
+  // Per node: stored as soon as lowered, so that views of it are buffer views (it is written in
+  // place through a view, or a view of it is an extern's operand).
+  std::vector<bool> store_;
   int shallow_ = 0;  // > 0: fuses_alone, reductions are not expanded
   int dry_ = 0;  // > 0: trial emission, a reduction that cannot fuse throws NotFusable
   std::map<std::tuple<int, int, Idx>, bool> fuses_;  // (kernel root, value, index) -> trial result

@@ -106,6 +106,7 @@ Val emit_pointwise(KernelBuilder& kb, Op op, const Stack& a, const std::vector<V
       Val y = x[1];
       if (!(a[2].is_int() && a[2].to_int() == 1) && !(a[2].is_double() && a[2].to_double() == 1))
         y = m(ScalarOp::mul, y, num(kb, a[2], ct));
+      if (ct == Ty::Bool) return m(ScalarOp::logical_or, x[0], y);  // bool + bool (sub raises in eager)
       return m(op == Op::add ? ScalarOp::add : ScalarOp::sub, x[0], y);
     }
     case Op::mul: return ct == Ty::Bool ? m(ScalarOp::logical_and, x[0], x[1]) : m(ScalarOp::mul, x[0], x[1]);

@@ -48,12 +48,14 @@ Lowering::Lowering(const capture::Graph& graph, const Shapes& s, const LowerOpti
 
 int Lowering::add(LV v) {
   if (v.kind == LV::Kind::Lazy) {
-    int64_t c = 1;
+    int64_t c = 1, l = 0;
     for (int d : v.deps) {
       if (lvs_[d].kind == LV::Kind::Lazy) c += lvs_[d].cost;
+      l += lvs_[d].kind == LV::Kind::Lazy ? lvs_[d].loads : 1;
       v.has_reduce = v.has_reduce || lvs_[d].kind == LV::Kind::Reduce || (lvs_[d].kind == LV::Kind::Lazy && lvs_[d].has_reduce);
     }
     v.cost = int(std::min<int64_t>(c, 1 << 20));
+    v.loads = int(std::min<int64_t>(l, 1 << 20));
   }
   lvs_.push_back(std::move(v));
   return int(lvs_.size()) - 1;
@@ -143,6 +145,7 @@ Val Lowering::emit(KernelBuilder& kb, int id, const Idx& idx) {
     bool logical = v.rop == ReduceOp::Any || v.rop == ReduceOp::All;
     bool arg = (v.rop == ReduceOp::ArgMax || v.rop == ReduceOp::ArgMin) && !v.take_value;
     Ty t = logical ? Ty::Bool : arg ? Ty::I64 : compute_type(v.dtype);
+    if ((v.rop == ReduceOp::Sum || v.rop == ReduceOp::Prod) && t == Ty::F32) t = Ty::F64;
     return t == Ty::F32 || t == Ty::F64 ? kb.cf(0, t) : kb.ci(0, t);
   }
   auto key = std::make_pair(v.memo_id, rows);
@@ -166,8 +169,11 @@ Val Lowering::emit(KernelBuilder& kb, int id, const Idx& idx) {
     Val x = emit(kb, v.input, in);
     bool arg = v.rop == ReduceOp::ArgMax || v.rop == ReduceOp::ArgMin;
     bool logical = v.rop == ReduceOp::Any || v.rop == ReduceOp::All;
+    // Float sums and products accumulate in float64, as eager's kernels do.
+    Ty acc = compute_type(v.dtype);
+    if ((v.rop == ReduceOp::Sum || v.rop == ReduceOp::Prod) && acc == Ty::F32) acc = Ty::F64;
     if (logical) x = kb.cast(x, Ty::Bool);
-    else if (!arg) x = kb.cast(x, compute_type(v.dtype));
+    else if (!arg) x = kb.cast(x, acc);
     Val value = kNoVal;
     Val r = kb.reduce(v.rop, x, arg ? lin : kNoVal, arg ? &value : nullptr);
     kb.close_loop();
@@ -252,6 +258,43 @@ bool Lowering::fuses_alone(int id) {
   return ok;
 }
 
+void Lowering::push_kernel(KernelBuilder& kb) {
+  Step step;
+  Kernel k = kb.finish(&step.launch.buffers, &step.launch.sizes);
+  std::string names;
+  for (int n : k.source_nodes)
+    if (names.size() < 40 && g.nodes[n].kind == capture::NodeKind::Op) names += std::string("_") + op_name(g.nodes[n].op);
+  k.name = "k" + std::to_string(lg.kernels.size()) + names;
+  for (int n : k.source_nodes) k.source_lines.push_back(g.nodes[n].line);
+  lg.num_fused_nodes += int(k.source_nodes.size());
+  step.launch.kernel = int(lg.kernels.size());
+  lg.kernels.push_back(std::move(k));
+  lg.steps.push_back(std::move(step));
+}
+
+// Whether value `id` reads buffer `b` (through lazy values and reductions).
+bool Lowering::reads(int id, int b) {
+  std::set<int> seen;
+  std::vector<int> stack = {id};
+  while (!stack.empty()) {
+    int x = stack.back();
+    stack.pop_back();
+    if (!seen.insert(x).second) continue;
+    const LV& v = lvs_[x];
+    if (v.kind == LV::Kind::Buffer && v.buffer == b) return true;
+    if (v.kind == LV::Kind::Lazy) stack.insert(stack.end(), v.deps.begin(), v.deps.end());
+    if (v.kind == LV::Kind::Reduce) stack.push_back(v.input);
+  }
+  return false;
+}
+
+// Before buffer `b` is written in place: every value of the graph so far that reads it is
+// computed now, from the old contents (views of it stay views: they see the write, as in eager).
+void Lowering::before_write(int b) {
+  for (const auto& [key, id] : value_of_)
+    if (lvs_[id].kind != LV::Kind::Buffer && reads(id, b)) realize(id);
+}
+
 int Lowering::realize(int id, bool as_output) {
   if (lvs_[id].kind == LV::Kind::Buffer) return lvs_[id].buffer;
   const std::vector<SymInt> shape = lvs_[id].shape;
@@ -266,17 +309,7 @@ int Lowering::realize(int id, bool as_output) {
     at = kb.math(ScalarOp::add, at, kb.math(ScalarOp::mul, idx[d], kb.size(st[d])));
   kb.store(buf, at, v);
   if (kb.open_loops()) kb.close_loop();
-  Step step;
-  Kernel k = kb.finish(&step.launch.buffers, &step.launch.sizes);
-  std::string names;
-  for (int n : k.source_nodes)
-    if (names.size() < 40 && g.nodes[n].kind == capture::NodeKind::Op) names += std::string("_") + op_name(g.nodes[n].op);
-  k.name = "k" + std::to_string(lg.kernels.size()) + names;
-  for (int n : k.source_nodes) k.source_lines.push_back(g.nodes[n].line);
-  lg.num_fused_nodes += int(k.source_nodes.size());
-  step.launch.kernel = int(lg.kernels.size());
-  lg.kernels.push_back(std::move(k));
-  lg.steps.push_back(std::move(step));
+  push_kernel(kb);
 
   LV& out = lvs_[id];
   out.kind = LV::Kind::Buffer;
@@ -299,29 +332,53 @@ std::vector<int> Lowering::add_extern(int n, bool fallback) {
   e.op = node.op;
   e.node = n;
   e.fallback = fallback;
-  auto operand = [&](capture::Ref r) {
-    int id = value_of_.at({r.node, r.elem >= 0 ? r.elem : r.out});
-    realize(id);
-    const LV& v = lvs_[id];
-    e.inputs.push_back({v.buffer, v.offset, v.shape, v.strides});
-  };
-  for (const capture::NodeArg& a : node.args) {
+  if (node.kind == capture::NodeKind::External) e.external = node.ext;
+  auto value = [&](capture::Ref r) { return value_of_.at({r.node, r.elem >= 0 ? r.elem : r.out}); };
+  for (size_t i = 0; i < node.args.size(); i++) {
+    const capture::NodeArg& a = node.args[i];
     if (a.kind == capture::NodeArg::Kind::Const) {
       e.constants.push_back(a.constant);
       e.arg_kinds.push_back(Extern::kConstArg);
-    } else if (a.kind == capture::NodeArg::Kind::Ref) {
-      operand(a.refs[0]);
-      e.arg_kinds.push_back(Extern::kTensorArg);
-    } else {
-      for (capture::Ref r : a.refs) operand(r);
-      e.arg_kinds.push_back(int(a.refs.size()));
+      continue;
     }
+    for (capture::Ref r : a.refs) {
+      int id = value(r);
+      realize(id);
+      if (node.kind == capture::NodeKind::Op && schema(node.op).args[i].mutated) before_write(lvs_[id].buffer);
+      const LV& v = lvs_[id];
+      e.inputs.push_back({v.buffer, v.offset, v.shape, v.strides});
+    }
+    e.arg_kinds.push_back(a.kind == capture::NodeArg::Kind::Ref ? Extern::kTensorArg : int(a.refs.size()));
+  }
+  // Outputs that view an input (in-place ops return their `self`) are that input's view.
+  Metas metas;
+  if (node.kind == capture::NodeKind::Op) {
+    Stack fake_args;
+    for (const capture::NodeArg& a : node.args) {
+      if (a.kind == capture::NodeArg::Kind::Const) fake_args.push_back(a.constant);
+      if (a.kind == capture::NodeArg::Kind::Ref) fake_args.push_back(g.fake(a.refs[0]));
+      if (a.kind == capture::NodeArg::Kind::RefList) {
+        TensorList l;
+        for (capture::Ref r : a.refs) l.push_back(g.fake(r));
+        fake_args.push_back(std::move(l));
+      }
+    }
+    metas = infer_meta(node.op, fake_args);
   }
   std::vector<int> ids;
   for (const Value& f : node.fakes)
-    TC_CHECK(f.is_tensor(), NotImplementedError, "lowering: %s returns a tensor list", op_name(node.op));
+    TC_CHECK(f.is_tensor(), NotImplementedError, "lowering: %s returns a tensor list", node.target());
   for (size_t k = 0; k < shapes.of_node[n].size(); k++) {
     const SymMeta& m = shapes.of_node[n][k];
+    if (k < metas.size() && metas[k].view_of >= 0) {
+      const capture::NodeArg& a = node.args[metas[k].view_of];
+      int src = value(a.refs[0]);
+      LV v = lvs_[src];
+      v.node = n;
+      (k == 0 ? e.output : e.more_outputs.emplace_back()) = BufferView{v.buffer, v.offset, v.shape, v.strides};
+      ids.push_back(add(std::move(v)));
+      continue;
+    }
     LV v;
     v.kind = LV::Kind::Buffer;
     v.dtype = m.dtype;
@@ -341,18 +398,23 @@ std::vector<int> Lowering::add_extern(int n, bool fallback) {
 
 void Lowering::lower_node(int n) {
   const capture::Node& node = g.nodes[n];
-  TC_CHECK(node.kind != capture::NodeKind::External, NotImplementedError,
-           "lowering: the external function %s", node.target());
   for (const Value& f : node.fakes) {
     const Tensor& t = f.is_tensor() ? f.tensor() : f.tensors().empty() ? Tensor() : f.tensors()[0];
     TC_CHECK(!t.defined() || t.device().is_cpu(), NotImplementedError, "lowering: tensors on %s",
              t.device().is_cuda() ? "cuda" : "another device");
   }
-  std::vector<int> ids = lower_op(n);
+  std::vector<int> ids = node.kind == capture::NodeKind::External ? add_extern(n, true) : lower_op(n);
+  if (store_[n])
+    for (int id : ids) realize(id);
   for (size_t k = 0; k < ids.size(); k++) {
     value_of_[{n, int(k)}] = ids[k];
     LV& v = lvs_[ids[k]];
-    if (uses_[n] > 1 && v.kind == LV::Kind::Lazy && v.cost > opt.realize_cost) realize(ids[k]);
+    // Read by several consumers: stored when recomputing it is expensive. Values that compute
+    // reductions (softmax's exp(x - max), layer_norm's x - mean) are read within their row
+    // kernel and stay lazy.
+    if (uses_[n] > 1 && v.kind == LV::Kind::Lazy && !v.has_reduce &&
+        (v.cost > opt.realize_cost || v.loads > opt.realize_loads))
+      realize(ids[k]);
   }
 }
 
@@ -363,6 +425,26 @@ void Lowering::run() {
     for (const capture::NodeArg& a : node.args)
       for (capture::Ref r : a.refs) uses_[r.node]++;
   for (capture::Ref r : g.outputs) is_output_[r.node] = true;
+  store_.assign(g.nodes.size(), false);
+  auto store_base = [&](int m) {  // back through views to the base
+    while (true) {
+      store_[m] = true;
+      const capture::Node& v = g.nodes[m];
+      if (v.kind != capture::NodeKind::Op || schema(v.op).kind != OpKind::View || v.args.empty() ||
+          v.args[0].kind != capture::NodeArg::Kind::Ref)
+        return;
+      m = v.args[0].refs[0].node;
+    }
+  };
+  for (int n = 0; n < int(g.nodes.size()); n++) {
+    const capture::Node& node = g.nodes[n];
+    if (node.kind != capture::NodeKind::Op) continue;
+    const OpSchema& sc = schema(node.op);
+    bool gemm = sc.kind == OpKind::Contraction && !tiny_matmul(g, n, opt);
+    for (size_t i = 0; i < node.args.size() && i < sc.args.size(); i++)
+      if ((sc.args[i].mutated || gemm) && node.args[i].kind == capture::NodeArg::Kind::Ref)
+        store_base(node.args[i].refs[0].node);
+  }
   for (const auto& [input, dim] : g.dynamic_dims) lg.symbols.push_back({input, dim});
 
   for (int n = 0; n < int(g.nodes.size()); n++) {

@@ -1,6 +1,7 @@
 // Every op of ops.def as a lowered value: pointwise code, views and data movement as index
 // arithmetic, reductions, creation; contractions and what lowering cannot generate become
 // Externs. One switch with no default (STYLE 1): a new op must be placed here.
+#include <cmath>
 #include <numeric>
 
 #include "lower_internal.h"
@@ -85,6 +86,47 @@ int64_t static_size(const SymInt& s, const char* what) {
 
 }  // namespace
 
+bool tiny_matmul(const capture::Graph& g, int n, const LowerOptions& opt) {
+  const capture::Node& node = g.nodes[n];
+  if (node.kind != capture::NodeKind::Op) return false;
+  if (node.op != Op::mm && node.op != Op::bmm && node.op != Op::matmul && node.op != Op::linear) return false;
+  const Tensor &x = g.fake(node.args[0].refs[0]), &y = g.fake(node.args[1].refs[0]);
+  bool bias = node.op == Op::linear && node.args.size() > 2 && node.args[2].kind != capture::NodeArg::Kind::Const;
+  bool shapes_ok = node.op == Op::bmm      ? x.dim() == 3 && y.dim() == 3
+                   : node.op == Op::linear ? x.dim() >= 2 && y.dim() == 2 && !bias
+                                           : x.dim() == 2 && y.dim() == 2;
+  bool tiny = shapes_ok && g.dynamic_dims.empty() && is_floating(node.fakes[0].tensor().dtype());
+  for (int64_t s : x.sizes()) tiny = tiny && s <= opt.tiny_matmul && s > 0;
+  for (int64_t s : y.sizes()) tiny = tiny && s <= opt.tiny_matmul && s > 0;
+  return tiny;
+}
+
+// Writes `src` (broadcast, converted) into the buffer view `view` with a kernel of its own; the
+// write's result is that view.
+int Lowering::store_into(int n, int view, int src) {
+  realize(view);
+  const LV dst = lvs_[view];
+  before_write(dst.buffer);
+  if (reads(src, dst.buffer)) realize(src);
+  std::vector<SymInt> outer;
+  for (const SymInt& s : dst.shape)
+    if (!is_one(s)) outer.push_back(s);
+  KernelBuilder kb(lg, outer);
+  kb.source_nodes.push_back(n);
+  Idx idx;
+  int o = 0;
+  for (const SymInt& s : dst.shape) idx.push_back(is_one(s) ? kb.ci(0) : kb.outer(o++));
+  Val v = emit(kb, src, broadcast(kb, idx, lvs_[src].shape));
+  Val at = kb.size(dst.offset);
+  for (size_t d = 0; d < idx.size(); d++)
+    at = kb.math(ScalarOp::add, at, kb.math(ScalarOp::mul, idx[d], kb.size(dst.strides[d])));
+  kb.store(dst.buffer, at, kb.cast(v, compute_type(dst.dtype)));
+  push_kernel(kb);
+  LV out = dst;
+  out.node = n;
+  return add(std::move(out));
+}
+
 // Lowers node n; returns a value per flat output.
 std::vector<int> Lowering::lower_op(int n) {
   const capture::Node& node = g.nodes[n];
@@ -110,12 +152,14 @@ std::vector<int> Lowering::lower_op(int n) {
     v.node = n;
     return v;
   };
-  // A view of input i through `map` (out index -> in index); buffers stay strided views.
+  // Whether output k shares its input's storage (reshape copies what it cannot view).
+  auto is_view = [&](int k) { return schema(node.op).kind == OpKind::View && infer_meta(node.op, a).at(k).view_of >= 0; };
+  // Input i read through `map` (out index -> in index); views of buffers stay strided views.
   auto view = [&](int i, Map map, int k = 0) {
     int src = in(i);
     const LV& s = lv(src);
     const SymMeta& m = shapes.of_node[n][k];
-    if (s.kind == LV::Kind::Buffer && s.fake) {
+    if (s.kind == LV::Kind::Buffer && s.fake && is_view(k)) {
       LV v = base(k);
       v.kind = LV::Kind::Buffer;
       v.buffer = s.buffer;
@@ -237,7 +281,8 @@ std::vector<int> Lowering::lower_op(int n) {
       SymInt cnt = numel_of(src, dims);
       Ty t = compute_type(om.dtype);
       return {lazy(base(), {s}, [this, s, cnt, t](KernelBuilder& kb, const Idx& idx) {
-        return kb.math(ScalarOp::div, emit(kb, s, idx), kb.cast(kb.size(cnt), t));
+        Val sum = emit(kb, s, idx);
+        return kb.cast(kb.math(ScalarOp::div, sum, kb.cast(kb.size(cnt), kb.ty(sum))), t);
       })};
     }
     case Op::argmax: case Op::argmin: case Op::max_dim: case Op::min_dim: {
@@ -272,7 +317,8 @@ std::vector<int> Lowering::lower_op(int n) {
       LV mv = base();
       mv.shape = kshape;
       int mean = lazy(mv, {s}, [this, s, cnt, t](KernelBuilder& kb, const Idx& idx) {
-        return kb.math(ScalarOp::div, emit(kb, s, idx), kb.cast(kb.size(cnt), t));
+        Val sum = emit(kb, s, idx);
+        return kb.cast(kb.math(ScalarOp::div, sum, kb.cast(kb.size(cnt), kb.ty(sum))), t);
       });
       LV dv = base();
       dv.shape = lv(src).shape;
@@ -283,15 +329,18 @@ std::vector<int> Lowering::lower_op(int n) {
       int ss = reduce(dev, dims, keepdim, ReduceOp::Sum, dt, om.sizes);
       bool root = node.op == Op::std;
       int var = lazy(base(), {ss}, [this, ss, cnt, corr, t, root](KernelBuilder& kb, const Idx& idx) {
-        Val den = kb.math(ScalarOp::maximum, kb.math(ScalarOp::sub, kb.cast(kb.size(cnt), t), kb.cf(corr, t)), kb.cf(0, t));
-        Val v = kb.math(ScalarOp::div, emit(kb, ss, idx), den);
-        return root ? kb.math(ScalarOp::sqrt, v) : v;
+        Val sum = emit(kb, ss, idx);
+        Ty at = kb.ty(sum);
+        Val den = kb.math(ScalarOp::maximum, kb.math(ScalarOp::sub, kb.cast(kb.size(cnt), at), kb.cf(corr, at)), kb.cf(0, at));
+        Val v = kb.math(ScalarOp::div, sum, den);
+        return kb.cast(root ? kb.math(ScalarOp::sqrt, v) : v, t);
       });
       if (node.op != Op::var_mean) return {var};
       int s2 = reduce(src, dims, keepdim, ReduceOp::Sum, dt, om.sizes);
       lv(s2).memo_id = s;
       int mean2 = lazy(base(1), {s2}, [this, s2, cnt, t](KernelBuilder& kb, const Idx& idx) {
-        return kb.math(ScalarOp::div, emit(kb, s2, idx), kb.cast(kb.size(cnt), t));
+        Val sum = emit(kb, s2, idx);
+        return kb.cast(kb.math(ScalarOp::div, sum, kb.cast(kb.size(cnt), kb.ty(sum))), t);
       });
       return {var, mean2};
     }
@@ -301,6 +350,16 @@ std::vector<int> Lowering::lower_op(int n) {
 
     // ---- views -----------------------------------------------------------------------------------
     case Op::view: case Op::reshape: case Op::squeeze: case Op::unsqueeze: case Op::flatten:
+      // A reshape of a value that computes reductions would read it through div/mod indices, where
+      // its reductions cannot fuse: stored first (by its row kernel), the reshape is a free view.
+      // (Squeezes and unsqueezes map dims one to one and keep fusing.)
+      if (lv(in(0)).kind == LV::Kind::Lazy && lv(in(0)).has_reduce) {
+        auto non_one = [](std::vector<SymInt> s) {
+          std::erase_if(s, [](const SymInt& x) { return is_one(x); });
+          return s;
+        };
+        if (non_one(lv(in(0)).shape) != non_one(om.sizes)) realize(in(0));
+      }
       return {reshape_view(0)};
     case Op::detach: case Op::contiguous: case Op::clone:
       return {view(0, [](KernelBuilder&, const Idx& idx) { return idx; })};
@@ -326,7 +385,7 @@ std::vector<int> Lowering::lower_op(int n) {
     }
     case Op::narrow: case Op::select: case Op::slice: case Op::unbind: case Op::split:
     case Op::split_with_sizes: case Op::chunk: {
-      const std::vector<SymInt>& ins = lv(in(0)).shape;
+      const std::vector<SymInt> ins = lv(in(0)).shape;
       int64_t r = int64_t(ins.size());
       int d = int(wrap_dim((node.op == Op::split || node.op == Op::chunk || node.op == Op::split_with_sizes) ? a[2].to_int() : a[1].to_int(), r));
       const Tensor& x = a[0].tensor();
@@ -500,7 +559,7 @@ std::vector<int> Lowering::lower_op(int n) {
         Val diff = kb.math(ScalarOp::sub, idx[r - 1], idx[r - 2]);
         Val keep = kb.math(lower ? ScalarOp::le : ScalarOp::ge, diff, kb.ci(k));
         Val zero = t == Ty::F32 || t == Ty::F64 ? kb.cf(0, t) : kb.ci(0, t);
-        return kb.math(ScalarOp::where, keep, emit(kb, src, idx), zero);
+        return kb.math(ScalarOp::where, keep, kb.cast(emit(kb, src, idx), t), zero);
       })};
     }
     case Op::index_select: case Op::gather: {
@@ -527,18 +586,25 @@ std::vector<int> Lowering::lower_op(int n) {
     }
     case Op::scatter: case Op::scatter_add: case Op::masked_select: case Op::nonzero:
       return add_extern(n, true);
-    case Op::copy_: case Op::fill_: case Op::uniform_: case Op::normal_:
-      TC_FAIL(NotImplementedError, "lowering: in-place op %s", op_name(node.op));
+    case Op::copy_:
+      return {store_into(n, in(0), in(1))};
+    case Op::fill_: {
+      if (node.args[1].kind == capture::NodeArg::Kind::Ref) return {store_into(n, in(0), in(1))};
+      Value v = a[1];
+      Ty t = compute_type(om.dtype);
+      LV c = base();
+      c.shape = {};
+      return {store_into(n, in(0), lazy(c, {}, [v, t](KernelBuilder& kb, const Idx&) {
+        return v.is_double() ? kb.cast(kb.cf(v.to_double(), Ty::F64), t) : kb.cast(kb.ci(v.to_int()), t);
+      }))};
+    }
+    case Op::uniform_: case Op::normal_:
+      return add_extern(n, true);
 
     // ---- contractions ----------------------------------------------------------------------------
     case Op::mm: case Op::bmm: case Op::matmul: case Op::linear: {
       const Tensor &x = a[0].tensor(), &y = a[1].tensor();
-      bool shapes_ok = node.op == Op::bmm ? x.dim() == 3 && y.dim() == 3
-                     : node.op == Op::linear ? x.dim() >= 2 && y.dim() == 2 && a[2].is_none()
-                     : x.dim() == 2 && y.dim() == 2;
-      bool tiny = shapes_ok && g.dynamic_dims.empty() && is_floating(om.dtype);
-      for (int64_t s : x.sizes()) tiny = tiny && s <= opt.tiny_matmul && s > 0;
-      for (int64_t s : y.sizes()) tiny = tiny && s <= opt.tiny_matmul && s > 0;
+      bool tiny = tiny_matmul(g, n, opt);
       if (!tiny) return add_extern(n, false);
       // out[..., i, j] = sum_k x[..., i, k] * y[..., k, j]   (linear: y[j, k])
       int xs = in(0), ys = in(1);
@@ -560,13 +626,81 @@ std::vector<int> Lowering::lower_op(int n) {
     case Op::addmm: case Op::baddbmm: case Op::einsum: case Op::conv1d: case Op::conv2d:
     case Op::conv_transpose2d:
       return add_extern(n, false);
-    case Op::max_pool2d: case Op::avg_pool2d: case Op::adaptive_avg_pool2d: case Op::adaptive_max_pool2d:
-      return add_extern(n, true);
+    case Op::max_pool2d: case Op::avg_pool2d: case Op::adaptive_avg_pool2d: case Op::adaptive_max_pool2d: {
+      // A reduction over a window view [..., OH, OW, KH, KW] of the input (padding reads as the
+      // reduction's identity); adaptive pools whose windows are all equal are plain pools.
+      const Tensor& x = a[0].tensor();
+      bool is_max = node.op == Op::max_pool2d || node.op == Op::adaptive_max_pool2d;
+      bool adaptive = node.op == Op::adaptive_avg_pool2d || node.op == Op::adaptive_max_pool2d;
+      int64_t r = x.dim(), H = x.sizes()[r - 2], W = x.sizes()[r - 1];
+      int64_t OH = node.fakes[0].tensor().sizes()[r - 2], OW = node.fakes[0].tensor().sizes()[r - 1];
+      auto two = [](const IntList& v) { return v.size() == 1 ? IntList{v[0], v[0]} : v; };
+      IntList k, st, pad = {0, 0}, dil = {1, 1};
+      int64_t divisor = 0;
+      bool include_pad = true;
+      if (adaptive) {
+        if (OH == 0 || OW == 0 || H % OH || W % OW) return add_extern(n, true);
+        k = {H / OH, W / OW};
+        st = k;
+      } else {
+        k = two(a[1].ints());
+        st = a[2].is_none() || a[2].ints().empty() ? k : two(a[2].ints());
+        pad = two(a[3].ints());
+        if (is_max) dil = two(a[4].ints());
+        if (!is_max) {
+          include_pad = a[5].to_bool();
+          divisor = a[6].is_none() ? 0 : a[6].to_int();
+        }
+      }
+      if (!is_floating(om.dtype) || !lv(in(0)).shape.back().is_const() || !lv(in(0)).shape[r - 2].is_const())
+        return add_extern(n, true);
+      int src = in(0);
+      Ty t = compute_type(om.dtype);
+      LV win = base();
+      win.shape.push_back(SymInt::of(k[0]));
+      win.shape.push_back(SymInt::of(k[1]));
+      int window = lazy(win, {src}, [this, src, k, st, pad, dil, H, W, is_max, t](KernelBuilder& kb, const Idx& idx) {
+        size_t q = idx.size();
+        Val hw[2];
+        Val ok = kb.ci(1, Ty::Bool);
+        const int64_t size[2] = {H, W};
+        for (int i = 0; i < 2; i++) {
+          Val o = idx[q - 4 + i], kk = idx[q - 2 + i];
+          Val p = kb.math(ScalarOp::add, kb.math(ScalarOp::sub, kb.math(ScalarOp::mul, o, kb.ci(st[i])), kb.ci(pad[i])),
+                          kb.math(ScalarOp::mul, kk, kb.ci(dil[i])));
+          ok = kb.math(ScalarOp::logical_and, ok,
+                       kb.math(ScalarOp::logical_and, kb.math(ScalarOp::ge, p, kb.ci(0)), kb.math(ScalarOp::lt, p, kb.ci(size[i]))));
+          hw[i] = clamp_index(kb, p, SymInt::of(size[i]));
+        }
+        Idx in(idx.begin(), idx.end() - 4);
+        in.push_back(hw[0]);
+        in.push_back(hw[1]);
+        Val v = kb.cast(emit(kb, src, in), t);
+        return kb.math(ScalarOp::where, ok, v, kb.cf(is_max ? -INFINITY : 0.0, t));
+      });
+      int rank = int(win.shape.size());
+      int red = reduce(window, {rank - 2, rank - 1}, false, is_max ? ReduceOp::Max : ReduceOp::Sum, om.dtype, om.sizes);
+      if (is_max) return {red};
+      return {lazy(base(), {red}, [this, red, k, st, pad, H, W, include_pad, divisor, t](KernelBuilder& kb, const Idx& idx) {
+        size_t q = idx.size();
+        Val count = kb.ci(1);
+        const int64_t size[2] = {H, W};
+        for (int i = 0; i < 2; i++) {
+          Val o0 = kb.math(ScalarOp::sub, kb.math(ScalarOp::mul, idx[q - 2 + i], kb.ci(st[i])), kb.ci(pad[i]));
+          Val end = kb.math(ScalarOp::minimum, kb.math(ScalarOp::add, o0, kb.ci(k[i])), kb.ci(size[i] + pad[i]));
+          Val span = include_pad ? kb.math(ScalarOp::sub, end, o0)
+                                 : kb.math(ScalarOp::sub, kb.math(ScalarOp::minimum, end, kb.ci(size[i])),
+                                           kb.math(ScalarOp::maximum, o0, kb.ci(0)));
+          count = kb.math(ScalarOp::mul, count, span);
+        }
+        if (divisor) count = kb.ci(divisor);
+        Val sum = emit(kb, red, idx);
+        return kb.cast(kb.math(ScalarOp::div, sum, kb.cast(count, kb.ty(sum))), t);
+      })};
+    }
 
     // ---- composites that decompose.cpp declined ------------------------------------------------
-    case Op::batch_norm:
-      if (a[5].to_bool()) TC_FAIL(NotImplementedError, "lowering: batch_norm in training mode updates its running stats");
-      return add_extern(n, true);
+    case Op::batch_norm:  // training: updates its running stats in place (an extern)
     case Op::layer_norm: case Op::group_norm: case Op::rms_norm: case Op::scaled_dot_product_attention:
     case Op::cross_entropy: case Op::nll_loss: case Op::mse_loss: case Op::l1_loss:
     case Op::binary_cross_entropy: case Op::binary_cross_entropy_with_logits: case Op::interpolate:
@@ -588,7 +722,17 @@ std::vector<int> Lowering::lower_op(int n) {
         return kb.cast(kb.math(ScalarOp::eq, idx[0], idx[1]), t);
       })};
     }
-    case Op::arange: case Op::linspace: case Op::rand: case Op::randn: case Op::randint:
+    case Op::arange: {
+      // Integer ranges are exact; float ones follow PyTorch's vectorised rounding (eager).
+      if (!is_integral(om.dtype, false)) return add_extern(n, true);
+      auto as_int = [](const Value& v) { return v.is_double() ? int64_t(v.to_double()) : v.to_int(); };
+      int64_t start = a[1].is_none() ? 0 : as_int(a[0]), step = as_int(a[2]);
+      Ty t = compute_type(om.dtype);
+      return {lazy(base(), {}, [start, step, t](KernelBuilder& kb, const Idx& idx) {
+        return kb.cast(kb.math(ScalarOp::add, kb.ci(start), kb.math(ScalarOp::mul, idx[0], kb.ci(step))), t);
+      })};
+    }
+    case Op::linspace: case Op::rand: case Op::randn: case Op::randint:
     case Op::bernoulli: case Op::multinomial:
       return add_extern(n, true);
   }

@@ -38,6 +38,20 @@ TEST(LowerFusion, SoftmaxLogSoftmaxLayerNormAreOneKernelEach) {
   }
 }
 
+TEST(LowerFusion, GroupRmsAndBatchNormAreOneKernelEach) {
+  for (Op op : {Op::group_norm, Op::rms_norm, Op::batch_norm}) {
+    GraphBuilder b;
+    Tensor x = b.in(randn({2, 6, 5, 3}));
+    Tensor w = b.in(randn({6})), bias = b.in(randn({6}));
+    Tensor y = op == Op::group_norm ? b.op(op, {x, int64_t(3), w, bias})
+             : op == Op::rms_norm   ? b.op(op, {x, IntList{5, 3}})
+                                    : b.op(op, {x, w, bias, b.in(randn({6})), b.in(call1(Op::rand, {IntList{6}}))});
+    b.out(y);
+    lower::LoweredGraph lg = expect_matches_eager(b);
+    EXPECT_EQ(lower::count_launches(lg), 1) << op_name(op) << "\n" << lower::print(lg);
+  }
+}
+
 TEST(LowerFusion, SoftmaxOverAMiddleDimIsOneKernel) {
   GraphBuilder b;
   Tensor x = b.in(randn({4, 9, 5}));
