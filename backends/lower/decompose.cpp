@@ -46,7 +46,7 @@ struct D {
       std::vector<capture::Ref> rs;
       for (const Tensor& t : v.tensors()) {
         auto it = refs.find(t.impl());
-        TC_ASSERT(it != refs.end(), "decompose: a tensor list of unknown tensors");
+        TC_LOWER_CHECK(it != refs.end(), "decompose: a tensor list of unknown tensors");
         rs.push_back(it->second);
       }
       return capture::NodeArg::list(std::move(rs));
@@ -307,7 +307,7 @@ const std::vector<Rule>& rules() {
 capture::Graph decompose(const capture::Graph& g) {
   capture::Graph out;
   out.dynamic_dims = g.dynamic_dims;
-  D d{out};
+  D d{out, -1, {}};
   // Old (node, flat output) -> fake in the new graph.
   std::vector<std::vector<Tensor>> now(g.nodes.size());
   auto get = [&](capture::Ref r) { return now[r.node][r.elem >= 0 ? r.elem : r.out]; };

@@ -16,7 +16,7 @@ Val KernelBuilder::add(Instr in, int level) {
   std::memcpy(&fbits, &in.f, 8);
   std::vector<int64_t> key = {int64_t(in.op), int64_t(in.ty), int64_t(in.sop), in.a, in.b, in.c, in.i,
                               int64_t(fbits)};
-  TC_ASSERT(level < 2 || !loops_.empty(), "loop value outside a loop");
+  TC_LOWER_CHECK(level < 2 || !loops_.empty(), "loop value outside a loop");
   std::map<std::vector<int64_t>, Val>& cse = level == 0 ? cse0_ : level == 1 ? cse1_ : loops_.back().cse;
   auto it = cse.find(key);
   if (it != cse.end()) return it->second;
@@ -74,16 +74,16 @@ Val KernelBuilder::math(ScalarOp op, Val a, Val b, Val c) {
       t = Ty::Bool;
       break;
     case ScalarOp::where:
-      TC_ASSERT(ty(a) == Ty::Bool && ty(b) == ty(c), "where: operand types");
+      TC_LOWER_CHECK(ty(a) == Ty::Bool && ty(b) == ty(c), "where: operand types");
       t = ty(b);
       break;
     case ScalarOp::cast:
-      TC_ASSERT(false, "use KernelBuilder::cast");
+      TC_LOWER_CHECK(false, "use KernelBuilder::cast");
       break;
     default:
       break;
   }
-  if (b != kNoVal && op != ScalarOp::where) TC_ASSERT(ty(a) == ty(b), "binary scalar op on different types");
+  if (b != kNoVal && op != ScalarOp::where) TC_LOWER_CHECK(ty(a) == ty(b), "binary scalar op on different types");
   // Integer index arithmetic folds.
   int64_t x = 0, y = 0;
   bool ca = is_const(a, &x), cb = b != kNoVal && is_const(b, &y);
@@ -157,7 +157,7 @@ void KernelBuilder::open_loop(const std::vector<SymInt>& extents) {
 }
 
 Val KernelBuilder::reduce(ReduceOp op, Val input, Val index, Val* value) {
-  TC_ASSERT(!loops_.empty(), "reduce outside a loop");
+  TC_LOWER_CHECK(!loops_.empty(), "reduce outside a loop");
   Stmt& s = loops_.back().stmt;
   Reduction r{op, input, index};
   int ri = int(s.reductions.size());
@@ -184,7 +184,7 @@ void KernelBuilder::flush_code() {
 }
 
 void KernelBuilder::close_loop() {
-  TC_ASSERT(!loops_.empty(), "close_loop without a loop");
+  TC_LOWER_CHECK(!loops_.empty(), "close_loop without a loop");
   Stmt s = std::move(loops_.back().stmt);
   loops_.pop_back();
   flush_code();
@@ -192,7 +192,7 @@ void KernelBuilder::close_loop() {
 }
 
 Kernel KernelBuilder::finish(std::vector<int>* buffers, std::vector<SymInt>* sizes) {
-  TC_ASSERT(loops_.empty(), "finish with an open loop");
+  TC_LOWER_CHECK(loops_.empty(), "finish with an open loop");
   flush_code();
   // Drop values nothing uses (constants folded away, trial emissions' leftovers).
   std::vector<bool> used(k_.instrs.size(), false);

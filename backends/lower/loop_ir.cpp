@@ -334,6 +334,7 @@ std::string print(const LoweredGraph& g) {
   s += "outputs:";
   for (const BufferView& o : g.outputs) s += " " + print_view(o);
   s += "\narena " + std::to_string(g.arena_bytes_static) + " bytes\n";
+  for (const std::string& h : g.perf_hints) s += "hint: " + h + "\n";
   return s;
 }
 

@@ -230,6 +230,9 @@ struct LoweredGraph {
   std::vector<BufferView> outputs;  // one per graph output (may view an input buffer)
   int64_t arena_bytes_static = -1;  // bytes of the arena holding the Temps of static size
   int num_fused_nodes = 0;          // graph op nodes that became kernels
+  // What could not be fused or generated, and why, one line each (TC_LOGS=perf_hints):
+  // "line 12: sort runs on its eager kernel (not generated)".
+  std::vector<std::string> perf_hints;
 };
 
 std::string print(const Kernel& k);

@@ -15,7 +15,7 @@ Compiled LoopIRBackend::compile(const capture::Graph& g, const CompileOptions& o
   try {
     lg = std::make_shared<lower::LoweredGraph>(lower::lower(g, {}));
   } catch (const Error& e) {
-    if (e.kind() != ErrorKind::NotImplementedError) throw;
+    if (e.kind() != ErrorKind::NotImplementedError && e.kind() != ErrorKind::CompileError) throw;
     const char* d = std::getenv("TC_DEBUG");
     if (d && std::atoi(d) >= 1) std::fprintf(stderr, "[tc] loopir: graph runs on eager: %s\n", e.what());
     return EagerBackend().compile(g, o);

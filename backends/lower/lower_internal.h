@@ -9,6 +9,10 @@
 
 #include "lower.h"
 
+// A broken invariant inside lowering. A bug in tc, but raised as an error rather than an abort:
+// the backend then runs that graph on eager with a warning instead of ending the program.
+#define TC_LOWER_CHECK(cond, what) TC_CHECK(cond, CompileError, "lowering bug: %s", what)
+
 namespace tc::lower {
 
 // ---- symbolic sizes (sym_shapes.cpp) ---------------------------------------------------------------
@@ -145,6 +149,7 @@ class Lowering {
   std::vector<int> lower_op(int n);  // values of the node's outputs (values.cpp)
   std::vector<int> add_extern(int n, bool fallback);  // values of its outputs
   void push_kernel(KernelBuilder& kb);
+  void hint(int node, const std::string& what);  // a perf_hints line
   bool reads(int id, int buffer);
   void before_write(int buffer);
   int store_into(int n, int view, int src);  // an in-place write kernel (copy_, fill_)

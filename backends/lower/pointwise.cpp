@@ -138,7 +138,7 @@ Val emit_pointwise(KernelBuilder& kb, Op op, const Stack& a, const std::vector<V
       return m(ScalarOp::where, m(ScalarOp::lt, m(ScalarOp::abs, x[2]), c(0.5)), lo, hi);
     }
     default:
-      TC_ASSERT(false, "emit_pointwise: not a pointwise op");
+      TC_LOWER_CHECK(false, "emit_pointwise: not a pointwise op");
   }
   return kNoVal;
 }

@@ -17,6 +17,8 @@ bool is_one(const SymInt& s) { return s.is_const() && s.const_value() == 1; }
 
 struct NotFusable {};
 
+constexpr int kMaxCost = 400;  // instructions of a lazy value before it is stored anyway
+
 SymInt numel(const std::vector<SymInt>& shape) {
   SymInt p = SymInt::of(1);
   for (const SymInt& s : shape) p = p * s;
@@ -138,6 +140,7 @@ Val Lowering::emit(KernelBuilder& kb, int id, const Idx& idx) {
   for (size_t k = 0; fusable && k < rows.size(); k++) fusable = rows[k] == kb.outer(int(k));
   if (!fusable) {
     if (dry_) throw NotFusable{};
+    hint(v.node, "reduction stored by a kernel of its own: its rows do not line up with the kernel reading it");
     realize(id);
     return emit(kb, id, idx);
   }
@@ -324,8 +327,15 @@ int Lowering::realize(int id, bool as_output) {
   return buf;
 }
 
+void Lowering::hint(int n, const std::string& what) {
+  const capture::Node& node = g.nodes[n];
+  std::string h = (node.line >= 0 ? "line " + std::to_string(node.line) + ": " : "") + node.target() + " (" + node.name + "): " + what;
+  if (std::find(lg.perf_hints.begin(), lg.perf_hints.end(), h) == lg.perf_hints.end()) lg.perf_hints.push_back(h);
+}
+
 std::vector<int> Lowering::add_extern(int n, bool fallback) {
   const capture::Node& node = g.nodes[n];
+  if (fallback) hint(n, "runs on its eager kernel (not generated)");
   Step step;
   step.kind = Step::Kind::Extern;
   Extern& e = step.ext;
@@ -414,6 +424,9 @@ void Lowering::lower_node(int n) {
     // kernel and stay lazy.
     if (uses_[n] > 1 && v.kind == LV::Kind::Lazy && !v.has_reduce &&
         (v.cost > opt.realize_cost || v.loads > opt.realize_loads))
+      realize(ids[k]);
+    // Kernels stay a readable size (and emission's recursion shallow).
+    else if (v.kind == LV::Kind::Lazy && v.cost > kMaxCost)
       realize(ids[k]);
   }
 }

@@ -75,6 +75,17 @@ Flat evaluate(const capture::Graph& g, const std::vector<int64_t>& values) {
   return out;
 }
 
+// The graph's meta rules may refuse other sizes (a view to fixed sizes of a dynamic dim): then the
+// sizes are not symbolic after all, and lowering refuses the graph.
+Flat evaluate_or_refuse(const capture::Graph& g, const std::vector<int64_t>& values) {
+  try {
+    return evaluate(g, values);
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::NotImplementedError) throw;
+    TC_FAIL(NotImplementedError, "lowering: the graph's sizes do not follow its dynamic dims (%s)", e.what());
+  }
+}
+
 }  // namespace
 
 Shapes sym_shapes(const capture::Graph& g) {
@@ -91,11 +102,11 @@ Shapes sym_shapes(const capture::Graph& g) {
     std::vector<int64_t> vals = base;
     for (int k = 0; k < K; k++)
       if (c >> k & 1) vals[k] += step[k];
-    corners.push_back(K == 0 ? Flat{} : evaluate(g, vals));
+    corners.push_back(K == 0 ? Flat{} : evaluate_or_refuse(g, vals));
   }
   std::vector<int64_t> probe = base;
   for (int k = 0; k < K; k++) probe[k] += 7;
-  Flat check = K == 0 ? Flat{} : evaluate(g, probe);
+  Flat check = K == 0 ? Flat{} : evaluate_or_refuse(g, probe);
 
   Shapes s;
   s.of_node.resize(g.nodes.size());

@@ -603,7 +603,7 @@ std::vector<int> Lowering::lower_op(int n) {
 
     // ---- contractions ----------------------------------------------------------------------------
     case Op::mm: case Op::bmm: case Op::matmul: case Op::linear: {
-      const Tensor &x = a[0].tensor(), &y = a[1].tensor();
+      const Tensor& x = a[0].tensor();
       bool tiny = tiny_matmul(g, n, opt);
       if (!tiny) return add_extern(n, false);
       // out[..., i, j] = sum_k x[..., i, k] * y[..., k, j]   (linear: y[j, k])
@@ -736,7 +736,7 @@ std::vector<int> Lowering::lower_op(int n) {
     case Op::bernoulli: case Op::multinomial:
       return add_extern(n, true);
   }
-  TC_ASSERT(false, "lower_op: unknown op");
+  TC_LOWER_CHECK(false, "lower_op: unknown op");
   return {};
 }
 

@@ -44,6 +44,18 @@ TEST(LowerDynamicDims, ReshapeOfADynamicDimKeepsItSymbolic) {
   }
 }
 
+TEST(LowerDynamicDims, SizesThatDoNotFollowTheDynamicDimAreRefused) {
+  GraphBuilder b;
+  Tensor x = b.in(randn({6, 4}), true);
+  b.out(b.op(Op::view, {x, int64_t(24)}));  // 24 is fixed: no symbolic form
+  try {
+    lower::lower(b.g);
+    ADD_FAILURE() << "lowered";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::NotImplementedError) << e.what();
+  }
+}
+
 // No two temps live at the same step overlap in the arena; the arena is smaller than their sum.
 TEST(LowerMemoryPlan, DeadBuffersAreReusedLiveOnesNeverOverlap) {
   GraphBuilder b;

@@ -261,6 +261,8 @@ TEST(LowerMatchesEager, ExternsAndFallbacksComputeTheirOps) {
   b.out(b.op(Op::cumsum, {m, int64_t(1)}));
   lower::LoweredGraph lg = expect_matches_eager(b, 1e-4, 1e-4);
   EXPECT_EQ(lower::fallback_ops(lg), (std::vector<std::string>{"adaptive_avg_pool2d", "sort", "cumsum"}));
+  ASSERT_EQ(lg.perf_hints.size(), 3u);
+  EXPECT_EQ(lg.perf_hints[1], "line 7: sort (sort): runs on its eager kernel (not generated)");
 }
 
 // batch_norm in training mode updates its running stats in place: values read before it see the
