@@ -2,6 +2,7 @@
 // backend names and mode names: tcrun, capture and the Lua side ask it (graph_compiler()).
 #include <algorithm>
 
+#include "cpu/cpu_backend.h"
 #include "eager/eager.h"
 #include "lower/loopir_backend.h"
 #include "partitioned.h"
@@ -9,6 +10,22 @@
 
 namespace tc::backends {
 namespace {
+
+// "tc": the code generator of the graph's device: cpu for graphs whose tensors are all on the CPU,
+// eager otherwise (until the CUDA code generator lands).
+class TcBackend final : public Backend {
+ public:
+  TcBackend(const Backend& cpu, const Backend& other) : cpu_(cpu), other_(other) {}
+  const char* name() const override { return "tc"; }
+  bool supports(const capture::Node& n) const override { return !on_cpu(n) || cpu_.supports(n); }
+  Compiled compile(const capture::Graph& g, const CompileOptions& o) const override {
+    return (all_on_cpu(g) ? cpu_ : other_).compile(g, o);
+  }
+
+ private:
+  const Backend& cpu_;
+  const Backend& other_;
+};
 
 struct Entry {
   const char* name;
@@ -18,11 +35,13 @@ struct Entry {
 const std::vector<Entry>& registry() {
   static const EagerBackend eager;
   static const LoopIRBackend loopir;  // debug: lowering + the loop-IR interpreter
-  // "tc", "cpu" and "cuda" are the code generators' names; until they land they run the graph
-  // on the reference backend so that every backend name already gives correct results.
+  static const CpuBackend cpu;
+  static const TcBackend tc(cpu, eager);
+  // "inductor" and "cuda" run the graph on the reference backend until the CUDA code generator
+  // lands, so that every backend name already gives correct results.
   static const std::vector<Entry> list = {
-      {"eager", &eager}, {"tc", &eager}, {"inductor", &eager}, {"cpu", &eager}, {"cuda", &eager},
-      {"loopir", &loopir}};
+      {"eager", &eager}, {"tc", &tc},       {"inductor", &eager}, {"cpu", &cpu},
+      {"cuda", &eager},  {"loopir", &loopir}};
   return list;
 }
 

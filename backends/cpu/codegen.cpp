@@ -38,6 +38,20 @@ void put_vals(std::string& s, const std::vector<Val>& v) {
   for (Val x : v) put(s, x);
 }
 
+// The type ScalarMath::op gives: Bool for predicates, the cast's target, else the operands'.
+Ty result_type(lower::ScalarOp op, Ty ty, const std::vector<Ty>& operands) {
+  switch (op) {
+    case lower::ScalarOp::eq: case lower::ScalarOp::ne: case lower::ScalarOp::lt: case lower::ScalarOp::le:
+    case lower::ScalarOp::gt: case lower::ScalarOp::ge: case lower::ScalarOp::logical_not:
+    case lower::ScalarOp::logical_and: case lower::ScalarOp::logical_or: case lower::ScalarOp::logical_xor:
+    case lower::ScalarOp::isnan: case lower::ScalarOp::isinf:
+      return Ty::Bool;
+    case lower::ScalarOp::cast: return ty;
+    case lower::ScalarOp::where: return operands[1];
+    default: return operands.size() == 2 && operands[0] != operands[1] ? ty : operands[0];
+  }
+}
+
 class KernelEmitter {
  public:
   KernelEmitter(llvm::Module& m, const Kernel& k) : m_(m), k_(k), b_(m.getContext()), math_(b_, m) {}
@@ -96,7 +110,8 @@ Value* KernelEmitter::emit_instr(Val v) {
       break;
     case Opc::ConstF:
       r = in.ty == Ty::F32 || in.ty == Ty::F64 ? llvm::ConstantFP::get(math_.type(in.ty), in.f)
-                                                : math_.cast(llvm::ConstantFP::get(b_.getDoubleTy(), in.f), Ty::F64, in.ty);
+          : in.ty == Ty::Bool                   ? (Value*)b_.getInt1(in.f != 0)
+                                                : llvm::ConstantInt::get(math_.type(in.ty), (uint64_t)(int64_t)in.f, true);
       break;
     case Opc::SizeParam:
       TC_CHECK(in.a >= 0 && in.a < k_.num_size_params, CompileError, "cpu codegen: %s: size parameter %d of %d",
@@ -143,6 +158,7 @@ Value* KernelEmitter::emit_instr(Val v) {
       if (arity == 2 && k_.instrs[in.b].op == Opc::ConstF) const_b = &(cb = k_.instrs[in.b].f);
       if (arity == 2 && k_.instrs[in.b].op == Opc::ConstI) const_b = &(cb = (double)k_.instrs[in.b].i);
       r = math_.op(in.sop, in.ty, args, tys, const_b);
+      r = math_.cast(r, result_type(in.sop, in.ty, tys), in.ty);  // lowering's ty wins
       break;
     }
     case Opc::Acc:

@@ -51,8 +51,8 @@ std::unordered_map<std::string, Compiled>& compiled() {
 }
 
 // TC_DEBUG=3 or TC_LOGS=output_code: the generated LLVM IR of every module before optimization.
-bool log_output_code() {
-  static const bool on = [] {
+std::atomic<bool>& log_output_code() {
+  static std::atomic<bool> on = [] {
     const char* d = std::getenv("TC_DEBUG");
     const char* l = std::getenv("TC_LOGS");
     return (d && std::atoi(d) >= 3) || (l && (std::strstr(l, "output_code") || std::strstr(l, "all")));
@@ -87,7 +87,7 @@ std::vector<bool> noalias_kernels(const lower::LoweredGraph& g) {
 
 // Builds, compiles and caches the kernels `todo` (symbol -> kernel, key) as one module.
 void compile_module(const std::map<std::string, std::pair<const lower::Kernel*, std::string>>& todo,
-                    const lower::LoweredGraph& g) {
+                    capture::CompileReport& report) {
   Counters& c = counters();
   Jit& jit = Jit::get();
   std::string module_key = jit.target_id();
@@ -98,6 +98,8 @@ void compile_module(const std::map<std::string, std::pair<const lower::Kernel*, 
     case CacheRead::Hit:
       jit.add_object(object);
       c.disk_hits += (int64_t)todo.size();
+      report.cached_kernels += (int)todo.size();
+      report.compile_ms += 1e3 * seconds_since(t0);
       c.llvm_s += seconds_since(t0);
       return;
     case CacheRead::Rejected: c.disk_rejected++; break;
@@ -123,15 +125,21 @@ void compile_module(const std::map<std::string, std::pair<const lower::Kernel*, 
   }
   auto t1 = std::chrono::steady_clock::now();
   c.codegen_s += std::chrono::duration<double>(t1 - t0).count();
+  report.codegen_ms += 1e3 * std::chrono::duration<double>(t1 - t0).count();
   object = jit.compile(std::move(m), std::move(ctx));
   c.kernels_compiled += (int64_t)todo.size();
   c.llvm_s += seconds_since(t1);
+  report.compile_ms += 1e3 * seconds_since(t1);
   if (!object.empty()) cache_write(module_key, object);
 }
 
 }  // namespace
 
-Program compile_lowered(const lower::LoweredGraph& g) {
+Program compile_lowered(const lower::LoweredGraph& g, capture::CompileReport* report) {
+  capture::CompileReport local;
+  capture::CompileReport& r = report ? *report : local;
+  r.distinct_kernels += (int)g.kernels.size();
+  for (const lower::Step& s : g.steps) r.kernels += s.kind == lower::Step::Kind::Launch;
   Program p;
   p.graph = g;
   p.kernels.resize(g.kernels.size());
@@ -157,7 +165,7 @@ Program compile_lowered(const lower::LoweredGraph& g) {
   }
   counters().memory_hits += hits;
   if (!todo.empty()) {
-    compile_module(todo, g);
+    compile_module(todo, r);
     for (const auto& [sym, kk] : todo) {
       CompiledKernel k{(KernelFn)jit.lookup(sym), (KernelInfoFn)jit.lookup(sym + "_info")};
       cache.emplace(sym, Compiled{kk.second, k});
@@ -166,6 +174,8 @@ Program compile_lowered(const lower::LoweredGraph& g) {
   for (size_t i = 0; i < g.kernels.size(); i++) p.kernels[i] = cache.at(syms[i]).kernel;
   return p;
 }
+
+void set_log_output_code(bool on) { log_output_code() = on; }
 
 void count_graph(bool fallback, double lower_seconds) {
   Counters& c = counters();

@@ -10,8 +10,9 @@
 
 namespace tc::backends::cpu {
 
-// Throws tc::Error (CompileError) when a kernel cannot be generated or LLVM fails.
-Program compile_lowered(const lower::LoweredGraph& g);
+// Throws tc::Error (CompileError) when a kernel cannot be generated or LLVM fails. `report`, if
+// given, gets codegen and LLVM times and kernel counts added.
+Program compile_lowered(const lower::LoweredGraph& g, capture::CompileReport* report = nullptr);
 
 // Counters behind tc/cpu_backend.h's stats() (compile.cpp owns them).
 void count_graph(bool fallback, double lower_seconds);

@@ -14,6 +14,10 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <mutex>
+#include <optional>
+
+#include "tc/cpu_backend.h"
 
 namespace tc::backends::cpu {
 namespace {
@@ -33,11 +37,23 @@ void discard(const std::string& path, const char* why) {
   unlink(path.c_str());
 }
 
+std::mutex g_dir_mu;
+std::optional<std::string> g_dir;  // set_cache_dir's override of the environment
+
 }  // namespace
 
 uint64_t cache_checksum(const std::string& key_and_object) { return llvm::xxh3_64bits(llvm::StringRef(key_and_object)); }
 
+void set_cache_dir(const std::string& dir) {
+  std::lock_guard<std::mutex> lock(g_dir_mu);
+  g_dir = dir;
+}
+
 std::string cache_dir() {
+  {
+    std::lock_guard<std::mutex> lock(g_dir_mu);
+    if (g_dir) return g_dir->empty() ? "" : *g_dir + "/cpu";
+  }
   const char* e = std::getenv("TC_CACHE_DIR");
   if (e) return *e ? std::string(e) + "/cpu" : "";
   const char* home = std::getenv("HOME");

@@ -41,6 +41,16 @@ Tensor view_of(const Place& p, DType dtype, const BufferView& v, const std::vect
 
 }  // namespace
 
+std::shared_ptr<Storage> Program::arena(int64_t bytes) const {
+  if (bytes <= 0) return nullptr;
+  if (graph.arena_bytes_static < 0) return Storage::allocate((size_t)bytes, Device{});
+  std::lock_guard<std::mutex> lock(kept->mu);
+  if (kept->storage && kept->storage.use_count() == 1) return kept->storage;
+  std::shared_ptr<Storage> s = Storage::allocate((size_t)bytes, Device{});
+  if (!kept->storage) kept->storage = s;
+  return s;
+}
+
 std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
   const lower::LoweredGraph& g = graph;
   std::vector<int64_t> syms;
@@ -53,7 +63,7 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
       if (b.kind != Buffer::Kind::Input && b.offset >= 0)
         arena_bytes = std::max<int64_t>(arena_bytes, b.offset + b.numel.eval(syms) * (int64_t)itemsize(b.dtype));
   }
-  std::shared_ptr<Storage> arena = arena_bytes > 0 ? Storage::allocate((size_t)arena_bytes, Device{}) : nullptr;
+  std::shared_ptr<Storage> arena = this->arena(arena_bytes);
   std::vector<Place> places(g.buffers.size());
   for (size_t i = 0; i < g.buffers.size(); i++) {
     const Buffer& b = g.buffers[i];

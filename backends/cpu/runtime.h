@@ -8,6 +8,8 @@
 // the kernel over its outer range (split over the thread pool when the work is large), an Extern
 // runs the op's eager kernel (OpenBLAS for matmul) on tensors that wrap the step's buffers.
 #pragma once
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "codegen.h"
@@ -27,6 +29,17 @@ struct Program {
   lower::LoweredGraph graph;
   std::vector<CompiledKernel> kernels;  // per graph.kernels
   std::vector<Tensor> run(capture::GraphInputs inputs) const;
+
+  // The arena of static-shape graphs, kept across calls; a call that finds it in use (another
+  // thread, or a tensor still viewing it) allocates its own.
+  struct KeptArena {
+    std::mutex mu;
+    std::shared_ptr<Storage> storage;
+  };
+  std::shared_ptr<KeptArena> kept = std::make_shared<KeptArena>();
+
+ private:
+  std::shared_ptr<Storage> arena(int64_t bytes) const;
 };
 
 // Calls a kernel over [0, outer elements), in parallel chunks when the work is large enough.

@@ -8,6 +8,7 @@
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Module.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "tc/error.h"
@@ -355,10 +356,10 @@ Value* ScalarMath::op(ScalarOp op, Ty result, const std::vector<Value*>& a, cons
   if (op == ScalarOp::where) return b_.CreateSelect(cast(a[0], tys[0], Ty::Bool), a[1], cast(a[2], tys[2], tys[1]));
   if (a.size() == 1) return unary(op, tys[0], a[0]);
   TC_CHECK(a.size() == 2, CompileError, "cpu codegen: %s with %zu operands", lower::scalar_op_name(op), a.size());
-  // Operands of different types meet at the result's type (comparisons: the first operand's).
+  // Operands of different types meet at the result's type (predicates: at the wider operand's).
   Ty t = tys[0];
-  Value* y = tys[1] == t ? a[1] : cast(a[1], tys[1], t);
-  return binary(op, t, a[0], y, const_b);
+  if (tys[1] != t) t = result == Ty::Bool ? std::max(tys[0], tys[1]) : result;
+  return binary(op, t, cast(a[0], tys[0], t), cast(a[1], tys[1], t), const_b);
 }
 
 }  // namespace tc::backends::cpu

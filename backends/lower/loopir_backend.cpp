@@ -10,7 +10,7 @@
 
 namespace tc::backends {
 
-capture::CompiledGraph LoopIRBackend::compile(const capture::Graph& g, const CompileOptions& o) const {
+Compiled LoopIRBackend::compile(const capture::Graph& g, const CompileOptions& o) const {
   std::shared_ptr<const lower::LoweredGraph> lg;
   try {
     lg = std::make_shared<lower::LoweredGraph>(lower::lower(g, {}));
@@ -20,12 +20,12 @@ capture::CompiledGraph LoopIRBackend::compile(const capture::Graph& g, const Com
     if (d && std::atoi(d) >= 1) std::fprintf(stderr, "[tc] loopir: graph runs on eager: %s\n", e.what());
     return EagerBackend().compile(g, o);
   }
-  return [lg](capture::GraphInputs inputs) {
+  return {[lg](capture::GraphInputs inputs) {
     std::vector<Tensor> in;
     in.reserve(inputs.size());
     for (const Tensor* t : inputs) in.push_back(*t);
     return lower::run(*lg, in);
-  };
+  }, {}};
 }
 
 }  // namespace tc::backends

@@ -213,6 +213,10 @@ TEST(CpuDiskCacheOff, EmptyCacheDirTurnsItOff) {
   unsetenv("TC_CACHE_DIR");
   const char* home = getenv("HOME");
   if (home && *home) EXPECT_EQ(cache_dir(), std::string(home) + "/.cache/tc/cpu");
+  set_cache_dir("/some/dir");  // tcrun's --cache-dir wins over the environment
+  EXPECT_EQ(cache_dir(), "/some/dir/cpu");
+  set_cache_dir("");  // --no-cache
+  EXPECT_EQ(cache_dir(), "");
 }
 
 }  // namespace

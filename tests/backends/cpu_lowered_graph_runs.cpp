@@ -84,6 +84,41 @@ TEST(CpuLoweredGraph, LaunchesExternsArenaAndOutputViewsMatchEager) {
   }
 }
 
+// A static graph keeps its arena across calls, but never while a tensor of an earlier call views
+// it: an output that views an arena buffer keeps its values after the next call.
+TEST(CpuLoweredGraph, KeptArenaIsNotReusedUnderALiveView) {
+  disk_cache_off();
+  lower::LoweredGraph g;
+  g.kernels = {relu2()};
+  g.buffers = {{Buffer::Kind::Input, DType::Float32, SymInt::of(8), 0, -1},
+               {Buffer::Kind::Temp, DType::Float32, SymInt::of(8), -1, 0}};
+  lower::Step k;
+  k.launch = {0, {0, 1}, {SymInt::of(8)}};
+  g.steps = {k};
+  g.outputs = {view(1, {SymInt::of(8)}, {SymInt::of(1)})};
+  g.arena_bytes_static = 32;
+  Program p = compile_lowered(g);
+  auto input = [](float v) {
+    Tensor x = Tensor::empty({8}, DType::Float32);
+    for (int i = 0; i < 8; i++) x.data<float>()[i] = v + (float)i;
+    return x;
+  };
+  Tensor x1 = input(1), x2 = input(100);
+  Tensor o1 = p.run(capture::borrow({x1}))[0];
+  Tensor o2 = p.run(capture::borrow({x2}))[0];
+  EXPECT_NE(o1.data_ptr(), o2.data_ptr());
+  for (int i = 0; i < 8; i++) {
+    EXPECT_EQ(o1.data<float>()[i], 2 * (1 + i));
+    EXPECT_EQ(o2.data<float>()[i], 2 * (100 + i));
+  }
+  void* kept = o1.data_ptr();
+  o1 = Tensor();
+  o2 = Tensor();
+  Tensor o3 = p.run(capture::borrow({x2}))[0];
+  EXPECT_EQ(o3.data_ptr(), kept);  // free again: reused
+  EXPECT_EQ(o3.data<float>()[7], 2 * 107);
+}
+
 TEST(CpuLoweredGraph, IdenticalKernelsCompileOncePerProcess) {
   disk_cache_off();
   reset_stats();

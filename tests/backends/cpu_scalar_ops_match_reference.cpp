@@ -304,8 +304,9 @@ void check_equal(const Case& c, Ty out, S got, S want, S x, S y) {
     return;
   }
   EXPECT_EQ(got.f, want.f) << where;
-  if (got.f == 0 && want.f == 0 && c.op != ScalarOp::minimum && c.op != ScalarOp::maximum)
+  if (got.f == 0 && want.f == 0 && c.op != ScalarOp::minimum && c.op != ScalarOp::maximum) {
     EXPECT_EQ(std::signbit(got.f), std::signbit(want.f)) << where << ": sign of zero";
+  }
 }
 
 TEST(CpuScalarOps, EveryPrimitiveOnEveryTypeMatchesTheReference) {
@@ -452,6 +453,44 @@ TEST(CpuScalarOps, WhereSelectsOnTruth) {
       else EXPECT_EQ(got.i, want.i);
     }
   }
+}
+
+}  // namespace
+}  // namespace tc::backends::cpu::test
+
+namespace tc::backends::cpu::test {
+namespace {
+
+// Operands of different types meet at the instruction's type (int32 + float32 -> float32), or for
+// predicates at the wider operand's (int64 < float32 compares as float32); a result type that
+// differs from the operands' is converted to (an int32 add typed int64 is sign-extended).
+TEST(CpuScalarOps, MixedOperandTypesMeetAtTheResultType) {
+  disk_cache_off();
+  KernelBuilder b;
+  b.buffer(DType::Int32, false);
+  b.buffer(DType::Float32, false);
+  b.buffer(DType::Int64, false);
+  b.buffer(DType::Float32, true);
+  b.buffer(DType::Bool, true);
+  b.buffer(DType::Int64, true);
+  Val n = b.pre(b.size(0));
+  b.k.outer = {n};
+  Val i = b.outer(0), x = b.load(0, i, Ty::I32), y = b.load(1, i, Ty::F32), z = b.load(2, i, Ty::I64);
+  Val sum = b.math(ScalarOp::add, Ty::F32, x, y);
+  Val less = b.math(ScalarOp::lt, Ty::Bool, z, y);
+  Val wide = b.math(ScalarOp::add, Ty::I64, x, x);
+  b.code({i, x, y, z, sum, less, wide}, {{3, i, sum}, {4, i, less}, {5, i, wide}});
+  CompiledKernel k = compile_one(b.k);
+  std::vector<int32_t> xs = {1, -2, INT32_MAX};
+  std::vector<float> ys = {0.5f, 2.5f, -1.0f}, sums(3);
+  std::vector<int64_t> zs = {0, 3, (int64_t(1) << 40)}, wides(3);
+  std::vector<char> lt(3);
+  int64_t sz = 3;
+  void* bufs[] = {xs.data(), ys.data(), zs.data(), sums.data(), lt.data(), wides.data()};
+  launch(k, bufs, &sz);
+  EXPECT_EQ(sums, (std::vector<float>{1.5f, 0.5f, (float)INT32_MAX - 1.0f}));
+  EXPECT_EQ(lt, (std::vector<char>{1, 0, 0}));
+  EXPECT_EQ(wides, (std::vector<int64_t>{2, -4, -2}));  // computed in int32 (wraps), then widened
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 // Process-wide totals since start (or the last reset_stats()); safe to read from any thread.
 #pragma once
 #include <cstdint>
+#include <string>
 
 namespace tc::backends::cpu {
 
@@ -23,5 +24,12 @@ struct Stats {
 
 Stats stats();
 void reset_stats();
+
+// Settings that otherwise come from the environment (for tcrun's --cache-dir, --no-cache and
+// --log): the disk cache's directory ("" turns it off; default $TC_CACHE_DIR or ~/.cache/tc),
+// and whether generated LLVM IR is printed to stderr (default: TC_DEBUG>=3 or TC_LOGS naming
+// output_code).
+void set_cache_dir(const std::string& dir);
+void set_log_output_code(bool on);
 
 }  // namespace tc::backends::cpu
