@@ -19,6 +19,11 @@ struct CompileConfig {
   bool fullgraph = false;
   int dynamic = -1;  // -1: automatic (after one size-driven recompile), 0: never, 1: from the start
   std::string mode = "default";
+  // tc.compile(module): the module's forward (a Lua function) keys the code caches of the
+  // wrapper and of every function compiled regionally under it (tc.nn's module_call), as
+  // torch.compile keys by forward's code, so each module class has caches of its own.
+  std::string code_key;
+  std::string where;  // the user's line of the tc.compile call (names tc's own functions)
   std::vector<std::pair<std::string, Value>> options;  // the backend's `options = {...}`, by key
   CompileOptions backend_options() const { return {mode, fullgraph, dynamic, options}; }
 };
@@ -29,6 +34,7 @@ struct CompiledFn {
   CodeCache* cc = nullptr;
   uint64_t generation = 0;
   std::string key;
+  std::string name;  // what reports call its cache (a module: class, forward, tc.compile's line)
 };
 
 struct Stats {
@@ -83,6 +89,7 @@ struct State {
   std::vector<std::unique_ptr<vm::Proto>> resume_protos;
   GraphCompiler compiler;
   std::string stance = "default";
+  bool compile_all = false;  // tcrun --compile-all (set_compile_all)
   uint64_t generation = 1;
   Stats stats;
   Report report;
@@ -93,13 +100,17 @@ State& state();
 int l_dispatch(lua_State* L);  // (compiled fn userdata, args...) -> (f, args...) to tail-call
 // (pending call state, results...) -> (f, args...): continues after a call made at a break
 int l_after_call(lua_State* L);
-CodeCache* cache_for(lua_State* L, int fn_idx, std::string* key);
+// An unspecialized Lua number as the graph input it is (a 0-dim wrapped number, as the op
+// binder makes of numbers: Int64 or Float64).
+Tensor number_input(lua_State* L, int idx);
+CodeCache* cache_for(lua_State* L, int fn_idx, const CompiledFn& cf);
 std::string state_prefix(lua_State* L);  // caches are per Lua state: their keys start with this
 // Pushes the compiled wrapper of the Lua function at idx (made once per function, config
 // inherited), used for Lua functions called at a break (regional compilation).
 void push_wrapper(lua_State* L, int fn_idx, const std::shared_ptr<CompileConfig>& cfg);
 // lua_api.cpp
-void push_compiled(lua_State* L, int fn_idx, std::shared_ptr<CompileConfig> cfg);  // a new wrapper
+void push_compiled(lua_State* L, int fn_idx, std::shared_ptr<CompileConfig> cfg,
+                   std::string name = "");  // a new wrapper
 bool log_enabled(lua_State* L, const char* topic);
 // Adds a backend's report of one graph to tc.compiler.stats() and prints its perf hints
 // (TC_LOGS=perf_hints).

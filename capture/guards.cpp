@@ -119,6 +119,7 @@ void GuardProgram::compile_hot() const {
         break;
       case GuardKind::Type:
         h.vtype = int8_t(g.type);
+        h.ival = g.ival;  // numbers: 1 an integer, 2 a float, 0 either
         break;
       case GuardKind::ArgCount:
         h.ival = g.ival;
@@ -285,7 +286,8 @@ bool GuardProgram::guard_ok(lua_State* L, int base, int i) const {
   bool ok = true;
   switch (g.kind) {
     case GuardKind::Type:
-      ok = lua_type(L, v) == g.vtype && (g.vtype != LUA_TUSERDATA || !lua::to_tensor(L, v));
+      ok = lua_type(L, v) == g.vtype && (g.vtype != LUA_TUSERDATA || !lua::to_tensor(L, v)) &&
+           (g.ival == 0 || (lua_isinteger(L, v) ? 1 : 2) == g.ival);
       break;
     case GuardKind::Tensor: {
       const Tensor* t = lua::to_tensor(L, v);

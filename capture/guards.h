@@ -55,7 +55,7 @@ struct Guard {
   explicit Guard(GuardKind k, int s = -1) : kind(k), src(s) {}
   GuardKind kind = GuardKind::Type;
   int src = -1;
-  int type = LUA_TNIL;  // Type
+  int type = LUA_TNIL;  // Type (numbers: ival 1 an integer, 2 a float, 0 either)
   int k = 0;            // Equals/Identity: K index of the value (kept alive there)
   // Equals/Identity compared in C++ (no K lookup): the value's type and payload; `ptr` is the
   // object (Identity) or the interned short string (Equals on strings; null: compare via K).

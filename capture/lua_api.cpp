@@ -32,21 +32,48 @@ local function callable(f)
   return type(mt) == "table" and mt.__call ~= nil
 end
 
+-- The user's line that called into tc ("model.lua:12"), for names in warnings and reports.
+local function user_line()
+  for level = 3, 30 do
+    local info = debug.getinfo(level, "Sl")
+    if not info then break end
+    if info.what ~= "C" and info.source:sub(1, 5) ~= "@[tc]" then
+      return info.short_src .. ":" .. info.currentline
+    end
+  end
+  return ""
+end
+
+-- The code a module's call runs (its forward, else its __call), which keys its code cache.
+local function module_code(m)
+  local ok, fwd = pcall(function() return m.forward end)
+  if ok and type(fwd) == "function" then return fwd end
+  return getmetatable(m).__call
+end
+
 local function compile(f, opts)
   local fullgraph = opts.fullgraph
   if fullgraph == nil then fullgraph = config.fullgraph == true end
   local backend = opts.backend or config.backend or "tc"
   local dynamic = opts.dynamic
   if dynamic == nil then dynamic = config.dynamic end
+  local where = user_line()
   local mode = opts.mode or config.mode
   if type(f) ~= "function" then
     -- a module (or any callable table): compile its call, hooks included; fields read through
     local m = f
-    local cf = prim.compile(function(...) return m(...) end, backend, fullgraph, dynamic, mode, opts.options)
+    local code = module_code(m)
+    local mt = getmetatable(m)
+    local class = type(mt) == "table" and rawget(mt, "__name") or "module"
+    local info = type(code) == "function" and debug.getinfo(code, "S")
+    local name = ("%s (forward <%s:%d>, tc.compile at %s)"):format(tostring(class),
+      info and info.short_src or "?", info and info.linedefined or 0, where)
+    local cf = prim.compile(function(...) return m(...) end, backend, fullgraph, dynamic,
+                            mode, code, name, where, opts.options)
     return setmetatable({}, {__call = function(_, ...) return cf(...) end, __index = m, __name = "CompiledModule",
                              __tostring = function() return "Compiled(" .. tostring(m) .. ")" end})
   end
-  return prim.compile(f, backend, fullgraph, dynamic, mode, opts.options)
+  return prim.compile(f, backend, fullgraph, dynamic, mode, nil, nil, where, opts.options)
 end
 
 function tc.compile(f, opts)
@@ -138,15 +165,17 @@ int p_compile(lua_State* L) {
   cfg->fullgraph = lua_toboolean(L, 3);
   cfg->dynamic = lua_isnil(L, 4) ? -1 : lua_toboolean(L, 4) ? 1 : 0;
   cfg->mode = luaL_optstring(L, 5, "default");
-  if (lua_istable(L, 6)) {  // the backend's options (checked by tc._api.lua's check_options)
+  if (lua_type(L, 6) == LUA_TFUNCTION && !lua_iscfunction(L, 6)) cfg->code_key = "/" + dump_key(L, 6);
+  cfg->where = luaL_optstring(L, 8, "");
+  if (lua_istable(L, 9)) {  // the backend's options (checked by tc._api.lua's check_options)
     lua_pushnil(L);
-    while (lua_next(L, 6)) {
+    while (lua_next(L, 9)) {
       cfg->options.emplace_back(lua_tostring(L, -2), lua::to_value(L, -1, "option"));
       lua_pop(L, 1);
     }
     std::ranges::sort(cfg->options, {}, [](const auto& kv) { return kv.first; });
   }
-  push_compiled(L, 1, cfg);
+  push_compiled(L, 1, cfg, luaL_optstring(L, 7, ""));
   return 1;
 }
 
@@ -341,6 +370,22 @@ void collect_builtins(lua_State* L) {
     }
     lua_pop(L, 1);
   }
+  // C functions that call one of their arguments (compile-all routes it through the compiler)
+  const std::pair<const char*, int> callers[] = {{"pcall", 1},       {"xpcall", 1},
+                                                 {"table.sort", 2},  {"string.gsub", 3},
+                                                 {"coroutine.create", 1}, {"coroutine.wrap", 1}};
+  for (auto& [path, arg] : callers) {
+    lua_getglobal(L, "_G");
+    for (const char *s = path, *dot; s; s = dot ? dot + 1 : nullptr) {
+      dot = std::strchr(s, '.');
+      lua_pushlstring(L, s, dot ? size_t(dot - s) : std::strlen(s));
+      lua_rawget(L, -2);
+      lua_remove(L, -2);
+      if (!lua_istable(L, -1)) break;
+    }
+    if (lua_iscfunction(L, -1)) k.calls_arg[lua_tocfunction(L, -1)] = arg;
+    lua_pop(L, 1);
+  }
   // unpack is table.unpack; the ipairs iterator
   lua_getglobal(L, "ipairs");
   lua_newtable(L);
@@ -442,11 +487,11 @@ std::vector<Tensor> run_external(int id, const std::string& name, const Stack& e
   return out;
 }
 
-void push_compiled(lua_State* L, int fn_idx, std::shared_ptr<CompileConfig> cfg) {
+void push_compiled(lua_State* L, int fn_idx, std::shared_ptr<CompileConfig> cfg, std::string name) {
   fn_idx = lua_absindex(L, fn_idx);
   lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.factory");
   void* mem = lua_newuserdatauv(L, sizeof(CompiledFn), 1);
-  new (mem) CompiledFn{std::move(cfg), nullptr, 0, std::string()};
+  new (mem) CompiledFn{std::move(cfg), nullptr, 0, std::string(), std::move(name)};
   luaL_setmetatable(L, kCompiledMeta);
   lua_pushvalue(L, fn_idx);
   lua_setiuservalue(L, -2, 1);
@@ -460,7 +505,21 @@ void push_compiled(lua_State* L, int fn_idx, std::shared_ptr<CompileConfig> cfg)
 
 void push_wrapper(lua_State* L, int fn_idx, const std::shared_ptr<CompileConfig>& cfg) {
   fn_idx = lua_absindex(L, fn_idx);
+  // one wrapper per function, and per module code under tc.compile(module) (its own caches)
   lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.regional");
+  if (!cfg->code_key.empty()) {
+    if (lua_getfield(L, -1, cfg->code_key.c_str()) != LUA_TTABLE) {
+      lua_pop(L, 1);
+      lua_newtable(L);
+      lua_newtable(L);
+      lua_pushstring(L, "k");
+      lua_setfield(L, -2, "__mode");
+      lua_setmetatable(L, -2);
+      lua_pushvalue(L, -1);
+      lua_setfield(L, -3, cfg->code_key.c_str());
+    }
+    lua_remove(L, -2);
+  }
   lua_pushvalue(L, fn_idx);
   if (lua_rawget(L, -2) == LUA_TFUNCTION) {
     lua_remove(L, -2);
@@ -550,6 +609,8 @@ void raise_graph_break(lua_State* L, const GraphBreak& b) {
     lua_setfield(L, -2, "source_line");
   }
 }
+
+void set_compile_all(lua_State*, bool on) { state().compile_all = on; }
 
 void install(lua_State* L, GraphCompiler compiler) {
   state().compiler = std::move(compiler);

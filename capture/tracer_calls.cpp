@@ -31,8 +31,11 @@ std::string key_string(const Var& k) {
       return "s" + k.s;
     case Var::K::Int:
       return "i" + std::to_string(k.i);
-    case Var::K::Float:
-      return "f" + std::to_string(k.f);
+    case Var::K::Float: {
+      char buf[40];  // every bit: keys 0.1 and 0.1000001 are different keys
+      std::snprintf(buf, sizeof buf, "f%.17g", k.f);
+      return buf;
+    }
     case Var::K::Bool:
       return k.b ? "btrue" : "bfalse";
     default:
@@ -92,7 +95,7 @@ static int model_find(const ModelTable& t, const Var& key) {
 }
 
 Var Tracer::raw_get(const Var& t, const Var& key_in) {
-  const Var key = normalize_key(key_in);
+  const Var key = normalize_key(spec(key_in));
   if (t.k == Var::K::Table) {
     const ModelTable& m = tables_[t.id];
     if (key.k == Var::K::Int && key.i >= 1 && key.i <= int64_t(m.array.size()))
@@ -101,8 +104,8 @@ Var Tracer::raw_get(const Var& t, const Var& key_in) {
     return j >= 0 ? m.hash[j].second : Var::nil();
   }
   const std::string ks = key_string(key);
-  for (auto it = overlay_.rbegin(); it != overlay_.rend(); ++it)
-    if (it->first.first == t.obj && it->first.second == ks && !ks.empty()) return it->second;
+  if (!ks.empty())
+    if (auto it = overlay_.find({t.obj, ks}); it != overlay_.end()) return it->second;
   int src;
   if (key.k == Var::K::Str || key.k == Var::K::Bool) {
     // A Field source reads K[n] as the key; n at creation (-1 for booleans) keeps t[true]
@@ -168,7 +171,7 @@ bool Tracer::index_through(const Var& h, const Var& key, Var* out, int ret_a) {
 }
 
 bool Tracer::index(const Var& t, const Var& key_in, Var* out, int ret_a) {
-  const Var key = normalize_key(key_in);  // x[2.0] is x[2] for tensors too (lua_tointegerx)
+  const Var key = normalize_key(spec(key_in));  // x[2.0] is x[2] for tensors too (lua_tointegerx)
   switch (t.k) {
     case Var::K::Tensor: {
       if (key.k == Var::K::Str) {
@@ -337,7 +340,8 @@ Var Tracer::tensor_index(const Var& x, const Var& key) {
 
 // x[key] = v as the tensor's __newindex does it (lua_tensor.cpp index_set): the same ops on fake
 // tensors, so the write is a node of the graph (views alias the written tensor when it runs).
-void Tracer::tensor_assign(const Var& x, const Var& key, const Var& v) {
+void Tracer::tensor_assign(const Var& x, const Var& key, const Var& v_in) {
+  const Var v = spec(v_in);
   if (key.k == Var::K::Str)
     throw BreakSignal{BreakCode::TensorAssignment, "x." + key.s + " = ... (tensor metadata)"};
   if (v.k != Var::K::Tensor && !v.is_number() && v.k != Var::K::Bool)
@@ -375,7 +379,7 @@ void Tracer::write_through(const Var& h, const Var& t, const Var& key, const Var
 }
 
 void Tracer::newindex(const Var& t, const Var& key_in, const Var& v) {
-  const Var key = normalize_key(key_in);
+  const Var key = normalize_key(spec(key_in));
   if (t.k == Var::K::Tensor) return tensor_assign(t, key, v);
   if (key.k == Var::K::Float && key.f != key.f)
     throw BreakSignal{BreakCode::ErrorCall, "table index is NaN"};
@@ -427,12 +431,11 @@ void Tracer::newindex(const Var& t, const Var& key_in, const Var& v) {
         const Var h = mt.k == Var::K::Nil ? mt : raw_get(mt, Var::string("__newindex"));
         if (h.k != Var::K::Nil) return write_through(h, t, key, v);
       }
-      if (v.k == Var::K::Closure) throw BreakSignal{BreakCode::EscapingClosure, "stored in a table"};
       const std::string ks = key_string(key);
       if (ks.empty() || (key.k != Var::K::Str && key.k != Var::K::Int))
         throw BreakSignal{BreakCode::UnsupportedBytecode,
                           "table key that is not a string or an integer"};
-      overlay_.push_back({{t.obj, ks}, v});
+      overlay_[{t.obj, ks}] = v;
       effects_.push_back({Effect::Kind::RawSet, t, key, v, 0});
       return;
     }
@@ -444,6 +447,9 @@ void Tracer::newindex(const Var& t, const Var& key_in, const Var& v) {
 
 // ---- arithmetic ------------------------------------------------------------------------------
 bool Tracer::arith(int op, const Var& a, const Var& b, Var* out, int ret_a) {
+  // an unspecialized number stays one only as an operand of a tensor op (a graph input)
+  if ((a.unspec || b.unspec) && a.k != Var::K::Tensor && b.k != Var::K::Tensor)
+    return arith(op, spec(a), spec(b), out, ret_a);
   if (a.is_number() && b.is_number()) {
     // Cases where Lua raises: integer division/modulo by zero, bitwise on non-integral floats.
     const bool bitwise = (op >= LUA_OPBAND && op <= LUA_OPSHR) || op == LUA_OPBNOT;
@@ -463,8 +469,8 @@ bool Tracer::arith(int op, const Var& a, const Var& b, Var* out, int ret_a) {
     return true;
   }
   const bool ta = a.k == Var::K::Tensor, tb = b.k == Var::K::Tensor;
-  if ((ta && (tb || b.is_number() || b.k == Var::K::Bool)) ||
-      (tb && (a.is_number() || a.k == Var::K::Bool))) {
+  if ((ta && (tb || b.is_number() || b.unspec || b.k == Var::K::Bool)) ||
+      (tb && (a.is_number() || a.unspec || a.k == Var::K::Bool))) {
     switch (op) {
       case LUA_OPADD:
         *out = call_op(int(Op::add), {a, b})[0];
@@ -534,7 +540,8 @@ bool Tracer::arith(int op, const Var& a, const Var& b, Var* out, int ret_a) {
 }
 
 // ---- comparisons -------------------------------------------------------------------------------
-bool Tracer::compare(OpCode op, const Var& a, const Var& b) {
+bool Tracer::compare(OpCode op, const Var& a_in, const Var& b_in) {
+  const Var a = spec(a_in), b = spec(b_in);
   static const char* names[] = {"==", "<", "<="};
   const int which = op == OpCode::EQ ? 0 : op == OpCode::LT ? 1 : 2;
   if (a.k == Var::K::Tensor || b.k == Var::K::Tensor) {
@@ -618,7 +625,9 @@ Var Tracer::len(const Var& v) {
   }
 }
 
-Var Tracer::concat(const std::vector<Var>& parts) {
+Var Tracer::concat(const std::vector<Var>& parts_in) {
+  std::vector<Var> parts;
+  for (const Var& p : parts_in) parts.push_back(spec(p));
   for (const Var& p : parts) {
     if (p.k == Var::K::Tensor) throw BreakSignal{BreakCode::ReadsTensorValue, "`..` on a tensor"};
     if (!(p.is_number() || p.k == Var::K::Str))

@@ -128,8 +128,9 @@ bool Tracer::call(const Var& fn, std::vector<Var> args, int ret_a, int ret_n, bo
 }
 
 // ---- tensor ops --------------------------------------------------------------------------------
-Value Tracer::to_value(const Var& v, bool* ok) {
+Value Tracer::to_value(const Var& v_in, bool* ok) {
   *ok = true;
+  const Var v = spec(v_in);  // call_op passes unspecialized numbers as graph inputs before this
   switch (v.k) {
     case Var::K::Nil:
       return Value();
@@ -151,7 +152,8 @@ Value Tracer::to_value(const Var& v, bool* ok) {
       FloatList floats;
       TensorList tensors;
       bool all_int = true, all_num = true, all_tensor = true;
-      for (const Var& x : m.array) {
+      for (const Var& x0 : m.array) {
+        const Var x = spec(x0);
         all_int &= x.k == Var::K::Int;
         all_num &= x.is_number();
         all_tensor &= x.k == Var::K::Tensor;
@@ -180,7 +182,8 @@ Value Tracer::to_value(const Var& v, bool* ok) {
         FloatList floats;
         bool all_int = true;
         const std::vector<Var> items = array_items(v);
-        for (const Var& x : items) {
+        for (const Var& x0 : items) {
+          const Var x = spec(x0);
           if (!x.is_number()) {
             *ok = false;
             return Value();
@@ -228,21 +231,30 @@ std::vector<Var> Tracer::call_op(int op_id, const std::vector<Var>& in) {
     }
   }
   if (s.kind == OpKind::DataDependent) throw BreakSignal{BreakCode::DataDependentShape, s.name};
-  Stack pos;
-  for (const Var& a : args) {
-    bool ok;
-    pos.push_back(to_value(a, &ok));
-    if (!ok)
-      throw BreakSignal{BreakCode::UnsupportedBytecode,
-                        std::string(s.name) + ": an argument tc cannot pass to an op"};
-  }
+  // Unspecialized numbers go in as graph inputs (0-dim wrapped numbers, as the binder makes of
+  // numbers) where the op takes a tensor; where it does not, they are specialized.
+  bool any_unspec = false;
+  for (const Var& a : args) any_unspec |= a.unspec;
   Stack bound;
   Metas metas;
-  try {
-    bound = bind(op, std::move(pos), std::move(kw));
-    metas = infer_meta(op, bound);
-  } catch (const Error& err) {
-    throw BreakSignal{BreakCode::OpFailedWhileTracing, std::string(s.name) + ": " + err.what()};
+  for (bool as_inputs : {true, false}) {
+    if (!as_inputs && !any_unspec) break;
+    Stack pos;
+    for (const Var& a : args) {
+      bool ok;
+      pos.push_back(to_value(a.unspec && as_inputs ? number_input(a) : a, &ok));
+      if (!ok)
+        throw BreakSignal{BreakCode::UnsupportedBytecode,
+                          std::string(s.name) + ": an argument tc cannot pass to an op"};
+    }
+    try {
+      bound = bind(op, std::move(pos), kw);
+      metas = infer_meta(op, bound);
+      break;
+    } catch (const Error& err) {
+      if (as_inputs && any_unspec) continue;
+      throw BreakSignal{BreakCode::OpFailedWhileTracing, std::string(s.name) + ": " + err.what()};
+    }
   }
   std::vector<NodeArg> nargs;
   for (const Value& v : bound) {
@@ -430,7 +442,18 @@ Var Tracer::tensor_property(const Var& t, const std::string& key, bool* found) {
 // ---- builtins ----------------------------------------------------------------------------------
 bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Var>& args,
                           std::vector<Var>* out) {
+  for (Var& a : args) a = spec(a);  // builtins compute with the values
   auto arg = [&](size_t j) { return j < args.size() ? args[j] : Var::nil(); };
+  // Lua raises "bad argument #n (value expected)" for a missing argument, even where nil would
+  // do: the modelled builtins below read missing ones as nil, so they break first
+  static const std::unordered_map<std::string, size_t> min_args = {
+      {"type", 1},         {"ipairs", 1},     {"pairs", 1},        {"next", 1},
+      {"rawequal", 2},     {"rawlen", 1},     {"rawget", 2},       {"rawset", 3},
+      {"getmetatable", 1}, {"setmetatable", 2}, {"math.type", 1},  {"select", 1},
+      {"tostring", 1},     {"tonumber", 1},   {"table.concat", 1}, {"table.insert", 2},
+      {"table.unpack", 1}};
+  if (auto m = min_args.find(name); m != min_args.end() && args.size() < m->second)
+    throw BreakSignal{BreakCode::ErrorCall, name + " without enough arguments"};
   auto need_tensor = [&](size_t j) -> const Tensor& {
     if (arg(j).k != Var::K::Tensor)
       throw BreakSignal{BreakCode::UnsupportedBytecode,
@@ -617,6 +640,19 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
         lua_settop(L, base);
         throw BreakSignal{BreakCode::UnorderedIteration, "next with this key"};
       }
+      // Lua raises for a key that was never in the table (lua_next would raise here)
+      const Var key = normalize_key(arg(1));
+      bool logged = false;
+      for (auto& [k, present] : m.log) {
+        const Var lk = normalize_key(k);
+        logged = logged || (key.k == Var::K::Object ? lk.k == key.k && lk.obj == key.obj
+                                                    : lk.is_const() && key_string(lk) == key_string(key) &&
+                                                          !key_string(key).empty());
+      }
+      if (!logged) {
+        lua_settop(L, base);
+        throw BreakSignal{BreakCode::ErrorCall, "next with a key not in the table"};
+      }
       push_var(arg(1));
     }
     const int more = lua_next(L, rt);  // keys in the log are all present or dead: no error
@@ -688,14 +724,10 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
     }
     if (t.k == Var::K::Object) {
       const std::string what = e_.guards.describe(t.src);
-      if (arg(2).k == Var::K::Closure)
-        throw BreakSignal{BreakCode::EscapingClosure, "stored in a table"};
       if (arg(1).k != Var::K::Str && arg(1).k != Var::K::Int)
         throw BreakSignal{BreakCode::UnsupportedBytecode, "rawset key"};
       raw_get(t, arg(1));
-      overlay_.push_back(
-          {{t.obj, (arg(1).k == Var::K::Str ? "s" + arg(1).s : "i" + std::to_string(arg(1).i))},
-           arg(2)});
+      overlay_[{t.obj, key_string(arg(1))}] = arg(2);
       effects_.push_back({Effect::Kind::RawSet, t, arg(1), arg(2), 0});
       *out = {t};
       return true;
@@ -706,13 +738,14 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
     const Var t = arg(0);
     if (t.k == Var::K::Object) {
       Var mt = metatable_of(t);
-      if (mt.k != Var::K::Nil && raw_get(mt, Var::string("__metatable")).k != Var::K::Nil)
-        throw BreakSignal{BreakCode::UnsupportedBytecode, "__metatable"};
-      *out = {mt};
+      const Var field = mt.k == Var::K::Nil ? mt : raw_get(mt, Var::string("__metatable"));
+      *out = {field.k != Var::K::Nil ? field : mt};  // a protected metatable shows its field
       return true;
     }
     if (t.k == Var::K::Table) {
-      *out = {tables_[t.id].metatable ? *tables_[t.id].metatable : Var::nil()};
+      const Var mt = tables_[t.id].metatable ? *tables_[t.id].metatable : Var::nil();
+      const Var field = mt.k == Var::K::Nil ? mt : raw_get(mt, Var::string("__metatable"));
+      *out = {field.k != Var::K::Nil ? field : mt};
       return true;
     }
     if (t.k == Var::K::Tensor) {
@@ -721,8 +754,9 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
       lua_pop(L, 1);
       return true;
     }
-    *out = {Var::nil()};
-    return true;
+    // strings, numbers, booleans, nil and functions share one metatable per type (strings have
+    // the string library's; debug.setmetatable sets the others): not guarded, so not modelled
+    throw BreakSignal{BreakCode::UnknownCFunction, "getmetatable of a value that is not a table"};
   }
   if (name == "setmetatable") {
     Var t = arg(0), mt = arg(1);
@@ -730,6 +764,13 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
         (mt.k != Var::K::Object && mt.k != Var::K::Nil && mt.k != Var::K::Table))
       throw BreakSignal{BreakCode::UnsupportedBytecode,
                         "setmetatable on a table made outside the compiled function"};
+    // Lua raises for a protected metatable; a finalizer (__gc) is registered by setmetatable
+    // itself, at this point of the program: stock Lua does both
+    if (tables_[t.id].metatable &&
+        raw_get(*tables_[t.id].metatable, Var::string("__metatable")).k != Var::K::Nil)
+      throw BreakSignal{BreakCode::ErrorCall, "setmetatable on a protected metatable"};
+    if (mt.k != Var::K::Nil && raw_get(mt, Var::string("__gc")).k != Var::K::Nil)
+      throw BreakSignal{BreakCode::UnknownCFunction, "setmetatable with a __gc finalizer"};
     if (mt.k == Var::K::Table) {
       tables_[t.id].metatable = mt;
     } else if (mt.k == Var::K::Object) {
@@ -857,8 +898,6 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
       newindex(t, Var::integer(int64_t(a.size()) + 1), args[1]);
     } else if (args.size() == 3 && args[1].k == Var::K::Int && args[1].i >= 1 &&
                args[1].i <= int64_t(a.size()) + 1) {
-      if (args[2].k == Var::K::Closure)
-        throw BreakSignal{BreakCode::EscapingClosure, "stored in a table"};
       a.insert(a.begin() + (args[1].i - 1), args[2]);
       tables_[t.id].order_unknown = true;
     } else {
@@ -927,11 +966,10 @@ std::vector<Var> Tracer::iterate_real_table(const std::string& name, const Var& 
     lua_pop(L, 1);
     return {nx, t, Var::nil()};
   }
-  for (auto& [where, v] : overlay_)
-    if (where.first == t.obj) {
-      lua_settop(L, base);
-      throw BreakSignal{BreakCode::UnorderedIteration, "next over a table written in the trace"};
-    }
+  if (auto w = overlay_.lower_bound({t.obj, ""}); w != overlay_.end() && w->first.first == t.obj) {
+    lua_settop(L, base);
+    throw BreakSignal{BreakCode::UnorderedIteration, "next over a table written in the trace"};
+  }
   // the whole key sequence, read once per table (the trace cannot change it: a write would be
   // in overlay_) and guarded once per source of it
   auto known = key_orders_.find(t.obj);

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,8 @@ const char* kUsage =
     "  --device=cpu|cuda       default device for new tensors\n"
     "  --mode=MODE             default mode for tc.compile ({modes})\n"
     "  --eager                 tc.compile returns functions unchanged (A/B runs)\n"
+    "  --compile-all           every Lua function that runs goes through tc.compile: the script,\n"
+    "                          -e chunks, and the Lua functions they reach (capture/README.md)\n"
     "  --log=LIST              as TC_LOGS (graph_breaks,recompiles,guards,graph_code,output_code,perf_hints)\n"
     "  --cache-dir=DIR         compiled-kernel cache (default $TC_CACHE_DIR or ~/.cache/tc)\n"
     "  --no-cache              do not read or write the kernel cache\n"
@@ -47,7 +50,7 @@ const char* kUsage =
 struct Options {
   std::vector<std::pair<char, std::string>> pre;  // -e / -l in command-line order
   std::string explain, backend, device, mode, log, cache_dir, bytecode, split_check;
-  bool fullgraph = false, eager = false, no_cache = false, warnings = false, version = false, help = false;
+  bool fullgraph = false, eager = false, compile_all = false, no_cache = false, warnings = false, version = false, help = false;
   int script = 0;  // index of the script in argv, 0 if none
 };
 
@@ -120,6 +123,8 @@ Options parse(int argc, char** argv) {
       o.fullgraph = true;
     } else if (a == "--eager") {
       o.eager = true;
+    } else if (a == "--compile-all") {
+      o.compile_all = true;
     } else if (a == "--no-cache") {
       o.no_cache = true;
     } else if (value(a, "backend", &o.backend)) {
@@ -161,6 +166,7 @@ void configure(tc::vm::Runtime& rt, const Options& o) {
     if (!v->empty()) set(key, *v);
   if (o.fullgraph) set("fullgraph", true);
   if (o.eager) set("eager", true);
+  if (o.compile_all) set("compile_all", true);
   if (o.no_cache) set("no_cache", true);
   if (!o.device.empty()) rt.global("require")("tc")[0]["set_default_device"](o.device);
 }
@@ -203,8 +209,23 @@ int main(int argc, char** argv) {
     if (o.warnings) lua_warning(rt.state(), "@on", 0);
     configure(rt, o);
     set_arg_table(rt.state(), argc, argv, o.script);
+    // --compile-all: the script and -e chunks are loaded as usual and run as tc.compile(chunk)
+    std::optional<tc::vm::Ref> compiled_run;
+    if (o.compile_all && !o.eager) {
+      tc::capture::set_compile_all(rt.state(), true);
+      compiled_run = rt.run_string(R"LUA(local compile = require('tc').compile
+return function(kind, src, ...)
+  local chunk, err
+  if kind == "file" then chunk, err = loadfile(src) else chunk, err = load(src, "=(command line)") end
+  if not chunk then error(err, 0) end
+  return compile(chunk)(...)
+end)LUA",
+                                   "=(tcrun)")[0];
+    }
     for (auto& [kind, text] : o.pre) {
-      if (kind == 'e') {
+      if (kind == 'e' && compiled_run) {
+        (*compiled_run)("string", text);
+      } else if (kind == 'e') {
         rt.run_string(text, "=(command line)");
       } else {
         size_t eq = text.find('=');
@@ -216,7 +237,13 @@ int main(int argc, char** argv) {
     if (o.script) {
       std::vector<tc::vm::Arg> args;
       for (int i = o.script + 1; i < argc; i++) args.emplace_back(std::string(argv[i]));
-      rt.run_file(argv[o.script], args);
+      if (compiled_run) {
+        std::vector<tc::vm::Arg> all = {std::string("file"), std::string(argv[o.script])};
+        all.insert(all.end(), args.begin(), args.end());
+        compiled_run->call(all);
+      } else {
+        rt.run_file(argv[o.script], args);
+      }
     }
     if (!o.explain.empty()) tc::capture::print_explain(rt.state(), o.explain, stderr);
   } catch (const tc::vm::LuaError& e) {

@@ -62,7 +62,8 @@ enum class Opc : uint8_t {
   LoopVar,    // a = dim index of the innermost enclosing Loop
   Load,       // a = buffer parameter index, b = element index (I64 Val); ty = compute type
   Math,       // sop on a (, b (, c)): Ty from operands except comparisons (Bool) and Cast (ty)
-  Acc,        // a = index of the Reduction in its Loop (the Loop is the one this Acc follows)
+  Acc,        // a = index of the Reduction in its Loop (the Loop is the one this Acc follows);
+              // b = 1 for the `value` of an ArgMax/ArgMin, else 0
 };
 
 struct Instr {
@@ -75,6 +76,10 @@ struct Instr {
   bool operator==(const Instr&) const = default;
 };
 
+// Reductions start from their identity (Sum 0, Prod 1, Max -inf or the type's lowest, Min +inf or
+// highest, Any false, All true). Max/Min propagate NaN (as amax/amin). ArgMax/ArgMin keep the first
+// index of the extreme value, a NaN counting as the extreme (as PyTorch); their Acc is the index
+// (I64), and `Reduction::value` (another Acc, optional) the extreme value itself.
 enum class ReduceOp : uint8_t { Sum, Prod, Max, Min, ArgMax, ArgMin, Any, All };
 
 struct Reduction {
@@ -82,6 +87,7 @@ struct Reduction {
   Val input = kNoVal;  // a value of the loop body, combined each iteration
   Val index = kNoVal;  // ArgMax/ArgMin: the candidate index (I64) paired with `input`
   Val result = kNoVal; // the Acc instr holding the result after the loop
+  Val value = kNoVal;  // ArgMax/ArgMin: an Acc holding the extreme value (max_dim), or kNoVal
   bool operator==(const Reduction&) const = default;
 };
 
@@ -136,8 +142,12 @@ struct SymInt {
   static SymInt sym(int k);
   bool is_const() const;
   int64_t eval(const std::vector<int64_t>& symbol_values) const;
+  int64_t const_value() const;  // asserts is_const()
   bool operator==(const SymInt&) const = default;
 };
+SymInt operator+(const SymInt& a, const SymInt& b);
+SymInt operator*(const SymInt& a, const SymInt& b);
+std::string to_string(const SymInt& s);  // "4", "s0", "4*s0 + 2"
 
 struct Symbol {
   int input = 0;  // graph input index
@@ -150,8 +160,13 @@ struct Buffer {
   DType dtype = DType::Float32;
   SymInt numel;     // elements the buffer spans (for an Input: its storage extent as viewed)
   int io = -1;      // Input: graph input index; Output: graph output index
-  int64_t offset = -1;  // Temp and Output: byte offset in the arena (memory plan), -1 if unplanned
+  // Temp: byte offset in the arena (memory plan; 64-byte aligned), -1 when its size is dynamic
+  // (then the runner allocates it on its own). Outputs are allocated on their own every call
+  // (they outlive it) and keep -1.
+  int64_t offset = -1;
 };
+// An Input buffer's element 0 is the input tensor's first element (Tensor::data_ptr()); kernels
+// and externs index it with the input's own strides.
 
 // A strided view of a buffer: what an Extern reads or writes, and what a graph output is.
 struct BufferView {
@@ -168,7 +183,17 @@ struct Extern {
   std::vector<Value> constants;  // the node's non-tensor arguments, schema order
   BufferView output;
   bool fallback = false;  // true when this is an op lowering does not handle (perf_hints)
+  // Outputs 2.. of a multi-output op (sort, topk: the indices), each written like `output`.
+  std::vector<BufferView> more_outputs;
+  // How inputs and constants interleave in schema order, one entry per argument: kConstArg takes
+  // the next constant, kTensorArg the next input, n >= 0 the next n inputs as a Tensor[] list.
+  // extern_args() rebuilds the argument Stack for tc::call from it.
+  static constexpr int kConstArg = -1, kTensorArg = -2;
+  std::vector<int> arg_kinds;
+  int node = -1;  // the graph node (for listings and perf_hints)
 };
+// The arguments of `e` for tc::call(e.op, ...), given a tensor per input (views of the buffers).
+Stack extern_args(const Extern& e, const std::vector<Tensor>& inputs);
 
 struct Launch {
   int kernel = 0;                   // index into LoweredGraph::kernels (deduplicated)

@@ -29,6 +29,11 @@ namespace tc::capture {
 // Installs tc.compile and tc.compiler.* into the `tc` module of L (requires "tc" first).
 void install(lua_State* L, GraphCompiler compiler);
 
+// tcrun --compile-all: besides the Lua functions called at graph breaks (always compiled), the
+// Lua functions handed at a break to C functions that call them (pcall, xpcall, table.sort,
+// string.gsub, coroutine.create/wrap) run compiled too. Process-wide, off by default.
+void set_compile_all(lua_State* L, bool on);
+
 // The explain report of everything compiled so far in this process (LUA_API.md §7), as "text"
 // or "json".
 std::string explain_report(const std::string& format);
