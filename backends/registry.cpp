@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "eager/eager.h"
+#include "lower/loopir_backend.h"
 #include "partitioned.h"
 #include "tc/error.h"
 
@@ -16,10 +17,12 @@ struct Entry {
 
 const std::vector<Entry>& registry() {
   static const EagerBackend eager;
+  static const LoopIRBackend loopir;  // debug: lowering + the loop-IR interpreter
   // "tc", "cpu" and "cuda" are the code generators' names; until they land they run the graph
   // on the reference backend so that every backend name already gives correct results.
   static const std::vector<Entry> list = {
-      {"eager", &eager}, {"tc", &eager}, {"inductor", &eager}, {"cpu", &eager}, {"cuda", &eager}};
+      {"eager", &eager}, {"tc", &eager}, {"inductor", &eager}, {"cpu", &eager}, {"cuda", &eager},
+      {"loopir", &loopir}};
   return list;
 }
 

@@ -17,7 +17,8 @@
 // reduction is `outer = kept dims, body = [Loop{reduce}, Code{epilogue, store}]`, and softmax is
 // `outer = rows, body = [Loop{max}, Loop{sum exp(x - max)}, Loop{store exp(x - max) / sum}]`:
 // one kernel. Values are SSA instructions (Instr) in one flat array per kernel, referenced by
-// integer (Val). Scope: preamble values are visible everywhere; values of an outer-level Code
+// integer (Val). Loads, math and the index arithmetic before a store are all Instrs; a Val is
+// defined once. Scope: preamble values are visible everywhere; values of an outer-level Code
 // stmt in later stmts of the same outer iteration; a Loop's body values only inside that loop;
 // a Loop's reduction results (Acc instrs) after the loop.
 //
@@ -62,8 +63,8 @@ enum class Opc : uint8_t {
   LoopVar,    // a = dim index of the innermost enclosing Loop
   Load,       // a = buffer parameter index, b = element index (I64 Val); ty = compute type
   Math,       // sop on a (, b (, c)): Ty from operands except comparisons (Bool) and Cast (ty)
-  Acc,        // a = index of the Reduction in its Loop (the Loop is the one this Acc follows);
-              // b = 1 for the `value` of an ArgMax/ArgMin, else 0
+  Acc,        // a = index of the Reduction in its Loop, b = 1 for an ArgMax/ArgMin `value`;
+              // defined by that Loop (Reduction::result/value), listed in no stmt's body
 };
 
 struct Instr {
@@ -214,7 +215,7 @@ struct LoweredGraph {
   std::vector<Symbol> symbols;
   std::vector<Step> steps;          // the launch order
   std::vector<BufferView> outputs;  // one per graph output (may view an input buffer)
-  int64_t arena_bytes_static = -1;  // arena size when every size is static, else -1
+  int64_t arena_bytes_static = -1;  // bytes of the arena holding the Temps of static size
   int num_fused_nodes = 0;          // graph op nodes that became kernels
 };
 

@@ -1,0 +1,37 @@
+// Lowering: a captured graph to the loop IR (loop_ir.h) that the code generators consume.
+//
+//   LoweredGraph lg = tc::lower::lower(graph, {});
+//   std::vector<Tensor> outs = tc::lower::run(lg, inputs);   // the loop-IR interpreter (oracle)
+//
+// The pipeline (lower.cpp, one pass per file, a dump after each under TC_DEBUG=2): decompose
+// composite ops (decompose.cpp), symbolic sizes (sym_shapes.cpp), index arithmetic, scalar code
+// and fusion into kernels and externs (schedule.cpp), structural dedup (dedup.cpp), static
+// memory plan (plan_memory.cpp). A graph lowering cannot handle raises tc::Error
+// (NotImplementedError) naming the op; callers then run that graph on the eager backend.
+#pragma once
+#include <vector>
+
+#include "loop_ir.h"
+#include "tc/capture/graph.h"
+
+namespace tc::lower {
+
+struct LowerOptions {
+  bool dump = false;        // print every stage to stderr (also when TC_DEBUG >= 2)
+  int tiny_matmul = 16;     // matmuls with every dim <= this become generated reductions
+  int realize_cost = 30;    // a value read by several consumers is stored once its
+                            // recomputation costs more instructions than this
+};
+
+LoweredGraph lower(const capture::Graph& g, const LowerOptions& o = {});
+
+// Runs a lowered graph on CPU tensors (inputs in graph input order), kernel by kernel, slowly:
+// the reference every code generator is tested against. Externs run through tc::call.
+std::vector<Tensor> run(const LoweredGraph& g, const std::vector<Tensor>& inputs);
+
+// Counts for tests and explain.
+int count_launches(const LoweredGraph& g);
+int count_externs(const LoweredGraph& g, bool fallbacks_only);
+std::vector<std::string> fallback_ops(const LoweredGraph& g);
+
+}  // namespace tc::lower

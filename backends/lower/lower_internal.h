@@ -1,0 +1,156 @@
+// Lowering's internal types: symbolic metas, the kernel builder, lowered values. Only the passes
+// of backends/lower include this.
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "lower.h"
+
+namespace tc::lower {
+
+// ---- symbolic sizes (sym_shapes.cpp) ---------------------------------------------------------------
+
+struct SymMeta {
+  std::vector<SymInt> sizes, strides;
+  SymInt offset;
+  DType dtype = DType::Float32;
+};
+
+struct Shapes {
+  std::vector<std::vector<SymMeta>> of_node;  // per node: outputs (a Tensor[] output: its elements)
+  const SymMeta& at(capture::Ref r) const { return of_node[r.node][r.elem >= 0 ? r.elem : r.out]; }
+};
+
+// Sizes, strides and offsets of every tensor of `g` in terms of its dynamic dims (s0, s1, ...).
+Shapes sym_shapes(const capture::Graph& g);
+
+// ---- decompositions (decompose.cpp) ----------------------------------------------------------------
+
+// `g` with composite ops rewritten into simpler ops of ops.def (the rule table in decompose.cpp).
+capture::Graph decompose(const capture::Graph& g);
+
+// ---- the kernel builder (kernel_builder.cpp) -----------------------------------------------------
+
+// Builds one Kernel: values are hash-consed and constant-folded, and each goes to the scope it
+// depends on (preamble, the outer iteration, or the innermost open loop). Opening a loop while
+// another is open puts the new loop before it (a reduction needed inside a loop is computed by
+// an earlier loop of the same outer iteration).
+class KernelBuilder {
+ public:
+  KernelBuilder(LoweredGraph& lg, std::vector<SymInt> outer);
+  Val ci(int64_t v, Ty t = Ty::I64);
+  Val cf(double v, Ty t);
+  Val size(const SymInt& s);  // I64
+  Val outer(int d) const { return outer_vars_[d]; }
+  Val loop_var(int d);        // of the innermost open loop
+  Val math(ScalarOp op, Val a, Val b = kNoVal, Val c = kNoVal);
+  Val cast(Val a, Ty t);
+  Val load(int buffer, Val index);             // graph buffer
+  void store(int buffer, Val index, Val value);
+  Ty ty(Val v) const { return k_.instrs[v].ty; }
+  int level(Val v) const { return level_[v]; }  // 0 preamble, 1 outer, 2 loop
+  bool is_const(Val v, int64_t* out = nullptr) const;
+  int num_outer() const { return int(outer_vars_.size()); }
+
+  void open_loop(const std::vector<SymInt>& extents);
+  // Adds a reduction to the innermost open loop; returns its result's Acc (and `value`'s).
+  Val reduce(ReduceOp op, Val input, Val index = kNoVal, Val* value = nullptr);
+  void close_loop();
+  int open_loops() const { return int(loops_.size()); }
+
+  // Reductions already computed in this kernel: key (memo id, kept index) -> Acc result, value.
+  std::map<std::pair<int, std::vector<Val>>, std::pair<Val, Val>> memo;
+  std::vector<int> source_nodes;
+  int root = -1;  // the value this kernel stores
+
+  // The kernel, with the graph buffer per buffer parameter and the size per size parameter.
+  Kernel finish(std::vector<int>* buffers, std::vector<SymInt>* sizes);
+
+ private:
+  struct OpenLoop {
+    Stmt stmt;
+    std::map<std::vector<int64_t>, Val> cse;
+    std::vector<Ty> red_ty;
+  };
+  Val add(Instr in, int level);
+  void flush_code();
+  LoweredGraph& lg_;
+  Kernel k_;
+  std::vector<int> level_;
+  std::vector<Val> outer_vars_;
+  std::map<std::vector<int64_t>, Val> cse0_, cse1_;
+  Stmt code_;  // outer-level values and stores not yet placed
+  std::vector<OpenLoop> loops_;
+  std::vector<int> buffers_;
+  std::vector<SymInt> sizes_;
+};
+
+// ---- lowered values (values.cpp, schedule.cpp) ---------------------------------------------------
+
+using Idx = std::vector<Val>;
+
+// What a tensor of the graph is during lowering: stored in a buffer (strided view), computed on
+// demand at an index (lazy), or a reduction of another value.
+struct LV {
+  enum class Kind : uint8_t { Buffer, Lazy, Reduce };
+  Kind kind = Kind::Lazy;
+  DType dtype = DType::Float32;
+  std::vector<SymInt> shape;
+  // Buffer
+  int buffer = -1;
+  SymInt offset;
+  std::vector<SymInt> strides;
+  const SymMeta* fake = nullptr;  // the graph's meta when the buffer layout equals it (views)
+  // Lazy
+  std::function<Val(KernelBuilder&, const Idx&)> fn;
+  std::vector<int> deps;  // values read (structure search, cost)
+  int cost = 1;           // instructions to recompute
+  bool has_reduce = false;  // reads a reduction (through lazy values)
+  // Reduce: `input` reduced over `dims` (of the input), Acc `take_value` picks ArgMax's value
+  int input = -1;
+  std::vector<int> dims;
+  bool keepdim = false;
+  ReduceOp rop = ReduceOp::Sum;
+  bool take_value = false;
+  int memo_id = -1;  // reductions sharing one loop (max_dim's values and indices) share it
+  int node = -1;     // the graph node (sources)
+};
+
+class Lowering {
+ public:
+  Lowering(const capture::Graph& g, const Shapes& s, const LowerOptions& o, LoweredGraph& lg);
+  void run();  // every node, then the outputs
+
+  // Values
+  int add(LV v);
+  LV& lv(int id) { return lvs_[id]; }
+  Val emit(KernelBuilder& kb, int id, const Idx& idx);
+  int realize(int id, bool as_output = false);  // stores a value into a buffer: its id
+  int buffer_of(DType d, const SymInt& numel, Buffer::Kind kind);
+
+  const capture::Graph& g;
+  const Shapes& shapes;
+  const LowerOptions& opt;
+  LoweredGraph& lg;
+
+ private:
+  void lower_node(int n);
+  std::vector<int> lower_op(int n);  // values of the node's outputs (values.cpp)
+  std::vector<int> add_extern(int n, bool fallback);  // values of its outputs
+  int find_row_reduction(int id);
+  KernelBuilder root_kernel(int id, Idx* idx);
+  bool fuses_alone(int id);
+  std::vector<LV> lvs_;
+  std::map<std::pair<int, int>, int> value_of_;  // (node, flat output) -> value id
+  std::vector<int> uses_;                        // per node: times its outputs are read
+  std::vector<bool> is_output_;                  // per node
+  int shallow_ = 0;  // > 0: fuses_alone, reductions are not expanded
+  int dry_ = 0;  // > 0: trial emission, a reduction that cannot fuse throws NotFusable
+  std::map<std::tuple<int, int, Idx>, bool> fuses_;  // (kernel root, value, index) -> trial result
+  friend struct ValueBuilder;
+};
+
+}  // namespace tc::lower

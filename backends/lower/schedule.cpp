@@ -1,0 +1,404 @@
+// Scheduling: lowered values become kernels and externs. A value is computed where it is read
+// (fused) unless it must be stored: graph outputs, extern operands, values read by several
+// consumers whose recomputation is expensive, and reductions whose rows do not line up with the
+// kernel reading them. A stored value's kernel loops over its outer dims; when the value is a
+// broadcast of a reduction over the same rows (softmax, layer_norm), the kernel loops over the
+// rows and computes the reductions, then the value, in loops over the reduced dims: one kernel.
+#include <algorithm>
+#include <set>
+
+#include "lower_internal.h"
+#include "tc/error.h"
+
+namespace tc::lower {
+namespace {
+
+bool is_one(const SymInt& s) { return s.is_const() && s.const_value() == 1; }
+
+struct NotFusable {};
+
+SymInt numel(const std::vector<SymInt>& shape) {
+  SymInt p = SymInt::of(1);
+  for (const SymInt& s : shape) p = p * s;
+  return p;
+}
+
+std::vector<SymInt> contiguous(const std::vector<SymInt>& shape) {
+  std::vector<SymInt> st(shape.size());
+  SymInt p = SymInt::of(1);
+  for (size_t d = shape.size(); d-- > 0;) {
+    st[d] = p;
+    p = p * shape[d];
+  }
+  return st;
+}
+
+bool is_contiguous(const SymMeta& m) {
+  if (!(m.offset == SymInt::of(0))) return false;
+  std::vector<SymInt> st = contiguous(m.sizes);
+  for (size_t d = 0; d < st.size(); d++)
+    if (!is_one(m.sizes[d]) && !(st[d] == m.strides[d])) return false;
+  return true;
+}
+
+}  // namespace
+
+Lowering::Lowering(const capture::Graph& graph, const Shapes& s, const LowerOptions& o, LoweredGraph& out)
+    : g(graph), shapes(s), opt(o), lg(out) {}
+
+int Lowering::add(LV v) {
+  if (v.kind == LV::Kind::Lazy) {
+    int64_t c = 1;
+    for (int d : v.deps) {
+      if (lvs_[d].kind == LV::Kind::Lazy) c += lvs_[d].cost;
+      v.has_reduce = v.has_reduce || lvs_[d].kind == LV::Kind::Reduce || (lvs_[d].kind == LV::Kind::Lazy && lvs_[d].has_reduce);
+    }
+    v.cost = int(std::min<int64_t>(c, 1 << 20));
+  }
+  lvs_.push_back(std::move(v));
+  return int(lvs_.size()) - 1;
+}
+
+int Lowering::buffer_of(DType d, const SymInt& n, Buffer::Kind kind) {
+  Buffer b;
+  b.kind = kind;
+  b.dtype = d;
+  b.numel = n;
+  lg.buffers.push_back(b);
+  return int(lg.buffers.size()) - 1;
+}
+
+Val Lowering::emit(KernelBuilder& kb, int id, const Idx& idx) {
+  const LV& v = lvs_[id];
+  if (v.node >= 0 && std::find(kb.source_nodes.begin(), kb.source_nodes.end(), v.node) == kb.source_nodes.end())
+    kb.source_nodes.push_back(v.node);
+  switch (v.kind) {
+    case LV::Kind::Buffer: {
+      Val at = kb.size(v.offset);
+      for (size_t d = 0; d < idx.size(); d++)
+        at = kb.math(ScalarOp::add, at, kb.math(ScalarOp::mul, idx[d], kb.size(v.strides[d])));
+      return kb.load(v.buffer, at);
+    }
+    case LV::Kind::Lazy: {
+      // Read inside a loop, a value that computes reductions is stored first unless they all
+      // fuse here (tried on a copy of the kernel): else its reductions would be stored alone and
+      // its pointwise part recomputed per loop iteration.
+      bool in_loop = false;
+      for (Val x : idx) in_loop = in_loop || kb.level(x) == 2;
+      if (v.has_reduce && in_loop && id != kb.root && !shallow_) {
+        auto key = std::make_tuple(kb.root, id, idx);
+        auto it = fuses_.find(key);
+        if (it == fuses_.end()) {
+          KernelBuilder probe = kb;
+          bool ok = true;
+          dry_++;
+          try {
+            v.fn(probe, idx);
+          } catch (const NotFusable&) {
+            ok = false;
+          } catch (...) {
+            dry_--;
+            throw;
+          }
+          dry_--;
+          it = fuses_.emplace(key, ok).first;
+        }
+        if (!it->second) {
+          if (dry_) throw NotFusable{};
+          if (fuses_alone(id)) {
+            realize(id);
+            return emit(kb, id, idx);
+          }
+        }
+      }
+      return lvs_[id].fn(kb, idx);
+    }
+    case LV::Kind::Reduce:
+      break;
+  }
+  // A reduction: fused when its kept index is exactly this kernel's outer index (the rows line
+  // up), else stored by a kernel of its own.
+  const LV& src = lvs_[v.input];
+  Idx kept;
+  std::vector<SymInt> kept_sizes;
+  size_t o = 0;
+  for (int d = 0; d < int(src.shape.size()); d++) {
+    bool reduced = std::find(v.dims.begin(), v.dims.end(), d) != v.dims.end();
+    if (reduced && v.keepdim) o++;
+    if (reduced) continue;
+    kept.push_back(idx[o++]);
+    kept_sizes.push_back(src.shape[d]);
+  }
+  Idx rows;
+  for (size_t k = 0; k < kept.size(); k++)
+    if (!is_one(kept_sizes[k])) rows.push_back(kept[k]);
+  bool fusable = int(rows.size()) == kb.num_outer();
+  for (size_t k = 0; fusable && k < rows.size(); k++) fusable = rows[k] == kb.outer(int(k));
+  if (!fusable) {
+    if (dry_) throw NotFusable{};
+    realize(id);
+    return emit(kb, id, idx);
+  }
+  if (shallow_) {  // fuses_alone checks only the rows of the reductions it reads directly
+    bool logical = v.rop == ReduceOp::Any || v.rop == ReduceOp::All;
+    bool arg = (v.rop == ReduceOp::ArgMax || v.rop == ReduceOp::ArgMin) && !v.take_value;
+    Ty t = logical ? Ty::Bool : arg ? Ty::I64 : compute_type(v.dtype);
+    return t == Ty::F32 || t == Ty::F64 ? kb.cf(0, t) : kb.ci(0, t);
+  }
+  auto key = std::make_pair(v.memo_id, rows);
+  auto it = kb.memo.find(key);
+  if (it == kb.memo.end()) {
+    std::vector<SymInt> extents;
+    for (int d : v.dims) extents.push_back(src.shape[d]);
+    kb.open_loop(extents);
+    Idx in(src.shape.size());
+    size_t k = 0;
+    Val lin = kb.ci(0);
+    for (int d = 0; d < int(src.shape.size()); d++) {
+      auto pos = std::find(v.dims.begin(), v.dims.end(), d);
+      if (pos == v.dims.end()) {
+        in[d] = kept[k++];
+      } else {
+        in[d] = kb.loop_var(int(pos - v.dims.begin()));
+        lin = kb.math(ScalarOp::add, kb.math(ScalarOp::mul, lin, kb.size(src.shape[d])), in[d]);
+      }
+    }
+    Val x = emit(kb, v.input, in);
+    bool arg = v.rop == ReduceOp::ArgMax || v.rop == ReduceOp::ArgMin;
+    bool logical = v.rop == ReduceOp::Any || v.rop == ReduceOp::All;
+    if (logical) x = kb.cast(x, Ty::Bool);
+    else if (!arg) x = kb.cast(x, compute_type(v.dtype));
+    Val value = kNoVal;
+    Val r = kb.reduce(v.rop, x, arg ? lin : kNoVal, arg ? &value : nullptr);
+    kb.close_loop();
+    it = kb.memo.emplace(key, std::make_pair(r, value)).first;
+  }
+  return v.take_value ? it->second.second : it->second.first;
+}
+
+// A reduction whose input has the value's shape, reached through lazy values: the rows the
+// value's kernel should loop over (-1: none; the kernel loops over every dim of the value).
+int Lowering::find_row_reduction(int id) {
+  const std::vector<SymInt>& shape = lvs_[id].shape;
+  std::set<int> seen;
+  std::vector<int> stack = {id};
+  while (!stack.empty()) {
+    int x = stack.back();
+    stack.pop_back();
+    if (!seen.insert(x).second) continue;
+    const LV& v = lvs_[x];
+    if (v.kind == LV::Kind::Reduce && x != id) {
+      const LV& src = lvs_[v.input];
+      bool rows_left = false;
+      for (int d = 0; d < int(shape.size()); d++)
+        if (std::find(v.dims.begin(), v.dims.end(), d) == v.dims.end() && !is_one(shape[d])) rows_left = true;
+      if (src.shape == shape && rows_left) return x;
+      continue;
+    }
+    if (v.kind == LV::Kind::Lazy)
+      for (int d : v.deps) stack.push_back(d);
+  }
+  return -1;
+}
+
+// The kernel that stores value `id`: its outer dims, and a loop over the rows' reduced dims when
+// the value broadcasts a reduction over the same rows. Sets `idx` to the value's index.
+KernelBuilder Lowering::root_kernel(int id, Idx* idx) {
+  const std::vector<SymInt>& shape = lvs_[id].shape;
+  int row = find_row_reduction(id);
+  std::vector<int> loop_dims;
+  if (row >= 0)
+    for (int d : lvs_[row].dims)
+      if (!is_one(shape[d])) loop_dims.push_back(d);
+  std::vector<SymInt> outer, loop;
+  std::vector<int> where(shape.size(), -1);  // >= 0: outer dim; <= -2: loop dim
+  for (int d = 0; d < int(shape.size()); d++) {
+    if (is_one(shape[d])) continue;
+    if (std::find(loop_dims.begin(), loop_dims.end(), d) != loop_dims.end()) {
+      where[d] = -2 - int(loop.size());
+      loop.push_back(shape[d]);
+    } else {
+      where[d] = int(outer.size());
+      outer.push_back(shape[d]);
+    }
+  }
+  KernelBuilder kb(lg, outer);
+  kb.root = id;
+  if (!loop.empty()) kb.open_loop(loop);
+  idx->resize(shape.size());
+  for (int d = 0; d < int(shape.size()); d++)
+    (*idx)[d] = where[d] >= 0 ? kb.outer(where[d]) : where[d] == -1 ? kb.ci(0) : kb.loop_var(-2 - where[d]);
+  return kb;
+}
+
+// Whether every reduction value `id` reads fuses into the kernel that would store it.
+bool Lowering::fuses_alone(int id) {
+  Idx idx;
+  KernelBuilder kb = root_kernel(id, &idx);
+  dry_++;
+  shallow_++;
+  bool ok = true;
+  try {
+    emit(kb, id, idx);
+  } catch (const NotFusable&) {
+    ok = false;
+  } catch (...) {
+    dry_--;
+    shallow_--;
+    throw;
+  }
+  dry_--;
+  shallow_--;
+  return ok;
+}
+
+int Lowering::realize(int id, bool as_output) {
+  if (lvs_[id].kind == LV::Kind::Buffer) return lvs_[id].buffer;
+  const std::vector<SymInt> shape = lvs_[id].shape;
+  const DType dtype = lvs_[id].dtype;
+  int buf = buffer_of(dtype, numel(shape), as_output ? Buffer::Kind::Output : Buffer::Kind::Temp);
+  Idx idx;
+  KernelBuilder kb = root_kernel(id, &idx);
+  Val v = emit(kb, id, idx);
+  std::vector<SymInt> st = contiguous(shape);
+  Val at = kb.ci(0);
+  for (size_t d = 0; d < shape.size(); d++)
+    at = kb.math(ScalarOp::add, at, kb.math(ScalarOp::mul, idx[d], kb.size(st[d])));
+  kb.store(buf, at, v);
+  if (kb.open_loops()) kb.close_loop();
+  Step step;
+  Kernel k = kb.finish(&step.launch.buffers, &step.launch.sizes);
+  std::string names;
+  for (int n : k.source_nodes)
+    if (names.size() < 40 && g.nodes[n].kind == capture::NodeKind::Op) names += std::string("_") + op_name(g.nodes[n].op);
+  k.name = "k" + std::to_string(lg.kernels.size()) + names;
+  for (int n : k.source_nodes) k.source_lines.push_back(g.nodes[n].line);
+  lg.num_fused_nodes += int(k.source_nodes.size());
+  step.launch.kernel = int(lg.kernels.size());
+  lg.kernels.push_back(std::move(k));
+  lg.steps.push_back(std::move(step));
+
+  LV& out = lvs_[id];
+  out.kind = LV::Kind::Buffer;
+  out.buffer = buf;
+  out.offset = SymInt::of(0);
+  out.strides = st;
+  out.fake = nullptr;
+  out.fn = nullptr;
+  if (out.node >= 0)
+    for (const SymMeta& m : shapes.of_node[out.node])
+      if (m.sizes == shape && m.dtype == dtype && is_contiguous(m)) out.fake = &m;
+  return buf;
+}
+
+std::vector<int> Lowering::add_extern(int n, bool fallback) {
+  const capture::Node& node = g.nodes[n];
+  Step step;
+  step.kind = Step::Kind::Extern;
+  Extern& e = step.ext;
+  e.op = node.op;
+  e.node = n;
+  e.fallback = fallback;
+  auto operand = [&](capture::Ref r) {
+    int id = value_of_.at({r.node, r.elem >= 0 ? r.elem : r.out});
+    realize(id);
+    const LV& v = lvs_[id];
+    e.inputs.push_back({v.buffer, v.offset, v.shape, v.strides});
+  };
+  for (const capture::NodeArg& a : node.args) {
+    if (a.kind == capture::NodeArg::Kind::Const) {
+      e.constants.push_back(a.constant);
+      e.arg_kinds.push_back(Extern::kConstArg);
+    } else if (a.kind == capture::NodeArg::Kind::Ref) {
+      operand(a.refs[0]);
+      e.arg_kinds.push_back(Extern::kTensorArg);
+    } else {
+      for (capture::Ref r : a.refs) operand(r);
+      e.arg_kinds.push_back(int(a.refs.size()));
+    }
+  }
+  std::vector<int> ids;
+  for (const Value& f : node.fakes)
+    TC_CHECK(f.is_tensor(), NotImplementedError, "lowering: %s returns a tensor list", op_name(node.op));
+  for (size_t k = 0; k < shapes.of_node[n].size(); k++) {
+    const SymMeta& m = shapes.of_node[n][k];
+    LV v;
+    v.kind = LV::Kind::Buffer;
+    v.dtype = m.dtype;
+    v.shape = m.sizes;
+    v.node = n;
+    v.buffer = buffer_of(m.dtype, numel(m.sizes), Buffer::Kind::Temp);
+    v.offset = SymInt::of(0);
+    v.strides = contiguous(m.sizes);
+    if (is_contiguous(m)) v.fake = &m;
+    BufferView out{v.buffer, v.offset, v.shape, v.strides};
+    (k == 0 ? e.output : e.more_outputs.emplace_back()) = out;
+    ids.push_back(add(std::move(v)));
+  }
+  lg.steps.push_back(std::move(step));
+  return ids;
+}
+
+void Lowering::lower_node(int n) {
+  const capture::Node& node = g.nodes[n];
+  TC_CHECK(node.kind != capture::NodeKind::External, NotImplementedError,
+           "lowering: the external function %s", node.target());
+  for (const Value& f : node.fakes) {
+    const Tensor& t = f.is_tensor() ? f.tensor() : f.tensors().empty() ? Tensor() : f.tensors()[0];
+    TC_CHECK(!t.defined() || t.device().is_cpu(), NotImplementedError, "lowering: tensors on %s",
+             t.device().is_cuda() ? "cuda" : "another device");
+  }
+  std::vector<int> ids = lower_op(n);
+  for (size_t k = 0; k < ids.size(); k++) {
+    value_of_[{n, int(k)}] = ids[k];
+    LV& v = lvs_[ids[k]];
+    if (uses_[n] > 1 && v.kind == LV::Kind::Lazy && v.cost > opt.realize_cost) realize(ids[k]);
+  }
+}
+
+void Lowering::run() {
+  uses_.assign(g.nodes.size(), 0);
+  is_output_.assign(g.nodes.size(), false);
+  for (const capture::Node& node : g.nodes)
+    for (const capture::NodeArg& a : node.args)
+      for (capture::Ref r : a.refs) uses_[r.node]++;
+  for (capture::Ref r : g.outputs) is_output_[r.node] = true;
+  for (const auto& [input, dim] : g.dynamic_dims) lg.symbols.push_back({input, dim});
+
+  for (int n = 0; n < int(g.nodes.size()); n++) {
+    const capture::Node& node = g.nodes[n];
+    if (node.kind != capture::NodeKind::Input) {
+      lower_node(n);
+      continue;
+    }
+    const SymMeta& m = shapes.of_node[n][0];
+    SymInt extent = SymInt::of(1);
+    bool empty = false;
+    for (size_t d = 0; d < m.sizes.size(); d++) {
+      empty = empty || (m.sizes[d].is_const() && m.sizes[d].const_value() == 0);
+      extent = extent + (m.sizes[d] + SymInt::of(-1)) * m.strides[d];
+    }
+    LV v;
+    v.kind = LV::Kind::Buffer;
+    v.dtype = m.dtype;
+    v.shape = m.sizes;
+    v.buffer = buffer_of(m.dtype, empty ? SymInt::of(0) : extent, Buffer::Kind::Input);
+    lg.buffers[v.buffer].io = int(std::find(g.inputs.begin(), g.inputs.end(), n) - g.inputs.begin());
+    v.offset = SymInt::of(0);
+    v.strides = m.strides;
+    v.fake = &m;
+    value_of_[{n, 0}] = add(std::move(v));
+  }
+  for (int i = 0; i < int(g.outputs.size()); i++) {
+    capture::Ref r = g.outputs[i];
+    int id = value_of_.at({r.node, r.elem >= 0 ? r.elem : r.out});
+    realize(id, true);
+    const LV& v = lvs_[id];
+    Buffer& b = lg.buffers[v.buffer];
+    if (b.kind == Buffer::Kind::Temp) b.kind = Buffer::Kind::Output;
+    if (b.kind == Buffer::Kind::Output && b.io < 0) b.io = i;
+    lg.outputs.push_back({v.buffer, v.offset, v.shape, v.strides});
+  }
+}
+
+}  // namespace tc::lower

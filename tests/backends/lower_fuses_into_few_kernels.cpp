@@ -1,0 +1,109 @@
+// Fusion: how many kernels and externs lowering makes of typical patterns, and that each lowered
+// graph still computes what eager computes (loop-IR interpreter vs eager).
+#include "lower_graphs.h"
+
+using namespace tc;
+using namespace tc::testing;
+
+TEST(LowerFusion, TenOpPointwiseChainIsOneKernel) {
+  GraphBuilder b;
+  Tensor x = b.in(randn({33, 17}));
+  Tensor y = b.in(randn({17}));
+  Tensor t = b.op(Op::add, {x, y});
+  t = b.op(Op::mul, {t, 2.0});
+  t = b.op(Op::sin, {t});
+  t = b.op(Op::exp, {t});
+  t = b.op(Op::sub, {t, y});
+  t = b.op(Op::relu, {t});
+  t = b.op(Op::sigmoid, {t});
+  t = b.op(Op::tanh, {t});
+  t = b.op(Op::div, {t, 3.0});
+  t = b.op(Op::gelu, {t});
+  b.out(t);
+  lower::LoweredGraph lg = expect_matches_eager(b);
+  EXPECT_EQ(lower::count_launches(lg), 1) << lower::print(lg);
+  EXPECT_EQ(lower::count_externs(lg, false), 0);
+}
+
+TEST(LowerFusion, SoftmaxLogSoftmaxLayerNormAreOneKernelEach) {
+  for (Op op : {Op::softmax, Op::log_softmax, Op::layer_norm}) {
+    GraphBuilder b;
+    Tensor x = b.in(randn({8, 3, 37}));
+    Tensor y = op == Op::layer_norm ? b.op(op, {x, IntList{37}, b.in(randn({37})), b.in(randn({37}))})
+                                    : b.op(op, {x, int64_t(-1)});
+    b.out(y);
+    lower::LoweredGraph lg = expect_matches_eager(b);
+    EXPECT_EQ(lower::count_launches(lg), 1) << op_name(op) << "\n" << lower::print(lg);
+    EXPECT_EQ(lower::count_externs(lg, false), 0) << op_name(op);
+  }
+}
+
+TEST(LowerFusion, SoftmaxOverAMiddleDimIsOneKernel) {
+  GraphBuilder b;
+  Tensor x = b.in(randn({4, 9, 5}));
+  b.out(b.op(Op::softmax, {x, int64_t(2)}));
+  lower::LoweredGraph lg = expect_matches_eager(b);
+  EXPECT_EQ(lower::count_launches(lg), 1) << lower::print(lg);
+}
+
+TEST(LowerFusion, CrossEntropyPerSampleIsOneKernelMeanAddsOne) {
+  for (const char* red : {"none", "mean"}) {
+    GraphBuilder b;
+    Tensor x = b.in(randn({6, 11}));
+    Tensor t = b.in(call1(Op::randint, {int64_t(1), int64_t(12), IntList{6}}));
+    b.out(b.op(Op::cross_entropy, {x, t}, {{"reduction", red}}));
+    lower::LoweredGraph lg = expect_matches_eager(b);
+    EXPECT_EQ(lower::count_launches(lg), std::string(red) == "none" ? 1 : 2) << red << "\n" << lower::print(lg);
+    EXPECT_EQ(lower::count_externs(lg, false), 0);
+  }
+}
+
+TEST(LowerFusion, LinearBiasReluIsOneGemmAndOneKernel) {
+  GraphBuilder b;
+  Tensor x = b.in(randn({32, 64}));
+  Tensor w = b.in(randn({48, 64}));
+  Tensor bias = b.in(randn({48}));
+  b.out(b.op(Op::relu, {b.op(Op::linear, {x, w, bias})}));
+  lower::LoweredGraph lg = expect_matches_eager(b, 1e-4, 1e-4);
+  EXPECT_EQ(lower::count_externs(lg, false), 1) << lower::print(lg);
+  EXPECT_EQ(lower::count_externs(lg, true), 0);
+  EXPECT_LE(lower::count_launches(lg), 1) << lower::print(lg);
+}
+
+TEST(LowerFusion, TinyMatmulIsAGeneratedReductionWithItsEpilogue) {
+  GraphBuilder b;
+  Tensor x = b.in(randn({10, 10}));
+  Tensor w = b.in(randn({10, 10}));
+  Tensor bias = b.in(randn({10}));
+  b.out(b.op(Op::sigmoid, {b.op(Op::relu, {b.op(Op::linear, {x, w, bias})})}));
+  lower::LoweredGraph lg = expect_matches_eager(b);
+  EXPECT_EQ(lower::count_externs(lg, false), 0) << lower::print(lg);
+  EXPECT_EQ(lower::count_launches(lg), 1) << lower::print(lg);
+}
+
+// The seed model (scripts/models/seed_layers.lua): linear, then 64 layers of linear, relu,
+// sigmoid, linear, relu, on [10, 10]. Whole, it must need as many distinct kernels as one layer.
+static GraphBuilder seed_model(int layers) {
+  GraphBuilder b;
+  Tensor h = b.in(randn({10, 10}));
+  auto linear = [&](const Tensor& x) { return b.op(Op::linear, {x, b.in(randn({10, 10})), b.in(randn({10}))}); };
+  h = linear(h);
+  for (int l = 0; l < layers; l++) {
+    h = b.op(Op::sigmoid, {b.op(Op::relu, {linear(h)})});
+    h = b.op(Op::relu, {linear(h)});
+  }
+  b.out(h);
+  return b;
+}
+
+TEST(LowerFusion, SixtyFourIdenticalLayersShareOneLayersKernels) {
+  GraphBuilder one = seed_model(1), two = seed_model(2), all = seed_model(64);
+  lower::LoweredGraph l1 = expect_matches_eager(one), l2 = lower::lower(two.g), l64 = lower::lower(all.g);
+  EXPECT_EQ(l64.kernels.size(), l2.kernels.size()) << lower::print(l2);
+  EXPECT_LE(l64.kernels.size(), l1.kernels.size() + 1) << lower::print(l1);
+  EXPECT_EQ(lower::count_launches(l64), 1 + 64 * 2) << "one kernel per linear with its epilogue";
+  EXPECT_EQ(lower::count_externs(l64, false), 0);
+  // The whole model still computes eager's result.
+  std::vector<Tensor> got = lower::run(l64, all.inputs), want = eager(all.g, all.inputs);
+  EXPECT_LE(closeness(got[0], want[0], 1e-5, 1e-4), 1.0);
+}
