@@ -482,7 +482,7 @@ class Summary : public ::testing::Environment {
     for (const std::string& line : allowlist())
       if (line.rfind(g_backend + " ", 0) == 0 && !tally().fell_back.count(line.substr(g_backend.size() + 1)))
         stale += " " + line.substr(g_backend.size() + 1);
-    if (!on_eager.empty()) std::printf("ran on eager inside compiled graphs (allowlisted):%s\n", on_eager.c_str());
+    if (!on_eager.empty()) std::printf("ran on eager inside compiled graphs:%s\n", on_eager.c_str());
     if (!stale.empty()) std::printf("allowlisted but compiled now (remove from the allowlist):%s\n", stale.c_str());
   }
 };
