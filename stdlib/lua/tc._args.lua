@@ -16,8 +16,8 @@ args.None = setmetatable({}, {__name = "None", __tostring = function() return "N
 local None = args.None
 
 -- ---- kinds: what a parameter accepts ------------------------------------------------------------
--- A kind is {what = text for errors, ok = predicate[, array = takes an array table][, dict = takes
--- a table with string keys]}.
+-- A kind is {what = text for errors, ok = predicate[, norm = the value to bind, from an accepted
+-- one][, array = takes an array table][, dict = takes a table with string keys]}.
 local K = {}
 args.kinds = K
 local function kind(what, ok, extra)
@@ -26,7 +26,16 @@ local function kind(what, ok, extra)
   return k
 end
 local function plain_table(v) return type(v) == "table" and getmetatable(v) == nil end
-local function int_at_least(lo) return function(v) return mtype(v) == "integer" and v >= lo end end
+-- Lua's `/` gives floats: an integral float (2.0) counts as an integer, as in tc's own binding,
+-- and is bound as one (so are the elements of an array of them).
+local function int(v) return mtype(v) == "float" and math.tointeger(v) or v end
+local function ints(v)
+  if not plain_table(v) then return int(v) end
+  local out = {}
+  for i, e in ipairs(v) do out[i] = int(e) end
+  return out
+end
+local function int_at_least(lo) return function(v) v = int(v); return mtype(v) == "integer" and v >= lo end end
 -- An array of 1..n values (n = nil: any length >= 1), each accepted by elem.
 local function array_of(v, elem, n)
   if not plain_table(v) or #v == 0 or (n and #v ~= n) then return false end
@@ -37,11 +46,11 @@ local function array_of(v, elem, n)
 end
 
 local is_count, is_natural = int_at_least(1), int_at_least(0)
-K.count = kind("an integer >= 1", is_count)
-K.natural = kind("an integer >= 0", is_natural)
-K.int = kind("an integer", function(v) return mtype(v) == "integer" end)
+K.count = kind("an integer >= 1", is_count, {norm = int})
+K.natural = kind("an integer >= 0", is_natural, {norm = int})
+K.int = kind("an integer", function(v) return mtype(int(v)) == "integer" end, {norm = int})
 K.dim = kind("a dimension (a nonzero integer: 1-based, negative from the end)",
-  function(v) return mtype(v) == "integer" and v ~= 0 end)
+  function(v) return mtype(int(v)) == "integer" and v ~= 0 end, {norm = int})
 K.number = kind("a number", function(v) return type(v) == "number" end)
 K.nonnegative = kind("a number >= 0", function(v) return type(v) == "number" and v >= 0 end)
 K.probability = kind("a probability between 0 and 1", function(v) return type(v) == "number" and v >= 0 and v <= 1 end)
@@ -64,7 +73,8 @@ K.module_dict = kind("a table of name = module", function(v)
   end
   return true
 end, {array = true, dict = true})
-K.shape = kind("an integer >= 1 or an array of them", function(v) return is_count(v) or array_of(v, is_count) end, {array = true})
+K.shape = kind("an integer >= 1 or an array of them", function(v) return is_count(v) or array_of(v, is_count) end,
+  {array = true, norm = ints})
 K.activation = kind('"relu", "gelu" or a function', function(v)
   return v == "relu" or v == "gelu" or type(v) == "function" or (getmetatable(v) or {}).__call ~= nil
 end)
@@ -80,7 +90,7 @@ end
 function K.size(n, lo)
   local elem = int_at_least(lo or 1)
   local what = ("an integer >= %d or an array of %d of them"):format(lo or 1, n)
-  return kind(what, function(v) return elem(v) or array_of(v, elem, n) end, {array = true})
+  return kind(what, function(v) return elem(v) or array_of(v, elem, n) end, {array = true, norm = ints})
 end
 
 -- A convolution's padding: an integer >= 0, an array of n of them, or "same" / "valid".
@@ -88,7 +98,7 @@ function K.padding(n, strings)
   local what = ("an integer >= 0 or an array of %d of them%s"):format(n, strings and ', or "same" or "valid"' or "")
   return kind(what, function(v)
     return is_natural(v) or array_of(v, is_natural, n) or (strings and (v == "same" or v == "valid"))
-  end, {array = true})
+  end, {array = true, norm = ints})
 end
 
 -- ---- binding ------------------------------------------------------------------------------------
@@ -166,6 +176,7 @@ function Signature:check(i, v, how)
   if row.only_default and v ~= only then
     self:fail("NotImplementedError", "%s = %s is not supported by tc (only the default, %s)", name, show(v), show(default))
   end
+  if k.norm then return k.norm(v) end
   return v
 end
 

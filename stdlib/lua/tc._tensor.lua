@@ -143,13 +143,14 @@ function T.is_tensor(x) return is_tensor(x) end
 -- included), or both NaN with equal_nan. As in PyTorch, input and other must have the same dtype;
 -- bool tensors are compared in the default dtype. A composite of traced ops, so capture records it.
 local K = C.args.kinds
-local close_sig = C.args.signature("isclose", {
+local close_rows = {
   {"input", K.tensor}, {"other", K.tensor}, {"rtol", K.nonnegative, 1e-5}, {"atol", K.nonnegative, 1e-8},
   {"equal_nan", K.bool, false},
-})
-local function isclose(x, y, rtol, atol, equal_nan)
+}
+local isclose_sig, allclose_sig = C.args.signature("isclose", close_rows), C.args.signature("allclose", close_rows)
+local function isclose(name, x, y, rtol, atol, equal_nan)
   if x.dtype ~= y.dtype then
-    raise("DTypeError", ("isclose(): %s did not match %s (both tensors need the same dtype)"):format(x.dtype.name, y.dtype.name))
+    raise("DTypeError", ("%s(): %s did not match %s (both tensors need the same dtype)"):format(name, x.dtype.name, y.dtype.name))
   end
   local close = x:eq(y)
   if equal_nan and x.dtype.is_floating_point then close = close:logical_or(x:isnan():logical_and(y:isnan())) end
@@ -161,14 +162,14 @@ local function isclose(x, y, rtol, atol, equal_nan)
   return close:logical_or(finite:logical_and(actual:le(allowed)))
 end
 function T.isclose(...)
-  local a = close_sig:bind(...)
-  return isclose(a.input, a.other, a.rtol, a.atol, a.equal_nan)
+  local a = isclose_sig:bind(...)
+  return isclose("isclose", a.input, a.other, a.rtol, a.atol, a.equal_nan)
 end
 -- tc.allclose(input, other, ...) -> a Lua boolean: isclose everywhere (reading the value is a
 -- graph break under compilation, as torch.allclose's Python bool is).
 function T.allclose(...)
-  local a = close_sig:bind(...)
-  return isclose(a.input, a.other, a.rtol, a.atol, a.equal_nan):all():item()
+  local a = allclose_sig:bind(...)
+  return isclose("allclose", a.input, a.other, a.rtol, a.atol, a.equal_nan):all():item()
 end
 tc.isclose, tc.allclose = T.isclose, T.allclose
 

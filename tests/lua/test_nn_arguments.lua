@@ -8,6 +8,20 @@ local check = require "check"
 
 local T = {}
 
+-- Each wrong call raises `kind` with a message naming the layer and `names`, at the caller's line.
+local function expect(kind, f, ...)
+  local line = debug.getinfo(2, "l").currentline
+  local e = check.raises(kind, f)
+  for _, word in ipairs {...} do
+    if not e.message:find(word, 1, true) then
+      error(("message %q does not name %q"):format(e.message, word), 2)
+    end
+  end
+  check.eq(e.line, line, "error line")
+  assert(e.file:match("test_nn_arguments%.lua$"), "error file " .. tostring(e.file))
+  return e
+end
+
 function T.maxpool2d_takes_kernel_stride_padding_positionally()
   local m = nn.MaxPool2d(3, 2, 1)
   check.same({m.kernel_size, m.stride, m.padding, m.dilation, m.ceil_mode}, {3, 2, 1, 1, false})
@@ -50,6 +64,18 @@ function T.common_positional_forms()
   check.shape(nn.Linear({in_features = 2, out_features = 3}).weight, {3, 2})
 end
 
+-- Lua's `/` gives floats: integral ones are integers, as in tc.zeros(4 / 2).
+function T.integral_floats_bind_as_integers()
+  local l = nn.Linear(8 / 2, 6.0)
+  check.eq(math.type(l.in_features), "integer")
+  check.shape(l.weight, {6, 4})
+  local c = nn.Conv2d(4, 6, {6 / 2, 3.0}, 2.0)
+  check.eq(math.type(c.kernel_size[1]), "integer")
+  check.eq(math.type(c.stride), "integer")
+  check.eq(math.type(nn.Embedding(10, 3, -1.0).padding_idx), "integer")
+  expect("ValueError", function() return nn.Linear(4.5, 6) end, "nn.Linear", "in_features", "4.5")
+end
+
 function T.containers_take_their_tables()
   check.eq(#nn.ModuleList({}), 0)
   check.eq(#nn.ModuleList({nn.ReLU(), nn.Tanh()}), 2)
@@ -86,20 +112,6 @@ function T.transformer_encoder_layer_without_bias_has_no_bias_parameters()
     assert(not name:match("bias$"), "unexpected parameter " .. name)
   end
   check.shape(m(tc.randn(3, 2, 8)), {3, 2, 8})
-end
-
--- Each wrong call raises `kind` with a message naming the layer and `names`, at the caller's line.
-local function expect(kind, f, ...)
-  local line = debug.getinfo(2, "l").currentline
-  local e = check.raises(kind, f)
-  for _, word in ipairs {...} do
-    if not e.message:find(word, 1, true) then
-      error(("message %q does not name %q"):format(e.message, word), 2)
-    end
-  end
-  check.eq(e.line, line, "error line")
-  assert(e.file:match("test_nn_arguments%.lua$"), "error file " .. tostring(e.file))
-  return e
 end
 
 function T.wrong_arguments_name_the_layer_and_argument_at_the_callers_line()

@@ -1,5 +1,5 @@
 -- Every tc.nn layer takes PyTorch's positional arguments in PyTorch's order. The order comes from
--- tests/fixtures/nn_signatures.json (inspect.signature of torch 1.13's classes, plus the parameters
+-- tests/fixtures/api/nn_signatures.json (inspect.signature of torch 1.13's classes, plus the parameters
 -- PyTorch 2.x added, marked "since"; made by tests/fixtures/gen_nn_signatures.py). Each layer is
 -- built positionally with a distinct value for every parameter and must equal, field by field and
 -- with the same random initialisation, the layer built with the options table.
@@ -13,7 +13,7 @@ local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
 local fixture
 local function signatures()
   if fixture == nil then
-    local f = assert(io.open(here .. "/../fixtures/nn_signatures.json"))
+    local f = assert(io.open(here .. "/../fixtures/api/nn_signatures.json"))
     fixture = json.decode(f:read("a"))
     f:close()
   end
@@ -130,7 +130,7 @@ function T.fixture_lists_exactly_the_layers_of_tc_nn()
   local names = {}
   for _, s in ipairs(signatures()) do names[#names + 1] = s.name end
   table.sort(names)
-  check.same(tc_layers(), names, "tc.nn layers vs fixture (regenerate tests/fixtures/nn_signatures.json)")
+  check.same(tc_layers(), names, "tc.nn layers vs fixture (regenerate tests/fixtures/api/nn_signatures.json)")
 end
 
 function T.every_layer_takes_pytorch_positional_arguments_in_order()
