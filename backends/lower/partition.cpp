@@ -87,6 +87,29 @@ Partition make_partition(const Graph& g, int first, int last, bool supported,
   return p;
 }
 
+// Which op nodes go to the backend. A write that runs on eager (copy_ into x[i]) must write into
+// the tensor itself: the views its target is made of run on eager with it, since a backend may
+// give a view's result as a new buffer (the write would be lost).
+std::vector<char> backend_nodes(const Graph& g, const std::function<bool(const Node&)>& supported) {
+  std::vector<char> on(g.nodes.size(), 0);
+  for (int i = 0; i < int(g.nodes.size()); i++) on[i] = g.nodes[i].kind != NodeKind::Input && supported(g.nodes[i]);
+  for (int i = int(g.nodes.size()) - 1; i >= 0; i--) {
+    const Node& n = g.nodes[i];
+    if (n.kind != NodeKind::Op || on[i]) continue;
+    const std::vector<ArgSpec>& specs = schema(n.op).args;
+    for (size_t a = 0; a < n.args.size() && a < specs.size(); a++) {
+      if (!specs[a].mutated || n.args[a].kind != capture::NodeArg::Kind::Ref) continue;
+      // the chain of views from the written tensor back to its base (the view's first argument)
+      for (int v = n.args[a].refs[0].node;
+           g.nodes[v].kind == NodeKind::Op && schema(g.nodes[v].op).kind == OpKind::View &&
+           !g.nodes[v].args.empty() && g.nodes[v].args[0].kind == capture::NodeArg::Kind::Ref;
+           v = g.nodes[v].args[0].refs[0].node)
+        on[v] = 0;
+    }
+  }
+  return on;
+}
+
 }  // namespace
 
 std::vector<Partition> partition(const Graph& g,
@@ -95,13 +118,14 @@ std::vector<Partition> partition(const Graph& g,
   std::vector<int> last_use(g.nodes.size(), -1);
   for (int i = 0; i < int(g.nodes.size()); i++)
     for_each_ref(g.nodes[i], [&](const Ref& r) { last_use[r.node] = std::max(last_use[r.node], i); });
+  const std::vector<char> on = backend_nodes(g, supported);
   std::vector<Partition> out;
   int start = -1;
   bool run_supported = false;
   for (int i = 0; i <= int(g.nodes.size()); i++) {
     const bool end = i == int(g.nodes.size());
     if (!end && g.nodes[i].kind == NodeKind::Input) continue;
-    const bool s = !end && supported(g.nodes[i]);
+    const bool s = !end && on[i];
     if (start >= 0 && (end || s != run_supported)) {
       out.push_back(make_partition(g, start, i - 1, run_supported, last_use));
       start = -1;
