@@ -88,25 +88,31 @@ Partition make_partition(const Graph& g, int first, int last, bool supported,
 }
 
 // Which op nodes go to the backend. A write that runs on eager (copy_ into x[i]) must write into
-// the tensor itself: the views its target is made of run on eager with it, since a backend may
-// give a view's result as a new buffer (the write would be lost).
+// the tensor itself and be seen through every view of it: the views of the written tensor's base
+// run on eager too, since a backend may give a view's result as a new buffer (the write would be
+// lost, or a view taken before it would not see it).
 std::vector<char> backend_nodes(const Graph& g, const std::function<bool(const Node&)>& supported) {
-  std::vector<char> on(g.nodes.size(), 0);
-  for (int i = 0; i < int(g.nodes.size()); i++) on[i] = g.nodes[i].kind != NodeKind::Input && supported(g.nodes[i]);
-  for (int i = int(g.nodes.size()) - 1; i >= 0; i--) {
-    const Node& n = g.nodes[i];
-    if (n.kind != NodeKind::Op || on[i]) continue;
-    const std::vector<ArgSpec>& specs = schema(n.op).args;
-    for (size_t a = 0; a < n.args.size() && a < specs.size(); a++) {
-      if (!specs[a].mutated || n.args[a].kind != capture::NodeArg::Kind::Ref) continue;
-      // the chain of views from the written tensor back to its base (the view's first argument)
-      for (int v = n.args[a].refs[0].node;
-           g.nodes[v].kind == NodeKind::Op && schema(g.nodes[v].op).kind == OpKind::View &&
-           !g.nodes[v].args.empty() && g.nodes[v].args[0].kind == capture::NodeArg::Kind::Ref;
-           v = g.nodes[v].args[0].refs[0].node)
-        on[v] = 0;
-    }
+  const int n = int(g.nodes.size());
+  auto is_view = [&](int i) {
+    const Node& x = g.nodes[i];
+    return x.kind == NodeKind::Op && schema(x.op).kind == OpKind::View && !x.args.empty() &&
+           x.args[0].kind == capture::NodeArg::Kind::Ref;
+  };
+  std::vector<int> base(n);  // the node whose tensor a view's chain starts from (itself if none)
+  for (int i = 0; i < n; i++) base[i] = is_view(i) ? base[g.nodes[i].args[0].refs[0].node] : i;
+  std::vector<char> written(n, 0);  // bases written by a node that runs on eager
+  std::vector<char> on(n, 0);
+  for (int i = 0; i < n; i++) {
+    const Node& x = g.nodes[i];
+    on[i] = x.kind != NodeKind::Input && supported(x);
+    if (x.kind != NodeKind::Op || on[i]) continue;
+    const std::vector<ArgSpec>& specs = schema(x.op).args;
+    for (size_t a = 0; a < x.args.size() && a < specs.size(); a++)
+      if (specs[a].mutated && x.args[a].kind == capture::NodeArg::Kind::Ref)
+        written[base[x.args[a].refs[0].node]] = 1;
   }
+  for (int i = 0; i < n; i++)
+    if (is_view(i) && written[base[i]]) on[i] = 0;
   return on;
 }
 

@@ -198,6 +198,23 @@ TEST(CompilePartitioned, WritesOnEagerIntoViewsReachTheTensor) {
   EXPECT_FLOAT_EQ(got[0].contiguous().data<float>()[5], 2 * 100.25f);  // row 2, column 2
 }
 
+TEST(CompilePartitioned, ViewsTakenBeforeAWriteOnEagerSeeIt) {
+  // v = x:t(); x:copy_(y) (on eager); return v * 2: v aliases x, as in eager
+  Graph g;
+  Ref x = g.add_input("x", "arg[1]", fake({2, 3}));
+  Ref y = g.add_input("y", "arg[2]", fake({2, 3}));
+  Ref v = node(g, Op::t, {x})[0];
+  node(g, Op::copy_, {x, y});
+  g.outputs.push_back(node(g, Op::mul, {v, Value(2.0)})[0]);
+  FakeBackend fake({Op::mul, Op::t});
+  fake.fresh_outputs = true;
+  Compiled comp = backends::compile_partitioned(fake, backends::find("eager"), g, {});
+  EXPECT_EQ(fake.graphs, (std::vector<std::vector<std::string>>{{"mul"}}));
+  std::vector<Tensor> a{values({2, 3}, 0), values({2, 3}, 10)}, b{values({2, 3}, 0), values({2, 3}, 10)};
+  expect_equal(comp.run(borrow(a)), eager(g, b));
+  expect_equal(a, b);
+}
+
 TEST(CompileGraph, UnknownModeAndOptionsAreValueErrors) {
   Graph g = chain();
   backends::CompileOptions bad_mode;
