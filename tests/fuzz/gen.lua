@@ -43,6 +43,7 @@ Vec.__call = function(self, k) return self.t * k end
 Vec.__len = function(self) return self.t:size(1) end
 Vec.__lt = function(a, b) return a.t:sum() < b.t:sum() end
 Vec.__concat = function(a, b) return "vec" .. tostring(b) end
+Vec.__eq = function(a, b) return a.n == b.n end
 Vec.__newindex = function(self, k, v) rawset(self, "n", rawget(self, "n") + 1) rawset(self, k, v) end
 local Block = nn.Module:extend("Block")
 function Block:__init(d) self.lin = nn.Linear(d, d) self.scale = 0.5 end
@@ -218,6 +219,9 @@ rule("T", 1, function(g, d) -- a closure made here, returned and called
   return E("T", "(function(c) return function(k) return c * k end end)($1)($2)", g:expr("T", d), g:expr("f", 0))
 end)
 rule("T", 1, function(g, d) return E("T", "({fn = function(x) return x + 1 end}).fn($1)", g:expr("T", d)) end)
+rule("T", 1, function(g, d) -- a method defined on a table made here
+  return E("T", "(function(x) local o = {k = $2} function o:m(y) return y * self.k end return o:m(x) end)($1)", g:expr("T", d), g:expr("f", 0))
+end)
 rule("T", 1, function(g, d) return E("T", "coroutine.wrap(function(x) coroutine.yield(x:relu()) end)($1)", g:expr("T", d)) end)
 rule("T", 1, function(g, d)
   return E("T", pick({"($1:double() * 2):float()", "$1:round():long():float()", "($1:sort(2))", "$1:cumsum(2)",
@@ -324,6 +328,7 @@ rule("b", 1, function(g, d) return E("b", "$1:gt(0):any():item()", g:expr("T", d
 rule("b", 1, function(g, d) return E("b", "($1 " .. pick({"<", "<="}) .. " $2)", g:expr("f", d), g:expr("f", d)) end)
 rule("b", 1, function(g, d) return E("b", "($1 == $2)", g:expr("s", d), g:expr("s", d)) end)
 rule("b", 1, function(g, d) return E("b", "($1 < $2)", g:expr("O", d), g:expr("O", d)) end)
+rule("b", 1, function(g, d) return E("b", "($1 " .. pick({"==", "~="}) .. " $2)", g:expr("O", d), g:expr("O", d)) end)
 rule("b", 1, function(g, d) return E("b", "(not $1)", g:expr("b", d)) end)
 rule("b", 1, function(g, d) return E("b", "($1 " .. pick({"and", "or"}) .. " $2)", g:expr("b", d), g:expr("b", d)) end)
 rule("b", 1, function(g, d) return E("b", "tc.is_tensor($1)", g:expr(pick({"T", "i", "O"}), d)) end)
@@ -447,7 +452,9 @@ srule(3, function(g) -- numeric for with goto continue and break
   g.depth = g.depth + 1
   g.loop = g.loop + 1
   local iv, label = g:name("k"), g:name("continue")
-  local head = pick({"for " .. iv .. " = 1, " .. rand(3) .. " do", "for " .. iv .. " = " .. rand(3) .. ", 1, -1 do"})
+  local head = pick({"for " .. iv .. " = 1, " .. rand(3) .. " do", "for " .. iv .. " = " .. rand(3) .. ", 1, -1 do",
+    "for " .. iv .. " = 1, " .. rand(3) .. " do", "for " .. iv .. " = math.maxinteger - 1, math.maxinteger do",
+    "for " .. iv .. " = math.mininteger + 1, math.mininteger, -1 do", "for " .. iv .. " = 7, 1, -" .. (rand(3) + 2) .. " do"})
   g:push()
   g:declare(iv, "i", true)
   local body = {}
@@ -700,6 +707,16 @@ function G.generate(seed, opts)
     if chance(0.15) then st, name, sig = g:recursive() else st, name, sig = g:func(false) end
     body[#body + 1] = st
     body[#body + 1] = {k = "s", f = name .. " = C(" .. name .. ")", a = {}}
+    if chance(0.2) then
+      g:push()
+      g:declare("it", "i", true)
+      local node = g:call_node({name = name, sig = sig}, 1)
+      for k, pty in ipairs(sig.params) do if pty == "i" and chance(0.7) then node.a[k] = E("i", "it") end end
+      g:pop()
+      local inner = node.f:match("^[^(]*%((.*)%)$")
+      node.f = "for it = 1, " .. (rand(3) * 4) .. " do R[#R + 1] = P(pcall(" .. name .. (inner ~= "" and ", " .. inner or "") .. ")) end"
+      body[#body + 1] = {k = "s", f = node.f, a = node.a}
+    end
     for call = 1, rand(3) do
       local args = {}
       local parts = {}
