@@ -642,7 +642,9 @@ end
 
 -- A function: parameters, a body, returns. Local closures (nested=true) see their enclosing
 -- scope (upvalues, assignments included); top-level ones are wrapped by C.
-function Gen:func(nested)
+-- poly: the function shadows A and B with its first argument's sizes and sees nothing from
+-- outside but the prelude, so it can be called with tensors of other sizes (dynamic shapes).
+function Gen:func(nested, poly)
   local name = self:name(nested and "g" or "f")
   local np = rand(3)
   local params, pnames = {}, {}
@@ -650,6 +652,9 @@ function Gen:func(nested)
     params[k] = pick({"T", "T", "T", "i", "s", "f", "L", "Q", "O", "R", "b"})
     pnames[k] = self:name("a")
   end
+  if poly then params[1] = "T" end
+  local outer = self.scopes
+  if poly then self.scopes = {{}} end
   local vararg = not nested and chance(0.25)
   local nr = pick({1, 1, 1, 2, 3})
   local rets = {}
@@ -662,12 +667,14 @@ function Gen:func(nested)
   self:push()
   for k = 1, np do self:declare(pnames[k], params[k]) end
   local body = {}
+  if poly then body[1] = S("local A, B = " .. pnames[1] .. ":size(1), " .. pnames[1] .. ":size(2)") end
   for _ = 1, nested and rand(3) or rand(7) + 2 do body[#body + 1] = self:stmt() end
   local rparts, ra = {}, {}
   for k, rty in ipairs(rets) do rparts[k] = "$" .. k; ra[k] = self:expr(rty) end
   if vararg and chance(0.3) then rparts[#rparts + 1] = "..." end
   body[#body + 1] = {k = "s", f = "return " .. table.concat(rparts, ", "), a = ra, keep = true}
   self:pop()
+  self.scopes = outer
   self.vararg, self.depth = saved_va, saved_depth
   if vararg then pnames[#pnames + 1] = "..." end
   self:declare(name, "fn", true, sig)
@@ -704,7 +711,10 @@ function G.generate(seed, opts)
     -- a few top-level locals the functions capture as upvalues
     if chance(0.5) then body[#body + 1] = g:stmt_local(pick({"T", "i", "s", "Q", "L"})) end
     local st, name, sig
-    if chance(0.15) then st, name, sig = g:recursive() else st, name, sig = g:func(false) end
+    local poly = chance(0.2)
+    if poly then st, name, sig = g:func(false, true)
+    elseif chance(0.15) then st, name, sig = g:recursive()
+    else st, name, sig = g:func(false) end
     body[#body + 1] = st
     body[#body + 1] = {k = "s", f = name .. " = C(" .. name .. ")", a = {}}
     if chance(0.2) then
@@ -720,7 +730,10 @@ function G.generate(seed, opts)
     for call = 1, rand(3) do
       local args = {}
       local parts = {}
+      local outer = g.scopes
+      if poly then g.scopes = {{}} end -- arguments of other sizes: made from literals only
       local node = g:call_node({name = name, sig = sig}, 2)
+      g.scopes = outer
       for k = 1, #node.a do
         args[k] = "c" .. k
       end
@@ -732,7 +745,8 @@ function G.generate(seed, opts)
         run = "local co = coroutine.create(" .. name .. ") local res = {} for _ = 1, 4 do res[#res + 1] = P(coroutine.resume(co" ..
           (#args > 0 and ", " .. list or "") .. ")) if coroutine.status(co) == \"dead\" then break end end R[#R + 1] = res"
       end
-      body[#body + 1] = {k = "s", f = "do " .. decl .. run .. " R[#R + 1] = {" .. list .. "} end", a = node.a}
+      local sizes = poly and ("local A, B = A + " .. (rand(3) - 1) .. ", B + " .. (rand(3) - 1) .. " ") or ""
+      body[#body + 1] = {k = "s", f = "do " .. sizes .. decl .. run .. " R[#R + 1] = {" .. list .. "} end", a = node.a}
     end
   end
   return prog
