@@ -188,7 +188,7 @@ rule("T", 1, function(g, d) return E("T", "(function(x) return x:masked_fill(x:l
 rule("T", 2, function(g, d) return E("T", "$1:matmul($2)", g:expr("T", d), g:expr("W", d)) end)
 rule("T", 1, function(g, d) return E("T", "tc.cat({$1, $2}, 1):narrow(1, $3, A)", g:expr("T", d), g:expr("T", d), E("i", tostring(rand(2)))) end)
 rule("T", 1, function(g, d) return E("T", "tc.stack({$1, $2}):sum(1)", g:expr("T", d), g:expr("T", d)) end)
-rule("T", 1, function(g, d) return E("T", "$1:view(A * B):view(A, B)", g:expr("T", d)) end)
+rule("T", 1, function(g, d) return E("T", "$1:reshape(A * B):view(A, B)", g:expr("T", d)) end)
 rule("T", 1, function(g, d) return E("T", "$1:transpose(1, 2):reshape(A, B)", g:expr("T", d)) end)
 rule("T", 1, function(g, d) return E("T", "($1 * $2:sum(2, {keepdim = true}))", g:expr("T", d), g:expr("T", d)) end)
 rule("T", 1, function(g, d) return E("T", "$1:expand(A, B):contiguous()", g:expr("R", d)) end)
@@ -280,7 +280,7 @@ rule("i", 1, function(g, d) return E("i", "((($1 % 1000) + 0.0) | 1)", g:expr("i
 rule("i", 1, function(g, d) return E("i", "($1 " .. pick({"//", "%"}) .. " $2)", g:expr("i", d), E("i", pick({"-3", "7", "-1", "math.mininteger"}))) end)
 rule("i", 1, function(g, d) return E("i", "(math.tointeger(math.floor($1)) or 0)", g:expr("f", d)) end)
 rule("i", 1, function(g, d)
-  return E("i", "(function() local function fact(n) if n <= 1 then return 1 end return n * fact(n - 1) end return fact($1 % 6) end)()", g:expr("i", d))
+  return E("i", "(function(m) local function fact(n) if n <= 1 then return 1 end return n * fact(n - 1) end return fact(m % 6) end)($1)", g:expr("i", d))
 end)
 rule("i", 1, function(g, d) return E("i", "($1:find(\"a\", 1, true) or 0)", g:expr("s", d)) end)
 rule("i", 1, function(g, d) return E("i", "select('#', $1, nil, $2)", g:expr("T", d), g:expr("i", d)) end)
@@ -362,7 +362,7 @@ function Gen:call(ty, d)
   local v = pick(cands)
   local node = self:call_node(v, d)
   node.ty = ty
-  if #v.sig.rets > 1 then node.f = "(" .. node.f .. ")" end
+  if #v.sig.rets > 1 or v.sig.vararg then node.f = "(" .. node.f .. ")" end -- one value, even as a last argument
   return node
 end
 
