@@ -286,6 +286,9 @@ rule("i", 1, function(g, d) return E("i", "($1:find(\"a\", 1, true) or 0)", g:ex
 rule("i", 1, function(g, d) return E("i", "select('#', $1, nil, $2)", g:expr("T", d), g:expr("i", d)) end)
 rule("i", 1, function(g, d) return E("i", "(math.tointeger($1 * 2.0) or 0)", g:expr("i", d)) end)
 rule("i", 1, function(g, d) return E("i", "#$1:tolist()", g:expr("T", d)) end)
+rule("i", 1, function(g, d) -- integer, float and string keys
+  return E("i", "(({[1] = 10, [2.0] = 20, [\"1\"] = 30, [3] = 40})[" .. pick({"$1 % 3 + 1", "($1 % 2 + 1.0)", "tostring($1 % 2)"}) .. "] or 0)", g:expr("i", d))
+end)
 
 rule("f", 3, function(g, d) return E("f", "$1:item()", g:expr("Z", d)) end)
 rule("f", 2, function(g, d) return E("f", "($1 " .. pick({"+", "-", "*"}) .. " $2)", g:expr("f", d), g:expr("f", d)) end)
@@ -309,7 +312,9 @@ rule("s", 1, function(g, d) return E("s", "tostring($1)", g:expr(pick({"i", "b",
 rule("s", 2, function(g, d) return E("s", "$1:" .. pick({"upper()", "lower()", "rep(2)", "sub(1, 2)", "reverse()"}), g:expr("s", d)) end)
 rule("s", 1, function(g, d) return E("s", "table.concat({$1, $2}, \",\")", g:expr("s", d), g:expr("s", d)) end)
 rule("s", 1, function(g, d) return E("s", "Lazy[$1]", g:expr("s", d)) end)
-rule("s", 1, function(g, d) return E("s", "($1 .. \"x\")", g:expr("O", d)) end)
+-- tostring(): Lua 5.4.4 (the eager reference) can fail a longer concat whose middle operand calls
+-- __concat (a stale stack pointer after the metamethod: "attempt to call a nil value")
+rule("s", 1, function(g, d) return E("s", "tostring($1 .. \"x\")", g:expr("O", d)) end)
 rule("s", 1, function(g, d) return E("s", "type($1)", g:expr(pick({"T", "i", "L", "O", "s"}), d)) end)
 rule("s", 1, function(g, d) return E("s", "string.format(\"%q\", $1)", g:expr("s", d)) end)
 rule("s", 1, function(g, d) return g:call("s", d) end)
@@ -552,6 +557,16 @@ srule(1, function(g) -- swap through multiple assignment
   return S(a .. ", " .. b .. " = " .. b .. ", " .. a)
 end)
 srule(1, function(g) return S("io.write($1, \"\\n\")", g:expr("s")) end)
+srule(1, function(g) return S("G2 = (G2 or 0) + $1", g:expr("i", 1)) end) -- a global made by the program
+srule(1, function(g) -- one target twice in a multiple assignment (Lua assigns right to left)
+  local which = pick({"Q", "L", "i"})
+  local vs = g:vars(which, true)
+  if #vs == 0 then return nil end
+  local v = pick(vs).name
+  if which == "Q" then return S(v .. ".n, " .. v .. ".n = $1, $2", g:expr("i", 1), g:expr("i", 1)) end
+  if which == "L" then return S("if #" .. v .. " > 1 then " .. v .. "[1], " .. v .. "[2] = " .. v .. "[2], " .. v .. "[1] end") end
+  return S(v .. ", " .. v .. " = $1, $2", g:expr("i", 1), g:expr("i", 1))
+end)
 srule(2, function(g) -- pcall around code that may raise (strings, tables, levels, op errors)
   if g.depth >= 2 then return nil end
   g.depth = g.depth + 1
