@@ -284,6 +284,7 @@ class Tracer {
   bool arith_at_break(Frame& f, const vm::Ins& i);  // see tracer_end.cpp
   void guard_aliasing();  // written tables: which other table sources are (not) the same object
   void guard_identity(const Var& a, const Var& b, bool same);  // `==`/rawequal of real values
+  bool has_eq_event(const Var& v);  // a table whose metatable has __eq
   VPlan plan(const Var& v);
   std::unordered_map<int, int> closure_plans_;  // closure -> its ClosurePlan in the entry
   // negative cells (copies of a real function's upvalue): that function and the upvalue index
