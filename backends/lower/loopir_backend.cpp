@@ -13,7 +13,9 @@ namespace tc::backends {
 capture::CompiledGraph LoopIRBackend::compile(const capture::Graph& g, const CompileOptions& o) const {
   std::shared_ptr<const lower::LoweredGraph> lg;
   try {
-    lg = std::make_shared<lower::LoweredGraph>(lower::lower(g, {}));
+    lower::LowerOptions lo;
+    lo.externals = true;
+    lg = std::make_shared<lower::LoweredGraph>(lower::lower(g, lo));
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::NotImplementedError && e.kind() != ErrorKind::CompileError) throw;
     const char* d = std::getenv("TC_DEBUG");

@@ -413,6 +413,8 @@ void Lowering::lower_node(int n) {
     TC_CHECK(!t.defined() || t.device().is_cpu(), NotImplementedError, "lowering: tensors on %s",
              t.device().is_cuda() ? "cuda" : "another device");
   }
+  TC_CHECK(node.kind != capture::NodeKind::External || opt.externals, NotImplementedError,
+           "lowering: the function %s kept in the graph", node.target());
   std::vector<int> ids = node.kind == capture::NodeKind::External ? add_extern(n, true) : lower_op(n);
   if (store_[n])
     for (int id : ids) realize(id);
