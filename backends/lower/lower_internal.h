@@ -1,6 +1,7 @@
 // Lowering's internal types: symbolic metas, the kernel builder, lowered values. Only the passes
 // of backends/lower include this.
 #pragma once
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <string>
@@ -68,7 +69,8 @@ class KernelBuilder {
   // Reductions already computed in this kernel: key (memo id, kept index) -> Acc result, value.
   std::map<std::pair<int, std::vector<Val>>, std::pair<Val, Val>> memo;
   std::vector<int> source_nodes;
-  int root = -1;  // the value this kernel stores
+  std::vector<int> roots;  // the values this kernel stores
+  bool is_root(int id) const { return std::find(roots.begin(), roots.end(), id) != roots.end(); }
 
   // The kernel, with the graph buffer per buffer parameter and the size per size parameter.
   Kernel finish(std::vector<int>* buffers, std::vector<SymInt>* sizes);
@@ -137,6 +139,7 @@ class Lowering {
   LV& lv(int id) { return lvs_[id]; }
   Val emit(KernelBuilder& kb, int id, const Idx& idx);
   int realize(int id, bool as_output = false);  // stores a value into a buffer: its id
+  void realize_all(const std::vector<int>& ids, bool as_output);
   int buffer_of(DType d, const SymInt& numel, Buffer::Kind kind);
 
   const capture::Graph& g;
@@ -155,6 +158,7 @@ class Lowering {
   int store_into(int n, int view, int src);  // an in-place write kernel (copy_, fill_)
   int find_row_reduction(int id);
   KernelBuilder root_kernel(int id, Idx* idx);
+  std::vector<int> loop_dims_of(int id);
   bool fuses_alone(int id);
   std::vector<LV> lvs_;
   std::map<std::pair<int, int>, int> value_of_;  // (node, flat output) -> value id

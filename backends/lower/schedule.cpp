@@ -89,8 +89,8 @@ Val Lowering::emit(KernelBuilder& kb, int id, const Idx& idx) {
       // its pointwise part recomputed per loop iteration.
       bool in_loop = false;
       for (Val x : idx) in_loop = in_loop || kb.level(x) == 2;
-      if (v.has_reduce && in_loop && id != kb.root && !shallow_) {
-        auto key = std::make_tuple(kb.root, id, idx);
+      if (v.has_reduce && in_loop && !kb.is_root(id) && !shallow_) {
+        auto key = std::make_tuple(kb.roots[0], id, idx);
         auto it = fuses_.find(key);
         if (it == fuses_.end()) {
           KernelBuilder probe = kb;
@@ -212,13 +212,20 @@ int Lowering::find_row_reduction(int id) {
 
 // The kernel that stores value `id`: its outer dims, and a loop over the rows' reduced dims when
 // the value broadcasts a reduction over the same rows. Sets `idx` to the value's index.
-KernelBuilder Lowering::root_kernel(int id, Idx* idx) {
+// The reduced dims a kernel storing `id` loops over (empty: none; see find_row_reduction).
+std::vector<int> Lowering::loop_dims_of(int id) {
   const std::vector<SymInt>& shape = lvs_[id].shape;
   int row = find_row_reduction(id);
   std::vector<int> loop_dims;
   if (row >= 0)
     for (int d : lvs_[row].dims)
       if (!is_one(shape[d])) loop_dims.push_back(d);
+  return loop_dims;
+}
+
+KernelBuilder Lowering::root_kernel(int id, Idx* idx) {
+  const std::vector<SymInt>& shape = lvs_[id].shape;
+  std::vector<int> loop_dims = loop_dims_of(id);
   std::vector<SymInt> outer, loop;
   std::vector<int> where(shape.size(), -1);  // >= 0: outer dim; <= -2: loop dim
   for (int d = 0; d < int(shape.size()); d++) {
@@ -232,7 +239,7 @@ KernelBuilder Lowering::root_kernel(int id, Idx* idx) {
     }
   }
   KernelBuilder kb(lg, outer);
-  kb.root = id;
+  kb.roots = {id};
   if (!loop.empty()) kb.open_loop(loop);
   idx->resize(shape.size());
   for (int d = 0; d < int(shape.size()); d++)
@@ -299,32 +306,46 @@ void Lowering::before_write(int b) {
 }
 
 int Lowering::realize(int id, bool as_output) {
-  if (lvs_[id].kind == LV::Kind::Buffer) return lvs_[id].buffer;
-  const std::vector<SymInt> shape = lvs_[id].shape;
-  const DType dtype = lvs_[id].dtype;
-  int buf = buffer_of(dtype, numel(shape), as_output ? Buffer::Kind::Output : Buffer::Kind::Temp);
-  Idx idx;
-  KernelBuilder kb = root_kernel(id, &idx);
-  Val v = emit(kb, id, idx);
-  std::vector<SymInt> st = contiguous(shape);
-  Val at = kb.ci(0);
-  for (size_t d = 0; d < shape.size(); d++)
-    at = kb.math(ScalarOp::add, at, kb.math(ScalarOp::mul, idx[d], kb.size(st[d])));
-  kb.store(buf, at, v);
-  if (kb.open_loops()) kb.close_loop();
-  push_kernel(kb);
+  realize_all({id}, as_output);
+  return lvs_[id].buffer;
+}
 
-  LV& out = lvs_[id];
-  out.kind = LV::Kind::Buffer;
-  out.buffer = buf;
-  out.offset = SymInt::of(0);
-  out.strides = st;
-  out.fake = nullptr;
-  out.fn = nullptr;
-  if (out.node >= 0)
-    for (const SymMeta& m : shapes.of_node[out.node])
-      if (m.sizes == shape && m.dtype == dtype && is_contiguous(m)) out.fake = &m;
-  return buf;
+// Stores values of one shape and one row structure with one kernel (max_dim's values and
+// indices, var_mean, several outputs of a graph).
+void Lowering::realize_all(const std::vector<int>& ids, bool as_output) {
+  if (lvs_[ids[0]].kind == LV::Kind::Buffer && ids.size() == 1) return;
+  const std::vector<SymInt> shape = lvs_[ids[0]].shape;
+  Idx idx;
+  KernelBuilder kb = root_kernel(ids[0], &idx);
+  kb.roots = ids;
+  const std::vector<SymInt> st = contiguous(shape);
+  std::vector<std::pair<int, int>> stored;  // (value, buffer)
+  for (int id : ids) {
+    if (lvs_[id].kind == LV::Kind::Buffer) continue;  // stored meanwhile (or twice in `ids`)
+    Val v = emit(kb, id, idx);
+    if (lvs_[id].kind == LV::Kind::Buffer) continue;
+    int buf = buffer_of(lvs_[id].dtype, numel(shape), as_output ? Buffer::Kind::Output : Buffer::Kind::Temp);
+    Val at = kb.ci(0);
+    for (size_t d = 0; d < shape.size(); d++)
+      at = kb.math(ScalarOp::add, at, kb.math(ScalarOp::mul, idx[d], kb.size(st[d])));
+    kb.store(buf, at, v);
+    stored.push_back({id, buf});
+  }
+  if (kb.open_loops()) kb.close_loop();
+  if (stored.empty()) return;
+  push_kernel(kb);
+  for (auto [id, buf] : stored) {
+    LV& out = lvs_[id];
+    out.kind = LV::Kind::Buffer;
+    out.buffer = buf;
+    out.offset = SymInt::of(0);
+    out.strides = st;
+    out.fake = nullptr;
+    out.fn = nullptr;
+    if (out.node >= 0)
+      for (const SymMeta& m : shapes.of_node[out.node])
+        if (m.sizes == shape && m.dtype == out.dtype && is_contiguous(m)) out.fake = &m;
+  }
 }
 
 void Lowering::hint(int n, const std::string& what) {
@@ -485,6 +506,25 @@ void Lowering::run() {
     v.strides = m.strides;
     v.fake = &m;
     value_of_[{n, 0}] = add(std::move(v));
+  }
+  // Outputs of one shape and row structure share a kernel.
+  std::vector<int> pending;
+  for (capture::Ref r : g.outputs) {
+    int id = value_of_.at({r.node, r.elem >= 0 ? r.elem : r.out});
+    if (lvs_[id].kind != LV::Kind::Buffer && std::find(pending.begin(), pending.end(), id) == pending.end())
+      pending.push_back(id);
+  }
+  std::vector<bool> grouped(pending.size(), false);
+  for (size_t i = 0; i < pending.size(); i++) {
+    if (grouped[i]) continue;
+    std::vector<int> group = {pending[i]};
+    std::vector<int> dims = loop_dims_of(pending[i]);
+    for (size_t j = i + 1; j < pending.size(); j++)
+      if (!grouped[j] && lvs_[pending[j]].shape == lvs_[pending[i]].shape && loop_dims_of(pending[j]) == dims) {
+        grouped[j] = true;
+        group.push_back(pending[j]);
+      }
+    realize_all(group, true);
   }
   for (int i = 0; i < int(g.outputs.size()); i++) {
     capture::Ref r = g.outputs[i];

@@ -306,7 +306,7 @@ TEST(LowerMatchesEager, PoolsAreGeneratedWindowReductions) {
   b.out(b.op(Op::relu, {b.op(Op::avg_pool2d, {b.op(Op::exp, {x}), IntList{2}})}));
   lower::LoweredGraph lg = expect_matches_eager(b);
   EXPECT_EQ(lower::count_externs(lg, false), 0) << lower::print(lg);
-  EXPECT_EQ(lower::count_launches(lg), 8);
+  EXPECT_LE(lower::count_launches(lg), 8);
 }
 
 TEST(LowerMatchesEager, SizesZeroAndOne) {
