@@ -152,14 +152,15 @@ std::vector<int> Lowering::lower_op(int n) {
     v.node = n;
     return v;
   };
-  // Whether output k shares its input's storage (reshape copies what it cannot view).
-  auto is_view = [&](int k) { return schema(node.op).kind == OpKind::View && infer_meta(node.op, a).at(k).view_of >= 0; };
+  // Whether output k shares input i's storage (reshape copies what it cannot view, contiguous
+  // returns its input when that is contiguous).
+  auto is_view = [&](int i, int k) { return infer_meta(node.op, a).at(k).view_of == i; };
   // Input i read through `map` (out index -> in index); views of buffers stay strided views.
   auto view = [&](int i, Map map, int k = 0) {
     int src = in(i);
     const LV& s = lv(src);
     const SymMeta& m = shapes.of_node[n][k];
-    if (s.kind == LV::Kind::Buffer && s.fake && is_view(k)) {
+    if (s.kind == LV::Kind::Buffer && s.fake && is_view(i, k)) {
       LV v = base(k);
       v.kind = LV::Kind::Buffer;
       v.buffer = s.buffer;

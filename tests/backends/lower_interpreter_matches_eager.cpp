@@ -330,9 +330,13 @@ TEST(LowerMatchesEager, OutputsMayAliasAnInputOrRepeat) {
   b.out(y);
   b.out(x);
   b.out(b.op(Op::transpose, {x, int64_t(1), int64_t(2)}));
+  b.out(b.op(Op::contiguous, {x}));  // contiguous already: eager returns x itself
+  b.out(b.op(Op::clone, {x}));
   lower::LoweredGraph lg = expect_matches_eager(b);
   std::vector<Tensor> out = lower::run(lg, b.inputs);
   EXPECT_EQ(out[0].data_ptr(), out[1].data_ptr());
   EXPECT_EQ(out[2].data_ptr(), b.inputs[0].data_ptr());
   EXPECT_EQ(out[3].storage().get(), b.inputs[0].storage().get());
+  EXPECT_EQ(out[4].data_ptr(), b.inputs[0].data_ptr());
+  EXPECT_NE(out[5].data_ptr(), b.inputs[0].data_ptr());
 }
