@@ -20,7 +20,8 @@
 // integer (Val). Loads, math and the index arithmetic before a store are all Instrs; a Val is
 // defined once. Scope: preamble values are visible everywhere; values of an outer-level Code
 // stmt in later stmts of the same outer iteration; a Loop's body values only inside that loop;
-// a Loop's reduction results (Acc instrs) after the loop.
+// a Loop's reduction results (Acc instrs) after the loop. Different outer iterations never store
+// to the same element, so they may run in any order or in parallel; within one, stmts run in order.
 //
 // Kernels reference buffers and sizes only through their parameters, never through the graph's
 // buffer ids: two fusion groups that differ only in their buffers lower to equal Kernels and are
