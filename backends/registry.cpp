@@ -1,12 +1,31 @@
-// The backend registry: one explicit list, no static constructors.
-#include <memory>
+// The backend registry: one explicit list, no static constructors. It is also the only list of
+// backend names and mode names: tcrun, capture and the Lua side ask it (graph_compiler()).
+#include <algorithm>
 
+#include "cpu/cpu_backend.h"
 #include "eager/eager.h"
 #include "lower/loopir_backend.h"
+#include "partitioned.h"
 #include "tc/error.h"
 
 namespace tc::backends {
 namespace {
+
+// "tc": the code generator of the graph's device: cpu for graphs whose tensors are all on the CPU,
+// eager otherwise (until the CUDA code generator lands).
+class TcBackend final : public Backend {
+ public:
+  TcBackend(const Backend& cpu, const Backend& other) : cpu_(cpu), other_(other) {}
+  const char* name() const override { return "tc"; }
+  bool supports(const capture::Node& n) const override { return !on_cpu(n) || cpu_.supports(n); }
+  Compiled compile(const capture::Graph& g, const CompileOptions& o) const override {
+    return (all_on_cpu(g) ? cpu_ : other_).compile(g, o);
+  }
+
+ private:
+  const Backend& cpu_;
+  const Backend& other_;
+};
 
 struct Entry {
   const char* name;
@@ -16,12 +35,20 @@ struct Entry {
 const std::vector<Entry>& registry() {
   static const EagerBackend eager;
   static const LoopIRBackend loopir;  // debug: lowering + the loop-IR interpreter
-  // "tc", "cpu" and "cuda" are the code generators' names; until they land they run the graph
-  // on the reference backend so that every backend name already gives correct results.
+  static const CpuBackend cpu;
+  static const TcBackend tc(cpu, eager);
+  // "inductor" and "cuda" run the graph on the reference backend until the CUDA code generator
+  // lands, so that every backend name already gives correct results.
   static const std::vector<Entry> list = {
-      {"eager", &eager}, {"tc", &eager}, {"inductor", &eager}, {"cpu", &eager}, {"cuda", &eager},
-      {"loopir", &loopir}};
+      {"eager", &eager}, {"tc", &tc},       {"inductor", &eager}, {"cpu", &cpu},
+      {"cuda", &eager},  {"loopir", &loopir}};
   return list;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s.empty() ? "none" : s;
 }
 
 }  // namespace
@@ -29,9 +56,8 @@ const std::vector<Entry>& registry() {
 const Backend& find(const std::string& name) {
   for (const Entry& e : registry())
     if (name == e.name) return *e.backend;
-  std::string known;
-  for (const Entry& e : registry()) known += (known.empty() ? "" : ", ") + std::string(e.name);
-  TC_FAIL(ValueError, "unknown backend \"%s\" (backends: %s)", name.c_str(), known.c_str());
+  TC_FAIL(ValueError, "unknown backend \"%s\" (backends: %s)", name.c_str(),
+          joined(names()).c_str());
 }
 
 std::vector<std::string> names() {
@@ -40,8 +66,33 @@ std::vector<std::string> names() {
   return out;
 }
 
-capture::CompiledGraph compile_graph(const capture::Graph& g, const std::string& backend) {
-  return find(backend).compile(g, {});
+const std::vector<std::string>& modes() {
+  static const std::vector<std::string> list = {"default", "reduce-overhead", "max-autotune",
+                                                "max-autotune-no-cudagraphs"};
+  return list;
+}
+
+Compiled compile_graph(const capture::Graph& g, const std::string& backend,
+                       const CompileOptions& o) {
+  const Backend& b = find(backend);
+  TC_CHECK(std::ranges::find(modes(), o.mode) != modes().end(), ValueError,
+           "unknown mode \"%s\" (modes: %s)", o.mode.c_str(), joined(modes()).c_str());
+  const std::vector<std::string> known = b.option_names();
+  for (const auto& [key, value] : o.options)
+    TC_CHECK(std::ranges::find(known, key) != known.end(), ValueError,
+             "backend \"%s\" has no option '%s' (its options: %s)", backend.c_str(), key.c_str(),
+             joined(known).c_str());
+  return compile_partitioned(b, find("eager"), g, o);
+}
+
+capture::GraphCompiler graph_compiler() {
+  capture::GraphCompiler c;
+  c.compile = [](const capture::Graph& g, const std::string& backend, const CompileOptions& o) {
+    return compile_graph(g, backend, o);
+  };
+  for (const Entry& e : registry()) c.backends.emplace_back(e.name, e.backend->option_names());
+  c.modes = modes();
+  return c;
 }
 
 }  // namespace tc::backends

@@ -15,14 +15,17 @@
 
 int main(int argc, char** argv) {
   tc::vm::Runtime rt("bench_capture_dispatch");
-  tc::capture::install(rt.state(), [](const tc::capture::Graph& g, const std::string&) {
-    tc::capture::CompiledGraph real = tc::backends::compile_graph(g, "eager");
+  tc::capture::GraphCompiler compiler = tc::backends::graph_compiler();
+  compiler.compile = [](const tc::capture::Graph& g, const std::string&,
+                        const tc::capture::CompileOptions&) {
+    tc::capture::CompiledGraph real = tc::backends::compile_graph(g, "eager").run;
     auto outs = std::make_shared<std::vector<tc::Tensor>>();
-    return tc::capture::CompiledGraph([real, outs](tc::capture::GraphInputs in) {
+    return tc::capture::Compiled{[real, outs](tc::capture::GraphInputs in) {
       if (outs->empty()) *outs = real(in);
       return *outs;
-    });
-  });
+    }, {}};
+  };
+  tc::capture::install(rt.state(), compiler);
   if (argc > 1) {
     rt.run_string(std::string("LAYERS, N = ") + argv[1] + ", " + (argc > 2 ? argv[2] : "100000"));
     rt.run_string(R"LUA(

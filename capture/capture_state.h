@@ -19,6 +19,13 @@ struct CompileConfig {
   bool fullgraph = false;
   int dynamic = -1;  // -1: automatic (after one size-driven recompile), 0: never, 1: from the start
   std::string mode = "default";
+  // tc.compile(module): the module's forward (a Lua function) keys the code caches of the
+  // wrapper and of every function compiled regionally under it (tc.nn's module_call), as
+  // torch.compile keys by forward's code, so each module class has caches of its own.
+  std::string code_key;
+  std::string where;  // the user's line of the tc.compile call (names tc's own functions)
+  std::vector<std::pair<std::string, Value>> options;  // the backend's `options = {...}`, by key
+  CompileOptions backend_options() const { return {mode, fullgraph, dynamic, options}; }
 };
 
 // The userdata behind a compiled function (user value 1: the original function).
@@ -27,12 +34,15 @@ struct CompiledFn {
   CodeCache* cc = nullptr;
   uint64_t generation = 0;
   std::string key;
+  std::string name;  // what reports call its cache (a module: class, forward, tc.compile's line)
 };
 
 struct Stats {
   int64_t traces = 0, backend_compiles = 0, cache_hits = 0, recompiles = 0, graph_breaks = 0,
           fallbacks = 0;
   int64_t guard_fast_hits = 0;  // cache hits proven by the guards' fast path (guards.h)
+  CompileReport backend;        // the backends' reports, summed (perf_hints not kept)
+  double trace_ms = 0, backend_ms = 0;
 };
 
 struct Report {
@@ -40,6 +50,7 @@ struct Report {
     std::string function;
     std::vector<std::string> ops;
     std::string code;
+    CompileReport backend;  // what the backend said about compiling this graph
   };
   struct GuardRec {
     std::string function;
@@ -52,7 +63,8 @@ struct Report {
   };
   struct TimeRec {
     std::string function;
-    double trace_ms, backend_ms;
+    double trace_ms, backend_ms;  // backend_ms: the whole backend call (lower, codegen, compile ...)
+    double lower_ms = 0, codegen_ms = 0, compile_ms = 0;  // the backend's own parts of it
   };
   std::vector<GraphRec> graphs;
   std::vector<GraphBreak> breaks;
@@ -77,6 +89,7 @@ struct State {
   std::vector<std::unique_ptr<vm::Proto>> resume_protos;
   GraphCompiler compiler;
   std::string stance = "default";
+  bool compile_all = false;  // tcrun --compile-all (set_compile_all)
   uint64_t generation = 1;
   Stats stats;
   Report report;
@@ -87,14 +100,29 @@ State& state();
 int l_dispatch(lua_State* L);  // (compiled fn userdata, args...) -> (f, args...) to tail-call
 // (pending call state, results...) -> (f, args...): continues after a call made at a break
 int l_after_call(lua_State* L);
-CodeCache* cache_for(lua_State* L, int fn_idx, std::string* key);
+// eager_errors.cpp: the kind ("local", "global", "method" ...) and name of the value in `reg` at
+// `pc` as Lua's error messages name it ("" when unknown); for a call at a break whose callee (at
+// stack index `callee`) is not callable, pushes eager's error message (the chunk name taken
+// from the Lua function at `fn_idx`) and returns true.
+std::string object_kind(const vm::Proto& p, int pc, int reg, std::string* name);
+std::string chunk_id(const std::string& source);  // Lua's short_src of a chunk name
+bool push_call_error(lua_State* L, const vm::Proto& p, int pc, int callee, int fn_idx);
+
+// An unspecialized Lua number as the graph input it is (a 0-dim wrapped number, as the op
+// binder makes of numbers: Int64 or Float64).
+Tensor number_input(lua_State* L, int idx);
+CodeCache* cache_for(lua_State* L, int fn_idx, const CompiledFn& cf);
 std::string state_prefix(lua_State* L);  // caches are per Lua state: their keys start with this
 // Pushes the compiled wrapper of the Lua function at idx (made once per function, config
 // inherited), used for Lua functions called at a break (regional compilation).
 void push_wrapper(lua_State* L, int fn_idx, const std::shared_ptr<CompileConfig>& cfg);
 // lua_api.cpp
-void push_compiled(lua_State* L, int fn_idx, std::shared_ptr<CompileConfig> cfg);  // a new wrapper
+void push_compiled(lua_State* L, int fn_idx, std::shared_ptr<CompileConfig> cfg,
+                   std::string name = "");  // a new wrapper
 bool log_enabled(lua_State* L, const char* topic);
+// Adds a backend's report of one graph to tc.compiler.stats() and prints its perf hints
+// (TC_LOGS=perf_hints).
+void note_backend_report(lua_State* L, const std::string& function, const CompileReport& r);
 void raise_graph_break(lua_State* L, const GraphBreak& b);  // pushes the tc.GraphBreakError table
 // The Lua state that runs graphs on this thread (set around each run of a graph): External nodes
 // (functions registered with tc.compiler.allow_in_graph) call their function in it.

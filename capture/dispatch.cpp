@@ -27,18 +27,13 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::string function_name(const vm::Proto& p) {
-  std::string src = p.source.value_or("?");
-  if (!src.empty() && (src[0] == '@' || src[0] == '=')) src = src.substr(1);
-  return "function <" + src + ":" + std::to_string(p.linedefined) + ">";
-}
-
 // ---- running an entry
 // ----------------------------------------------------------------------------
 struct Run {
   int base;      // guard slots
   int outs = 0;  // first output userdata
-  int tabs = 0;  // table of materialized tables
+  int tabs = 0;  // table of materialized tables, then closures
+  int ntables = 0;
 };
 
 // Leaves only the top n values, moved to the bottom of the stack. Not lua_rotate: the guard
@@ -77,17 +72,55 @@ void push_plan(lua_State* L, const VPlan& p, const Run& r) {
     case VPlan::Kind::Size:
       lua_rawgeti(L, r.tabs, p.i + 1);
       break;
+    case VPlan::Kind::Closure:
+      lua_rawgeti(L, r.tabs, r.ntables + p.i + 1);
+      break;
+  }
+}
+
+// The closures' upvalues (ClosurePlan): joined to a real function's, or a fresh cell per trace
+// cell (set in the first closure that has it, joined by the others).
+void close_over(lua_State* L, const Entry& e, const Run& r) {
+  std::unordered_map<int, std::pair<int, int>> first;  // cell -> (closure, upvalue)
+  for (size_t j = 0; j < e.closures.size(); j++) {
+    lua_rawgeti(L, r.tabs, r.ntables + lua_Integer(j) + 1);
+    const int c = lua_gettop(L);
+    for (size_t n = 0; n < e.closures[j].ups.size(); n++) {
+      const ClosurePlan::Up& u = e.closures[j].ups[n];
+      if (u.cell < 0) {
+        push_plan(L, u.fn, r);
+        TC_ASSERT(lua_type(L, -1) == LUA_TFUNCTION, "a closure's upvalue owner is not a function");
+        lua_upvaluejoin(L, c, int(n) + 1, lua_gettop(L), u.fn_up);
+      } else if (auto it = first.find(u.cell); it != first.end()) {
+        lua_rawgeti(L, r.tabs, r.ntables + it->second.first + 1);
+        lua_upvaluejoin(L, c, int(n) + 1, lua_gettop(L), it->second.second);
+      } else {
+        push_plan(L, u.value, r);
+        lua_setupvalue(L, c, int(n) + 1);
+        first[u.cell] = {int(j), int(n) + 1};
+      }
+      lua_settop(L, c);
+    }
+    lua_pop(L, 1);
   }
 }
 
 void build_tables(lua_State* L, const Entry& e, Run& r) {
-  if (e.tables.empty()) return;
-  lua_createtable(L, int(e.tables.size()), 0);
+  if (e.tables.empty() && e.closures.empty()) return;
+  lua_createtable(L, int(e.tables.size() + e.closures.size()), 0);
   r.tabs = lua_gettop(L);
+  r.ntables = int(e.tables.size());
   for (size_t j = 0; j < e.tables.size(); j++) {
     lua_createtable(L, int(e.tables[j].array.size()), int(e.tables[j].hash.size()));
     lua_rawseti(L, r.tabs, lua_Integer(j) + 1);
   }
+  for (size_t j = 0; j < e.closures.size(); j++) {
+    const ClosurePlan& c = e.closures[j];
+    int st = luaL_loadbufferx(L, c.chunk.data(), c.chunk.size(), c.source.c_str(), "b");
+    TC_ASSERT(st == LUA_OK, "loading a closure's prototype failed");
+    lua_rawseti(L, r.tabs, r.ntables + lua_Integer(j) + 1);
+  }
+  close_over(L, e, r);
   for (size_t j = 0; j < e.tables.size(); j++) {
     const TablePlan& t = e.tables[j];
     lua_rawgeti(L, r.tabs, lua_Integer(j) + 1);
@@ -119,19 +152,20 @@ void build_tables(lua_State* L, const Entry& e, Run& r) {
 
 void mark_sizes(lua_State* L, const Entry& e, const Run& r, const std::vector<VPlan>& plans) {
   // Size tables get tc.Size as metatable (found through the plans that mention them).
-  std::vector<bool> is_size(e.tables.size(), false);
+  std::vector<bool> is_size(e.tables.size(), false), seen(e.tables.size(), false);
   std::function<void(const VPlan&)> visit = [&](const VPlan& p) {
-    if (p.kind == VPlan::Kind::Size && !is_size[p.i]) {
-      is_size[p.i] = true;
-      for (const VPlan& x : e.tables[p.i].array) visit(x);
-    } else if (p.kind == VPlan::Kind::Table) {
-      for (const VPlan& x : e.tables[p.i].array) visit(x);
-      for (auto& [k, v] : e.tables[p.i].hash) visit(k), visit(v);
-    }
+    if (p.kind != VPlan::Kind::Size && p.kind != VPlan::Kind::Table) return;
+    if (p.kind == VPlan::Kind::Size) is_size[p.i] = true;
+    if (seen[p.i]) return;  // tables may hold themselves (A.__index = A)
+    seen[p.i] = true;
+    for (const VPlan& x : e.tables[p.i].array) visit(x);
+    for (auto& [k, v] : e.tables[p.i].hash) visit(k), visit(v);
   };
   for (const VPlan& p : plans) visit(p);
   for (const Effect& ef : e.effects) visit(ef.value);
   for (auto& [reg, p] : e.regs) visit(p);
+  for (const ClosurePlan& c : e.closures)
+    for (const ClosurePlan::Up& u : c.ups) visit(u.value);
   for (size_t j = 0; j < is_size.size(); j++) {
     if (!is_size[j]) continue;
     lua_rawgeti(L, r.tabs, lua_Integer(j) + 1);
@@ -213,7 +247,8 @@ CodeCache* resume_cache(CodeCache* cc, int pc) {
     auto lines = vm::decode_lines(*origin);
     return opc < int(lines.size()) ? lines[opc] : origin->linedefined;
   }();
-  c->name = "resume of " + function_name(*origin) + " at line " + std::to_string(line);
+  c->fn_name = cc->fn_name;
+  c->name = "resume of " + cc->fn_name + " at line " + std::to_string(line);
   state().resume_protos.push_back(std::move(proto));
   CodeCache* out = c.get();
   caches[key] = std::move(c);
@@ -275,11 +310,14 @@ int cont_gc(lua_State* L) {
 // f(...))) end` (or `function(f, ...) return f(...) end` for a tail call), loaded once per call
 // site with the user's chunk name and line, so that error() and argument errors of the callee
 // name the user's line, as without compilation.
-void push_site_helper(lua_State* L, const vm::Proto& p, int pc, bool tail, const std::string& f) {
+enum class Site { Call, TailCall, Compare };
+
+void push_site_helper(lua_State* L, const vm::Proto& p, int pc, Site site, const std::string& f) {
   const std::vector<int> lines = vm::decode_lines(p);
   const int line = pc < int(lines.size()) && lines[pc] > 0 ? lines[pc] : 1;
   const std::string source = p.source.value_or("=?");
-  const std::string key = source + ":" + std::to_string(line) + ":" + f + (tail ? ":tail" : "");
+  static const char* const suffix[] = {":call", ":tail", ":compare"};
+  const std::string key = source + ":" + std::to_string(line) + ":" + f + suffix[int(site)];
   lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.sites");
   if (lua_getfield(L, -1, key.c_str()) == LUA_TFUNCTION) {
     lua_remove(L, -2);
@@ -287,11 +325,21 @@ void push_site_helper(lua_State* L, const vm::Proto& p, int pc, bool tail, const
   }
   lua_pop(L, 1);
   std::string text(line - 1, '\n');
-  // the parameter holding the callee carries its name: "bad argument #1 to 'rep'"
-  text += tail ? "local pass, after_call = ... return function(" + f + ", ...) return " + f +
-                     "(...) end"
-               : "local pass, after_call = ... return function(cont, " + f +
-                     ", ...) return pass(after_call(cont, " + f + "(...))) end";
+  // the parameter holding the callee carries its name: "bad argument #1 to 'rep'"; a comparison
+  // runs its metamethods and errors at the user's line
+  text += "local pass, after_call = ... ";
+  switch (site) {
+    case Site::Call:
+      text += "return function(cont, " + f + ", ...) return pass(after_call(cont, " + f + "(...))) end";
+      break;
+    case Site::TailCall:
+      text += "return function(" + f + ", ...) return " + f + "(...) end";
+      break;
+    case Site::Compare:
+      text += "return function(kind, a, b) if kind == 0 then return a == b elseif kind == 1 then "
+              "return a < b else return a <= b end end";
+      break;
+  }
   int st = luaL_loadbufferx(L, text.data(), text.size(), source.c_str(), "t");
   TC_ASSERT(st == LUA_OK, "call-site helper does not load");
   lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.pass");
@@ -347,7 +395,11 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
     case vm::OpCode::TAILCALL: {
       const int nargs = i.b ? i.b - 1 : top - i.a - 1;
       const int call_base = lua_gettop(L);
-      push_site_helper(L, p, e.pc, i.op == vm::OpCode::TAILCALL, e.callee_name);
+      push_site_helper(L, p, e.pc, i.op == vm::OpCode::TAILCALL ? Site::TailCall : Site::Call,
+                       e.callee_name);
+      lua_rawgeti(L, R, i.a + 1);  // not callable: eager's error, naming the value as Lua does
+      if (push_call_error(L, p, e.pc, lua_gettop(L), call_base + 1)) return Outcome::Raise;
+      lua_pop(L, 1);
       if (i.op == vm::OpCode::CALL) {
         void* mem = lua_newuserdatauv(L, sizeof(Cont), 3);
         new (mem) Cont{state().caches.at(cc->key), cfg, e.pc};
@@ -365,13 +417,17 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
       }
       lua_rawgeti(L, R, i.a + 1);
       const int callee = lua_gettop(L);
-      // Lua functions called at a break go through the compiler too (regional compilation).
-      if (lua_type(L, callee) == LUA_TFUNCTION && !lua_iscfunction(L, callee)) {
-        push_wrapper(L, callee, cfg);
+      // Lua functions called at a break go through the compiler too (regional compilation),
+      // tc's trampolines (a module's __call) as the Lua function they call.
+      if (lua_type(L, callee) == LUA_TFUNCTION && (!lua_iscfunction(L, callee) ||
+                                                   lua::trampoline_target(L, callee))) {
+        push_wrapper(L, lua_gettop(L), cfg);
+        if (lua_gettop(L) > callee + 1) lua_remove(L, -2);  // the trampoline's target
         lua_replace(L, callee);
       } else if (lua_type(L, callee) == LUA_TTABLE &&
                  luaL_getmetafield(L, callee, "__call") != LUA_TNIL) {
-        if (lua_type(L, -1) == LUA_TFUNCTION && !lua_iscfunction(L, -1)) {
+        if (lua_type(L, -1) == LUA_TFUNCTION &&
+            (!lua_iscfunction(L, -1) || (lua::trampoline_target(L, -1) && (lua_remove(L, -2), true)))) {
           push_wrapper(L, lua_gettop(L), cfg);
           lua_replace(L, -2);
           lua_insert(L, callee);  // wrapper, table
@@ -380,6 +436,15 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
         }
       }
       for (int j = 0; j < nargs; j++) lua_rawgeti(L, R, i.a + 2 + j);
+      // compile-all: the Lua function a C function will call (pcall's, sort's ...) compiled too
+      if (state().compile_all && lua_iscfunction(L, callee)) {
+        auto it = known().calls_arg.find(lua_tocfunction(L, callee));
+        const int a = it == known().calls_arg.end() ? 0 : callee + it->second;
+        if (a && a <= lua_gettop(L) && lua_type(L, a) == LUA_TFUNCTION && !lua_iscfunction(L, a)) {
+          push_wrapper(L, a, cfg);
+          lua_replace(L, a);
+        }
+      }
       // [after, cont,] f, args...: Lua makes the call (a tail call for TAILCALL)
       const int n = lua_gettop(L) - call_base;
       keep_top(L, n);
@@ -411,8 +476,9 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
     case vm::OpCode::LEI:
     case vm::OpCode::GTI:
     case vm::OpCode::GEI: {
-      // cmp(kind, a, b) is a Lua helper: metamethods and their errors behave as in stock Lua.
-      lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.compare");
+      // cmp(kind, a, b) is a Lua helper at the user's line: metamethods and their errors behave
+      // as in stock Lua.
+      push_site_helper(L, p, e.pc, Site::Compare, "");
       int kind = 0;
       auto push_imm = [&] {
         if (i.c)
@@ -488,6 +554,17 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
 
 // Runs entry e whose guards passed (slots above `base`). Returns Call with [next fn, args...]
 // (cc set to its cache, or null for an uncompiled call), Results, or Raise.
+// An op of the graph failed while it ran: eager's error (kind, message) at the node's user line.
+void push_node_error(lua_State* L, const Graph& g, const NodeError& err) {
+  lua::push_error(L, error_kind_name(err.kind()), err.what(), 1);
+  const Node& n = g.nodes[err.node];
+  if (n.line <= 0) return;
+  lua_pushstring(L, n.file.c_str());
+  lua_setfield(L, -2, "file");
+  lua_pushinteger(L, n.line);
+  lua_setfield(L, -2, "line");
+}
+
 Outcome execute(lua_State* L, const Entry& e, CodeCache*& cc,
                 const std::shared_ptr<CompileConfig>& cfg, int base) {
   if (e.end == EndKind::Fallback) {
@@ -507,10 +584,24 @@ Outcome execute(lua_State* L, const Entry& e, CodeCache*& cc,
       // borrowed: live inputs sit in their slots, known ones in the memo's table, which the
       // fast path leaves on the stack for the call
       std::vector<const Tensor*> inputs;
+      std::vector<Tensor> numbers;  // unspecialized numbers: 0-dim wrapped-number inputs
       inputs.reserve(e.input_sources.size());
-      for (int s : e.input_sources) inputs.push_back(e.guards.tensor_at(L, base, s));
+      numbers.reserve(e.input_sources.size());
+      for (int s : e.input_sources) {
+        const Tensor* t = e.guards.tensor_at(L, base, s);
+        if (!t) {
+          numbers.push_back(number_input(L, GuardProgram::slot(base, s)));
+          t = &numbers.back();
+        }
+        inputs.push_back(t);
+      }
       RunningState running(L);
-      outs = e.run(inputs);
+      try {
+        outs = e.run(inputs);
+      } catch (const NodeError& err) {
+        push_node_error(L, e.graph, err);
+        return Outcome::Raise;
+      }
     }
     lua_checkstack(L, int(outs.size()) + 16);
     r.outs = lua_gettop(L) + 1;
@@ -536,6 +627,12 @@ void learn_dynamic(lua_State* L, CodeCache* cc, const Entry& last, int base) {
   const int i = last.guards.first_failure(L, base);
   if (i < 0) return;
   const Guard& g = last.guards.guards[i];
+  if (g.kind == GuardKind::Equals && g.vtype == LUA_TNUMBER &&
+      lua_type(L, GuardProgram::slot(base, g.src)) == LUA_TNUMBER) {
+    // a number that changed: from now on it is not specialized (dim -1: the number itself)
+    cc->dynamic.push_back({last.guards.describe(g.src), -1});
+    return;
+  }
   if (g.kind != GuardKind::Tensor) return;
   const Tensor* t = lua::to_tensor(L, GuardProgram::slot(base, g.src));
   if (!t || t->dtype() != g.tensor.dtype || t->device() != g.tensor.device ||
@@ -565,9 +662,25 @@ std::vector<int> sources_read_after_check(const Entry& e) {
     for (auto& [k, v] : t.hash) visit(k), visit(v);
     visit(t.metatable);
   }
+  for (const ClosurePlan& c : e.closures)
+    for (const ClosurePlan::Up& u : c.ups) visit(u.fn), visit(u.value);
   for (const Effect& ef : e.effects) visit(ef.target), visit(ef.key), visit(ef.value);
   if (e.lua_backend_ref != LUA_NOREF) out.insert(out.end(), e.input_sources.begin(), e.input_sources.end());
+  for (size_t j = 0; j < e.input_sources.size(); j++)  // numbers: never a memo's known tensor
+    if (e.graph.fake(Ref{e.graph.inputs[j]}).is_wrapped_number()) out.push_back(e.input_sources[j]);
   return out;
+}
+
+// tc.config[key] when it is an integer, else `fallback`.
+int config_int(lua_State* L, const char* key, int fallback) {
+  const int top = lua_gettop(L);
+  lua_getfield(L, LUA_REGISTRYINDEX, "tc.module");
+  if (lua_istable(L, -1) && lua_getfield(L, -1, "config") == LUA_TTABLE) {
+    lua_getfield(L, -1, key);
+    if (lua_isinteger(L, -1)) fallback = int(lua_tointeger(L, -1));
+  }
+  lua_settop(L, top);
+  return fallback;
 }
 
 // Pushes the error of fullgraph=true for an entry whose whole frame runs uncompiled.
@@ -594,14 +707,7 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
       *out = Outcome::Raise;
       return nullptr;
     }
-    int limit = 8;
-    lua_getfield(L, LUA_REGISTRYINDEX, "tc.module");
-    if (lua_istable(L, -1) && lua_getfield(L, -1, "config") == LUA_TTABLE) {
-      lua_getfield(L, -1, "recompile_limit");
-      if (lua_isinteger(L, -1)) limit = int(lua_tointeger(L, -1));
-      lua_pop(L, 1);
-    }
-    lua_settop(L, base);
+    const int limit = config_int(L, "recompile_limit", 8);
     last.guards.check(L, 1, 2, nargs);
     if (int(cc->entries.size()) >= limit) {
       lua_settop(L, base);
@@ -610,9 +716,9 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
       std::string msg = "tc: recompile limit (" + std::to_string(limit) + ") reached for " +
                         cache_name(cc) + "; last reason: " + reason +
                         ". It runs uncompiled from now on.";
-      // Resume functions inside loops see new loop counters on every iteration: reaching the
-      // limit there is expected, says explain, and is not worth a warning.
-      if (!cc->origin) std::fprintf(stderr, "%s\n", msg.c_str());
+      // resume functions too (a value read at a break that changes on every call, a loop that
+      // breaks in every iteration): compilation is lost either way, and the user is told
+      std::fprintf(stderr, "%s\n", msg.c_str());
       st.report.fallbacks.push_back(cache_name(cc) + ": recompile limit reached");
       *out = Outcome::Call;
       return nullptr;
@@ -631,6 +737,9 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
   opt.fn_name = cc->name;
   opt.dynamic = cc->dynamic;
   opt.dynamic_all = cfg->dynamic == 1;
+  opt.budget.instructions = config_int(L, "trace_max_instructions", opt.budget.instructions);
+  opt.budget.depth = config_int(L, "trace_max_depth", opt.budget.depth);
+  opt.budget.iterations = config_int(L, "trace_max_iterations", opt.budget.iterations);
   std::unique_ptr<Entry> e;
   for (int attempt = 0;; attempt++) {
     e = std::make_unique<Entry>();
@@ -702,6 +811,7 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
     }
   }
   auto t1 = std::chrono::steady_clock::now();
+  CompileReport report;
   if (e->end != EndKind::Fallback && e->graph.num_ops() > 0) {
     const int base = lua_gettop(L);
     if (cfg->backend_fn_ref != LUA_NOREF) {
@@ -716,22 +826,29 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
         return nullptr;
       }
     } else {
-      TC_CHECK(st.compiler, CompileError,
+      TC_CHECK(st.compiler.compile, CompileError,
                "no graph compiler is installed (tc::capture::install was given none)");
-      e->run = st.compiler(e->graph, cfg->backend);
+      Compiled c = st.compiler.compile(e->graph, cfg->backend, cfg->backend_options());
+      e->run = std::move(c.run);
+      report = std::move(c.report);
+      note_backend_report(L, cache_name(cc), report);
     }
     st.stats.backend_compiles++;
-    st.report.graphs.push_back({cache_name(cc), e->graph.op_names(), e->graph.print_code()});
+    st.report.graphs.push_back({cache_name(cc), e->graph.op_names(), e->graph.print_code(), report});
     if (log_enabled(L, "graph_code"))
       std::fprintf(stderr, "[tc graph_code] %s\n%s", cache_name(cc).c_str(),
                    e->graph.print_code().c_str());
   }
-  st.report.times.push_back({cache_name(cc), trace_ms, ms_since(t1)});
+  const double backend_ms = ms_since(t1);
+  st.stats.trace_ms += trace_ms;
+  st.stats.backend_ms += backend_ms;
+  st.report.times.push_back({cache_name(cc), trace_ms, backend_ms, report.lower_ms,
+                             report.codegen_ms, report.compile_ms});
   e->guards.needed = sources_read_after_check(*e);
-  st.report.guards.push_back({cache_name(cc), e->guards.lines()});
+  st.report.guards.push_back({cache_name(cc), e->guards.listing()});
   if (log_enabled(L, "guards")) {
     std::fprintf(stderr, "[tc guards] %s\n", cache_name(cc).c_str());
-    for (const std::string& l : e->guards.lines()) std::fprintf(stderr, "  %s\n", l.c_str());
+    for (const std::string& l : e->guards.listing()) std::fprintf(stderr, "  %s\n", l.c_str());
   }
   cc->entries.push_back(std::move(e));
   return cc->entries.back().get();
@@ -743,7 +860,7 @@ Outcome drive(lua_State* L, CompiledFn& cf) {
   State& st = state();
   if (st.stance == "force_eager") return Outcome::Call;
   if (cf.generation != st.generation || !cf.cc) {
-    cf.cc = cache_for(L, 1, &cf.key);
+    cf.cc = cache_for(L, 1, cf);
     cf.generation = st.generation;
   }
   return drive_from(L, cf.cc, cf.cfg);
@@ -799,6 +916,11 @@ Outcome drive_from(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
 
 }  // namespace
 
+Tensor number_input(lua_State* L, int idx) {
+  if (lua_isinteger(L, idx)) return Tensor::scalar_int(lua_tointeger(L, idx), DType::Int64, true);
+  return Tensor::scalar(lua_tonumber(L, idx), DType::Float64, true);
+}
+
 std::string state_prefix(lua_State* L) {
   lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
   char buf[32];
@@ -807,12 +929,11 @@ std::string state_prefix(lua_State* L) {
   return buf;
 }
 
-CodeCache* cache_for(lua_State* L, int fn_idx, std::string* key) {
+CodeCache* cache_for(lua_State* L, int fn_idx, const CompiledFn& cf) {
   std::string k;
   const vm::Proto* p = Tracer::proto_of(L, fn_idx, &k);
   // Entries hold registry references: each Lua state has its own caches.
-  k = state_prefix(L) + k;
-  if (key) *key = k;
+  k = state_prefix(L) + k + cf.cfg->code_key;
   auto& caches = state().caches;
   auto it = caches.find(k);
   if (it != caches.end()) return it->second.get();
@@ -824,6 +945,12 @@ CodeCache* cache_for(lua_State* L, int fn_idx, std::string* key) {
   lua_pushvalue(L, fn_idx);
   lua_getinfo(L, ">S", &ar);
   c->name = "function <" + std::string(ar.short_src) + ":" + std::to_string(ar.linedefined) + ">";
+  // a function of tc's own (a module's forward, the module wrapper) is named by the user's call
+  if (!cf.name.empty())
+    c->name = cf.name;
+  else if (std::strncmp(ar.short_src, "[tc]", 4) == 0 && !cf.cfg->where.empty())
+    c->name += " (tc.compile at " + cf.cfg->where + ")";
+  c->fn_name = c->name;
   CodeCache* out = c.get();
   caches[k] = std::move(c);
   return out;
@@ -839,12 +966,37 @@ std::vector<Report::CacheRec> cache_records() {
   return out;
 }
 
-int l_after_call(lua_State* L) {
-  // stack: cont, results...
-  Outcome o;
+namespace {
+// Runs `body` (which returns an Outcome) as a Lua C function's body: C++ errors become Lua
+// errors of their kind (the stack unwinds first, so no C++ object outlives lua_error's longjmp).
+template <class Body>
+int run_outcome(lua_State* L, Body body) {
+  Outcome o = Outcome::Call;
   bool cpp_error = false;
+  char kind[32] = "CompileError";
   char msg[1024] = "";
   try {
+    o = body();
+  } catch (const Error& e) {
+    cpp_error = true;
+    std::snprintf(kind, sizeof kind, "%s", error_kind_name(e.kind()));
+    std::snprintf(msg, sizeof msg, "%s", e.what());
+  } catch (const std::exception& e) {
+    cpp_error = true;
+    std::snprintf(msg, sizeof msg, "tc internal error while compiling: %s", e.what());
+  }
+  if (cpp_error) {
+    lua::push_error(L, kind, msg, 1);
+    return lua_error(L);
+  }
+  if (o == Outcome::Raise) return lua_error(L);
+  return lua_gettop(L);
+}
+}  // namespace
+
+int l_after_call(lua_State* L) {
+  // stack: cont, results...
+  return run_outcome(L, [L] {
     Cont* c = static_cast<Cont*>(lua_touserdata(L, 1));
     std::shared_ptr<CodeCache> keep = c->cc;
     std::shared_ptr<CompileConfig> cfg = c->cfg;
@@ -868,43 +1020,15 @@ int l_after_call(lua_State* L) {
     const int top = i.a + nres;
     const int pc = c->pc;
     push_resume_call(L, cc, F, R, VA, top, pc + 1, false);
-    o = drive_from(L, cc, cfg);
-  } catch (const std::exception& e) {
-    cpp_error = true;
-    std::snprintf(msg, sizeof msg, "%s", e.what());
-  }
-  if (cpp_error) {
-    lua::push_error(L, "CompileError", msg, 1);
-    return lua_error(L);
-  }
-  if (o == Outcome::Raise) return lua_error(L);
-  return lua_gettop(L);
+    return drive_from(L, cc, cfg);
+  });
 }
 
 int l_dispatch(lua_State* L) {
   auto* cf = static_cast<CompiledFn*>(lua_touserdata(L, 1));
   lua_getiuservalue(L, 1, 1);
   lua_replace(L, 1);
-  Outcome o;
-  bool cpp_error = false;
-  char kind[32] = "CompileError";
-  char msg[1024] = "";
-  try {
-    o = drive(L, *cf);
-  } catch (const Error& e) {
-    cpp_error = true;
-    std::snprintf(kind, sizeof kind, "%s", error_kind_name(e.kind()));
-    std::snprintf(msg, sizeof msg, "%s", e.what());
-  } catch (const std::exception& e) {
-    cpp_error = true;
-    std::snprintf(msg, sizeof msg, "tc internal error while compiling: %s", e.what());
-  }
-  if (cpp_error) {
-    lua::push_error(L, kind, msg, 1);
-    return lua_error(L);
-  }
-  if (o == Outcome::Raise) return lua_error(L);
-  return lua_gettop(L);
+  return run_outcome(L, [L, cf] { return drive(L, *cf); });
 }
 
 }  // namespace tc::capture

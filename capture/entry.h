@@ -17,10 +17,10 @@ namespace tc::capture {
 // How to rebuild one Lua value after the graph ran: a constant, a graph output, a value read
 // through a source, or a table made in the traced code.
 struct VPlan {
-  enum class Kind : uint8_t { Nil, Bool, Int, Float, Str, Output, Source, Table, Size };
+  enum class Kind : uint8_t { Nil, Bool, Int, Float, Str, Output, Source, Table, Size, Closure };
   Kind kind = Kind::Nil;
   bool b = false;
-  int64_t i = 0;  // Int; Output: index in graph outputs; Source: source id; Table/Size: table index
+  int64_t i = 0;  // Int; Output: graph output; Source: source id; Table/Size/Closure: plan index
   double f = 0;
   std::string s;
 };
@@ -31,6 +31,23 @@ struct TablePlan {
   std::vector<VPlan> array;
   std::vector<std::pair<VPlan, VPlan>> hash;
   VPlan metatable;  // from setmetatable in the trace (Nil: none; Size tables get tc.Size)
+};
+
+// A function made in the traced code that must exist after the graph. Its prototype is loaded
+// as a main chunk (a new closure with fresh upvalues) and each upvalue is then either joined to
+// the real function's upvalue it captured, or a fresh cell shared by every closure of the run
+// that captured the same cell in the trace, holding the cell's last value. Registers of the
+// frame that share a cell get a copy: vm's resume check (capture_conflict) refuses the breaks
+// after which the frame or a closure could write the cell and the other read it.
+struct ClosurePlan {
+  std::string chunk, source;  // the prototype as a binary main chunk, its chunk name
+  struct Up {
+    VPlan fn;       // Source: join upvalue fn_up of this function
+    int fn_up = 0;  // 1-based
+    int cell = -1;  // else: the trace's cell
+    VPlan value;
+  };
+  std::vector<Up> ups;
 };
 
 struct Effect {
@@ -55,6 +72,7 @@ struct Entry {
   int lua_backend_ref = LUA_NOREF;  // a Lua backend's callable, when the backend is a function
   std::vector<int> input_sources;   // source id of each graph input
   std::vector<TablePlan> tables;
+  std::vector<ClosurePlan> closures;
   std::vector<Effect> effects;
   EndKind end = EndKind::Return;
   std::vector<VPlan> returns;
@@ -84,7 +102,8 @@ inline void make_fallback(Entry& e, std::string why) {
 
 struct CodeCache {
   std::string key;   // hash of the proto's dump (plus the resume pc for resume functions)
-  std::string name;  // "function 'bar' (bar.lua:1)"
+  std::string name;  // "function <bar.lua:1>", "resume of function <bar.lua:1> at line 3"
+  std::string fn_name;  // the function's own name (a resume function's: the one it continues)
   const vm::Proto* proto = nullptr;
   std::shared_ptr<vm::Analysis> analysis;
   // Resume functions: the proto they continue, the pc there, and the prologue length.

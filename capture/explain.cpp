@@ -1,4 +1,5 @@
 // The explain report (LUA_API.md §7): text, JSON and the Lua table of tc.compiler.explain.
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "capture_state.h"
@@ -10,6 +11,19 @@ static int op_count(const Report& r) {
   int n = 0;
   for (const auto& g : r.graphs) n += int(g.ops.size());
   return n;
+}
+
+// The backend's call split into its parts: lower, codegen, and the rest (the backend's compiler,
+// LLVM or NVRTC, and whatever else it did), so that the parts add up to the total.
+static double rest_ms(const Report::TimeRec& t) {
+  return std::max(0.0, t.backend_ms - t.lower_ms - t.codegen_ms);
+}
+
+static std::string kernels_line(const CompileReport& b) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%d kernels, %d distinct (%d from cache), %d fallback nodes",
+                b.kernels, b.distinct_kernels, b.cached_kernels, b.fallback_nodes);
+  return buf;
 }
 
 static nlohmann::json to_json(const Report& r) {
@@ -38,6 +52,13 @@ static nlohmann::json to_json(const Report& r) {
   json ops = json::array();
   for (const auto& g : r.graphs) ops.push_back(g.ops);
   j["ops_per_graph"] = ops;
+  json kernels = json::array();
+  for (const auto& g : r.graphs)
+    kernels.push_back({{"kernels", g.backend.kernels},
+                       {"distinct_kernels", g.backend.distinct_kernels},
+                       {"cached_kernels", g.backend.cached_kernels},
+                       {"fallback_nodes", g.backend.fallback_nodes}});
+  j["kernels_per_graph"] = kernels;
   json guards = json::array();
   for (const auto& g : r.guards) guards.push_back({{"function", g.function}, {"guards", g.lines}});
   j["guards"] = guards;
@@ -49,7 +70,9 @@ static nlohmann::json to_json(const Report& r) {
   for (const auto& t : r.times)
     times.push_back({{"function", t.function},
                      {"trace_ms", t.trace_ms},
-                     {"backend_compile_ms", t.backend_ms},
+                     {"lower_ms", t.lower_ms},
+                     {"codegen_ms", t.codegen_ms},
+                     {"backend_compile_ms", rest_ms(t)},
                      {"total_ms", t.trace_ms + t.backend_ms}});
   j["compile_times"] = times;
   j["uncompiled"] = r.fallbacks;
@@ -87,6 +110,9 @@ static std::string to_text(const Report& r) {
     for (size_t k = 0; k < r.graphs[i].ops.size(); k++) s += (k ? ", " : "") + r.graphs[i].ops[k];
     s += "\n";
   }
+  s += "Kernels per Graph:\n";
+  for (size_t i = 0; i < r.graphs.size(); i++)
+    s += "  Graph " + std::to_string(i + 1) + ": " + kernels_line(r.graphs[i].backend) + "\n";
   s += "Guards:\n";
   for (const auto& g : r.guards) {
     s += "  " + g.function + ":\n";
@@ -99,8 +125,11 @@ static std::string to_text(const Report& r) {
   s += "Compile Times:\n";
   for (const auto& t : r.times) {
     char buf[256];
-    std::snprintf(buf, sizeof buf, "  %s: trace %.3f ms, backend compile %.3f ms, total %.3f ms\n",
-                  t.function.c_str(), t.trace_ms, t.backend_ms, t.trace_ms + t.backend_ms);
+    std::snprintf(buf, sizeof buf,
+                  "  %s: trace %.3f ms, lower %.3f ms, codegen %.3f ms, backend compile %.3f ms, "
+                  "total %.3f ms\n",
+                  t.function.c_str(), t.trace_ms, t.lower_ms, t.codegen_ms, rest_ms(t),
+                  t.trace_ms + t.backend_ms);
     s += buf;
   }
   s += "Cache:\n";
@@ -164,6 +193,21 @@ void push_report(lua_State* L, const Report& r) {
     lua_rawseti(L, -2, lua_Integer(i) + 1);
   }
   lua_setfield(L, -2, "ops_per_graph");
+  lua_createtable(L, int(r.graphs.size()), 0);
+  for (size_t i = 0; i < r.graphs.size(); i++) {
+    const CompileReport& b = r.graphs[i].backend;
+    lua_createtable(L, 0, 4);
+    const std::pair<const char*, int> fields[] = {{"kernels", b.kernels},
+                                                  {"distinct_kernels", b.distinct_kernels},
+                                                  {"cached_kernels", b.cached_kernels},
+                                                  {"fallback_nodes", b.fallback_nodes}};
+    for (auto& [k, v] : fields) {
+      lua_pushinteger(L, v);
+      lua_setfield(L, -2, k);
+    }
+    lua_rawseti(L, -2, lua_Integer(i) + 1);
+  }
+  lua_setfield(L, -2, "kernels_per_graph");
   lua_createtable(L, int(r.guards.size()), 0);
   for (size_t i = 0; i < r.guards.size(); i++) {
     lua_createtable(L, 0, 2);
@@ -197,8 +241,13 @@ void push_report(lua_State* L, const Report& r) {
     lua_setfield(L, -2, "function");
     lua_pushnumber(L, r.times[i].trace_ms);
     lua_setfield(L, -2, "trace_ms");
-    lua_pushnumber(L, r.times[i].backend_ms);
-    lua_setfield(L, -2, "backend_compile_ms");
+    const std::pair<const char*, double> parts[] = {{"lower_ms", r.times[i].lower_ms},
+                                                    {"codegen_ms", r.times[i].codegen_ms},
+                                                    {"backend_compile_ms", rest_ms(r.times[i])}};
+    for (auto& [k, v] : parts) {
+      lua_pushnumber(L, v);
+      lua_setfield(L, -2, k);
+    }
     lua_pushnumber(L, r.times[i].trace_ms + r.times[i].backend_ms);
     lua_setfield(L, -2, "total_ms");
     lua_rawseti(L, -2, lua_Integer(i) + 1);

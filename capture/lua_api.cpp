@@ -1,5 +1,6 @@
 // install(): tc.compile and tc.compiler.* backed by capture, the compiled-function wrappers
 // (a Lua trampoline around l_dispatch) and the pointers of the C builtins the tracer models.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -24,39 +25,30 @@ local tc, prim = ...
 local raise, is_tensor = tc._C.raise, tc._C.is_tensor
 local config = tc.config
 
-local backends = {tc = true, eager = true, cpu = true, cuda = true, inductor = true}
-local modes = {default = true, ["reduce-overhead"] = true, ["max-autotune"] = true,
-               ["max-autotune-no-cudagraphs"] = true}
-local compile_keys = {fullgraph = "boolean", dynamic = "boolean", backend = true, mode = "string",
-                      options = "table", disable = "boolean"}
-
-local function check_options(opts)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then raise("ValueError", "tc.compile(f, opts): opts must be a table, got " .. type(opts)) end
-  for k, v in pairs(opts) do
-    local want = compile_keys[k]
-    if want == nil then
-      raise("ValueError", ("tc.compile() got an unexpected option '%s' (options: fullgraph, dynamic, backend, mode, options, disable)"):format(tostring(k)))
-    end
-    if want ~= true and type(v) ~= want then
-      raise("ValueError", ("tc.compile(): option '%s' must be a %s, got %s"):format(k, want, type(v)))
-    end
-  end
-  local b = opts.backend
-  if b ~= nil and not (type(b) == "function" or (type(b) == "string" and backends[b])) then
-    raise("ValueError", ("tc.compile(): unknown backend %s (backends: tc, eager, cpu, cuda, or a function(gm, example_inputs))"):format(
-      type(b) == "string" and '"' .. b .. '"' or type(b)))
-  end
-  if opts.mode ~= nil and not modes[opts.mode] then
-    raise("ValueError", ('tc.compile(): unknown mode "%s" (modes: default, reduce-overhead, max-autotune, max-autotune-no-cudagraphs)'):format(opts.mode))
-  end
-  return opts
-end
-
+local check_options = tc.compiler._check_options  -- tc._api.lua: the one checker of opts
 local function callable(f)
   if type(f) == "function" then return true end
   local mt = getmetatable(f)
   return type(mt) == "table" and mt.__call ~= nil
+end
+
+-- The user's line that called into tc ("model.lua:12"), for names in warnings and reports.
+local function user_line()
+  for level = 3, 30 do
+    local info = debug.getinfo(level, "Sl")
+    if not info then break end
+    if info.what ~= "C" and info.source:sub(1, 5) ~= "@[tc]" then
+      return info.short_src .. ":" .. info.currentline
+    end
+  end
+  return ""
+end
+
+-- The code a module's call runs (its forward, else its __call), which keys its code cache.
+local function module_code(m)
+  local ok, fwd = pcall(function() return m.forward end)
+  if ok and type(fwd) == "function" then return fwd end
+  return getmetatable(m).__call
 end
 
 local function compile(f, opts)
@@ -65,19 +57,41 @@ local function compile(f, opts)
   local backend = opts.backend or config.backend or "tc"
   local dynamic = opts.dynamic
   if dynamic == nil then dynamic = config.dynamic end
+  local where = user_line()
+  local mode = opts.mode or config.mode
   if type(f) ~= "function" then
     -- a module (or any callable table): compile its call, hooks included; fields read through
     local m = f
-    local cf = prim.compile(function(...) return m(...) end, backend, fullgraph, dynamic, opts.mode or config.mode)
-    return setmetatable({}, {__call = function(_, ...) return cf(...) end, __index = m, __name = "CompiledModule",
-                             __tostring = function() return "Compiled(" .. tostring(m) .. ")" end})
+    local code = module_code(m)
+    local mt = getmetatable(m)
+    local class = type(mt) == "table" and rawget(mt, "__name") or "module"
+    local info = type(code) == "function" and debug.getinfo(code, "S")
+    local name = ("%s (forward <%s:%d>, tc.compile at %s)"):format(tostring(class),
+      info and info.short_src or "?", info and info.linedefined or 0, where)
+    local cf = prim.compile(function(...) return m(...) end, backend, fullgraph, dynamic,
+                            mode, code, name, where, opts.options)
+    -- the wrapper stands for the module: its methods run on the module (c:parameters(), c:eval()),
+    -- its fields are the module's (reads and writes)
+    local wrapper, bound = {}, setmetatable({}, {__mode = "k"})
+    local function index(_, k)
+      local v = m[k]
+      if type(v) ~= "function" then return v end
+      bound[v] = bound[v] or function(self, ...)
+        if rawequal(self, wrapper) then self = m end
+        return v(self, ...)
+      end
+      return bound[v]
+    end
+    return setmetatable(wrapper, {__call = function(_, ...) return cf(...) end, __index = index, __newindex = m,
+                                  __name = "CompiledModule", __tostring = function() return "Compiled(" .. tostring(m) .. ")" end})
   end
-  return prim.compile(f, backend, fullgraph, dynamic, opts.mode or config.mode)
+  return prim.compile(f, backend, fullgraph, dynamic, mode, nil, nil, where, opts.options)
 end
 
 function tc.compile(f, opts)
   if not callable(f) then raise("ValueError", "tc.compile(): expected a function or a module, got " .. type(f)) end
-  opts = check_options(opts)
+  check_options(opts)
+  opts = opts or {}
   if opts.disable or config.eager or prim.is_disabled(f) then return f end
   if type(f) == "function" and debug.getinfo(f, "S").what == "C" then return f end  -- nothing to trace
   return compile(f, opts)
@@ -121,11 +135,14 @@ end
 function compiler.stats() return prim.stats() end
 -- benchmarks and tests: the guards' fast path on (default) or off (every hit takes the full check)
 function compiler._set_guard_fast_path(on) prim.set_guard_fast_path(on and true or false) end
-function compiler.explain(f)
+-- tc.compiler.explain(f [, opts])(args...): opts as tc.compile's (backend: tc.config.backend)
+function compiler.explain(f, opts)
   if not callable(f) then raise("ValueError", "tc.compiler.explain(): expected a function, got " .. type(f)) end
+  check_options(opts)
+  opts = opts or {}
   return function(...)
     prim.explain_begin()
-    local ok, err = pcall(compile(f, {backend = "eager"}), ...)
+    local ok, err = pcall(compile(f, opts), ...)
     local report, text = prim.explain_end()
     if not ok then error(err, 0) end
     return report, text
@@ -160,7 +177,17 @@ int p_compile(lua_State* L) {
   cfg->fullgraph = lua_toboolean(L, 3);
   cfg->dynamic = lua_isnil(L, 4) ? -1 : lua_toboolean(L, 4) ? 1 : 0;
   cfg->mode = luaL_optstring(L, 5, "default");
-  push_compiled(L, 1, cfg);
+  if (lua_type(L, 6) == LUA_TFUNCTION && !lua_iscfunction(L, 6)) cfg->code_key = "/" + dump_key(L, 6);
+  cfg->where = luaL_optstring(L, 8, "");
+  if (lua_istable(L, 9)) {  // the backend's options (checked by tc._api.lua's check_options)
+    lua_pushnil(L);
+    while (lua_next(L, 9)) {
+      cfg->options.emplace_back(lua_tostring(L, -2), lua::to_value(L, -1, "option"));
+      lua_pop(L, 1);
+    }
+    std::ranges::sort(cfg->options, {}, [](const auto& kv) { return kv.first; });
+  }
+  push_compiled(L, 1, cfg, luaL_optstring(L, 7, ""));
   return 1;
 }
 
@@ -249,18 +276,34 @@ int p_set_guard_fast_path(lua_State* L) {
   return 0;
 }
 
+// tc.compiler.stats(): the counters, the backends' reports summed (kernels, fallback_nodes ...)
+// and the time spent tracing and in the backends.
 int p_stats(lua_State* L) {
   const Stats& s = state().stats;
-  lua_createtable(L, 0, 7);
-  const std::pair<const char*, int64_t> fields[] = {{"traces", s.traces},
-                                                    {"guard_fast_hits", s.guard_fast_hits},
-                                                    {"backend_compiles", s.backend_compiles},
-                                                    {"cache_hits", s.cache_hits},
-                                                    {"recompiles", s.recompiles},
-                                                    {"graph_breaks", s.graph_breaks},
-                                                    {"fallbacks", s.fallbacks}};
+  lua_createtable(L, 0, 16);
+  const std::pair<const char*, int64_t> fields[] = {
+      {"traces", s.traces},
+      {"guard_fast_hits", s.guard_fast_hits},
+      {"backend_compiles", s.backend_compiles},
+      {"cache_hits", s.cache_hits},
+      {"recompiles", s.recompiles},
+      {"graph_breaks", s.graph_breaks},
+      {"fallbacks", s.fallbacks},
+      {"kernels", s.backend.kernels},
+      {"distinct_kernels", s.backend.distinct_kernels},
+      {"cached_kernels", s.backend.cached_kernels},
+      {"fallback_nodes", s.backend.fallback_nodes}};
   for (auto& [k, v] : fields) {
     lua_pushinteger(L, v);
+    lua_setfield(L, -2, k);
+  }
+  const std::pair<const char*, double> times[] = {{"trace_ms", s.trace_ms},
+                                                  {"backend_compile_ms", s.backend_ms},
+                                                  {"lower_ms", s.backend.lower_ms},
+                                                  {"codegen_ms", s.backend.codegen_ms},
+                                                  {"compile_ms", s.backend.compile_ms}};
+  for (auto& [k, v] : times) {
+    lua_pushnumber(L, v);
     lua_setfield(L, -2, k);
   }
   return 1;
@@ -337,6 +380,22 @@ void collect_builtins(lua_State* L) {
       }
       lua_pop(L, 1);
     }
+    lua_pop(L, 1);
+  }
+  // C functions that call one of their arguments (compile-all routes it through the compiler)
+  const std::pair<const char*, int> callers[] = {{"pcall", 1},       {"xpcall", 1},
+                                                 {"table.sort", 2},  {"string.gsub", 3},
+                                                 {"coroutine.create", 1}, {"coroutine.wrap", 1}};
+  for (auto& [path, arg] : callers) {
+    lua_getglobal(L, "_G");
+    for (const char *s = path, *dot; s; s = dot ? dot + 1 : nullptr) {
+      dot = std::strchr(s, '.');
+      lua_pushlstring(L, s, dot ? size_t(dot - s) : std::strlen(s));
+      lua_rawget(L, -2);
+      lua_remove(L, -2);
+      if (!lua_istable(L, -1)) break;
+    }
+    if (lua_iscfunction(L, -1)) k.calls_arg[lua_tocfunction(L, -1)] = arg;
     lua_pop(L, 1);
   }
   // unpack is table.unpack; the ipairs iterator
@@ -440,11 +499,11 @@ std::vector<Tensor> run_external(int id, const std::string& name, const Stack& e
   return out;
 }
 
-void push_compiled(lua_State* L, int fn_idx, std::shared_ptr<CompileConfig> cfg) {
+void push_compiled(lua_State* L, int fn_idx, std::shared_ptr<CompileConfig> cfg, std::string name) {
   fn_idx = lua_absindex(L, fn_idx);
   lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.factory");
   void* mem = lua_newuserdatauv(L, sizeof(CompiledFn), 1);
-  new (mem) CompiledFn{std::move(cfg), nullptr, 0, std::string()};
+  new (mem) CompiledFn{std::move(cfg), nullptr, 0, std::string(), std::move(name)};
   luaL_setmetatable(L, kCompiledMeta);
   lua_pushvalue(L, fn_idx);
   lua_setiuservalue(L, -2, 1);
@@ -458,7 +517,21 @@ void push_compiled(lua_State* L, int fn_idx, std::shared_ptr<CompileConfig> cfg)
 
 void push_wrapper(lua_State* L, int fn_idx, const std::shared_ptr<CompileConfig>& cfg) {
   fn_idx = lua_absindex(L, fn_idx);
+  // one wrapper per function, and per module code under tc.compile(module) (its own caches)
   lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.regional");
+  if (!cfg->code_key.empty()) {
+    if (lua_getfield(L, -1, cfg->code_key.c_str()) != LUA_TTABLE) {
+      lua_pop(L, 1);
+      lua_newtable(L);
+      lua_newtable(L);
+      lua_pushstring(L, "k");
+      lua_setfield(L, -2, "__mode");
+      lua_setmetatable(L, -2);
+      lua_pushvalue(L, -1);
+      lua_setfield(L, -3, cfg->code_key.c_str());
+    }
+    lua_remove(L, -2);
+  }
   lua_pushvalue(L, fn_idx);
   if (lua_rawget(L, -2) == LUA_TFUNCTION) {
     lua_remove(L, -2);
@@ -495,6 +568,27 @@ static int debug_level() {
   return level;
 }
 
+// The log names (TC_LOGS, --log, tc.config.log): capture prints the first four, code generators
+// output_code and perf_hints; `all` turns every one on.
+constexpr const char* kLogs[] = {"graph_breaks", "recompiles", "guards",    "graph_code",
+                                 "output_code",  "perf_hints", "all"};
+
+std::string check_logs(const std::string& list) {
+  std::string names;
+  for (const char* n : kLogs) names += std::string(names.empty() ? "" : ", ") + n;
+  size_t at = 0;
+  while (at <= list.size()) {
+    size_t end = list.find_first_of(", ", at);
+    if (end == std::string::npos) end = list.size();
+    const std::string name = list.substr(at, end - at);
+    bool known = name.empty();
+    for (const char* n : kLogs) known = known || name == n;
+    if (!known) return "unknown log '" + name + "' (logs: " + names + ")";
+    at = end + 1;
+  }
+  return "";
+}
+
 bool log_enabled(lua_State* L, const char* topic) {
   const int d = debug_level();
   if (d >= 1 && (!std::strcmp(topic, "graph_breaks") || !std::strcmp(topic, "recompiles")))
@@ -505,11 +599,30 @@ bool log_enabled(lua_State* L, const char* topic) {
   bool on = false;
   if (lua_istable(L, -1) && lua_getfield(L, -1, "config") == LUA_TTABLE) {
     lua_getfield(L, -1, "log");
-    if (const char* s = lua_tostring(L, -1)) on = std::strstr(s, topic) || std::strstr(s, "all");
+    if (const char* s = lua_tostring(L, -1)) {
+      static std::string checked;  // the last setting found valid
+      if (checked != s) {
+        const std::string err = check_logs(s);
+        lua_pop(L, 3);
+        TC_CHECK(err.empty(), ValueError, "tc.config.log: %s", err.c_str());
+        checked = s;
+        return log_enabled(L, topic);
+      }
+      on = std::strstr(s, topic) || std::strstr(s, "all");
+    }
     lua_pop(L, 1);
   }
   lua_pop(L, 2);
   return on;
+}
+
+void note_backend_report(lua_State* L, const std::string& function, const CompileReport& r) {
+  CompileReport sum = r;
+  sum.perf_hints.clear();
+  state().stats.backend.add(sum);
+  if (!r.perf_hints.empty() && log_enabled(L, "perf_hints"))
+    for (const std::string& h : r.perf_hints)
+      std::fprintf(stderr, "[tc perf_hints] %s: %s\n", function.c_str(), h.c_str());
 }
 
 void raise_graph_break(lua_State* L, const GraphBreak& b) {
@@ -540,7 +653,13 @@ void raise_graph_break(lua_State* L, const GraphBreak& b) {
   }
 }
 
+void set_compile_all(lua_State*, bool on) { state().compile_all = on; }
+
 void install(lua_State* L, GraphCompiler compiler) {
+  if (const char* logs = std::getenv("TC_LOGS")) {
+    const std::string err = check_logs(logs);
+    TC_CHECK(err.empty(), ValueError, "TC_LOGS: %s", err.c_str());
+  }
   state().compiler = std::move(compiler);
   // a new state may reuse the address of a closed one: drop caches keyed by that address
   const std::string prefix = state_prefix(L);
@@ -567,26 +686,22 @@ void install(lua_State* L, GraphCompiler compiler) {
     lua_setfield(L, -2, "__gc");
   }
   lua_pop(L, 1);
-  // the wrapper factory, ident and compare helpers
+  // the wrapper factory, ident and pass
   const char* helpers = R"LUA(
 local dispatch, after_call = ...
 local function pass(f, ...) return f(...) end
 local function factory(fs) return function(...) return pass(dispatch(fs, ...)) end end
 
 local function ident(...) return ... end
-local function compare(kind, a, b)
-  if kind == 0 then return a == b elseif kind == 1 then return a < b else return a <= b end
-end
-return factory, ident, compare, pass
+return factory, ident, pass
 )LUA";
   if (luaL_loadbuffer(L, helpers, std::strlen(helpers), "@[tc]/compile.lua") != LUA_OK)
     lua_error(L);
   lua_pushcfunction(L, l_dispatch);
   lua_pushcfunction(L, l_after_call);
   known().dispatch = l_dispatch;
-  lua_call(L, 2, 4);
+  lua_call(L, 2, 3);
   lua_setfield(L, LUA_REGISTRYINDEX, "tc.capture.pass");
-  lua_setfield(L, LUA_REGISTRYINDEX, "tc.capture.compare");
   lua_setfield(L, LUA_REGISTRYINDEX, "tc.capture.ident");
   lua_setfield(L, LUA_REGISTRYINDEX, "tc.capture.factory");
   collect_builtins(L);
@@ -603,6 +718,24 @@ return factory, ident, compare, pass
       {nullptr, nullptr}};
   luaL_newlib(L, prims);
   lua_call(L, 2, 0);
+  // the registry's names, for tc._api.lua's check of tc.compile's options
+  lua_getfield(L, tc_idx, "compiler");
+  lua_createtable(L, 0, int(state().compiler.backends.size()));
+  for (const auto& [name, options] : state().compiler.backends) {
+    lua_createtable(L, 0, int(options.size()));
+    for (const std::string& o : options) {
+      lua_pushboolean(L, 1);
+      lua_setfield(L, -2, o.c_str());
+    }
+    lua_setfield(L, -2, name.c_str());
+  }
+  lua_setfield(L, -2, "_backends");
+  lua_createtable(L, int(state().compiler.modes.size()), 0);
+  for (size_t i = 0; i < state().compiler.modes.size(); i++) {
+    lua_pushstring(L, state().compiler.modes[i].c_str());
+    lua_rawseti(L, -2, lua_Integer(i) + 1);
+  }
+  lua_setfield(L, -2, "_modes");
   lua_settop(L, top);
 }
 

@@ -116,7 +116,15 @@ void push_gm(lua_State* L, const Graph& g) {
     luaL_setfuncs(L, fns, 0);
   }
   lua_setmetatable(L, -2);
-  b->run = std::make_shared<CompiledGraph>(state().compiler(*b->g, "eager"));
+  b->run = std::make_shared<CompiledGraph>(state().compiler.compile(*b->g, "eager", {}).run);
+}
+
+// A graph input as the backend sees it: an unspecialized number as its 0-dim tensor.
+void push_input(lua_State* L, int slot) {
+  if (lua_type(L, slot) == LUA_TNUMBER)
+    lua::push_tensor(L, number_input(L, slot));
+  else
+    lua_pushvalue(L, slot);
 }
 
 }  // namespace
@@ -127,7 +135,7 @@ int lua_backend_compile(lua_State* L, int backend_fn_ref, const Graph& g,
   push_gm(L, g);
   lua_createtable(L, int(input_slots.size()), 0);
   for (size_t i = 0; i < input_slots.size(); i++) {
-    lua_pushvalue(L, input_slots[i]);
+    push_input(L, input_slots[i]);
     lua_rawseti(L, -2, lua_Integer(i) + 1);
   }
   if (lua_pcall(L, 2, 1, 0) != LUA_OK) return LUA_NOREF;  // the error stays on top
@@ -145,7 +153,7 @@ bool lua_backend_run(lua_State* L, int callable_ref, const std::vector<int>& inp
                      size_t nouts, std::vector<Tensor>* outs) {
   const int base = lua_gettop(L);
   lua_rawgeti(L, LUA_REGISTRYINDEX, callable_ref);
-  for (int s : input_slots) lua_pushvalue(L, s);
+  for (int s : input_slots) push_input(L, s);
   if (lua_pcall(L, int(input_slots.size()), LUA_MULTRET, 0) != LUA_OK) return false;
   const int n = lua_gettop(L) - base;
   // a single table of tensors is accepted too (fx backends return tuples)

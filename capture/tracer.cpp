@@ -12,9 +12,6 @@ using vm::Ins;
 using vm::OpCode;
 
 namespace {
-constexpr int kMaxSteps = 400000;  // instructions per trace (unrolled loops count every time)
-constexpr int kMaxDepth = 120;     // inlined call depth
-
 // lua_arith operator of an arithmetic opcode.
 int arith_op(OpCode op) {
   switch (op) {
@@ -105,16 +102,22 @@ Var Tracer::konst(const Frame& f, int k) const {
 
 void Tracer::step() {
   Frame& f = frames_.back();
-  if (++steps_ > kMaxSteps)
-    throw BreakSignal{BreakCode::TraceTooLong, std::to_string(kMaxSteps) + " instructions"};
-  if (int(frames_.size()) > kMaxDepth)
-    throw BreakSignal{BreakCode::CallTooDeep, std::to_string(kMaxDepth) + " frames"};
   f.cur = f.pc;
+  const TraceBudget& b = opt_.budget;
+  if (++steps_ > b.instructions)
+    throw BreakSignal{BreakCode::TraceTooLong, std::to_string(b.instructions) + " instructions"};
+  if (int(frames_.size()) > b.depth)
+    throw BreakSignal{BreakCode::CallTooDeep, std::to_string(b.depth) + " frames"};
+  if (iterations_ > b.iterations)
+    throw BreakSignal{BreakCode::LoopTooLong, std::to_string(b.iterations) + " iterations"};
   if (frames_.size() == 1 && f.pc == opt_.forced_break_pc)
     throw BreakSignal{BreakCode::UnsupportedBytecode, "forced"};
   TC_ASSERT(f.pc >= 0 && f.pc < int(f.p->code.size()), "tracer pc out of range");
   const Ins i = vm::decode(f.p->code[f.pc]);
+  const size_t depth = frames_.size();
   exec(f, i);
+  // a backward jump in the same frame is one more iteration of a loop (for, while, repeat, goto)
+  if (frames_.size() == depth && frames_.back().pc <= frames_.back().cur) iterations_++;
 }
 
 void Tracer::exec(Frame& f, const Ins& i) {
@@ -363,6 +366,7 @@ void Tracer::exec(Frame& f, const Ins& i) {
       deliver({reg(f, i.a)});
       break;
     case OpCode::FORLOOP: {
+      for (int r = i.a; r < i.a + 3; r++) reg(f, r) = spec(reg(f, r));  // the loop's state
       Var& idx = reg(f, i.a);
       if (idx.k == Var::K::Int) {
         Var& count = reg(f, i.a + 1);
@@ -384,7 +388,7 @@ void Tracer::exec(Frame& f, const Ins& i) {
       break;
     }
     case OpCode::FORPREP: {
-      Var init = reg(f, i.a), limit = reg(f, i.a + 1), step = reg(f, i.a + 2);
+      Var init = spec(reg(f, i.a)), limit = spec(reg(f, i.a + 1)), step = spec(reg(f, i.a + 2));
       if (!init.is_number() || !limit.is_number() || !step.is_number() || step.num() == 0)
         throw BreakSignal{BreakCode::UnsupportedBytecode,
                           "numeric for loop over values that are not constants"};
@@ -465,6 +469,7 @@ void Tracer::exec(Frame& f, const Ins& i) {
         } else {
           cells_.push_back(upval(f, u.idx));  // a real upvalue: read-only inside (see set_upval)
           c.cells.push_back(-int(cells_.size()));  // negative: a copy that may not be written
+          real_cells_[c.cells.back()] = {f.fn, u.idx};
         }
       }
       closures_.push_back(std::move(c));

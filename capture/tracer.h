@@ -3,11 +3,13 @@
 // builtins in tracer_calls.cpp; the end of a trace (outputs, effects, breaks) in tracer_end.cpp.
 #pragma once
 #include <lua.hpp>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "entry.h"
@@ -38,6 +40,11 @@ struct Var {
   int obj = -1;    // Object: index in the tracer's object table
   int src = -1;    // Object/Tensor inputs: source id
   int id = -1;     // Table/Closure: index in the tracer's tables/closures
+  // Object: an unspecialized number (automatic dynamic after a recompile on its value). It
+  // passes through registers, tables, calls and resume functions without a value guard, is a
+  // graph input where an op takes it as a tensor, and is specialized (Tracer::spec: an
+  // equality guard) where the trace needs its value.
+  bool unspec = false;
 
   static Var nil() { return {}; }
   static Var boolean(bool v) {
@@ -117,8 +124,18 @@ struct Frame {
 struct Known {
   lua_CFunction dispatch = nullptr;    // capture's own dispatch (compiled function wrappers)
   std::unordered_map<lua_CFunction, std::string> builtins;  // "math.sqrt", "type", "size" ...
+  // C functions that call a function argument, and which (1-based): pcall's 1, table.sort's 2 ...
+  std::unordered_map<lua_CFunction, int> calls_arg;
 };
 Known& known();
+
+// Bounds of one trace, from tc.config (read by dispatch for every trace). A trace that would
+// pass one ends with a graph break of its own code (TC0405, TC0406, TC0410) at the user's line.
+struct TraceBudget {
+  int instructions = 50000;  // trace_max_instructions: instructions traced, inlined calls included
+  int depth = 64;            // trace_max_depth: frames of inlined calls
+  int iterations = 5000;     // trace_max_iterations: loop iterations unrolled
+};
 
 class Tracer {
  public:
@@ -128,6 +145,7 @@ class Tracer {
     bool dynamic_all = false;
     int forced_break_pc = -1;  // break at this root pc (a break happened inside its callee)
     GraphBreak forced;         // ... and that break, as seen inside the callee
+    TraceBudget budget;        // tc.config's trace_max_* (past one: a break, the rest eager)
   };
 
   // L's stack: [fn, args...] at fn_idx. The entry receives guards, graph, effects and the end.
@@ -160,13 +178,24 @@ class Tracer {
   std::vector<Var> cells_;
   std::unordered_map<int, Var> by_source_;              // source id -> Var read (inputs, tables)
   std::unordered_map<const TensorImpl*, Ref> proxies_;  // fake impl -> graph ref
-  std::vector<std::pair<std::pair<int, std::string>, Var>>
-      overlay_;  // writes to real tables (obj, key)
+  std::map<std::pair<int, std::string>, Var> overlay_;  // writes to real tables: (obj, key)
+  // Writes to upvalues of real closures, by upvalue identity (lua_upvalueid): a later frame of
+  // the same closure, or another closure sharing the upvalue, reads what the trace wrote.
+  std::unordered_map<const void*, Var> upval_overlay_;
+  const void* upvalue_id(const Frame& f, int n);  // nullptr when the function is not real Lua
   struct KeyOrder {
     std::vector<Var> keys;  // in `next` order
     int k;                  // K index of the same keys as a Lua array (KEY_ORDER guards)
   };
   std::unordered_map<int, KeyOrder> key_orders_;  // per real table (object index)
+  struct Replay {  // a model table's construction replayed on a real table, for `next`
+    int obj = -1;  // object index of the real table
+    size_t logged = 0;  // length of the log it replays
+    std::unordered_set<std::string> keys;  // every key ever set (dead keys are valid for next)
+  };
+  std::unordered_map<int, Replay> replays_;  // per model table
+  int replayed(int id);                      // pushes model table id's replay (or breaks)
+  static std::string replay_key(const Var& k);
   struct PendingEffect {
     Effect::Kind kind;
     Var target, key, value;
@@ -174,10 +203,13 @@ class Tracer {
   };
   std::vector<PendingEffect> effects_;
   int steps_ = 0;
+  int iterations_ = 0;  // backward jumps taken (loop iterations unrolled), all frames together
   int chain_ = 0;  // __index/__newindex hops through tables in progress
   std::unordered_map<const void*, const vm::Proto*> proto_memo_;  // closures seen in this trace
+  std::unordered_map<int, int> table_plans_;  // made table id -> its TablePlan in the entry
 
   // ---- objects, constants, guards -------------------------------------------------------------
+  void reserve_slot();              // room for one more value on L's stack (or a break)
   int push_obj(int obj);            // pushes the object, returns its stack index
   int add_obj(int idx);             // stores the value at idx, returns its object index
   int add_k(int idx);               // stores the value at idx into K, returns its K index
@@ -188,6 +220,10 @@ class Tracer {
   void guard_equals(int src, int idx);
   void guard_identity(int src, int idx);
   Var read_source(int src);    // pushes nothing; Var for the source's current value
+  Var spec(const Var& v);      // an unspecialized number as its constant (guarded); v otherwise
+  bool dynamic_number(int src) const;  // the source's number is unspecialized (opt_.dynamic)
+  Var number_input(const Var& v);      // an unspecialized number as a graph input (0-dim)
+  std::unordered_map<int, Var> number_inputs_;  // source -> its graph input
   int push_var(const Var& v);  // pushes a real value for a constant/Object Var (not tensors)
 
   // ---- execution
@@ -208,6 +244,7 @@ class Tracer {
   // the current frame (returns false).
   bool index(const Var& t, const Var& key, Var* out, int ret_a);
   bool index_through(const Var& h, const Var& key, Var* out, int ret_a);  // t's __index is h
+  bool index_handler(const Var& h, const Var& t, const Var& key, Var* out, int ret_a);
   void chain_hop(int step);  // +1/-1 around a hop; breaks where Lua raises (a loop)
   // A write as SETTABLE does it; a __newindex function is inlined (a frame is pushed and runs
   // before the next instruction); SETLIST's many writes go to a new table, which has none.
@@ -245,9 +282,16 @@ class Tracer {
   void finish_return(std::vector<Var> results);
   void finish_break(const BreakSignal& b);
   void guard_aliasing();  // written tables: which other table sources are (not) the same object
+  void guard_identity(const Var& a, const Var& b, bool same);  // `==`/rawequal of real values
   VPlan plan(const Var& v);
+  std::unordered_map<int, int> closure_plans_;  // closure -> its ClosurePlan in the entry
+  // negative cells (copies of a real function's upvalue): that function and the upvalue index
+  std::unordered_map<int, std::pair<Var, int>> real_cells_;
   Ref output(Ref r);
   std::vector<StackFrame> user_stack() const;
+  // The line of the current instruction in the innermost frame outside tc's own Lua code (the
+  // line eager's errors name), and its chunk; the innermost frame's when all are tc's.
+  int user_line(std::string* file) const;
 
  public:
   static const vm::Proto* proto_of(lua_State* L, int idx, std::string* key);  // cached by dump hash

@@ -31,8 +31,11 @@ std::string key_string(const Var& k) {
       return "s" + k.s;
     case Var::K::Int:
       return "i" + std::to_string(k.i);
-    case Var::K::Float:
-      return "f" + std::to_string(k.f);
+    case Var::K::Float: {
+      char buf[40];  // every bit: keys 0.1 and 0.1000001 are different keys
+      std::snprintf(buf, sizeof buf, "f%.17g", k.f);
+      return buf;
+    }
     case Var::K::Bool:
       return k.b ? "btrue" : "bfalse";
     default:
@@ -92,7 +95,7 @@ static int model_find(const ModelTable& t, const Var& key) {
 }
 
 Var Tracer::raw_get(const Var& t, const Var& key_in) {
-  const Var key = normalize_key(key_in);
+  const Var key = normalize_key(spec(key_in));
   if (t.k == Var::K::Table) {
     const ModelTable& m = tables_[t.id];
     if (key.k == Var::K::Int && key.i >= 1 && key.i <= int64_t(m.array.size()))
@@ -101,8 +104,8 @@ Var Tracer::raw_get(const Var& t, const Var& key_in) {
     return j >= 0 ? m.hash[j].second : Var::nil();
   }
   const std::string ks = key_string(key);
-  for (auto it = overlay_.rbegin(); it != overlay_.rend(); ++it)
-    if (it->first.first == t.obj && it->first.second == ks && !ks.empty()) return it->second;
+  if (!ks.empty())
+    if (auto it = overlay_.find({t.obj, ks}); it != overlay_.end()) return it->second;
   int src;
   if (key.k == Var::K::Str || key.k == Var::K::Bool) {
     // A Field source reads K[n] as the key; n at creation (-1 for booleans) keeps t[true]
@@ -167,8 +170,20 @@ bool Tracer::index_through(const Var& h, const Var& key, Var* out, int ret_a) {
   return done;
 }
 
+// t's __index is h: a function is called with (t, key), anything else is indexed with key.
+bool Tracer::index_handler(const Var& h, const Var& t, const Var& key, Var* out, int ret_a) {
+  bool fn = h.k == Var::K::Closure;
+  if (h.k == Var::K::Object) {
+    push_obj(h.obj);
+    fn = lua_type(L, -1) == LUA_TFUNCTION;
+    lua_pop(L, 1);
+  }
+  if (fn) return call(h, {t, key}, ret_a, 1, false);
+  return index_through(h, key, out, ret_a);
+}
+
 bool Tracer::index(const Var& t, const Var& key_in, Var* out, int ret_a) {
-  const Var key = normalize_key(key_in);  // x[2.0] is x[2] for tensors too (lua_tointegerx)
+  const Var key = normalize_key(spec(key_in));  // x[2.0] is x[2] for tensors too (lua_tointegerx)
   switch (t.k) {
     case Var::K::Tensor: {
       if (key.k == Var::K::Str) {
@@ -211,14 +226,7 @@ bool Tracer::index(const Var& t, const Var& key_in, Var* out, int ret_a) {
       if (m.metatable) {
         Var h = raw_get(*m.metatable, Var::string("__index"));
         if (h.k == Var::K::Nil) break;
-        if (h.k == Var::K::Closure) return call(h, {t, key}, ret_a, 1, false);
-        if (h.k == Var::K::Object) {
-          push_obj(h.obj);
-          bool fn = lua_type(L, -1) == LUA_TFUNCTION;
-          lua_pop(L, 1);
-          if (fn) return call(h, {t, key}, ret_a, 1, false);
-        }
-        return index_through(h, key, out, ret_a);
+        return index_handler(h, t, key, out, ret_a);
       }
       *out = Var::nil();
       return true;
@@ -227,7 +235,13 @@ bool Tracer::index(const Var& t, const Var& key_in, Var* out, int ret_a) {
       const int o = push_obj(t.obj);
       const int type = lua_type(L, o);
       lua_pop(L, 1);
-      if (type == LUA_TUSERDATA) throw BreakSignal{BreakCode::ForeignUserdata, "indexing"};
+      if (type == LUA_TUSERDATA) {
+        // other userdata (io's files ...): through its metatable's __index, as Lua does
+        const Var mt = t.src < 0 ? Var::nil() : metatable_of(t);
+        const Var h = mt.k == Var::K::Nil ? mt : raw_get(mt, Var::string("__index"));
+        if (h.k == Var::K::Nil) throw BreakSignal{BreakCode::ForeignUserdata, "indexing"};
+        return index_handler(h, t, key, out, ret_a);
+      }
       if (type != LUA_TTABLE)
         throw BreakSignal{BreakCode::UnsupportedBytecode,
                           std::string("indexing a ") + lua_typename(L, type) + " value"};
@@ -247,13 +261,7 @@ bool Tracer::index(const Var& t, const Var& key_in, Var* out, int ret_a) {
         *out = Var::nil();
         return true;
       }
-      if (h.k == Var::K::Object) {
-        push_obj(h.obj);
-        bool fn = lua_type(L, -1) == LUA_TFUNCTION;
-        lua_pop(L, 1);
-        if (fn) return call(h, {t, key}, ret_a, 1, false);
-      }
-      return index_through(h, key, out, ret_a);
+      return index_handler(h, t, key, out, ret_a);
     }
     case Var::K::Str: {
       // ("x"):upper(): the string library through the string metatable
@@ -337,7 +345,8 @@ Var Tracer::tensor_index(const Var& x, const Var& key) {
 
 // x[key] = v as the tensor's __newindex does it (lua_tensor.cpp index_set): the same ops on fake
 // tensors, so the write is a node of the graph (views alias the written tensor when it runs).
-void Tracer::tensor_assign(const Var& x, const Var& key, const Var& v) {
+void Tracer::tensor_assign(const Var& x, const Var& key, const Var& v_in) {
+  const Var v = spec(v_in);
   if (key.k == Var::K::Str)
     throw BreakSignal{BreakCode::TensorAssignment, "x." + key.s + " = ... (tensor metadata)"};
   if (v.k != Var::K::Tensor && !v.is_number() && v.k != Var::K::Bool)
@@ -375,7 +384,7 @@ void Tracer::write_through(const Var& h, const Var& t, const Var& key, const Var
 }
 
 void Tracer::newindex(const Var& t, const Var& key_in, const Var& v) {
-  const Var key = normalize_key(key_in);
+  const Var key = normalize_key(spec(key_in));
   if (t.k == Var::K::Tensor) return tensor_assign(t, key, v);
   if (key.k == Var::K::Float && key.f != key.f)
     throw BreakSignal{BreakCode::ErrorCall, "table index is NaN"};
@@ -427,12 +436,11 @@ void Tracer::newindex(const Var& t, const Var& key_in, const Var& v) {
         const Var h = mt.k == Var::K::Nil ? mt : raw_get(mt, Var::string("__newindex"));
         if (h.k != Var::K::Nil) return write_through(h, t, key, v);
       }
-      if (v.k == Var::K::Closure) throw BreakSignal{BreakCode::EscapingClosure, "stored in a table"};
       const std::string ks = key_string(key);
       if (ks.empty() || (key.k != Var::K::Str && key.k != Var::K::Int))
         throw BreakSignal{BreakCode::UnsupportedBytecode,
                           "table key that is not a string or an integer"};
-      overlay_.push_back({{t.obj, ks}, v});
+      overlay_[{t.obj, ks}] = v;
       effects_.push_back({Effect::Kind::RawSet, t, key, v, 0});
       return;
     }
@@ -444,6 +452,9 @@ void Tracer::newindex(const Var& t, const Var& key_in, const Var& v) {
 
 // ---- arithmetic ------------------------------------------------------------------------------
 bool Tracer::arith(int op, const Var& a, const Var& b, Var* out, int ret_a) {
+  // an unspecialized number stays one only as an operand of a tensor op (a graph input)
+  if ((a.unspec || b.unspec) && a.k != Var::K::Tensor && b.k != Var::K::Tensor)
+    return arith(op, spec(a), spec(b), out, ret_a);
   if (a.is_number() && b.is_number()) {
     // Cases where Lua raises: integer division/modulo by zero, bitwise on non-integral floats.
     const bool bitwise = (op >= LUA_OPBAND && op <= LUA_OPSHR) || op == LUA_OPBNOT;
@@ -463,8 +474,8 @@ bool Tracer::arith(int op, const Var& a, const Var& b, Var* out, int ret_a) {
     return true;
   }
   const bool ta = a.k == Var::K::Tensor, tb = b.k == Var::K::Tensor;
-  if ((ta && (tb || b.is_number() || b.k == Var::K::Bool)) ||
-      (tb && (a.is_number() || a.k == Var::K::Bool))) {
+  if ((ta && (tb || b.is_number() || b.unspec || b.k == Var::K::Bool)) ||
+      (tb && (a.is_number() || a.unspec || a.k == Var::K::Bool))) {
     switch (op) {
       case LUA_OPADD:
         *out = call_op(int(Op::add), {a, b})[0];
@@ -534,7 +545,8 @@ bool Tracer::arith(int op, const Var& a, const Var& b, Var* out, int ret_a) {
 }
 
 // ---- comparisons -------------------------------------------------------------------------------
-bool Tracer::compare(OpCode op, const Var& a, const Var& b) {
+bool Tracer::compare(OpCode op, const Var& a_in, const Var& b_in) {
+  const Var a = spec(a_in), b = spec(b_in);
   static const char* names[] = {"==", "<", "<="};
   const int which = op == OpCode::EQ ? 0 : op == OpCode::LT ? 1 : 2;
   if (a.k == Var::K::Tensor || b.k == Var::K::Tensor) {
@@ -567,6 +579,7 @@ bool Tracer::compare(OpCode op, const Var& a, const Var& b) {
     bool same = lua_rawequal(L, -1, -2);
     bool tables = lua_type(L, -1) == LUA_TTABLE && lua_type(L, -2) == LUA_TTABLE;
     lua_pop(L, 2);
+    guard_identity(a, b, same);
     if (same) return true;
     if (!tables) return false;
     // different tables are equal only through __eq (looked up in either metatable, guarded)
@@ -580,6 +593,23 @@ bool Tracer::compare(OpCode op, const Var& a, const Var& b) {
   return same_const(a, b);
 }
 
+// An identity test of two real values (`==`, rawequal) holds for later calls only while their
+// sources are (not) the same object: guarded as guard_aliasing guards written tables.
+void Tracer::guard_identity(const Var& a, const Var& b, bool same) {
+  if (a.src < 0 || b.src < 0)
+    throw BreakSignal{BreakCode::UnsupportedBytecode, "identity test of a value without a source"};
+  if (a.src == b.src) return;
+  const int key = a.src * 65536 + b.src;
+  if (e_.guards.guarded.count({key, int(GuardKind::SameAs)})) return;
+  e_.guards.guarded[{key, int(GuardKind::SameAs)}] = true;
+  Guard g{GuardKind::SameAs, a.src};
+  g.k = b.src;
+  g.bval = same;
+  g.expected = std::string(same ? "the same table as " : "another table than ") +
+               e_.guards.describe(b.src);
+  e_.guards.guards.push_back(g);
+}
+
 Var Tracer::len(const Var& v) {
   switch (v.k) {
     case Var::K::Str:
@@ -591,9 +621,22 @@ Var Tracer::len(const Var& v) {
       return Var::integer(t.sizes()[0]);
     }
     case Var::K::Table:
-      if (tables_[v.id].metatable)
-        throw BreakSignal{BreakCode::UnsupportedBytecode, "# of a table with a metatable"};
-      return Var::integer(int64_t(tables_[v.id].array.size()));
+      if (tables_[v.id].metatable &&
+          raw_get(*tables_[v.id].metatable, Var::string("__len")).k != Var::K::Nil)
+        throw BreakSignal{BreakCode::UnsupportedBytecode, "# through __len"};
+      {
+        // Without holes the border is the array's end; with holes Lua's answer depends on the
+        // table's layout ({1, nil, 3} is 3): a replay of its construction gives it
+        const ModelTable& m = tables_[v.id];
+        bool holes = false;
+        for (const Var& x : m.array) holes = holes || x.k == Var::K::Nil;
+        for (auto& [k, x] : m.hash) holes = holes || (k.k == Var::K::Int && x.k != Var::K::Nil);
+        if (!holes) return Var::integer(int64_t(m.array.size()));
+        const int rt = replayed(v.id);
+        const Var n = Var::integer(int64_t(lua_rawlen(L, rt)));
+        lua_pop(L, 1);
+        return n;
+      }
     case Var::K::Object: {
       push_obj(v.obj);
       if (lua_type(L, -1) != LUA_TTABLE) {
@@ -618,7 +661,9 @@ Var Tracer::len(const Var& v) {
   }
 }
 
-Var Tracer::concat(const std::vector<Var>& parts) {
+Var Tracer::concat(const std::vector<Var>& parts_in) {
+  std::vector<Var> parts;
+  for (const Var& p : parts_in) parts.push_back(spec(p));
   for (const Var& p : parts) {
     if (p.k == Var::K::Tensor) throw BreakSignal{BreakCode::ReadsTensorValue, "`..` on a tensor"};
     if (!(p.is_number() || p.k == Var::K::Str))

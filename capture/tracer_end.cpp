@@ -2,6 +2,7 @@
 // at a return or a break (graph outputs, value plans, side effects, the registers to rebuild).
 #include <fstream>
 
+#include "capture_state.h"
 #include "lua_binding.h"
 #include "resume.h"
 #include "tc/config.h"
@@ -54,7 +55,8 @@ void Tracer::run() {
   fn.obj = add_obj(fn_idx_);
   fn.src = e_.guards.source(SrcKind::Fn, -1, 0);
   std::vector<Var> args;
-  for (int j = 1; j <= nargs_; j++)
+  // parameters not passed are read too (nil, guarded): a later call passing them must miss
+  for (int j = 1; j <= std::max<int>(nargs_, root_->numparams); j++)
     args.push_back(read_source(e_.guards.source(SrcKind::Arg, -1, j)));
   push_frame(fn, root_, std::move(args), 0, -1);
   frames_.back().name = opt_.fn_name;
@@ -152,19 +154,17 @@ VPlan Tracer::plan(const Var& v) {
       p.i = v.src;
       break;
     case Var::K::Table: {
-      // tables made in the trace: one TablePlan each, memoized so shared references stay shared
-      static thread_local std::unordered_map<int, int>* memo = nullptr;
-      std::unordered_map<int, int> local;
-      bool owner = memo == nullptr;
-      if (owner) memo = &local;
-      auto it = memo->find(v.id);
+      // tables made in the trace: one TablePlan each for the whole entry, so that references
+      // from several registers, results and effects stay one table (o and the argument of
+      // o:init() at a break)
+      auto it = table_plans_.find(v.id);
       int idx;
-      if (it != memo->end()) {
+      if (it != table_plans_.end()) {
         idx = it->second;
       } else {
         idx = int(e_.tables.size());
         e_.tables.push_back({});
-        (*memo)[v.id] = idx;
+        table_plans_[v.id] = idx;
         const ModelTable& m = tables_[v.id];
         TablePlan tp;
         for (const Var& x : m.array) tp.array.push_back(plan(x));
@@ -175,14 +175,44 @@ VPlan Tracer::plan(const Var& v) {
           e_.tables[idx].metatable = mp;
         }
       }
-      if (owner) memo = nullptr;
       p.kind = tables_[v.id].is_size ? VPlan::Kind::Size : VPlan::Kind::Table;
       p.i = idx;
       break;
     }
-    case Var::K::Closure:
-      throw FallbackSignal{
-          "a function made in the compiled code is live after it (returned or kept at a break)"};
+    case Var::K::Closure: {
+      p.kind = VPlan::Kind::Closure;
+      auto it = closure_plans_.find(v.id);
+      if (it != closure_plans_.end()) {
+        p.i = it->second;
+        break;
+      }
+      const int idx = int(e_.closures.size());
+      e_.closures.push_back({});
+      closure_plans_[v.id] = idx;  // before the upvalues: a closure may capture itself
+      const SymClosure& c = closures_[v.id];
+      ClosurePlan cp;
+      cp.chunk = vm::write_chunk(*c.p);
+      cp.source = c.p->source.value_or("=?");
+      for (int cell : c.cells) {
+        ClosurePlan::Up u;
+        if (cell < 0) {
+          auto rc = real_cells_.find(cell);
+          if (rc == real_cells_.end() || rc->second.first.k != Var::K::Object ||
+              rc->second.first.src < 0)
+            throw FallbackSignal{"a function made in the compiled code captures an upvalue of a "
+                                 "function tc cannot name"};
+          u.fn = plan(rc->second.first);
+          u.fn_up = rc->second.second + 1;
+        } else {
+          u.cell = cell;
+          u.value = plan(cells_[cell]);
+        }
+        cp.ups.push_back(std::move(u));
+      }
+      e_.closures[idx] = std::move(cp);
+      p.i = idx;
+      break;
+    }
   }
   return p;
 }
@@ -225,6 +255,17 @@ void Tracer::finish_return(std::vector<Var> results) {
   } catch (const FallbackSignal& f) {
     make_fallback(e_, f.reason);
   }
+}
+
+int Tracer::user_line(std::string* file) const {
+  for (size_t j = frames_.size(); j-- > 0;) {
+    const Frame& f = frames_[j];
+    const std::string src = f.p->source.value_or("=?");
+    if (src.rfind("@[tc]", 0) == 0 && j > 0) continue;
+    *file = chunk_id(src);
+    return f.cur < int(f.lines->size()) ? (*f.lines)[f.cur] : -1;
+  }
+  return -1;
 }
 
 void Tracer::finish_break(const BreakSignal& b) {

@@ -128,8 +128,9 @@ bool Tracer::call(const Var& fn, std::vector<Var> args, int ret_a, int ret_n, bo
 }
 
 // ---- tensor ops --------------------------------------------------------------------------------
-Value Tracer::to_value(const Var& v, bool* ok) {
+Value Tracer::to_value(const Var& v_in, bool* ok) {
   *ok = true;
+  const Var v = spec(v_in);  // call_op passes unspecialized numbers as graph inputs before this
   switch (v.k) {
     case Var::K::Nil:
       return Value();
@@ -151,7 +152,8 @@ Value Tracer::to_value(const Var& v, bool* ok) {
       FloatList floats;
       TensorList tensors;
       bool all_int = true, all_num = true, all_tensor = true;
-      for (const Var& x : m.array) {
+      for (const Var& x0 : m.array) {
+        const Var x = spec(x0);
         all_int &= x.k == Var::K::Int;
         all_num &= x.is_number();
         all_tensor &= x.k == Var::K::Tensor;
@@ -180,7 +182,8 @@ Value Tracer::to_value(const Var& v, bool* ok) {
         FloatList floats;
         bool all_int = true;
         const std::vector<Var> items = array_items(v);
-        for (const Var& x : items) {
+        for (const Var& x0 : items) {
+          const Var x = spec(x0);
           if (!x.is_number()) {
             *ok = false;
             return Value();
@@ -228,21 +231,30 @@ std::vector<Var> Tracer::call_op(int op_id, const std::vector<Var>& in) {
     }
   }
   if (s.kind == OpKind::DataDependent) throw BreakSignal{BreakCode::DataDependentShape, s.name};
-  Stack pos;
-  for (const Var& a : args) {
-    bool ok;
-    pos.push_back(to_value(a, &ok));
-    if (!ok)
-      throw BreakSignal{BreakCode::UnsupportedBytecode,
-                        std::string(s.name) + ": an argument tc cannot pass to an op"};
-  }
+  // Unspecialized numbers go in as graph inputs (0-dim wrapped numbers, as the binder makes of
+  // numbers) where the op takes a tensor; where it does not, they are specialized.
+  bool any_unspec = false;
+  for (const Var& a : args) any_unspec |= a.unspec;
   Stack bound;
   Metas metas;
-  try {
-    bound = bind(op, std::move(pos), std::move(kw));
-    metas = infer_meta(op, bound);
-  } catch (const Error& err) {
-    throw BreakSignal{BreakCode::OpFailedWhileTracing, std::string(s.name) + ": " + err.what()};
+  for (bool as_inputs : {true, false}) {
+    if (!as_inputs && !any_unspec) break;
+    Stack pos;
+    for (const Var& a : args) {
+      bool ok;
+      pos.push_back(to_value(a.unspec && as_inputs ? number_input(a) : a, &ok));
+      if (!ok)
+        throw BreakSignal{BreakCode::UnsupportedBytecode,
+                          std::string(s.name) + ": an argument tc cannot pass to an op"};
+    }
+    try {
+      bound = bind(op, std::move(pos), kw);
+      metas = infer_meta(op, bound);
+      break;
+    } catch (const Error& err) {
+      if (as_inputs && any_unspec) continue;
+      throw BreakSignal{BreakCode::OpFailedWhileTracing, std::string(s.name) + ": " + err.what()};
+    }
   }
   std::vector<NodeArg> nargs;
   for (const Value& v : bound) {
@@ -273,9 +285,10 @@ std::vector<Var> Tracer::call_op(int op_id, const std::vector<Var>& in) {
       fakes.push_back(f);
   }
   if (s.returns == ReturnKind::List) fakes.push_back(Value(list));
-  const Frame& fr = frames_.back();
-  const int line = fr.cur < int(fr.lines->size()) ? (*fr.lines)[fr.cur] : -1;
+  std::string file;
+  const int line = user_line(&file);
   std::vector<Ref> refs = e_.graph.add_op(op, std::move(nargs), std::move(fakes), line);
+  e_.graph.nodes.back().file = file;
   std::vector<Var> out;
   for (Ref r : refs) {
     Var v;
@@ -385,9 +398,10 @@ std::vector<Var> Tracer::call_external(int o, int rec, const Var& fn, const std:
   ext->call = [id, name, expect = fakes](const Stack& args) {
     return run_external(id, name, expect, args);
   };
-  const Frame& fr = frames_.back();
-  const int line = fr.cur < int(fr.lines->size()) ? (*fr.lines)[fr.cur] : -1;
+  std::string file;
+  const int line = user_line(&file);
   std::vector<Ref> refs = e_.graph.add_external(std::move(ext), std::move(nargs), std::move(fakes), line);
+  e_.graph.nodes.back().file = file;
   std::vector<Var> out;
   for (Ref r : refs) {
     Var v;
@@ -430,7 +444,18 @@ Var Tracer::tensor_property(const Var& t, const std::string& key, bool* found) {
 // ---- builtins ----------------------------------------------------------------------------------
 bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Var>& args,
                           std::vector<Var>* out) {
+  for (Var& a : args) a = spec(a);  // builtins compute with the values
   auto arg = [&](size_t j) { return j < args.size() ? args[j] : Var::nil(); };
+  // Lua raises "bad argument #n (value expected)" for a missing argument, even where nil would
+  // do: the modelled builtins below read missing ones as nil, so they break first
+  static const std::unordered_map<std::string, size_t> min_args = {
+      {"type", 1},         {"ipairs", 1},     {"pairs", 1},        {"next", 1},
+      {"rawequal", 2},     {"rawlen", 1},     {"rawget", 2},       {"rawset", 3},
+      {"getmetatable", 1}, {"setmetatable", 2}, {"math.type", 1},  {"select", 1},
+      {"tostring", 1},     {"tonumber", 1},   {"table.concat", 1}, {"table.insert", 2},
+      {"table.unpack", 1}};
+  if (auto m = min_args.find(name); m != min_args.end() && args.size() < m->second)
+    throw BreakSignal{BreakCode::ErrorCall, name + " without enough arguments"};
   auto need_tensor = [&](size_t j) -> const Tensor& {
     if (arg(j).k != Var::K::Tensor)
       throw BreakSignal{BreakCode::UnsupportedBytecode,
@@ -594,21 +619,8 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
     if (m.order_unknown)
       throw BreakSignal{BreakCode::UnorderedIteration, "next over a table changed by table.insert"};
     const int base = lua_gettop(L);
-    lua_createtable(L, m.narr, m.nrec);
-    const int rt = lua_gettop(L);
-    for (auto& [k, present] : m.log) {
-      if (!(k.is_const() || k.k == Var::K::Object) || k.k == Var::K::Nil) {
-        lua_settop(L, base);
-        throw BreakSignal{BreakCode::UnorderedIteration,
-                          "next over a table with keys made in the trace"};
-      }
-      push_var(k);
-      if (present)
-        lua_pushboolean(L, 1);
-      else
-        lua_pushnil(L);
-      lua_rawset(L, rt);
-    }
+    const int rt = replayed(t.id);
+    const Replay& rp = replays_[t.id];
     // find the key after arg(1)
     if (arg(1).k == Var::K::Nil) {
       lua_pushnil(L);
@@ -616,6 +628,11 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
       if (!(arg(1).is_const() || arg(1).k == Var::K::Object)) {
         lua_settop(L, base);
         throw BreakSignal{BreakCode::UnorderedIteration, "next with this key"};
+      }
+      // Lua raises for a key that was never in the table (lua_next would raise here)
+      if (!rp.keys.count(replay_key(arg(1)))) {
+        lua_settop(L, base);
+        throw BreakSignal{BreakCode::ErrorCall, "next with a key not in the table"};
       }
       push_var(arg(1));
     }
@@ -657,6 +674,7 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
       push_obj(b.obj);
       same = lua_rawequal(L, -1, -2);
       lua_pop(L, 2);
+      guard_identity(a, b, same);
     } else if (a.k == Var::K::Tensor && b.k == Var::K::Tensor) {
       same = a.ref == b.ref;
     } else if (a.k == Var::K::Table && b.k == Var::K::Table) {
@@ -688,14 +706,10 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
     }
     if (t.k == Var::K::Object) {
       const std::string what = e_.guards.describe(t.src);
-      if (arg(2).k == Var::K::Closure)
-        throw BreakSignal{BreakCode::EscapingClosure, "stored in a table"};
       if (arg(1).k != Var::K::Str && arg(1).k != Var::K::Int)
         throw BreakSignal{BreakCode::UnsupportedBytecode, "rawset key"};
       raw_get(t, arg(1));
-      overlay_.push_back(
-          {{t.obj, (arg(1).k == Var::K::Str ? "s" + arg(1).s : "i" + std::to_string(arg(1).i))},
-           arg(2)});
+      overlay_[{t.obj, key_string(arg(1))}] = arg(2);
       effects_.push_back({Effect::Kind::RawSet, t, arg(1), arg(2), 0});
       *out = {t};
       return true;
@@ -706,13 +720,14 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
     const Var t = arg(0);
     if (t.k == Var::K::Object) {
       Var mt = metatable_of(t);
-      if (mt.k != Var::K::Nil && raw_get(mt, Var::string("__metatable")).k != Var::K::Nil)
-        throw BreakSignal{BreakCode::UnsupportedBytecode, "__metatable"};
-      *out = {mt};
+      const Var field = mt.k == Var::K::Nil ? mt : raw_get(mt, Var::string("__metatable"));
+      *out = {field.k != Var::K::Nil ? field : mt};  // a protected metatable shows its field
       return true;
     }
     if (t.k == Var::K::Table) {
-      *out = {tables_[t.id].metatable ? *tables_[t.id].metatable : Var::nil()};
+      const Var mt = tables_[t.id].metatable ? *tables_[t.id].metatable : Var::nil();
+      const Var field = mt.k == Var::K::Nil ? mt : raw_get(mt, Var::string("__metatable"));
+      *out = {field.k != Var::K::Nil ? field : mt};
       return true;
     }
     if (t.k == Var::K::Tensor) {
@@ -721,8 +736,9 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
       lua_pop(L, 1);
       return true;
     }
-    *out = {Var::nil()};
-    return true;
+    // strings, numbers, booleans, nil and functions share one metatable per type (strings have
+    // the string library's; debug.setmetatable sets the others): not guarded, so not modelled
+    throw BreakSignal{BreakCode::UnknownCFunction, "getmetatable of a value that is not a table"};
   }
   if (name == "setmetatable") {
     Var t = arg(0), mt = arg(1);
@@ -730,6 +746,13 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
         (mt.k != Var::K::Object && mt.k != Var::K::Nil && mt.k != Var::K::Table))
       throw BreakSignal{BreakCode::UnsupportedBytecode,
                         "setmetatable on a table made outside the compiled function"};
+    // Lua raises for a protected metatable; a finalizer (__gc) is registered by setmetatable
+    // itself, at this point of the program: stock Lua does both
+    if (tables_[t.id].metatable &&
+        raw_get(*tables_[t.id].metatable, Var::string("__metatable")).k != Var::K::Nil)
+      throw BreakSignal{BreakCode::ErrorCall, "setmetatable on a protected metatable"};
+    if (mt.k != Var::K::Nil && raw_get(mt, Var::string("__gc")).k != Var::K::Nil)
+      throw BreakSignal{BreakCode::UnknownCFunction, "setmetatable with a __gc finalizer"};
     if (mt.k == Var::K::Table) {
       tables_[t.id].metatable = mt;
     } else if (mt.k == Var::K::Object) {
@@ -809,30 +832,29 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
     return true;
   }
   if (name == "table.unpack") {
+    // t[i], ..., t[j] (lua_geti: metatables break); i and j are integers (default 1 and #t)
     const Var t = arg(0);
-    std::vector<Var> items;
-    if (t.k == Var::K::Table && !tables_[t.id].metatable) {
-      items = tables_[t.id].array;
-    } else if (t.k == Var::K::Object) {
-      int64_t n = len(t).i;
-      for (int64_t j = 1; j <= n; j++) items.push_back(raw_get(t, Var::integer(j)));
-    } else {
+    const bool model = t.k == Var::K::Table && !tables_[t.id].metatable;
+    if (!model && !(t.k == Var::K::Object && metatable_of(t).k == Var::K::Nil &&
+                    lua_type(L, push_obj(t.obj)) == LUA_TTABLE && (lua_pop(L, 1), true)))
       throw BreakSignal{BreakCode::UnsupportedBytecode, "table.unpack of this value"};
-    }
-    int64_t i0 = arg(1).k == Var::K::Int ? arg(1).i : 1;
-    int64_t i1 = arg(2).k == Var::K::Int ? arg(2).i : int64_t(items.size());
-    if (arg(2).k == Var::K::Int && t.k == Var::K::Table) {
-      // explicit end (table.unpack(t, 1, t.n)): read each index, nils included
-      items.clear();
-      for (int64_t j = 1; j <= i1; j++) {
-        Var v;
-        index(t, Var::integer(j), &v, 0);
-        items.push_back(v);
-      }
-    }
+    for (int a = 1; a <= 2; a++)
+      if (arg(a).k != Var::K::Nil && arg(a).k != Var::K::Int)
+        throw BreakSignal{BreakCode::UnsupportedBytecode, "table.unpack bounds that are not integers"};
+    const int64_t i0 = arg(1).k == Var::K::Int ? arg(1).i : 1;
+    const int64_t i1 = arg(2).k == Var::K::Int ? arg(2).i
+                       : model                 ? int64_t(tables_[t.id].array.size())
+                                               : len(t).i;
     out->clear();
-    for (int64_t j = i0; j <= i1; j++)
-      out->push_back(j >= 1 && j <= int64_t(items.size()) ? items[j - 1] : Var::nil());
+    if (i0 > i1) return true;
+    // Lua raises "too many results to unpack" from about a million values; long runs of
+    // registers are not worth tracing either: stock Lua does it
+    if (uint64_t(i1) - uint64_t(i0) >= 256)
+      throw BreakSignal{BreakCode::UnknownCFunction, "table.unpack of more than 256 values"};
+    for (int64_t k = i0;; k++) {
+      out->push_back(raw_get(t, Var::integer(k)));
+      if (k == i1) break;
+    }
     return true;
   }
   if (name == "table.pack") {
@@ -857,8 +879,6 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
       newindex(t, Var::integer(int64_t(a.size()) + 1), args[1]);
     } else if (args.size() == 3 && args[1].k == Var::K::Int && args[1].i >= 1 &&
                args[1].i <= int64_t(a.size()) + 1) {
-      if (args[2].k == Var::K::Closure)
-        throw BreakSignal{BreakCode::EscapingClosure, "stored in a table"};
       a.insert(a.begin() + (args[1].i - 1), args[2]);
       tables_[t.id].order_unknown = true;
     } else {
@@ -927,11 +947,10 @@ std::vector<Var> Tracer::iterate_real_table(const std::string& name, const Var& 
     lua_pop(L, 1);
     return {nx, t, Var::nil()};
   }
-  for (auto& [where, v] : overlay_)
-    if (where.first == t.obj) {
-      lua_settop(L, base);
-      throw BreakSignal{BreakCode::UnorderedIteration, "next over a table written in the trace"};
-    }
+  if (auto w = overlay_.lower_bound({t.obj, ""}); w != overlay_.end() && w->first.first == t.obj) {
+    lua_settop(L, base);
+    throw BreakSignal{BreakCode::UnorderedIteration, "next over a table written in the trace"};
+  }
   // the whole key sequence, read once per table (the trace cannot change it: a write would be
   // in overlay_) and guarded once per source of it
   auto known = key_orders_.find(t.obj);
@@ -977,6 +996,45 @@ std::vector<Var> Tracer::iterate_real_table(const std::string& name, const Var& 
   }
   if (at == keys.size()) return {Var::nil()};
   return {keys[at], raw_get(t, keys[at])};
+}
+
+std::string Tracer::replay_key(const Var& k) {
+  const Var n = normalize_key(k);
+  return n.k == Var::K::Object ? "o" + std::to_string(n.obj) : key_string(n);
+}
+
+// Model table `id`'s construction replayed on a real table (pushed), once per state of its log:
+// the same keys set in the same order into a table of the same initial sizes has Lua's layout,
+// so `next` and `#` on it answer as Lua would on the real one. Values are stand-ins (true).
+int Tracer::replayed(int id) {
+  const ModelTable& m = tables_[id];
+  if (m.order_unknown)
+    throw BreakSignal{BreakCode::UnorderedIteration, "a table changed by table.insert"};
+  Replay& rp = replays_[id];
+  if (rp.obj < 0 || rp.logged != m.log.size()) {
+    const int base = lua_gettop(L);
+    lua_createtable(L, m.narr, m.nrec);
+    const int fresh = lua_gettop(L);
+    rp.obj = -1;
+    rp.keys.clear();
+    for (auto& [k, present] : m.log) {
+      if (!(k.is_const() || k.k == Var::K::Object) || k.k == Var::K::Nil) {
+        lua_settop(L, base);
+        throw BreakSignal{BreakCode::UnorderedIteration, "a table with keys made in the trace"};
+      }
+      push_var(k);
+      if (present)
+        lua_pushboolean(L, 1);
+      else
+        lua_pushnil(L);
+      lua_rawset(L, fresh);
+      rp.keys.insert(replay_key(k));
+    }
+    rp.obj = add_obj(fresh);
+    rp.logged = m.log.size();
+    lua_settop(L, base);
+  }
+  return push_obj(rp.obj);
 }
 
 }  // namespace tc::capture

@@ -26,7 +26,15 @@ int Tracer::add_obj(int idx) {
   return nobjs_;
 }
 
+// Every value the tracer pushes goes through push_obj or push_var: the stack grows here (a
+// builtin may take hundreds of arguments, `..` hundreds of parts), never past Lua's limit.
+void Tracer::reserve_slot() {
+  if (!lua_checkstack(L, 4))
+    throw BreakSignal{BreakCode::UnsupportedBytecode, "more values than the Lua stack holds"};
+}
+
 int Tracer::push_obj(int obj) {
+  reserve_slot();
   lua_rawgeti(L, objs_, obj);
   return lua_gettop(L);
 }
@@ -36,6 +44,37 @@ int Tracer::add_k(int idx) {
   lua_pushvalue(L, idx);
   lua_rawseti(L, K_, ++nk_);
   return nk_;
+}
+
+std::string display_name(lua_State* L, int idx) {
+  idx = lua_absindex(L, idx);
+  switch (lua_type(L, idx)) {
+    case LUA_TTABLE: {
+      std::string what = "table";
+      lua_pushstring(L, "__name");
+      if (lua_rawget(L, idx) == LUA_TSTRING) what = std::string("class ") + lua_tostring(L, -1);
+      lua_pop(L, 1);
+      return what;
+    }
+    case LUA_TFUNCTION: {
+      if (lua::trampoline_target(L, idx)) {
+        std::string s = display_name(L, -1);
+        lua_pop(L, 1);
+        return s;
+      }
+      if (lua_iscfunction(L, idx)) {
+        if (auto op = lua::op_of(L, idx)) return std::string("tc op ") + op_name(*op);
+        auto b = known().builtins.find(lua_tocfunction(L, idx));
+        return b != known().builtins.end() ? "builtin " + b->second : "C function";
+      }
+      lua_Debug ar;
+      lua_pushvalue(L, idx);
+      lua_getinfo(L, ">S", &ar);
+      return "function <" + std::string(ar.short_src) + ":" + std::to_string(ar.linedefined) + ">";
+    }
+    default:
+      return luaL_typename(L, idx);
+  }
 }
 
 static std::string value_string(lua_State* L, int idx) {
@@ -52,11 +91,8 @@ static std::string value_string(lua_State* L, int idx) {
     }
     case LUA_TSTRING:
       return "\"" + std::string(lua_tostring(L, idx)) + "\"";
-    default: {
-      char buf[80];
-      std::snprintf(buf, sizeof buf, "%s %p", luaL_typename(L, idx), lua_topointer(L, idx));
-      return buf;
-    }
+    default:
+      return display_name(L, idx);
   }
 }
 
@@ -93,17 +129,10 @@ void Tracer::guard_identity(int src, int idx) {
   e_.guards.guards.push_back(g);
 }
 
-// A name for a pinned object: its __name field when it has one (classes), else its type.
+// A name for a pinned object (sources read through it are described from it).
 static std::string object_name(lua_State* L, int idx) {
-  std::string what = luaL_typename(L, idx);
-  if (lua_type(L, idx) == LUA_TTABLE) {
-    lua_pushstring(L, "__name");
-    if (lua_rawget(L, idx) == LUA_TSTRING) what = std::string("class ") + lua_tostring(L, -1);
-    lua_pop(L, 1);
-  }
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "<%s %p>", what.c_str(), lua_topointer(L, idx));
-  return buf;
+  const std::string d = display_name(L, idx);
+  return d.rfind("function <", 0) == 0 ? d : "<" + d + ">";
 }
 
 int Tracer::pin(int idx, const std::string& what) {
@@ -124,6 +153,7 @@ int Tracer::pin(int idx, const std::string& what) {
 }
 
 int Tracer::push_var(const Var& v) {
+  reserve_slot();
   switch (v.k) {
     case Var::K::Nil:
       lua_pushnil(L);
@@ -180,9 +210,21 @@ Var Tracer::from_lua(int idx, int src) {
   Var v;
   const int t = lua_type(L, idx);
   switch (t) {
+    case LUA_TNUMBER:
+      if (dynamic_number(src)) {
+        guard_type(src, LUA_TNUMBER);
+        Guard& g = e_.guards.guards.back();
+        g.ival = lua_isinteger(L, idx) ? 1 : 2;
+        g.expected = g.ival == 1 ? "an integer" : "a float";
+        v.k = Var::K::Object;
+        v.obj = add_obj(idx);
+        v.src = src;
+        v.unspec = true;
+        break;
+      }
+      [[fallthrough]];
     case LUA_TNIL:
     case LUA_TBOOLEAN:
-    case LUA_TNUMBER:
     case LUA_TSTRING:
       guard_equals(src, idx);
       v = from_lua_unguarded(idx);
@@ -232,7 +274,8 @@ Var Tracer::tensor_input(int src, int idx) {
   for (int d = 0; opt_.dynamic_all && d < t.dim(); d++)
     if (t.sizes()[d] >= 2) g.tensor.dynamic |= uint64_t(1) << d;
   for (auto& [s, d] : opt_.dynamic)
-    if (s == where && d < t.dim() && t.sizes()[d] >= 2) g.tensor.dynamic |= uint64_t(1) << d;
+    if (s == where && d >= 0 && d < t.dim() && t.sizes()[d] >= 2)
+      g.tensor.dynamic |= uint64_t(1) << d;
   // tc.compiler.mark_dynamic(x, dim): registry table tensor userdata -> {dim = true} (1-based)
   lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.marked");
   if (lua_istable(L, -1)) {
@@ -327,6 +370,42 @@ Var Tracer::read_source(int src) {
   return v;
 }
 
+bool Tracer::dynamic_number(int src) const {
+  if (opt_.dynamic.empty()) return false;
+  const std::string where = e_.guards.describe(src);
+  for (auto& [s, d] : opt_.dynamic)
+    if (d < 0 && s == where) return true;
+  return false;
+}
+
+Var Tracer::spec(const Var& v) {
+  if (!v.unspec) return v;
+  push_obj(v.obj);
+  guard_equals(v.src, -1);
+  Var c = from_lua_unguarded(-1);
+  lua_pop(L, 1);
+  return c;
+}
+
+Var Tracer::number_input(const Var& v) {
+  auto it = number_inputs_.find(v.src);
+  if (it != number_inputs_.end()) return it->second;
+  push_obj(v.obj);
+  const bool is_int = lua_isinteger(L, -1);
+  lua_pop(L, 1);
+  Tensor fake = Tensor::fake({}, {}, is_int ? DType::Int64 : DType::Float64, Device{});
+  fake.impl()->wrapped_number = true;
+  Var x;
+  x.k = Var::K::Tensor;
+  x.ref = e_.graph.add_input(input_name(e_.guards, v.src, root_), e_.guards.describe(v.src), fake);
+  x.input = int(e_.graph.inputs.size()) - 1;
+  x.src = v.src;
+  e_.input_sources.push_back(v.src);
+  proxies_[e_.graph.fake(x.ref).impl()] = x.ref;
+  number_inputs_[v.src] = x;
+  return x;
+}
+
 Var Tracer::upval(Frame& f, int n) {
   if (n < int(f.up.size()) && f.up[n]) return *f.up[n];
   if (int(f.up.size()) <= n) f.up.resize(n + 1);
@@ -334,6 +413,8 @@ Var Tracer::upval(Frame& f, int n) {
   if (f.fn.k == Var::K::Closure) {
     const int c = closures_[f.fn.id].cells[n];
     return cells_[c >= 0 ? c : -c - 1];  // cells are never cached: other closures may write them
+  } else if (auto w = upval_overlay_.find(upvalue_id(f, n)); w != upval_overlay_.end()) {
+    v = w->second;  // written earlier in this trace (an iterator's counter: `i = i + 1`)
   } else {
     std::string name =
         n < int(f.p->upvalue_names.size()) && f.p->upvalue_names[n] ? *f.p->upvalue_names[n] : "";
@@ -353,10 +434,18 @@ void Tracer::set_upval(Frame& f, int n, Var v) {
     cells_[c] = v;
     return;
   }
-  if (v.k == Var::K::Closure) throw BreakSignal{BreakCode::EscapingClosure, "stored in an upvalue"};
   if (int(f.up.size()) <= n) f.up.resize(n + 1);
   f.up[n] = v;
+  if (const void* id = upvalue_id(f, n)) upval_overlay_[id] = v;
   effects_.push_back({Effect::Kind::SetUpval, f.fn, Var(), v, n + 1});
+}
+
+const void* Tracer::upvalue_id(const Frame& f, int n) {
+  if (f.fn.k != Var::K::Object) return nullptr;
+  push_obj(f.fn.obj);
+  const void* id = lua_type(L, -1) == LUA_TFUNCTION ? lua_upvalueid(L, -1, n + 1) : nullptr;
+  lua_pop(L, 1);
+  return id;
 }
 
 void Tracer::push_frame(const Var& fn, const vm::Proto* p, std::vector<Var> args, int ret_a,

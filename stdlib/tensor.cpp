@@ -274,6 +274,7 @@ int64_t Tensor::stride(int64_t d) const { return impl_->strides.at(d < 0 ? d + d
 int64_t Tensor::numel() const { return shape_numel(impl_->sizes); }
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;  // as PyTorch: no element is out of place (mm of [0, k] crashed)
   int64_t expected = 1;
   for (int64_t d = dim() - 1; d >= 0; d--) {
     if (impl_->sizes[d] == 1) continue;

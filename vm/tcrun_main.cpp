@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,15 +21,19 @@
 
 namespace {
 
+// "{backends}" and "{modes}" are filled in from the backend registry (usage()).
 const char* kUsage =
     "usage: tcrun [options] script.lua [args...]     (args reach the script as `arg` and `...`)\n"
     "  --explain[=text|json]   after the run, print the report for every compiled function\n"
     "  --fullgraph             every compiled function is strict (a graph break is an error)\n"
-    "  --backend=NAME          default backend for tc.compile (tc, eager, cpu, cuda)\n"
+    "  --backend=NAME          default backend for tc.compile ({backends})\n"
     "  --device=cpu|cuda       default device for new tensors\n"
-    "  --mode=MODE             default mode for tc.compile (default, reduce-overhead, max-autotune)\n"
+    "  --mode=MODE             default mode for tc.compile ({modes})\n"
     "  --eager                 tc.compile returns functions unchanged (A/B runs)\n"
-    "  --log=LIST              as TC_LOGS (graph_breaks,recompiles,guards,graph_code,output_code,perf_hints)\n"
+    "  --compile-all           every Lua function that runs goes through tc.compile: the script,\n"
+    "                          -e chunks, and the Lua functions they reach (capture/README.md)\n"
+    "  --log=LIST              as TC_LOGS: comma-separated graph_breaks, recompiles, guards,\n"
+    "                          graph_code, output_code, perf_hints, all (stderr)\n"
     "  --cache-dir=DIR         compiled-kernel cache (default $TC_CACHE_DIR or ~/.cache/tc)\n"
     "  --no-cache              do not read or write the kernel cache\n"
     "  --bytecode FILE         print FILE's Lua bytecode like `luac5.4 -l -l` and exit\n"
@@ -40,23 +45,41 @@ const char* kUsage =
     "  -h, --help              print this help\n"
     "  --                      stop handling options\n"
     "Settings reach scripts as tc.config (backend, mode, fullgraph, eager, explain, log, cache_dir,\n"
-    "no_cache); capture and the backends are later issues: until then tc.compile runs functions\n"
-    "uncompiled.\n";
+    "no_cache), which also holds capture's limits: recompile_limit (8 entries per function, then it\n"
+    "runs uncompiled with one warning), trace_max_instructions (50000), trace_max_depth (64 inlined\n"
+    "calls) and trace_max_iterations (5000 unrolled loop iterations): past one, the trace ends with\n"
+    "a graph break (TC0405, TC0406, TC0410) and the rest runs eagerly.\n"
+    "Environment: TC_LOGS (as --log), TC_DEBUG=1|2|4 (breaks and recompiles, graphs, guards),\n"
+    "TC_CACHE_DIR, TC_GUARD_FASTPATH=0 (guards checked in full on every call).\n";
 
 struct Options {
   std::vector<std::pair<char, std::string>> pre;  // -e / -l in command-line order
   std::string explain, backend, device, mode, log, cache_dir, bytecode, split_check;
-  bool fullgraph = false, eager = false, no_cache = false, warnings = false, version = false, help = false;
+  bool fullgraph = false, eager = false, compile_all = false, no_cache = false, warnings = false, version = false, help = false;
   int script = 0;  // index of the script in argv, 0 if none
 };
 
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+std::string usage() {
+  std::string s = kUsage;
+  for (auto [key, names] : {std::pair{"{backends}", tc::backends::names()},
+                            std::pair{"{modes}", tc::backends::modes()}})
+    s.replace(s.find(key), std::strlen(key), joined(names));
+  return s;
+}
+
 [[noreturn]] void usage_error(const std::string& msg) {
-  std::fprintf(stderr, "tcrun: %s\n%s", msg.c_str(), kUsage);
+  std::fprintf(stderr, "tcrun: %s\n%s", msg.c_str(), usage().c_str());
   std::exit(2);
 }
 
-bool one_of(const std::string& v, std::initializer_list<const char*> allowed) {
-  for (const char* a : allowed)
+bool one_of(const std::string& v, const std::vector<std::string>& allowed) {
+  for (const std::string& a : allowed)
     if (v == a) return true;
   return false;
 }
@@ -105,18 +128,22 @@ Options parse(int argc, char** argv) {
       o.fullgraph = true;
     } else if (a == "--eager") {
       o.eager = true;
+    } else if (a == "--compile-all") {
+      o.compile_all = true;
     } else if (a == "--no-cache") {
       o.no_cache = true;
     } else if (value(a, "backend", &o.backend)) {
-      if (!one_of(o.backend, {"tc", "eager", "cpu", "cuda", "inductor"}))
-        usage_error("unknown backend '" + o.backend + "' (tc, eager, cpu, cuda)");
+      if (!one_of(o.backend, tc::backends::names()))
+        usage_error("unknown backend '" + o.backend + "' (" + joined(tc::backends::names()) + ")");
     } else if (value(a, "device", &o.device)) {
       if (!one_of(o.device, {"cpu", "cuda"}) && o.device.rfind("cuda:", 0) != 0)
         usage_error("unknown device '" + o.device + "' (cpu, cuda, cuda:N)");
     } else if (value(a, "mode", &o.mode)) {
-      if (!one_of(o.mode, {"default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"}))
-        usage_error("unknown mode '" + o.mode + "' (default, reduce-overhead, max-autotune)");
-    } else if (value(a, "log", &o.log) || value(a, "cache-dir", &o.cache_dir) || value(a, "bytecode", &o.bytecode) ||
+      if (!one_of(o.mode, tc::backends::modes()))
+        usage_error("unknown mode '" + o.mode + "' (" + joined(tc::backends::modes()) + ")");
+    } else if (value(a, "log", &o.log)) {
+      if (std::string err = tc::capture::check_logs(o.log); !err.empty()) usage_error("--log: " + err);
+    } else if (value(a, "cache-dir", &o.cache_dir) || value(a, "bytecode", &o.bytecode) ||
                value(a, "split-check", &o.split_check)) {
     } else {
       usage_error("unrecognized option '" + a + "'");
@@ -146,6 +173,7 @@ void configure(tc::vm::Runtime& rt, const Options& o) {
     if (!v->empty()) set(key, *v);
   if (o.fullgraph) set("fullgraph", true);
   if (o.eager) set("eager", true);
+  if (o.compile_all) set("compile_all", true);
   if (o.no_cache) set("no_cache", true);
   if (!o.device.empty()) rt.global("require")("tc")[0]["set_default_device"](o.device);
 }
@@ -172,14 +200,14 @@ void print_error(const tc::vm::LuaError& e) {
 int main(int argc, char** argv) {
   Options o = parse(argc, argv);
   if (o.help) {
-    std::fputs(kUsage, stdout);
+    std::fputs(usage().c_str(), stdout);
     return 0;
   }
   if (o.version) std::printf("%s\n", version_string().c_str());
   if (!o.bytecode.empty()) return tc::vm::print_bytecode(o.bytecode.c_str(), std::cout);
   try {
     tc::vm::Runtime rt("tcrun");
-    tc::capture::install(rt.state(), tc::backends::compile_graph);  // tc.compile, tc.compiler
+    tc::capture::install(rt.state(), tc::backends::graph_compiler());  // tc.compile, tc.compiler
     if (!o.split_check.empty()) return tc::vm::split_check(rt.state(), o.split_check.c_str(), std::cout);
     if (!o.script && o.pre.empty()) {
       if (o.version) return 0;
@@ -188,8 +216,23 @@ int main(int argc, char** argv) {
     if (o.warnings) lua_warning(rt.state(), "@on", 0);
     configure(rt, o);
     set_arg_table(rt.state(), argc, argv, o.script);
+    // --compile-all: the script and -e chunks are loaded as usual and run as tc.compile(chunk)
+    std::optional<tc::vm::Ref> compiled_run;
+    if (o.compile_all && !o.eager) {
+      tc::capture::set_compile_all(rt.state(), true);
+      compiled_run = rt.run_string(R"LUA(local compile = require('tc').compile
+return function(kind, src, ...)
+  local chunk, err
+  if kind == "file" then chunk, err = loadfile(src) else chunk, err = load(src, "=(command line)") end
+  if not chunk then error(err, 0) end
+  return compile(chunk)(...)
+end)LUA",
+                                   "=(tcrun)")[0];
+    }
     for (auto& [kind, text] : o.pre) {
-      if (kind == 'e') {
+      if (kind == 'e' && compiled_run) {
+        (*compiled_run)("string", text);
+      } else if (kind == 'e') {
         rt.run_string(text, "=(command line)");
       } else {
         size_t eq = text.find('=');
@@ -201,7 +244,13 @@ int main(int argc, char** argv) {
     if (o.script) {
       std::vector<tc::vm::Arg> args;
       for (int i = o.script + 1; i < argc; i++) args.emplace_back(std::string(argv[i]));
-      rt.run_file(argv[o.script], args);
+      if (compiled_run) {
+        std::vector<tc::vm::Arg> all = {std::string("file"), std::string(argv[o.script])};
+        all.insert(all.end(), args.begin(), args.end());
+        compiled_run->call(all);
+      } else {
+        rt.run_file(argv[o.script], args);
+      }
     }
     if (!o.explain.empty()) tc::capture::print_explain(rt.state(), o.explain, stderr);
   } catch (const tc::vm::LuaError& e) {

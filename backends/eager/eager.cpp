@@ -27,7 +27,7 @@ const Tensor& lookup(const std::vector<Stack>& vals, capture::Ref r) {
 
 }  // namespace
 
-capture::CompiledGraph EagerBackend::compile(const capture::Graph& g, const CompileOptions&) const {
+Compiled EagerBackend::compile(const capture::Graph& g, const CompileOptions&) const {
   auto plan = std::make_shared<Plan>();
   plan->num_nodes = int(g.nodes.size());
   plan->inputs = g.inputs;
@@ -36,7 +36,7 @@ capture::CompiledGraph EagerBackend::compile(const capture::Graph& g, const Comp
     if (n.kind != capture::NodeKind::Input) plan->steps.push_back({n.op, n.ext, n.args, i});
   }
   plan->outputs = g.outputs;
-  return [plan](capture::GraphInputs inputs) {
+  return {[plan](capture::GraphInputs inputs) {
     std::vector<Stack> vals(plan->num_nodes);
     for (size_t i = 0; i < inputs.size(); i++) vals[plan->inputs[i]].push_back(*inputs[i]);
     Stack args;
@@ -58,18 +58,24 @@ capture::CompiledGraph EagerBackend::compile(const capture::Graph& g, const Comp
           }
         }
       }
-      if (s.ext) {
-        std::vector<Tensor> r = s.ext->call(args);
-        vals[s.node].assign(r.begin(), r.end());
-      } else {
-        vals[s.node] = call(s.op, args);
+      try {
+        if (s.ext) {
+          std::vector<Tensor> r = s.ext->call(args);
+          vals[s.node].assign(r.begin(), r.end());
+        } else {
+          vals[s.node] = call(s.op, args);
+        }
+      } catch (const capture::NodeError&) {
+        throw;
+      } catch (const Error& e) {
+        throw capture::NodeError(e, s.node);  // capture names the node's user line
       }
     }
     std::vector<Tensor> out;
     out.reserve(plan->outputs.size());
     for (capture::Ref r : plan->outputs) out.push_back(lookup(vals, r));
     return out;
-  };
+  }, {}};
 }
 
 }  // namespace tc::backends

@@ -9,7 +9,7 @@ class LoopIRBackend final : public Backend {
  public:
   const char* name() const override { return "loopir"; }
   bool supports(const capture::Node&) const override { return true; }
-  capture::CompiledGraph compile(const capture::Graph& g, const CompileOptions& o) const override;
+  Compiled compile(const capture::Graph& g, const CompileOptions& o) const override;
 };
 
 }  // namespace tc::backends

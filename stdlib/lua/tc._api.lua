@@ -96,17 +96,60 @@ tc.config = {
   backend = "tc", mode = "default", fullgraph = false, dynamic = nil, eager = false,
   explain = false, log = os.getenv("TC_LOGS") or "", cache_dir = os.getenv("TC_CACHE_DIR"),
   no_cache = false, recompile_limit = 8,
+  -- bounds of one trace (past one: a graph break, TC0405/TC0406/TC0410, and the rest runs eagerly)
+  trace_max_instructions = 50000, trace_max_depth = 64, trace_max_iterations = 5000,
 }
 
--- ---- compilation (capture is a later issue: functions run uncompiled) ---------------------------
-local backends = {tc = true, eager = true, cpu = true, cuda = true, inductor = true}
-local modes = {default = true, ["reduce-overhead"] = true, ["max-autotune"] = true,
-               ["max-autotune-no-cudagraphs"] = true}
+-- ---- compilation (capture replaces tc.compile under tcrun; here functions run uncompiled) --------
+-- The backend and mode names are the backend registry's (backends/registry.cpp): capture's
+-- install puts them in tc.compiler._backends ({name = {option names}}) and tc.compiler._modes.
+-- Under stock lua5.4 there is no backend, so names are not checked there.
 local compile_keys = {fullgraph = "boolean", dynamic = "boolean", backend = true, mode = "string",
                       options = "table", disable = "boolean"}
 
+local function names_of(t)
+  local out = {}
+  for k in pairs(t) do out[#out + 1] = k end
+  table.sort(out)
+  return table.concat(out, ", ")
+end
+
+-- Checks the backend, mode and backend options that a compile will use (after tc.config's
+-- defaults) against the registry's lists.
+local function check_compile_names(backend, mode, options)
+  local known, modes = tc.compiler._backends, tc.compiler._modes
+  if type(backend) ~= "function" and type(backend) ~= "string" then
+    raise("ValueError", ("tc.compile(): backend must be a name or a function(gm, example_inputs), got %s"):format(type(backend)))
+  end
+  if known and type(backend) == "string" and not known[backend] then
+    raise("ValueError", ('tc.compile(): unknown backend "%s" (backends: %s, or a function(gm, example_inputs))'):format(backend, names_of(known)))
+  end
+  if modes and mode ~= nil then
+    local ok = false
+    for _, m in ipairs(modes) do ok = ok or m == mode end
+    if not ok then
+      raise("ValueError", ('tc.compile(): unknown mode "%s" (modes: %s)'):format(tostring(mode), table.concat(modes, ", ")))
+    end
+  end
+  if options == nil then return end
+  if type(backend) == "function" then
+    raise("ValueError", "tc.compile(): options = {...} are for named backends; a function backend takes none")
+  end
+  for k, v in pairs(options) do
+    if type(k) ~= "string" then raise("ValueError", ("tc.compile(): option names are strings, got %s"):format(type(k))) end
+    local t = type(v)
+    if t ~= "boolean" and t ~= "number" and t ~= "string" then
+      raise("ValueError", ("tc.compile(): option '%s' must be a boolean, number or string, got %s"):format(k, t))
+    end
+    if known and known[backend] and not known[backend][k] then
+      local opts = names_of(known[backend])
+      raise("ValueError", ('tc.compile(): backend "%s" has no option \'%s\' (its options: %s)'):format(backend, k, opts == "" and "none" or opts))
+    end
+  end
+end
+
 local function check_compile_options(opts)
-  if opts == nil then return end
+  if opts == nil then return check_compile_names(tc.config.backend or "tc", tc.config.mode) end
   if type(opts) ~= "table" then raise("ValueError", "tc.compile(f, opts): opts must be a table, got " .. type(opts)) end
   for k, v in pairs(opts) do
     local want = compile_keys[k]
@@ -117,14 +160,7 @@ local function check_compile_options(opts)
       raise("ValueError", ("tc.compile(): option '%s' must be a %s, got %s"):format(k, want, type(v)))
     end
   end
-  local b = opts.backend
-  if b ~= nil and not (type(b) == "function" or (type(b) == "string" and backends[b])) then
-    raise("ValueError", ("tc.compile(): unknown backend %s (backends: tc, eager, cpu, cuda, or a function(gm, example_inputs))"):format(
-      type(b) == "string" and '"' .. b .. '"' or type(b)))
-  end
-  if opts.mode ~= nil and not modes[opts.mode] then
-    raise("ValueError", ('tc.compile(): unknown mode "%s" (modes: default, reduce-overhead, max-autotune, max-autotune-no-cudagraphs)'):format(opts.mode))
-  end
+  check_compile_names(opts.backend or tc.config.backend or "tc", opts.mode or tc.config.mode, opts.options)
 end
 
 local function callable(f)
@@ -149,8 +185,15 @@ end
 -- tc.compiler: the torch.compiler API. With no capture yet every function runs eagerly, so these
 -- are exact for an uncompiled runtime: nothing to reset, no graphs, nothing recompiles.
 local stances = {default = true, force_eager = true, eager_on_recompile = true, fail_on_recompile = true}
-local compiler = {stance = "default"}
+local compiler = {stance = "default", _check_options = check_compile_options}
 tc.compiler = compiler
+-- The backends tc.compile accepts by name (the registry's list; none under stock lua5.4).
+function compiler.list_backends()
+  local out = {}
+  for k in pairs(compiler._backends or {}) do out[#out + 1] = k end
+  table.sort(out)
+  return out
+end
 function compiler.reset() end
 function compiler.disable(f)
   if f ~= nil and not callable(f) then raise("ValueError", "tc.compiler.disable(): expected a function, got " .. type(f)) end
@@ -179,7 +222,9 @@ function compiler.allow_in_graph(fn, meta_fn)
   return fn
 end
 function compiler.stats()
-  return {traces = 0, backend_compiles = 0, cache_hits = 0, recompiles = 0, graph_breaks = 0, fallbacks = 0}
+  return {traces = 0, backend_compiles = 0, cache_hits = 0, recompiles = 0, graph_breaks = 0, fallbacks = 0,
+          guard_fast_hits = 0, kernels = 0, distinct_kernels = 0, cached_kernels = 0, fallback_nodes = 0,
+          trace_ms = 0, backend_compile_ms = 0, lower_ms = 0, codegen_ms = 0, compile_ms = 0}
 end
 
 local function explain_text(r)

@@ -137,5 +137,41 @@ function T.view_as(x, y) return need(x, "view_as(): self"):view(need(y, "view_as
 function T.reshape_as(x, y) return need(x, "reshape_as(): self"):reshape(need(y, "reshape_as(): other").shape) end
 function T.is_tensor(x) return is_tensor(x) end
 
+-- ---- closeness ------------------------------------------------------------------------------------
+-- tc.isclose(input, other, rtol=1e-5, atol=1e-8, equal_nan=false), positionally or with an options
+-- table: |input - other| <= atol + rtol * |other| elementwise (broadcast), or equal (infinities
+-- included), or both NaN with equal_nan. As in PyTorch, input and other must have the same dtype;
+-- bool tensors are compared in the default dtype. A composite of traced ops, so capture records it.
+local K = C.args.kinds
+local close_rows = {
+  {"input", K.tensor}, {"other", K.tensor}, {"rtol", K.nonnegative, 1e-5}, {"atol", K.nonnegative, 1e-8},
+  {"equal_nan", K.bool, false},
+}
+local isclose_sig, allclose_sig = C.args.signature("isclose", close_rows), C.args.signature("allclose", close_rows)
+local function isclose(name, x, y, rtol, atol, equal_nan)
+  if x.dtype ~= y.dtype then
+    raise("DTypeError", ("%s(): %s did not match %s (both tensors need the same dtype)"):format(name, x.dtype.name, y.dtype.name))
+  end
+  local close = x:eq(y)
+  if equal_nan and x.dtype.is_floating_point then close = close:logical_or(x:isnan():logical_and(y:isnan())) end
+  if rtol == 0 and atol == 0 then return close end
+  if x.dtype == tc.bool then x, y = x:to(tc.get_default_dtype()), y:to(tc.get_default_dtype()) end
+  local allowed = (y * rtol):abs() + atol
+  local actual = (x - y):abs()
+  local finite = actual:isnan():logical_or(actual:isinf()):logical_not()
+  return close:logical_or(finite:logical_and(actual:le(allowed)))
+end
+function T.isclose(...)
+  local a = isclose_sig:bind(...)
+  return isclose("isclose", a.input, a.other, a.rtol, a.atol, a.equal_nan)
+end
+-- tc.allclose(input, other, ...) -> a Lua boolean: isclose everywhere (reading the value is a
+-- graph break under compilation, as torch.allclose's Python bool is).
+function T.allclose(...)
+  local a = allclose_sig:bind(...)
+  return isclose("allclose", a.input, a.other, a.rtol, a.atol, a.equal_nan):all():item()
+end
+tc.isclose, tc.allclose = T.isclose, T.allclose
+
 -- Torch7 names that mean the same here.
 T.nElement, T.cmul = T.numel, T.mul

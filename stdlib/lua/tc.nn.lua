@@ -27,6 +27,7 @@ local function is_module(v) return type(v) == "table" and getmetatable(v) ~= nil
 -- grad, stored on self in forward, is not a parameter.
 local function is_param(v) return parameters[v] == true end
 nn.is_module = is_module
+tc._C.args.is_module = is_module
 
 -- Class mechanism -------------------------------------------------------------------------------
 local Module = {__name = "Module"}

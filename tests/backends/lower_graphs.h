@@ -61,7 +61,7 @@ inline Tensor randn(Shape s, DType d = DType::Float32) {
 }
 
 inline std::vector<Tensor> eager(const capture::Graph& g, const std::vector<Tensor>& in) {
-  return backends::find("eager").compile(g, {})(capture::borrow(in));
+  return backends::find("eager").compile(g, {}).run(capture::borrow(in));
 }
 
 // Max |a - b| / (atol + rtol |b|) over the elements (NaNs must match); <= 1 passes.

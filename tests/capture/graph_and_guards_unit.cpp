@@ -55,7 +55,7 @@ TEST(Graph, DynamicDimsPrintSymbolically) {
 
 TEST(EagerBackend, RunsTheGraphOpByOp) {
   Graph g = sin_plus_cos();
-  CompiledGraph run = backends::compile_graph(g, "eager");
+  CompiledGraph run = backends::compile_graph(g, "eager").run;
   Tensor x = call1(Op::ones, {IntList{2, 3}});
   Tensor y = call1(Op::zeros, {IntList{2, 3}});
   std::vector<Tensor> out = run(borrow({x, y}));

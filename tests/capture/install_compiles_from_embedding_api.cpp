@@ -11,7 +11,7 @@ using namespace tc;
 
 TEST(Install, CompilesTracesOnceAndExplains) {
   vm::Runtime rt("test");
-  capture::install(rt.state(), backends::compile_graph);
+  capture::install(rt.state(), backends::graph_compiler());
   rt.run_string(R"(
     local tc = require "tc"
     tc.compiler.reset()
@@ -36,7 +36,7 @@ TEST(Install, CompilesTracesOnceAndExplains) {
 
 TEST(Install, GraphBreakErrorUnderFullgraph) {
   vm::Runtime rt("test");
-  capture::install(rt.state(), backends::compile_graph);
+  capture::install(rt.state(), backends::graph_compiler());
   try {
     rt.run_string(
         "local tc = require 'tc'\n"

@@ -1,11 +1,12 @@
--- 9 distinct values of a guarded number: 8 entries, then the 9th call runs uncompiled with one
--- loud warning (and so does every later call); fail_on_recompile raises instead.
+-- 9 distinct values of a number the trace needs (a loop count: unrolled, so never dynamic): 8
+-- entries, then the 9th call runs uncompiled with one loud warning (and so does every later
+-- call); fail_on_recompile raises instead.
 local tc = require "tc"
 local h = require "helpers"
 
 local out = h.run([[
 local tc = require "tc"
-local function f(x, k) return x * k end
+local function f(x, k) for _ = 1, k do x = x * 2 end return x end
 local cf = tc.compile(f)
 local x = tc.ones(2)
 for k = 1, 12 do assert((cf(x, k) - f(x, k)):abs():max():item() == 0) end

@@ -2,11 +2,17 @@
 //
 //   #include <tc/backends.h>
 //   const tc::backends::Backend& b = tc::backends::find("eager");
-//   tc::capture::CompiledGraph run = b.compile(graph, {});
-//   std::vector<tc::Tensor> outs = run(inputs);          // inputs in graph.inputs order
+//   tc::backends::Compiled c = b.compile(graph, {});
+//   std::vector<tc::Tensor> outs = c.run(tc::capture::borrow(inputs));  // graph.inputs order
+//   printf("%d kernels, %.1f ms in LLVM\n", c.report.kernels, c.report.compile_ms);
+//
+//   // what capture calls: nodes b.supports() go to b, the rest to eager (partitioned.cpp)
+//   tc::backends::Compiled d = tc::backends::compile_graph(graph, "cpu", {.mode = "default"});
 //
 // Each backend is one folder behind this interface, listed in one explicit registry
-// (backends/registry.cpp). Backends never see a lua_State: a graph arrives as plain C++ data.
+// (backends/registry.cpp), which is also the only list of backend and mode names: tcrun, capture
+// and the Lua side ask it. Backends never see a lua_State: a graph arrives as plain C++ data and
+// the report goes back as plain data (capture prints it; a backend never logs by itself).
 #pragma once
 #include <string>
 #include <vector>
@@ -15,26 +21,39 @@
 
 namespace tc::backends {
 
-struct CompileOptions {
-  std::string mode = "default";  // default | reduce-overhead | max-autotune
-};
+// tc.compile's options, whole (mode, fullgraph, dynamic, the backend's `options = {...}`).
+using CompileOptions = capture::CompileOptions;
+// What the backend fills per compile: lower/codegen/compile times, kernel counts, fallbacks.
+using CompileReport = capture::CompileReport;
+// The compiled graph and its report.
+using Compiled = capture::Compiled;
 
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
-  // Capabilities as data: whether this backend can run the node.
+  // Capabilities as data: whether this backend can run the node. Nodes it cannot run are cut out
+  // by the partitioner (lower/partition.h) and run on eager, one perf hint each.
   virtual bool supports(const capture::Node& n) const = 0;
-  virtual capture::CompiledGraph compile(const capture::Graph& g,
-                                         const CompileOptions& o) const = 0;
+  // The keys tc.compile's `options = {...}` may use with this backend (others are an error at the
+  // user's line).
+  virtual std::vector<std::string> option_names() const { return {}; }
+  // Compiles a graph whose every op node supports() accepted.
+  virtual Compiled compile(const capture::Graph& g, const CompileOptions& o) const = 0;
 };
 
 // The registry: every backend by name ("eager"; "tc", "cpu" and "cuda" run on eager until their
 // code generators land). Throws tc::Error (ValueError) naming the known backends otherwise.
 const Backend& find(const std::string& name);
 std::vector<std::string> names();
+// The modes tc.compile and tcrun --mode accept ("default", "reduce-overhead", ...).
+const std::vector<std::string>& modes();
 
-// The capture::GraphCompiler that tcrun installs into capture: find(name).compile(g, {}).
-capture::CompiledGraph compile_graph(const capture::Graph& g, const std::string& backend);
+// Compiles `g` with the named backend: whole when it supports every node, else by partitions
+// (the unsupported runs on eager; report.fallback_nodes counts their nodes).
+Compiled compile_graph(const capture::Graph& g, const std::string& backend,
+                       const CompileOptions& o = {});
+// compile_graph and the registry's lists, as capture::install takes them.
+capture::GraphCompiler graph_compiler();
 
 }  // namespace tc::backends

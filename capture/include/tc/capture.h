@@ -5,7 +5,7 @@
 //   #include <tc/backends.h>
 //
 //   tc::vm::Runtime rt("tcrun");                             // Lua with `tc` loaded
-//   tc::capture::install(rt.state(), tc::backends::compile_graph);
+//   tc::capture::install(rt.state(), tc::backends::graph_compiler());
 //   rt.run_string(R"(
 //     local tc = require "tc"
 //     local f = tc.compile(function(x, y) return tc.sin(x) + tc.cos(y) end)
@@ -28,6 +28,15 @@ namespace tc::capture {
 
 // Installs tc.compile and tc.compiler.* into the `tc` module of L (requires "tc" first).
 void install(lua_State* L, GraphCompiler compiler);
+
+// TC_LOGS / --log / tc.config.log: a comma-separated list of log names. Returns "" when every
+// name is known, else the error ("unknown log 'bogus' (logs: graph_breaks, recompiles, ...)").
+std::string check_logs(const std::string& list);
+
+// tcrun --compile-all: besides the Lua functions called at graph breaks (always compiled), the
+// Lua functions handed at a break to C functions that call them (pcall, xpcall, table.sort,
+// string.gsub, coroutine.create/wrap) run compiled too. Process-wide, off by default.
+void set_compile_all(lua_State* L, bool on);
 
 // The explain report of everything compiled so far in this process (LUA_API.md §7), as "text"
 // or "json".

@@ -42,6 +42,14 @@ struct NodeArg {
   static NodeArg list(std::vector<Ref> r) { return {Kind::RefList, {}, std::move(r)}; }
 };
 
+// Thrown by a backend when node `node` fails while the graph runs: the op's error (kind and
+// message), which capture reports at the node's user line, as eager would.
+class NodeError : public Error {
+ public:
+  NodeError(const Error& e, int node) : Error(e.kind(), e.what()), node(node) {}
+  int node;
+};
+
 // A function outside tc's op set kept in the graph (tc.compiler.allow_in_graph): capture
 // provides `call`, which runs the host's function (a Lua value that capture keeps alive) on the
 // node's arguments with real tensors and returns its tensor results, in the order and with the
@@ -61,7 +69,9 @@ struct Node {
   Stack fakes;                // outputs as fake tensors (Tensor or TensorList values)
   std::string name;           // unique: "x", "sin", "add_1"
   std::string source;         // Input nodes: where the value comes from ("arg[1].weight")
-  int line = -1;              // Op and External nodes: user line that made it
+  int line = -1;              // Op and External nodes: the user's line that made it (the
+                              // innermost frame outside tc's own Lua code), as eager's errors
+  std::string file;           // ... name it: the chunk of `line` ("model.lua")
   const char* target() const { return kind == NodeKind::External ? ext->name.c_str() : op_name(op); }
 };
 
@@ -106,8 +116,58 @@ inline std::vector<const Tensor*> borrow(const std::vector<Tensor>& tensors) {
   for (const Tensor& t : tensors) out.push_back(&t);
   return out;
 }
-// Installed by the program (tcrun) from the backends library, which capture cannot include:
-// compiles `g` with the named backend ("eager", "tc" ...); throws tc::Error for an unknown name.
-using GraphCompiler = std::function<CompiledGraph(const Graph& g, const std::string& backend)>;
+
+// tc.compile's options as a backend receives them (tc::backends::CompileOptions).
+struct CompileOptions {
+  std::string mode = "default";  // one of the registry's modes (backends::modes())
+  bool fullgraph = false;
+  int dynamic = -1;  // -1: automatic (after one size-driven recompile), 0: never, 1: from the start
+  // The backend's own options, tc.compile's `options = {...}` (sorted by key; booleans, numbers
+  // and strings). Capture checked the keys against the backend's option_names().
+  std::vector<std::pair<std::string, Value>> options;
+  const Value* option(const std::string& key) const {
+    for (const auto& [k, v] : options)
+      if (k == key) return &v;
+    return nullptr;
+  }
+};
+
+// What a backend says about one compile of one graph: explain prints it per graph, and
+// tc.compiler.stats() sums it. A backend fills what applies to it and leaves the rest zero.
+struct CompileReport {
+  double lower_ms = 0;    // decompositions, loop IR, fusion, memory plan
+  double codegen_ms = 0;  // building the code (LLVM IR, CUDA C++)
+  double compile_ms = 0;  // the backend's compiler (LLVM ORC, NVRTC), or loading from its cache
+  int kernels = 0;           // generated kernels launched per call (library calls not counted)
+  int distinct_kernels = 0;  // kernels compiled after structural dedup
+  int cached_kernels = 0;    // of the distinct kernels, how many came from the disk cache
+  int fallback_nodes = 0;    // op nodes the backend does not support: they run on eager
+  // TC_LOGS=perf_hints lines: what ran on eager or could not be fused, and why. Capture prints
+  // them; backends never log themselves.
+  std::vector<std::string> perf_hints;
+  void add(const CompileReport& o) {
+    lower_ms += o.lower_ms, codegen_ms += o.codegen_ms, compile_ms += o.compile_ms;
+    kernels += o.kernels, distinct_kernels += o.distinct_kernels;
+    cached_kernels += o.cached_kernels, fallback_nodes += o.fallback_nodes;
+    perf_hints.insert(perf_hints.end(), o.perf_hints.begin(), o.perf_hints.end());
+  }
+};
+
+struct Compiled {
+  CompiledGraph run;
+  CompileReport report;
+};
+
+// Installed by the program (tcrun) from the backends library, which capture cannot include
+// (tc::backends::graph_compiler() makes it): `compile` compiles `g` with the named backend and
+// throws tc::Error for an unknown name; the lists are the registry's, for checking tc.compile's
+// options at the user's line.
+struct GraphCompiler {
+  std::function<Compiled(const Graph& g, const std::string& backend, const CompileOptions& o)>
+      compile;
+  // Backend names, each with the names of the options it takes (tc.compile's `options` keys).
+  std::vector<std::pair<std::string, std::vector<std::string>>> backends;
+  std::vector<std::string> modes;
+};
 
 }  // namespace tc::capture

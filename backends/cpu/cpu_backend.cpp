@@ -1,0 +1,75 @@
+// The "cpu" backend (cpu_backend.h): lower, generate, and fall back to eager on failure.
+#include "cpu_backend.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <set>
+
+#include "compile.h"
+#include "eager/eager.h"
+#include "lower/lower.h"
+#include "tc/error.h"
+
+namespace tc::backends {
+
+bool on_cpu(const capture::Node& n) {
+  for (const Value& v : n.fakes) {
+    if (v.is_tensor() && !v.tensor().device().is_cpu()) return false;
+    if (v.is_tensor_list())
+      for (const Tensor& t : v.tensors())
+        if (!t.device().is_cpu()) return false;
+  }
+  return true;
+}
+
+bool all_on_cpu(const capture::Graph& g) {
+  return std::all_of(g.nodes.begin(), g.nodes.end(), [](const capture::Node& n) { return on_cpu(n); });
+}
+
+// What lowering declines by design (lower/values.cpp): external functions, the in-place ops that
+// write their input (copy_, fill_, uniform_, normal_), batch_norm in training mode. The partitioner
+// runs these nodes on eager (counted in the report), so the rest of the graph is still generated.
+bool CpuBackend::supports(const capture::Node& n) const {
+  if (n.kind == capture::NodeKind::External) return false;
+  if (n.kind != capture::NodeKind::Op) return true;
+  switch (n.op) {
+    case Op::copy_: case Op::fill_: case Op::uniform_: case Op::normal_: return false;
+    case Op::batch_norm:
+      return !(n.args.size() > 5 && n.args[5].kind == capture::NodeArg::Kind::Const && n.args[5].constant.is_bool() &&
+               n.args[5].constant.to_bool());
+    default: return true;
+  }
+}
+
+Compiled CpuBackend::compile(const capture::Graph& g, const CompileOptions& o) const {
+  auto t0 = std::chrono::steady_clock::now();
+  Compiled c;
+  try {
+    TC_CHECK(all_on_cpu(g), DeviceError, "the graph has tensors on another device than the CPU");
+    lower::LoweredGraph lg = lower::lower(g);
+    c.report.lower_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    auto program = std::make_shared<const cpu::Program>(cpu::compile_lowered(lg, &c.report));
+    cpu::count_graph(false, c.report.lower_ms / 1e3);
+    c.run = [program](capture::GraphInputs inputs) { return program->run(inputs); };
+    return c;
+  } catch (const std::exception& e) {  // tc::Error, and anything else a bug in lowering throws
+    cpu::count_graph(true, c.report.lower_ms / 1e3);
+    if (o.fullgraph)
+      TC_FAIL(CompileError, "the cpu backend cannot compile this graph (fullgraph=true): %s", e.what());
+    // One warning per distinct reason: 64 identical layers falling back say it once.
+    static std::mutex mu;
+    static std::set<std::string> said;
+    std::lock_guard<std::mutex> lock(mu);
+    if (said.insert(e.what()).second)
+      std::fprintf(stderr, "tc: cpu backend: running a graph on the eager backend: %s\n", e.what());
+    std::string hint = std::string("cpu backend: ") + e.what() + ": the graph runs on eager";
+    c = EagerBackend().compile(g, o);
+    c.report.fallback_nodes += g.num_ops();
+    c.report.perf_hints.push_back(hint);
+    return c;
+  }
+}
+
+}  // namespace tc::backends

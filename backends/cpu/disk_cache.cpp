@@ -1,0 +1,131 @@
+// The on-disk object cache: atomic writes, validated reads (format in disk_cache.h).
+#include "disk_cache.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <llvm/Support/xxhash.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <optional>
+
+#include "tc/cpu_backend.h"
+
+namespace tc::backends::cpu {
+namespace {
+
+constexpr char kMagic[9] = "TCCPUOB1";
+constexpr size_t kHeader = 32;
+
+uint64_t checksum(const std::string& key, const std::string& object) { return cache_checksum(key + object); }
+
+void mkdirs(const std::string& dir) {
+  for (size_t i = 1; i <= dir.size(); i++)
+    if (i == dir.size() || dir[i] == '/') mkdir(dir.substr(0, i).c_str(), 0755);
+}
+
+void discard(const std::string& path, const char* why) {
+  std::fprintf(stderr, "tc: cpu kernel cache: discarding %s (%s); it will be rebuilt\n", path.c_str(), why);
+  unlink(path.c_str());
+}
+
+std::mutex g_dir_mu;
+std::optional<std::string> g_dir;  // set_cache_dir's override of the environment
+
+}  // namespace
+
+uint64_t cache_checksum(const std::string& key_and_object) { return llvm::xxh3_64bits(llvm::StringRef(key_and_object)); }
+
+void set_cache_dir(const std::string& dir) {
+  std::lock_guard<std::mutex> lock(g_dir_mu);
+  g_dir = dir;
+}
+
+std::string cache_dir() {
+  {
+    std::lock_guard<std::mutex> lock(g_dir_mu);
+    if (g_dir) return g_dir->empty() ? "" : *g_dir + "/cpu";
+  }
+  const char* e = std::getenv("TC_CACHE_DIR");
+  if (e) return *e ? std::string(e) + "/cpu" : "";
+  const char* home = std::getenv("HOME");
+  if (!home || !*home) return "";
+  return std::string(home) + "/.cache/tc/cpu";
+}
+
+std::string cache_path(const std::string& key) {
+  std::string dir = cache_dir();
+  if (dir.empty()) return "";
+  llvm::XXH128_hash_t h = llvm::xxh3_128bits(llvm::ArrayRef<uint8_t>((const uint8_t*)key.data(), key.size()));
+  char name[40];
+  std::snprintf(name, sizeof name, "%016llx%016llx.o", (unsigned long long)h.high64, (unsigned long long)h.low64);
+  return dir + "/" + name;
+}
+
+CacheRead cache_read(const std::string& key, std::string* object) {
+  std::string path = cache_path(key);
+  if (path.empty()) return CacheRead::Miss;
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return CacheRead::Miss;
+  std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (data.size() < kHeader || data.compare(0, 8, kMagic) != 0) {
+    discard(path, "bad header");
+    return CacheRead::Rejected;
+  }
+  uint64_t key_len, obj_len, sum;
+  std::memcpy(&key_len, data.data() + 8, 8);
+  std::memcpy(&obj_len, data.data() + 16, 8);
+  std::memcpy(&sum, data.data() + 24, 8);
+  if (key_len > data.size() || obj_len > data.size() || kHeader + key_len + obj_len != data.size()) {
+    discard(path, "wrong length");
+    return CacheRead::Rejected;
+  }
+  std::string stored_key = data.substr(kHeader, key_len);
+  std::string obj = data.substr(kHeader + key_len);
+  if (checksum(stored_key, obj) != sum) {
+    discard(path, "checksum mismatch");
+    return CacheRead::Rejected;
+  }
+  if (stored_key != key) {
+    discard(path, "made for another version, CPU or kernel");
+    return CacheRead::Rejected;
+  }
+  *object = std::move(obj);
+  return CacheRead::Hit;
+}
+
+void cache_write(const std::string& key, const std::string& object) {
+  std::string path = cache_path(key);
+  if (path.empty()) return;
+  mkdirs(cache_dir());
+  static std::atomic<unsigned> counter{0};
+  std::string tmp = path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (fd < 0) return;  // unwritable cache: compile every time, silently
+  std::string data(kMagic, 8);
+  uint64_t key_len = key.size(), obj_len = object.size(), sum = checksum(key, object);
+  data.append((const char*)&key_len, 8);
+  data.append((const char*)&obj_len, 8);
+  data.append((const char*)&sum, 8);
+  data += key;
+  data += object;
+  bool ok = true;
+  for (size_t done = 0; ok && done < data.size();) {
+    ssize_t n = write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) done += (size_t)n;
+  }
+  ok = close(fd) == 0 && ok;
+  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) unlink(tmp.c_str());
+}
+
+}  // namespace tc::backends::cpu

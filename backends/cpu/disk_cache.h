@@ -1,0 +1,25 @@
+// Compiled object code on disk, under $TC_CACHE_DIR/cpu (default ~/.cache/tc/cpu; TC_CACHE_DIR=
+// set but empty turns it off). One file per key:
+//
+//   "TCCPUOB1" | u64 key bytes | u64 object bytes | u64 xxh3(key + object) | key | object
+//
+// Writes go to a temporary file renamed into place (readers never see a partial entry; two
+// writers of one entry leave one of their complete files). Reads check the magic, the lengths
+// against the file size, the checksum and the stored key: anything else is removed with a log
+// line on stderr and reported as a miss, so it is rebuilt.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace tc::backends::cpu {
+
+std::string cache_dir();  // "" when off
+// The entry's path for `key` (the key's 128-bit hash), or "" when the cache is off.
+std::string cache_path(const std::string& key);
+enum class CacheRead { Hit, Miss, Rejected };  // Rejected: an invalid entry was removed
+CacheRead cache_read(const std::string& key, std::string* object);
+void cache_write(const std::string& key, const std::string& object);
+// The checksum stored in an entry's header, over its key and object bytes concatenated.
+uint64_t cache_checksum(const std::string& key_and_object);
+
+}  // namespace tc::backends::cpu

@@ -1,0 +1,156 @@
+// LLJIT for the host: an IRTransformLayer running the new pass manager's O3 pipeline built from
+// the host TargetMachine (loop and SLP vectorization on), a compile layer whose ObjectCache hook
+// hands each module's object code back for the disk cache, and the process's own symbols (libm:
+// expm1f, erff, tanhf, fmodf ...) resolvable from generated code. LLVM reports errors as
+// llvm::Error; they become tc::Error (CompileError) here and never cross an LLVM callback.
+#include "jit.h"
+
+#include <llvm/Config/llvm-config.h>
+#include <llvm/ExecutionEngine/ObjectCache.h>
+#include <llvm/ExecutionEngine/Orc/CompileUtils.h>
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/IRTransformLayer.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include "tc/error.h"
+
+namespace tc::backends::cpu {
+
+// Bumped whenever generated code changes for the same loop IR (invalidates disk caches).
+constexpr int kCodegenVersion = 1;
+
+namespace {
+
+std::string message(llvm::Error e) {
+  std::string s;
+  llvm::handleAllErrors(std::move(e), [&](const llvm::ErrorInfoBase& info) { s += info.message(); });
+  return s;
+}
+
+template <typename T>
+T take(llvm::Expected<T> v, const char* what) {
+  if (!v) TC_FAIL(CompileError, "cpu backend: %s: %s", what, message(v.takeError()).c_str());
+  return std::move(*v);
+}
+
+void check(llvm::Error e, const char* what) {
+  if (e) TC_FAIL(CompileError, "cpu backend: %s: %s", what, message(std::move(e)).c_str());
+}
+
+// Receives the object code of each module the compile layer builds.
+class CaptureObjects : public llvm::ObjectCache {
+ public:
+  void notifyObjectCompiled(const llvm::Module*, llvm::MemoryBufferRef obj) override { last = obj.getBuffer().str(); }
+  std::unique_ptr<llvm::MemoryBuffer> getObject(const llvm::Module*) override { return nullptr; }
+  std::string last;
+};
+
+}  // namespace
+
+struct Jit::Impl {
+  std::unique_ptr<llvm::orc::LLJIT> jit;
+  std::unique_ptr<llvm::TargetMachine> tm;  // for the optimizer's cost model
+  std::string cpu, features;
+  CaptureObjects objects;
+
+  void optimize(llvm::Module& m) {
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PipelineTuningOptions pto;
+    pto.LoopVectorization = true;
+    pto.SLPVectorization = true;  // off by default in PipelineTuningOptions
+    pto.LoopUnrolling = true;
+    llvm::PassBuilder pb(tm.get(), pto);
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
+  }
+};
+
+Jit& Jit::get() {
+  static Jit* jit = new Jit;  // never destroyed: compiled code may run until exit
+  return *jit;
+}
+
+Jit::Jit() : impl_(std::make_unique<Impl>()) {
+  static bool ok = [] {
+    return !llvm::InitializeNativeTarget() && !llvm::InitializeNativeTargetAsmPrinter();
+  }();
+  TC_CHECK(ok, CompileError, "cpu backend: LLVM has no target for this host");
+  auto jtmb = take(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host CPU");
+  jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  impl_->cpu = jtmb.getCPU();
+  impl_->features = jtmb.getFeatures().getString();
+  impl_->tm = take(jtmb.createTargetMachine(), "creating the target machine");
+  Impl* impl = impl_.get();
+  impl_->jit = take(
+      llvm::orc::LLJITBuilder()
+          .setJITTargetMachineBuilder(jtmb)
+          .setCompileFunctionCreator(
+              [impl](llvm::orc::JITTargetMachineBuilder b)
+                  -> llvm::Expected<std::unique_ptr<llvm::orc::IRCompileLayer::IRCompiler>> {
+                auto tm = b.createTargetMachine();
+                if (!tm) return tm.takeError();
+                return std::make_unique<llvm::orc::TMOwningSimpleCompiler>(std::move(*tm), &impl->objects);
+              })
+          .create(),
+      "creating the JIT");
+  llvm::orc::LLJIT& j = *impl_->jit;
+  j.getMainJITDylib().addGenerator(take(
+      llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(j.getDataLayout().getGlobalPrefix()),
+      "making process symbols visible"));
+  j.getIRTransformLayer().setTransform(
+      [impl](llvm::orc::ThreadSafeModule tsm,
+             llvm::orc::MaterializationResponsibility&) -> llvm::Expected<llvm::orc::ThreadSafeModule> {
+        tsm.withModuleDo([impl](llvm::Module& m) { impl->optimize(m); });
+        return std::move(tsm);
+      });
+  target_id_ = std::string("tc ") + TC_VERSION + " codegen " + std::to_string(kCodegenVersion) + " llvm " +
+               LLVM_VERSION_STRING + " cpu " + impl_->cpu + " " + impl_->features;
+}
+
+void Jit::prepare(llvm::Module& m) const {
+  m.setDataLayout(impl_->jit->getDataLayout());
+  m.setTargetTriple(impl_->jit->getTargetTriple().str());
+}
+
+std::string Jit::compile(std::unique_ptr<llvm::Module> m, std::unique_ptr<llvm::LLVMContext> ctx) {
+  for (llvm::Function& f : *m) {
+    if (f.isDeclaration()) continue;
+    f.addFnAttr("target-cpu", impl_->cpu);
+    f.addFnAttr("target-features", impl_->features);
+  }
+  std::vector<std::string> exported;
+  for (llvm::Function& f : *m)
+    if (!f.isDeclaration() && f.hasExternalLinkage()) exported.push_back(f.getName().str());
+  impl_->objects.last.clear();
+  llvm::orc::LLJIT& j = *impl_->jit;
+  check(j.addIRModule(llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx))), "adding a module");
+  // One lookup materializes the whole module (one compile, one object).
+  llvm::orc::SymbolLookupSet names;
+  for (const std::string& s : exported) names.add(j.mangleAndIntern(s));
+  take(j.getExecutionSession().lookup(llvm::orc::makeJITDylibSearchOrder(&j.getMainJITDylib()), std::move(names)),
+       "compiling a module");
+  return std::move(impl_->objects.last);
+}
+
+void Jit::add_object(const std::string& object) {
+  check(impl_->jit->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(object, "tc-cached-kernels")),
+        "loading cached kernels");
+}
+
+void* Jit::lookup(const std::string& symbol) {
+  return take(impl_->jit->lookup(symbol), "looking up a kernel").toPtr<void*>();
+}
+
+}  // namespace tc::backends::cpu

@@ -1,0 +1,115 @@
+// The launch list of a compiled graph (runtime.h).
+#include "runtime.h"
+
+#include "tc/error.h"
+#include "tc/parallel.h"
+
+namespace tc::backends::cpu {
+
+using lower::Buffer;
+using lower::BufferView;
+
+void launch(const CompiledKernel& k, void* const* buffers, const int64_t* sizes) {
+  int64_t info[2] = {0, 1};
+  k.info(sizes, info);
+  const int64_t outer = info[0], work = std::max<int64_t>(1, info[1]);
+  if (outer <= 0) return;
+  if (outer * work < kParallelWork || get_num_threads() == 1) return k.fn(buffers, sizes, 0, outer);
+  parallel_for(0, outer, std::max<int64_t>(1, kParallelWork / work),
+               [&](int64_t b, int64_t e) { k.fn(buffers, sizes, b, e); });
+}
+
+namespace {
+
+// Where a graph buffer lives during one call: a storage and the element offset of its start.
+struct Place {
+  std::shared_ptr<Storage> storage;
+  int64_t offset = 0;  // elements
+  char* ptr = nullptr;
+};
+
+Tensor view_of(const Place& p, DType dtype, const BufferView& v, const std::vector<int64_t>& syms) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = p.storage;
+  impl->offset = p.offset + v.offset.eval(syms);
+  for (const lower::SymInt& s : v.sizes) impl->sizes.push_back(s.eval(syms));
+  for (const lower::SymInt& s : v.strides) impl->strides.push_back(s.eval(syms));
+  impl->dtype = dtype;
+  impl->device = p.storage->device();
+  return Tensor(std::move(impl));
+}
+
+}  // namespace
+
+std::shared_ptr<Storage> Program::arena(int64_t bytes) const {
+  if (bytes <= 0) return nullptr;
+  if (graph.arena_bytes_static < 0) return Storage::allocate((size_t)bytes, Device{});
+  std::lock_guard<std::mutex> lock(kept->mu);
+  if (kept->storage && kept->storage.use_count() == 1) return kept->storage;
+  std::shared_ptr<Storage> s = Storage::allocate((size_t)bytes, Device{});
+  if (!kept->storage) kept->storage = s;
+  return s;
+}
+
+std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
+  const lower::LoweredGraph& g = graph;
+  std::vector<int64_t> syms;
+  for (const lower::Symbol& s : g.symbols) syms.push_back(inputs[s.input]->size(s.dim));
+  // The arena: planned buffers at their offsets; unplanned ones get their own storage.
+  int64_t arena_bytes = g.arena_bytes_static;
+  if (arena_bytes < 0) {
+    arena_bytes = 0;
+    for (const Buffer& b : g.buffers)
+      if (b.kind != Buffer::Kind::Input && b.offset >= 0)
+        arena_bytes = std::max<int64_t>(arena_bytes, b.offset + b.numel.eval(syms) * (int64_t)itemsize(b.dtype));
+  }
+  std::shared_ptr<Storage> arena = this->arena(arena_bytes);
+  std::vector<Place> places(g.buffers.size());
+  for (size_t i = 0; i < g.buffers.size(); i++) {
+    const Buffer& b = g.buffers[i];
+    Place& p = places[i];
+    const int64_t item = (int64_t)itemsize(b.dtype);
+    if (b.kind == Buffer::Kind::Input) {
+      const Tensor& t = *inputs[b.io];
+      p.storage = t.storage();
+      p.offset = t.offset();
+      p.ptr = static_cast<char*>(t.data_ptr());
+    } else if (b.offset >= 0) {
+      TC_ASSERT(b.offset % item == 0, "memory plan: a buffer's arena offset is not aligned to its dtype");
+      p.storage = arena;
+      p.offset = b.offset / item;
+      p.ptr = static_cast<char*>(arena->data()) + b.offset;
+    } else {
+      p.storage = Storage::allocate((size_t)std::max<int64_t>(1, b.numel.eval(syms)) * item, Device{});
+      p.ptr = static_cast<char*>(p.storage->data());
+    }
+  }
+  std::vector<void*> ptrs;
+  std::vector<int64_t> sizes;
+  for (const lower::Step& s : g.steps) {
+    if (s.kind == lower::Step::Kind::Launch) {
+      ptrs.clear();
+      sizes.clear();
+      for (int b : s.launch.buffers) ptrs.push_back(places[b].ptr);
+      for (const lower::SymInt& v : s.launch.sizes) sizes.push_back(v.eval(syms));
+      launch(kernels[s.launch.kernel], ptrs.data(), sizes.data());
+      continue;
+    }
+    const lower::Extern& e = s.ext;
+    std::vector<Tensor> ins;
+    for (const BufferView& v : e.inputs) ins.push_back(view_of(places[v.buffer], g.buffers[v.buffer].dtype, v, syms));
+    Stack out = call(e.op, lower::extern_args(e, ins));
+    TC_CHECK(out.size() == 1 + e.more_outputs.size(), CompileError, "cpu backend: extern %s gave %zu results",
+             op_name(e.op), out.size());
+    for (size_t i = 0; i < out.size(); i++) {
+      const BufferView& v = i == 0 ? e.output : e.more_outputs[i - 1];
+      view_of(places[v.buffer], g.buffers[v.buffer].dtype, v, syms).copy_from(out[i].tensor());
+    }
+  }
+  std::vector<Tensor> outs;
+  outs.reserve(g.outputs.size());
+  for (const BufferView& v : g.outputs) outs.push_back(view_of(places[v.buffer], g.buffers[v.buffer].dtype, v, syms));
+  return outs;
+}
+
+}  // namespace tc::backends::cpu

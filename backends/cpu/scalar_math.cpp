@@ -1,0 +1,365 @@
+// The scalar primitives as LLVM IR. Semantics are those of tc's eager CPU kernels
+// (stdlib/cpu/pointwise_*.cpp): integer arithmetic wraps, integer division never traps (a zero
+// divisor gives 0 here; eager raises before running, lowering keeps that check outside kernels),
+// minimum/maximum propagate NaN, round is half to even, float32 exp is eager's vectorizable
+// polynomial (so compiled and eager exp agree to the bit and loops over it vectorize).
+#include "scalar_math.h"
+
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Module.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "tc/error.h"
+
+namespace tc::backends::cpu {
+
+using lower::ScalarOp;
+using lower::Ty;
+using llvm::Value;
+
+bool is_float(Ty t) { return t == Ty::F32 || t == Ty::F64; }
+
+llvm::Type* ScalarMath::type(Ty t) {
+  switch (t) {
+    case Ty::Bool: return b_.getInt1Ty();
+    case Ty::I32: return b_.getInt32Ty();
+    case Ty::I64: return b_.getInt64Ty();
+    case Ty::F32: return b_.getFloatTy();
+    case Ty::F64: return b_.getDoubleTy();
+  }
+  TC_ASSERT(false, "unknown loop IR type");
+}
+
+Value* ScalarMath::cf(Ty t, double v) { return llvm::ConstantFP::get(type(t), v); }
+Value* ScalarMath::ci(Ty t, int64_t v) { return llvm::ConstantInt::get(type(t), (uint64_t)v, true); }
+
+Value* ScalarMath::cast(Value* v, Ty from, Ty to) {
+  if (from == to) return v;
+  if (to == Ty::Bool)
+    return is_float(from) ? b_.CreateFCmpUNE(v, cf(from, 0)) : b_.CreateICmpNE(v, ci(from, 0));
+  if (from == Ty::Bool) return is_float(to) ? b_.CreateUIToFP(v, type(to)) : b_.CreateZExt(v, type(to));
+  if (is_float(from) && is_float(to)) return b_.CreateFPCast(v, type(to));
+  if (is_float(to)) return b_.CreateSIToFP(v, type(to));
+  // Out-of-range float -> int is poison in LLVM; freeze keeps it an (unspecified) value.
+  if (is_float(from)) return b_.CreateFreeze(b_.CreateFPToSI(v, type(to)));
+  return b_.CreateSExtOrTrunc(v, type(to));
+}
+
+llvm::Type* ScalarMath::memory_type(DType d) {
+  switch (d) {
+    case DType::Float32: return b_.getFloatTy();
+    case DType::Float64: return b_.getDoubleTy();
+    case DType::Float16: return b_.getHalfTy();
+    case DType::BFloat16: return b_.getInt16Ty();
+    case DType::Int64: return b_.getInt64Ty();
+    case DType::Int32: return b_.getInt32Ty();
+    case DType::UInt8: return b_.getInt8Ty();
+    case DType::Bool: return b_.getInt8Ty();
+  }
+  TC_ASSERT(false, "unknown dtype");
+}
+
+Value* ScalarMath::load(Value* ptr, DType d) {
+  Value* v = b_.CreateLoad(memory_type(d), ptr);
+  switch (d) {
+    case DType::Float16: return b_.CreateFPExt(v, b_.getFloatTy());
+    case DType::BFloat16:
+      return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(v, b_.getInt32Ty()), 16), b_.getFloatTy());
+    case DType::UInt8: return b_.CreateZExt(v, b_.getInt32Ty());
+    case DType::Bool: return b_.CreateICmpNE(v, b_.getInt8(0));
+    default: return v;
+  }
+}
+
+void ScalarMath::store(Value* v, Ty from, Value* ptr, DType d) {
+  Value* m = nullptr;
+  switch (d) {
+    case DType::Float32: m = cast(v, from, Ty::F32); break;
+    case DType::Float64: m = cast(v, from, Ty::F64); break;
+    case DType::Float16: m = b_.CreateFPTrunc(cast(v, from, Ty::F32), b_.getHalfTy()); break;
+    case DType::BFloat16: {  // as BFloat16::from_float: round to nearest even, NaN stays quiet NaN
+      Value* x = b_.CreateBitCast(cast(v, from, Ty::F32), b_.getInt32Ty());
+      Value* odd = b_.CreateAnd(b_.CreateLShr(x, 16), 1);
+      Value* rounded = b_.CreateLShr(b_.CreateAdd(b_.CreateAdd(x, b_.getInt32(0x7fff)), odd), 16);
+      Value* nan = b_.CreateICmpUGT(b_.CreateAnd(x, 0x7fffffff), b_.getInt32(0x7f800000));
+      Value* quiet = b_.CreateOr(b_.CreateLShr(x, 16), 0x40);
+      m = b_.CreateTrunc(b_.CreateSelect(nan, quiet, rounded), b_.getInt16Ty());
+      break;
+    }
+    case DType::Int64: m = cast(v, from, Ty::I64); break;
+    case DType::Int32: m = cast(v, from, Ty::I32); break;
+    case DType::UInt8:  // floats go through int64 first, as eager (-1.5 -> 255)
+      m = b_.CreateTrunc(cast(v, from, is_float(from) ? Ty::I64 : Ty::I32), b_.getInt8Ty());
+      break;
+    case DType::Bool: m = b_.CreateZExt(cast(v, from, Ty::Bool), b_.getInt8Ty()); break;
+  }
+  b_.CreateStore(m, ptr);
+}
+
+// A libm function on float32 or float64 (declared pure: tc never reads errno).
+Value* ScalarMath::libm(const char* f32_name, const char* f64_name, Ty t, Value* x) {
+  TC_CHECK(is_float(t), CompileError, "cpu codegen: %s of a non-float value", f64_name);
+  llvm::Type* ft = type(t);
+  llvm::FunctionCallee f = m_.getOrInsertFunction(t == Ty::F32 ? f32_name : f64_name, ft, ft);
+  if (auto* fn = llvm::dyn_cast<llvm::Function>(f.getCallee())) {
+    fn->setDoesNotThrow();
+    fn->setDoesNotAccessMemory();
+    fn->setWillReturn();
+  }
+  return b_.CreateCall(f, {x});
+}
+
+// eager's vexp (stdlib/cpu/pointwise_unary.cpp), operation for operation.
+Value* ScalarMath::exp_f32(Value* x) {
+  auto f = [&](float v) { return llvm::ConstantFP::get(b_.getFloatTy(), v); };
+  llvm::Type* i32 = b_.getInt32Ty();
+  Value* magic = f(12582912.0f);
+  Value* t = b_.CreateFAdd(b_.CreateFMul(x, f(1.44269504088896341f)), magic);
+  Value* k = b_.CreateFSub(t, magic);
+  Value* ki = b_.CreateSub(b_.CreateBitCast(t, i32), b_.CreateBitCast(magic, i32));
+  Value* r = b_.CreateFSub(b_.CreateFSub(x, b_.CreateFMul(k, f(0.693359375f))), b_.CreateFMul(k, f(-2.12194440e-4f)));
+  Value* p = f(1.0f / 5040);
+  for (float c : {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f})
+    p = b_.CreateFAdd(b_.CreateFMul(p, r), f(c));
+  Value* k1 = b_.CreateAShr(ki, 1);
+  Value* k2 = b_.CreateSub(ki, k1);
+  auto pow2 = [&](Value* e) { return b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(e, b_.getInt32(127)), 23), b_.getFloatTy()); };
+  Value* y = b_.CreateFMul(b_.CreateFMul(p, pow2(k1)), pow2(k2));
+  y = b_.CreateSelect(b_.CreateFCmpOGT(x, f(89.0f)), f(INFINITY), y);
+  y = b_.CreateSelect(b_.CreateFCmpOLT(x, f(-104.0f)), f(0.0f), y);
+  return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, y);
+}
+
+Value* ScalarMath::unary(ScalarOp op, Ty t, Value* x) {
+  const bool fl = is_float(t);
+  switch (op) {
+    case ScalarOp::neg:
+      if (t == Ty::Bool) return x;
+      return fl ? b_.CreateFNeg(x) : b_.CreateSub(ci(t, 0), x);
+    case ScalarOp::abs:
+      if (t == Ty::Bool) return x;
+      if (fl) return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
+      return b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, x, b_.getFalse());
+    case ScalarOp::sign: {  // (0 < v) - (v < 0): NaN gives 0, like eager
+      if (t == Ty::Bool) return x;
+      Value* pos = fl ? b_.CreateFCmpOLT(cf(t, 0), x) : b_.CreateICmpSLT(ci(t, 0), x);
+      Value* neg = fl ? b_.CreateFCmpOLT(x, cf(t, 0)) : b_.CreateICmpSLT(x, ci(t, 0));
+      Value* s = b_.CreateSub(b_.CreateZExt(pos, b_.getInt32Ty()), b_.CreateZExt(neg, b_.getInt32Ty()));
+      return cast(s, Ty::I32, t);
+    }
+    case ScalarOp::sqrt:
+      TC_CHECK(fl, CompileError, "cpu codegen: sqrt of a non-float value");
+      return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);
+    case ScalarOp::rsqrt:
+      TC_CHECK(fl, CompileError, "cpu codegen: rsqrt of a non-float value");
+      return b_.CreateFDiv(cf(t, 1), b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x));
+    case ScalarOp::exp: return t == Ty::F32 ? exp_f32(x) : libm("expf", "exp", t, x);
+    case ScalarOp::exp2: return libm("exp2f", "exp2", t, x);
+    case ScalarOp::log: return libm("logf", "log", t, x);
+    case ScalarOp::log2: return libm("log2f", "log2", t, x);
+    case ScalarOp::log1p: return libm("log1pf", "log1p", t, x);
+    case ScalarOp::expm1: return libm("expm1f", "expm1", t, x);
+    case ScalarOp::sin: return libm("sinf", "sin", t, x);
+    case ScalarOp::cos: return libm("cosf", "cos", t, x);
+    case ScalarOp::tan: return libm("tanf", "tan", t, x);
+    case ScalarOp::tanh: return libm("tanhf", "tanh", t, x);
+    case ScalarOp::erf: return libm("erff", "erf", t, x);
+    case ScalarOp::sigmoid: {  // 1 / (1 + exp(-x)), eager's formula
+      TC_CHECK(fl, CompileError, "cpu codegen: sigmoid of a non-float value");
+      Value* e = unary(ScalarOp::exp, t, b_.CreateFNeg(x));
+      return b_.CreateFDiv(cf(t, 1), b_.CreateFAdd(cf(t, 1), e));
+    }
+    case ScalarOp::floor: return fl ? b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor, x) : x;
+    case ScalarOp::ceil: return fl ? b_.CreateUnaryIntrinsic(llvm::Intrinsic::ceil, x) : x;
+    case ScalarOp::round: return fl ? b_.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, x) : x;
+    case ScalarOp::trunc: return fl ? b_.CreateUnaryIntrinsic(llvm::Intrinsic::trunc, x) : x;
+    case ScalarOp::reciprocal:
+      TC_CHECK(fl, CompileError, "cpu codegen: reciprocal of a non-float value");
+      return b_.CreateFDiv(cf(t, 1), x);
+    case ScalarOp::logical_not: return b_.CreateNot(cast(x, t, Ty::Bool));
+    case ScalarOp::bitwise_not:
+      TC_CHECK(!fl, CompileError, "cpu codegen: bitwise_not of a float value");
+      return b_.CreateNot(x);
+    case ScalarOp::isnan: return fl ? b_.CreateFCmpUNO(x, x) : b_.getFalse();
+    case ScalarOp::isinf:
+      return fl ? b_.CreateFCmpOEQ(b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x), cf(t, INFINITY)) : b_.getFalse();
+    default: break;
+  }
+  TC_FAIL(CompileError, "cpu codegen: %s is not a unary primitive", lower::scalar_op_name(op));
+}
+
+// Integer div_trunc / div_floor / mod / fmod. A divisor of -1 is special-cased (INT_MIN / -1
+// traps on x86) and one of 0 gives 0 instead of trapping.
+Value* ScalarMath::int_div(ScalarOp op, Value* x, Value* y) {
+  llvm::Type* it = x->getType();
+  auto c = [&](int64_t v) { return llvm::ConstantInt::get(it, (uint64_t)v, true); };
+  Value* minus1 = b_.CreateICmpEQ(y, c(-1));
+  Value* zero = b_.CreateICmpEQ(y, c(0));
+  Value* safe = b_.CreateSelect(b_.CreateOr(minus1, zero), c(1), y);
+  Value* r = nullptr;
+  Value* at_minus1 = nullptr;
+  if (op == ScalarOp::div_trunc || op == ScalarOp::div_floor) {
+    Value* q = b_.CreateSDiv(x, safe);
+    if (op == ScalarOp::div_floor) {
+      Value* rem = b_.CreateSRem(x, safe);
+      Value* adjust = b_.CreateAnd(b_.CreateICmpNE(rem, c(0)),
+                                   b_.CreateICmpNE(b_.CreateICmpSLT(x, c(0)), b_.CreateICmpSLT(y, c(0))));
+      q = b_.CreateSub(q, b_.CreateZExt(adjust, it));
+    }
+    r = q;
+    at_minus1 = b_.CreateSub(c(0), x);
+  } else {
+    Value* rem = b_.CreateSRem(x, safe);
+    if (op == ScalarOp::mod) {  // the divisor's sign
+      Value* adjust = b_.CreateAnd(b_.CreateICmpNE(rem, c(0)),
+                                   b_.CreateICmpNE(b_.CreateICmpSLT(rem, c(0)), b_.CreateICmpSLT(y, c(0))));
+      rem = b_.CreateSelect(adjust, b_.CreateAdd(rem, y), rem);
+    }
+    r = rem;
+    at_minus1 = c(0);
+  }
+  return b_.CreateSelect(zero, c(0), b_.CreateSelect(minus1, at_minus1, r));
+}
+
+// Python's float floor division, as eager's div_floor_float.
+Value* ScalarMath::float_div_floor(Value* a, Value* b) {
+  llvm::Type* ft = a->getType();
+  auto c = [&](double v) { return llvm::ConstantFP::get(ft, v); };
+  Value* mod = b_.CreateFRem(a, b);
+  Value* div = b_.CreateFDiv(b_.CreateFSub(a, mod), b);
+  Value* adjust = b_.CreateAnd(b_.CreateFCmpUNE(mod, c(0)),
+                               b_.CreateXor(b_.CreateFCmpOLT(b, c(0)), b_.CreateFCmpOLT(mod, c(0))));
+  div = b_.CreateSelect(adjust, b_.CreateFSub(div, c(1)), div);
+  Value* floordiv = b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor, div);
+  floordiv = b_.CreateSelect(b_.CreateFCmpOGT(b_.CreateFSub(div, floordiv), c(0.5)), b_.CreateFAdd(floordiv, c(1)), floordiv);
+  Value* quotient = b_.CreateFDiv(a, b);
+  Value* signed_zero = b_.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, c(0), quotient);
+  Value* r = b_.CreateSelect(b_.CreateFCmpOEQ(div, c(0)), signed_zero, floordiv);
+  return b_.CreateSelect(b_.CreateFCmpOEQ(b, c(0)), quotient, r);
+}
+
+// Integer power by squaring (wrapping); negative exponents give 1, +-1 or 0, as eager's pow_int.
+// One internal function per integer width, inlined by the optimizer.
+Value* ScalarMath::int_pow(Value* x, Value* y) {
+  llvm::Type* it = x->getType();
+  std::string name = "tc.pow.i" + std::to_string(it->getIntegerBitWidth());
+  llvm::Function* f = m_.getFunction(name);
+  if (!f) {
+    f = llvm::Function::Create(llvm::FunctionType::get(it, {it, it}, false), llvm::GlobalValue::InternalLinkage,
+                               name, m_);
+    f->addFnAttr(llvm::Attribute::AlwaysInline);
+    f->addFnAttr(llvm::Attribute::NoUnwind);
+    llvm::IRBuilder<> b(m_.getContext());
+    auto c = [&](int64_t v) { return llvm::ConstantInt::get(it, (uint64_t)v, true); };
+    auto* entry = llvm::BasicBlock::Create(m_.getContext(), "entry", f);
+    auto* negative = llvm::BasicBlock::Create(m_.getContext(), "negative", f);
+    auto* loop = llvm::BasicBlock::Create(m_.getContext(), "loop", f);
+    auto* done = llvm::BasicBlock::Create(m_.getContext(), "done", f);
+    Value* a = f->getArg(0);
+    Value* e = f->getArg(1);
+    b.SetInsertPoint(entry);
+    b.CreateCondBr(b.CreateICmpSLT(e, c(0)), negative, loop);
+    b.SetInsertPoint(negative);
+    Value* odd = b.CreateICmpNE(b.CreateAnd(e, c(1)), c(0));
+    Value* at_minus1 = b.CreateSelect(odd, c(-1), c(1));
+    b.CreateRet(b.CreateSelect(b.CreateICmpEQ(a, c(1)), c(1), b.CreateSelect(b.CreateICmpEQ(a, c(-1)), at_minus1, c(0))));
+    b.SetInsertPoint(loop);
+    llvm::PHINode* r = b.CreatePHI(it, 2);
+    llvm::PHINode* base = b.CreatePHI(it, 2);
+    llvm::PHINode* exp = b.CreatePHI(it, 2);
+    r->addIncoming(c(1), entry);
+    base->addIncoming(a, entry);
+    exp->addIncoming(e, entry);
+    Value* done_now = b.CreateICmpEQ(exp, c(0));
+    Value* r_next = b.CreateSelect(b.CreateICmpNE(b.CreateAnd(exp, c(1)), c(0)), b.CreateMul(r, base), r);
+    r->addIncoming(r_next, loop);
+    base->addIncoming(b.CreateMul(base, base), loop);
+    exp->addIncoming(b.CreateLShr(exp, c(1)), loop);
+    b.CreateCondBr(done_now, done, loop);
+    b.SetInsertPoint(done);
+    b.CreateRet(r);
+  }
+  return b_.CreateCall(f, {x, y});
+}
+
+Value* ScalarMath::binary(ScalarOp op, Ty t, Value* x, Value* y, const double* const_b) {
+  const bool fl = is_float(t), bl = t == Ty::Bool;
+  switch (op) {
+    case ScalarOp::add: return fl ? b_.CreateFAdd(x, y) : bl ? b_.CreateOr(x, y) : b_.CreateAdd(x, y);
+    case ScalarOp::sub: return fl ? b_.CreateFSub(x, y) : bl ? b_.CreateXor(x, y) : b_.CreateSub(x, y);
+    case ScalarOp::mul: return fl ? b_.CreateFMul(x, y) : bl ? b_.CreateAnd(x, y) : b_.CreateMul(x, y);
+    case ScalarOp::div:
+      TC_CHECK(fl, CompileError, "cpu codegen: true division of non-float values");
+      return b_.CreateFDiv(x, y);
+    case ScalarOp::div_trunc:
+      if (fl) return b_.CreateUnaryIntrinsic(llvm::Intrinsic::trunc, b_.CreateFDiv(x, y));
+      break;
+    case ScalarOp::div_floor:
+      if (fl) return float_div_floor(x, y);
+      break;
+    case ScalarOp::mod:
+      if (fl) {  // fmod, then the divisor's sign
+        Value* m = b_.CreateFRem(x, y);
+        Value* adjust = b_.CreateAnd(b_.CreateFCmpUNE(m, cf(t, 0)),
+                                     b_.CreateXor(b_.CreateFCmpOLT(y, cf(t, 0)), b_.CreateFCmpOLT(m, cf(t, 0))));
+        return b_.CreateSelect(adjust, b_.CreateFAdd(m, y), m);
+      }
+      break;
+    case ScalarOp::fmod:
+      if (fl) return b_.CreateFRem(x, y);
+      break;
+    case ScalarOp::pow:
+      if (fl) {
+        if (const_b && *const_b == 2) return b_.CreateFMul(x, x);
+        if (const_b && *const_b == 3) return b_.CreateFMul(b_.CreateFMul(x, x), x);
+        if (const_b && *const_b == 0.5) return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);
+        if (const_b && *const_b == -1) return b_.CreateFDiv(cf(t, 1), x);
+        return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, y);
+      }
+      if (bl) return b_.CreateOr(x, b_.CreateNot(y));  // x^0 = 1, x^1 = x
+      return int_pow(x, y);
+    case ScalarOp::minimum:
+      if (fl) return b_.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, x, y);
+      return bl ? b_.CreateAnd(x, y) : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, x, y);
+    case ScalarOp::maximum:
+      if (fl) return b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, x, y);
+      return bl ? b_.CreateOr(x, y) : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, x, y);
+    case ScalarOp::eq: return fl ? b_.CreateFCmpOEQ(x, y) : b_.CreateICmpEQ(x, y);
+    case ScalarOp::ne: return fl ? b_.CreateFCmpUNE(x, y) : b_.CreateICmpNE(x, y);
+    case ScalarOp::lt: return fl ? b_.CreateFCmpOLT(x, y) : bl ? b_.CreateICmpULT(x, y) : b_.CreateICmpSLT(x, y);
+    case ScalarOp::le: return fl ? b_.CreateFCmpOLE(x, y) : bl ? b_.CreateICmpULE(x, y) : b_.CreateICmpSLE(x, y);
+    case ScalarOp::gt: return fl ? b_.CreateFCmpOGT(x, y) : bl ? b_.CreateICmpUGT(x, y) : b_.CreateICmpSGT(x, y);
+    case ScalarOp::ge: return fl ? b_.CreateFCmpOGE(x, y) : bl ? b_.CreateICmpUGE(x, y) : b_.CreateICmpSGE(x, y);
+    case ScalarOp::logical_and: return b_.CreateAnd(cast(x, t, Ty::Bool), cast(y, t, Ty::Bool));
+    case ScalarOp::logical_or: return b_.CreateOr(cast(x, t, Ty::Bool), cast(y, t, Ty::Bool));
+    case ScalarOp::logical_xor: return b_.CreateXor(cast(x, t, Ty::Bool), cast(y, t, Ty::Bool));
+    case ScalarOp::bitwise_and:
+    case ScalarOp::bitwise_or:
+    case ScalarOp::bitwise_xor:
+      TC_CHECK(!fl, CompileError, "cpu codegen: %s of float values", lower::scalar_op_name(op));
+      if (op == ScalarOp::bitwise_and) return b_.CreateAnd(x, y);
+      if (op == ScalarOp::bitwise_or) return b_.CreateOr(x, y);
+      return b_.CreateXor(x, y);
+    default:
+      TC_FAIL(CompileError, "cpu codegen: %s is not a binary primitive", lower::scalar_op_name(op));
+  }
+  // The integer divisions.
+  TC_CHECK(!bl, CompileError, "cpu codegen: %s of bool values", lower::scalar_op_name(op));
+  return int_div(op, x, y);
+}
+
+Value* ScalarMath::op(ScalarOp op, Ty result, const std::vector<Value*>& a, const std::vector<Ty>& tys,
+                      const double* const_b) {
+  if (op == ScalarOp::cast) return cast(a[0], tys[0], result);
+  if (op == ScalarOp::where) return b_.CreateSelect(cast(a[0], tys[0], Ty::Bool), a[1], cast(a[2], tys[2], tys[1]));
+  if (a.size() == 1) return unary(op, tys[0], a[0]);
+  TC_CHECK(a.size() == 2, CompileError, "cpu codegen: %s with %zu operands", lower::scalar_op_name(op), a.size());
+  // Operands of different types meet at the result's type (predicates: at the wider operand's).
+  Ty t = tys[0];
+  if (tys[1] != t) t = result == Ty::Bool ? std::max(tys[0], tys[1]) : result;
+  return binary(op, t, cast(a[0], tys[0], t), cast(a[1], tys[1], t), const_b);
+}
+
+}  // namespace tc::backends::cpu

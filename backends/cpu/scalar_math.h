@@ -1,0 +1,45 @@
+// The scalar primitives of the loop IR (scalar_ops.def) as LLVM IR, with eager's semantics for
+// every compute type: what codegen.cpp calls for each Math instruction, cast, load and store.
+#pragma once
+#include <llvm/IR/IRBuilder.h>
+
+#include "lower/loop_ir.h"
+
+namespace tc::backends::cpu {
+
+class ScalarMath {
+ public:
+  ScalarMath(llvm::IRBuilder<>& b, llvm::Module& m) : b_(b), m_(m) {}
+
+  llvm::Type* type(lower::Ty t);
+  // Conversion between compute types as eager's casts do (float -> int truncates, x -> Bool is
+  // "nonzero", NaN included).
+  llvm::Value* cast(llvm::Value* v, lower::Ty from, lower::Ty to);
+  // `op` on args of types `tys`, giving `result`. `const_b`: the second operand's constant when
+  // it is one (pow special-cases exponents 2, 3, 0.5 and -1 as eager does).
+  llvm::Value* op(lower::ScalarOp op, lower::Ty result, const std::vector<llvm::Value*>& args,
+                  const std::vector<lower::Ty>& tys, const double* const_b);
+  // Memory <-> compute type: float16 through LLVM half, bfloat16 as the top half of a float32
+  // (stores rounded to nearest even), uint8 zero-extended, bool as a byte.
+  llvm::Value* load(llvm::Value* ptr, DType d);
+  void store(llvm::Value* v, lower::Ty from, llvm::Value* ptr, DType d);
+  llvm::Type* memory_type(DType d);
+
+ private:
+  llvm::Value* unary(lower::ScalarOp op, lower::Ty t, llvm::Value* x);
+  llvm::Value* binary(lower::ScalarOp op, lower::Ty t, llvm::Value* x, llvm::Value* y, const double* const_b);
+  llvm::Value* libm(const char* f32_name, const char* f64_name, lower::Ty t, llvm::Value* x);
+  llvm::Value* exp_f32(llvm::Value* x);
+  llvm::Value* int_div(lower::ScalarOp op, llvm::Value* x, llvm::Value* y);
+  llvm::Value* float_div_floor(llvm::Value* x, llvm::Value* y);
+  llvm::Value* int_pow(llvm::Value* x, llvm::Value* y);
+  llvm::Value* cf(lower::Ty t, double v);
+  llvm::Value* ci(lower::Ty t, int64_t v);
+
+  llvm::IRBuilder<>& b_;
+  llvm::Module& m_;
+};
+
+bool is_float(lower::Ty t);
+
+}  // namespace tc::backends::cpu

@@ -1,0 +1,223 @@
+// The CPU backend's on-disk kernel cache, across processes (this test runs itself as children,
+// each a fresh process with an empty in-memory cache): a warm start compiles nothing; truncated,
+// bit-flipped, mis-sized and other-version entries are discarded and rebuilt; two processes
+// writing the same entry at once leave a valid cache; TC_CACHE_DIR= turns it off.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cpu/disk_cache.h"
+#include "cpu_kernel_builder.h"
+#include "tc/cpu_backend.h"
+
+extern char** environ;
+
+namespace tc::backends::cpu::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Two kernels: y = exp(x) * 3 + x over n, and s = sum(x).
+std::vector<lower::Kernel> child_kernels() {
+  KernelBuilder a;
+  a.buffer(DType::Float32, false);
+  a.buffer(DType::Float32, true);
+  Val n = a.pre(a.size(0));
+  a.k.outer = {n};
+  Val i = a.outer(0), x = a.load(0, i, Ty::F32), e = a.math(ScalarOp::exp, Ty::F32, x);
+  Val y = a.math(ScalarOp::add, Ty::F32, a.math(ScalarOp::mul, Ty::F32, e, a.cf(3)), x);
+  a.code({i, x, e, y - 1, y}, {{1, i, y}});
+  KernelBuilder b;
+  b.buffer(DType::Float32, false);
+  b.buffer(DType::Float32, true);
+  Val m = b.pre(b.size(0));
+  Val j = b.loop_var(0), v = b.load(0, j, Ty::F32), s = b.acc(0, Ty::F32);
+  b.loop({m}, {j, v}, {{ReduceOp::Sum, v, lower::kNoVal, s}});
+  b.code({}, {{1, b.ci(0), s}});
+  return {a.k, b.k};
+}
+
+// The child: compiles and runs the two kernels, prints "compiled=C disk=D rejected=R ok=1".
+TEST(CpuDiskCacheChild, Run) {
+  if (!getenv("TC_TEST_CPU_CACHE_CHILD")) GTEST_SKIP() << "run by CpuDiskCache tests only";
+  std::vector<CompiledKernel> k = compile_all(child_kernels());
+  std::vector<float> x = {0, 1, -2, 0.5f}, y(4);
+  float s = 0;
+  int64_t n = 4;
+  void* b1[] = {x.data(), y.data()};
+  void* b2[] = {x.data(), &s};
+  launch(k[0], b1, &n);
+  launch(k[1], b2, &n);
+  bool ok = s == -0.5f;
+  for (int i = 0; i < 4; i++) ok = ok && std::abs(y[i] - (std::exp(x[i]) * 3 + x[i])) < 1e-5f;
+  Stats st = stats();
+  std::printf("compiled=%lld disk=%lld rejected=%lld ok=%d\n", (long long)st.kernels_compiled,
+              (long long)st.disk_hits, (long long)st.disk_rejected, (int)ok);
+}
+
+struct ChildResult {
+  int compiled = -1, disk = -1, rejected = -1, ok = 0;
+  std::string stderr_text;
+};
+
+pid_t spawn_child(const std::string& cache_dir, const std::string& out_path, const std::string& err_path) {
+  std::string env_dir = "TC_CACHE_DIR=" + cache_dir;
+  std::vector<std::string> env_s = {env_dir, "TC_TEST_CPU_CACHE_CHILD=1"};
+  for (char** e = environ; *e; e++)
+    if (std::strncmp(*e, "TC_CACHE_DIR=", 13) && std::strncmp(*e, "TC_TEST_CPU", 11)) env_s.push_back(*e);
+  std::vector<char*> envp;
+  for (auto& s : env_s) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::string self = fs::read_symlink("/proc/self/exe");
+  std::string filter = "--gtest_filter=CpuDiskCacheChild.Run";
+  char* argv[] = {self.data(), filter.data(), nullptr};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = -1;
+  EXPECT_EQ(posix_spawn(&pid, self.c_str(), &fa, nullptr, argv, envp.data()), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  return pid;
+}
+
+std::string slurp(const std::string& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+ChildResult finish(pid_t pid, const std::string& out_path, const std::string& err_path) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << slurp(out_path) << slurp(err_path);
+  ChildResult r;
+  std::string out = slurp(out_path);
+  size_t at = out.find("compiled=");
+  EXPECT_NE(at, std::string::npos) << out;
+  if (at != std::string::npos)
+    std::sscanf(out.c_str() + at, "compiled=%d disk=%d rejected=%d ok=%d", &r.compiled, &r.disk, &r.rejected, &r.ok);
+  r.stderr_text = slurp(err_path);
+  return r;
+}
+
+class CpuDiskCache : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/tc_cpu_cache_test_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  ChildResult child() {
+    pid_t p = spawn_child(dir_, dir_ + "/out", dir_ + "/err");
+    return finish(p, dir_ + "/out", dir_ + "/err");
+  }
+  std::vector<fs::path> entries() {
+    std::vector<fs::path> v;
+    if (fs::exists(dir_ + "/cpu"))
+      for (auto& e : fs::directory_iterator(dir_ + "/cpu")) v.push_back(e.path());
+    return v;
+  }
+  std::string dir_;
+};
+
+TEST_F(CpuDiskCache, WarmStartCompilesNothing) {
+  ChildResult cold = child();
+  EXPECT_EQ(cold.ok, 1);
+  EXPECT_EQ(cold.compiled, 2);
+  EXPECT_EQ(cold.disk, 0);
+  ASSERT_EQ(entries().size(), 1u);  // one module, one entry
+  ChildResult warm = child();
+  EXPECT_EQ(warm.ok, 1);
+  EXPECT_EQ(warm.compiled, 0);
+  EXPECT_EQ(warm.disk, 2);
+}
+
+// Each kind of damage is noticed, logged, removed and rebuilt (and the rebuilt entry is good).
+TEST_F(CpuDiskCache, DamagedEntriesAreRebuiltNeverTrusted) {
+  ASSERT_EQ(child().compiled, 2);
+  ASSERT_EQ(entries().size(), 1u);
+  fs::path entry = entries()[0];
+  const std::string good = slurp(entry);
+  uint64_t key_len;
+  std::memcpy(&key_len, good.data() + 8, 8);
+  auto damaged = [&](const char* what, std::string bytes) {
+    SCOPED_TRACE(what);
+    std::ofstream(entry, std::ios::binary | std::ios::trunc) << bytes;
+    ChildResult r = child();
+    EXPECT_EQ(r.ok, 1);
+    EXPECT_EQ(r.compiled, 2);
+    EXPECT_EQ(r.rejected, 1);
+    EXPECT_NE(r.stderr_text.find("discarding"), std::string::npos) << r.stderr_text;
+    ChildResult again = child();
+    EXPECT_EQ(again.compiled, 0);
+    EXPECT_EQ(again.disk, 2);
+  };
+  damaged("truncated", good.substr(0, good.size() / 2));
+  damaged("header only", good.substr(0, 20));
+  std::string flipped = good;
+  flipped[good.size() - 100] ^= 0x10;  // inside the object code
+  damaged("bit flip in the object", flipped);
+  std::string longer = good;
+  longer[16] ^= 1;  // object length field
+  damaged("wrong length field", longer);
+  // Another LLVM version wrote this file (consistent checksum, different key).
+  std::string other = good;
+  size_t v = other.find("llvm ", 32);
+  ASSERT_NE(v, std::string::npos);
+  other[v + 5] = other[v + 5] == '9' ? '8' : '9';
+  uint64_t sum = cache_checksum(other.substr(32));
+  std::memcpy(other.data() + 24, &sum, 8);
+  damaged("other version", other);
+  std::string bad_magic = good;
+  bad_magic[0] = 'X';
+  damaged("bad magic", bad_magic);
+}
+
+// Two processes compile and write the same entry at the same time: both run correctly and the
+// cache holds one valid entry (no temporary files left).
+TEST_F(CpuDiskCache, ConcurrentWritersLeaveAValidEntry) {
+  for (int round = 0; round < 3; round++) {
+    fs::remove_all(dir_ + "/cpu");
+    pid_t a = spawn_child(dir_, dir_ + "/out_a", dir_ + "/err_a");
+    pid_t b = spawn_child(dir_, dir_ + "/out_b", dir_ + "/err_b");
+    ChildResult ra = finish(a, dir_ + "/out_a", dir_ + "/err_a"), rb = finish(b, dir_ + "/out_b", dir_ + "/err_b");
+    EXPECT_EQ(ra.ok, 1);
+    EXPECT_EQ(rb.ok, 1);
+    EXPECT_EQ(ra.rejected + rb.rejected, 0);
+    ASSERT_EQ(entries().size(), 1u) << "temporary files left behind";
+    ChildResult warm = child();
+    EXPECT_EQ(warm.compiled, 0);
+    EXPECT_EQ(warm.disk, 2);
+    EXPECT_EQ(warm.rejected, 0);
+  }
+}
+
+TEST(CpuDiskCacheOff, EmptyCacheDirTurnsItOff) {
+  setenv("TC_CACHE_DIR", "", 1);
+  EXPECT_EQ(cache_dir(), "");
+  EXPECT_EQ(cache_path("anything"), "");
+  std::string obj;
+  EXPECT_EQ(cache_read("anything", &obj), CacheRead::Miss);
+  unsetenv("TC_CACHE_DIR");
+  const char* home = getenv("HOME");
+  if (home && *home) EXPECT_EQ(cache_dir(), std::string(home) + "/.cache/tc/cpu");
+  set_cache_dir("/some/dir");  // tcrun's --cache-dir wins over the environment
+  EXPECT_EQ(cache_dir(), "/some/dir/cpu");
+  set_cache_dir("");  // --no-cache
+  EXPECT_EQ(cache_dir(), "");
+}
+
+}  // namespace
+}  // namespace tc::backends::cpu::test
