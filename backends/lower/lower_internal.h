@@ -34,8 +34,9 @@ Shapes sym_shapes(const capture::Graph& g);
 
 // ---- decompositions (decompose.cpp) ----------------------------------------------------------------
 
-// `g` with composite ops rewritten into simpler ops of ops.def (the rule table in decompose.cpp).
-capture::Graph decompose(const capture::Graph& g);
+// `g` with composite ops rewritten into simpler ops of ops.def (the rule table in decompose.cpp);
+// `origin` gets the node of `g` each new node comes from.
+capture::Graph decompose(const capture::Graph& g, std::vector<int>* origin);
 
 // ---- the kernel builder (kernel_builder.cpp) -----------------------------------------------------
 
@@ -131,7 +132,8 @@ bool tiny_matmul(const capture::Graph& g, int n, const LowerOptions& opt);
 
 class Lowering {
  public:
-  Lowering(const capture::Graph& g, const Shapes& s, const LowerOptions& o, LoweredGraph& lg);
+  Lowering(const capture::Graph& captured, const capture::Graph& g, const Shapes& s, const LowerOptions& o,
+           LoweredGraph& lg, const std::vector<int>& origin);
   void run();  // every node, then the outputs
 
   // Values
@@ -146,6 +148,8 @@ class Lowering {
   const Shapes& shapes;
   const LowerOptions& opt;
   LoweredGraph& lg;
+  const capture::Graph& captured;  // the graph before decompositions
+  const std::vector<int>& origin;  // node of `captured` per node of `g`
 
  private:
   void lower_node(int n);
@@ -153,6 +157,7 @@ class Lowering {
   std::vector<int> add_extern(int n, bool fallback);  // values of its outputs
   void push_kernel(KernelBuilder& kb);
   void hint(int node, const std::string& what);  // a perf_hints line
+  bool check_indices(int n);
   bool reads(int id, int buffer);
   void before_write(int buffer);
   int store_into(int n, int view, int src);  // an in-place write kernel (copy_, fill_)

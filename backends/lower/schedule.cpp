@@ -45,8 +45,9 @@ bool is_contiguous(const SymMeta& m) {
 
 }  // namespace
 
-Lowering::Lowering(const capture::Graph& graph, const Shapes& s, const LowerOptions& o, LoweredGraph& out)
-    : g(graph), shapes(s), opt(o), lg(out) {}
+Lowering::Lowering(const capture::Graph& before, const capture::Graph& graph, const Shapes& s,
+                   const LowerOptions& o, LoweredGraph& out, const std::vector<int>& from)
+    : g(graph), shapes(s), opt(o), lg(out), captured(before), origin(from) {}
 
 int Lowering::add(LV v) {
   if (v.kind == LV::Kind::Lazy) {
@@ -277,6 +278,7 @@ void Lowering::push_kernel(KernelBuilder& kb) {
   k.name = "k" + std::to_string(lg.kernels.size()) + names;
   for (int n : k.source_nodes) k.source_lines.push_back(g.nodes[n].line);
   lg.num_fused_nodes += int(k.source_nodes.size());
+  for (int& n : k.source_nodes) n = origin[n];
   step.launch.kernel = int(lg.kernels.size());
   lg.kernels.push_back(std::move(k));
   lg.steps.push_back(std::move(step));
@@ -348,6 +350,60 @@ void Lowering::realize_all(const std::vector<int>& ids, bool as_output) {
   }
 }
 
+// Index values are data: a kernel cannot raise eager's IndexError for one out of range (it clamps
+// them for memory safety). So an index_select/gather/embedding is generated only behind a step
+// that runs the eager op on a stand-in for its source (no data for index_select and embedding) and
+// raises what eager raises. False when that is not possible (the runner calls no functions,
+// dynamic sizes): the op is then an extern.
+bool Lowering::check_indices(int n) {
+  const capture::Node& node = g.nodes[n];
+  const capture::Node& from = captured.nodes[origin[n]];
+  if (from.kind == capture::NodeKind::Op && from.op != node.op) {
+    // A gather made by a decomposition (nll_loss, cross_entropy): its indices are the class
+    // targets, clamped; eager would raise for a target out of range (a known gap).
+    hint(n, "class targets are not range-checked (out-of-range targets read a clamped class)");
+    return true;
+  }
+  if (!opt.externals || !g.dynamic_dims.empty()) return false;
+  const int src_arg = 0, index_arg = node.op == Op::embedding ? 0 : 2;
+  const int data_arg = node.op == Op::embedding ? 1 : src_arg;
+  Stack args;
+  for (const capture::NodeArg& a : node.args)
+    args.push_back(a.kind == capture::NodeArg::Kind::Const ? a.constant : Value(g.fake(a.refs[0])));
+  const Tensor& data = g.fake(node.args[data_arg].refs[0]);
+  Shape stand_in = data.sizes();
+  if (node.op == Op::embedding) stand_in = {stand_in[0], 0};
+  if (node.op == Op::index_select)
+    for (int64_t d = 0; d < int64_t(stand_in.size()); d++)
+      if (d != wrap_dim(args[1].to_int(), int64_t(stand_in.size()))) stand_in[d] = 0;
+  Op op = node.op;
+  DType dt = data.dtype();
+  auto fn = std::make_shared<capture::ExternalFn>();
+  fn->name = std::string("index check of ") + op_name(op);
+  fn->call = [op, args, index_arg, data_arg, stand_in, dt](const Stack& in) {
+    Stack a = args;
+    a[index_arg] = in[0];
+    a[data_arg] = Tensor::empty(stand_in, dt);
+    call(op, a);
+    return std::vector<Tensor>{in[0].tensor()};
+  };
+  int id = value_of_.at({node.args[index_arg].refs[0].node, node.args[index_arg].refs[0].elem >= 0
+                                                                ? node.args[index_arg].refs[0].elem
+                                                                : node.args[index_arg].refs[0].out});
+  realize(id);
+  const LV& v = lvs_[id];
+  Step step;
+  step.kind = Step::Kind::Extern;
+  step.ext.op = op;
+  step.ext.node = origin[n];
+  step.ext.external = fn;
+  step.ext.inputs = {{v.buffer, v.offset, v.shape, v.strides}};
+  step.ext.output = step.ext.inputs[0];  // the index itself: checked, not written
+  step.ext.arg_kinds = {Extern::kTensorArg};
+  lg.steps.push_back(std::move(step));
+  return true;
+}
+
 void Lowering::hint(int n, const std::string& what) {
   const capture::Node& node = g.nodes[n];
   std::string h = (node.line >= 0 ? "line " + std::to_string(node.line) + ": " : "") + node.target() + " (" + node.name + "): " + what;
@@ -361,7 +417,7 @@ std::vector<int> Lowering::add_extern(int n, bool fallback) {
   step.kind = Step::Kind::Extern;
   Extern& e = step.ext;
   e.op = node.op;
-  e.node = n;
+  e.node = origin[n];
   e.fallback = fallback;
   if (node.kind == capture::NodeKind::External) e.external = node.ext;
   auto value = [&](capture::Ref r) { return value_of_.at({r.node, r.elem >= 0 ? r.elem : r.out}); };

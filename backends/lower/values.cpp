@@ -565,6 +565,7 @@ std::vector<int> Lowering::lower_op(int n) {
       })};
     }
     case Op::index_select: case Op::gather: {
+      if (!check_indices(n)) return add_extern(n, false);
       int src = in(0), index = in(2);
       int d = int(wrap_dim(a[1].to_int(), int64_t(lv(src).shape.size())));
       bool gather = node.op == Op::gather;
@@ -578,6 +579,7 @@ std::vector<int> Lowering::lower_op(int n) {
       })};
     }
     case Op::embedding: {
+      if (!check_indices(n)) return add_extern(n, false);
       int ids = in(0), w = in(1);
       std::vector<SymInt> ws = lv(w).shape;
       return {lazy(base(), {ids, w}, [this, ids, w, ws](KernelBuilder& kb, const Idx& idx) {

@@ -340,3 +340,35 @@ TEST(LowerMatchesEager, OutputsMayAliasAnInputOrRepeat) {
   EXPECT_EQ(out[4].data_ptr(), b.inputs[0].data_ptr());
   EXPECT_NE(out[5].data_ptr(), b.inputs[0].data_ptr());
 }
+
+// Index values are data: an out-of-range one raises eager's IndexError from a check step (naming
+// the node that made the op), or the op runs on its eager kernel when the runner calls no
+// functions.
+TEST(LowerMatchesEager, OutOfRangeIndicesRaiseEagersError) {
+  GraphBuilder b;
+  Tensor x = b.in(randn({2, 3}));
+  Tensor idx = b.in(call1(Op::full, {IntList{1}, int64_t(5)}, {{"dtype", DType::Int64}}));
+  b.out(b.op(Op::index_select, {b.op(Op::exp, {x}), int64_t(1), idx}));
+  const int node = int(b.g.nodes.size()) - 1;
+  std::string want;
+  try {
+    eager(b.g, b.inputs);
+  } catch (const Error& e) {
+    want = e.what();
+  }
+  ASSERT_FALSE(want.empty());
+  lower::LoweredGraph lg = lower::lower(b.g, loopir_options());
+  EXPECT_EQ(lower::count_externs(lg, false), 1);
+  try {
+    lower::run(lg, b.inputs);
+    ADD_FAILURE() << "no error";
+  } catch (const capture::NodeError& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::IndexError);
+    EXPECT_EQ(std::string(e.what()), want);
+    EXPECT_EQ(e.node, node);
+  }
+  lower::LoweredGraph plain = lower::lower(b.g);  // no function calls: index_select is an extern
+  ASSERT_EQ(plain.steps.size(), 2u) << lower::print(plain);
+  EXPECT_EQ(plain.steps[1].ext.op, Op::index_select);
+  EXPECT_THROW(lower::run(plain, b.inputs), capture::NodeError);
+}
