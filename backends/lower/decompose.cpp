@@ -304,7 +304,7 @@ const std::vector<Rule>& rules() {
 
 }  // namespace
 
-capture::Graph decompose(const capture::Graph& g) {
+capture::Graph decompose(const capture::Graph& g, std::vector<int>* origin) {
   capture::Graph out;
   out.dynamic_dims = g.dynamic_dims;
   D d{out, -1, {}};
@@ -337,6 +337,9 @@ capture::Graph decompose(const capture::Graph& g) {
     } else {
       outs = d.emit(node.op, args);
     }
+    origin->resize(out.nodes.size(), int(n));
+    for (size_t k = 0; k < out.nodes.size(); k++)
+      if (out.nodes[k].file.empty()) out.nodes[k].file = node.file;
     for (const Value& v : outs) {
       if (v.is_tensor()) now[n].push_back(v.tensor());
       if (v.is_tensor_list())

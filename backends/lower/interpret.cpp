@@ -321,10 +321,16 @@ std::vector<Tensor> run(const LoweredGraph& g, const std::vector<Tensor>& inputs
     std::vector<Tensor> ins;
     for (const BufferView& v : e.inputs) ins.push_back(view_of(bufs[v.buffer], v, syms));
     Stack out;
-    if (e.external) {
-      for (const Tensor& t : e.external->call(extern_args(e, ins))) out.push_back(t);
-    } else {
-      out = call(e.op, extern_args(e, ins));
+    try {
+      if (e.external) {
+        for (const Tensor& t : e.external->call(extern_args(e, ins))) out.push_back(t);
+      } else {
+        out = call(e.op, extern_args(e, ins));
+      }
+    } catch (const capture::NodeError&) {
+      throw;
+    } catch (const Error& err) {
+      throw capture::NodeError(err, e.node);  // capture names the node's user line
     }
     auto put = [&](const BufferView& v, const Tensor& result) {
       Tensor dst = view_of(bufs[v.buffer], v, syms);

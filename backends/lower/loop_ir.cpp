@@ -324,7 +324,7 @@ std::string print(const LoweredGraph& g) {
       s += ")\n";
     } else {
       const Extern& e = st.ext;
-      s += std::string(e.fallback ? "fallback " : "extern ") + op_name(e.op) + "(";
+      s += e.external ? "call " + e.external->name + "(" : std::string(e.fallback ? "fallback " : "extern ") + op_name(e.op) + "(";
       for (size_t i = 0; i < e.inputs.size(); i++) s += (i ? ", " : "") + print_view(e.inputs[i]);
       s += ") -> " + print_view(e.output);
       for (const BufferView& o : e.more_outputs) s += ", " + print_view(o);

@@ -20,7 +20,8 @@
 // integer (Val). Loads, math and the index arithmetic before a store are all Instrs; a Val is
 // defined once. Scope: preamble values are visible everywhere; values of an outer-level Code
 // stmt in later stmts of the same outer iteration; a Loop's body values only inside that loop;
-// a Loop's reduction results (Acc instrs) after the loop.
+// a Loop's reduction results (Acc instrs) after the loop. Different outer iterations never store
+// to the same element, so they may run in any order or in parallel; within one, stmts run in order.
 //
 // Kernels reference buffers and sizes only through their parameters, never through the graph's
 // buffer ids: two fusion groups that differ only in their buffers lower to equal Kernels and are
@@ -130,7 +131,7 @@ struct Kernel {
   std::vector<Val> preamble;        // uniform values: sizes, strides (evaluated once a launch)
   std::vector<Val> outer;           // outer extents (values of the preamble), outer dim first
   std::vector<Stmt> body;
-  std::vector<int> source_nodes;    // graph nodes fused here (for listings, not identity)
+  std::vector<int> source_nodes;    // captured graph nodes fused here (listings, not identity)
   std::vector<int> source_lines;    // their user lines
   // Structural identity: everything above except name and sources.
   bool same_structure(const Kernel& o) const;
@@ -199,7 +200,7 @@ struct Extern {
   // extern_args() rebuilds the argument Stack for tc::call from it.
   static constexpr int kConstArg = -1, kTensorArg = -2;
   std::vector<int> arg_kinds;
-  int node = -1;  // the graph node (for listings and perf_hints)
+  int node = -1;  // the captured graph's node: an error it raises is a capture::NodeError of it
   // Set: a call of a function kept in the graph (tc.compiler.allow_in_graph), run as
   // external->call(extern_args(...)); `op` is then meaningless. Always a fallback.
   std::shared_ptr<const capture::ExternalFn> external;

@@ -15,7 +15,9 @@ Compiled LoopIRBackend::compile(const capture::Graph& g, const CompileOptions& o
   std::shared_ptr<const lower::LoweredGraph> lg;
   const auto t0 = std::chrono::steady_clock::now();
   try {
-    lg = std::make_shared<lower::LoweredGraph>(lower::lower(g, {}));
+    lower::LowerOptions lo;
+    lo.externals = true;
+    lg = std::make_shared<lower::LoweredGraph>(lower::lower(g, lo));
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::NotImplementedError && e.kind() != ErrorKind::CompileError) throw;
     const char* d = std::getenv("TC_DEBUG");
@@ -30,11 +32,9 @@ Compiled LoopIRBackend::compile(const capture::Graph& g, const CompileOptions& o
   c.report.distinct_kernels = int(lg->kernels.size());
   for (const lower::Step& s : lg->steps) {
     if (s.kind == lower::Step::Kind::Launch) c.report.kernels++;
-    if (s.kind != lower::Step::Kind::Extern || !s.ext.fallback) continue;
-    c.report.fallback_nodes++;
-    c.report.perf_hints.push_back(std::string("loopir: ") + op_name(s.ext.op) +
-                                  " is not lowered: it runs its eager kernel");
+    if (s.kind == lower::Step::Kind::Extern && s.ext.fallback) c.report.fallback_nodes++;
   }
+  for (const std::string& h : lg->perf_hints) c.report.perf_hints.push_back("loopir: " + h);
   c.run = [lg](capture::GraphInputs inputs) {
     std::vector<Tensor> in;
     in.reserve(inputs.size());

@@ -20,11 +20,12 @@ static void dump(const LowerOptions& o, const char* stage, const std::string& te
 
 LoweredGraph lower(const capture::Graph& input, const LowerOptions& o) {
   dump(o, "captured graph", input.print_code());
-  capture::Graph g = decompose(input);
+  std::vector<int> origin;
+  capture::Graph g = decompose(input, &origin);
   dump(o, "decomposed", g.print_code());
   Shapes shapes = sym_shapes(g);
   LoweredGraph lg;
-  Lowering(g, shapes, o, lg).run();
+  Lowering(input, g, shapes, o, lg, origin).run();
   dump(o, "kernels and externs (fused)", print(lg));
   dedup(lg);
   dump(o, "structural dedup", print(lg));

@@ -21,6 +21,9 @@ struct LowerOptions {
   int tiny_matmul = 16;     // matmuls with every dim <= this become generated reductions
   int realize_cost = 30;    // a value read by several consumers is stored once its
                             // recomputation costs more instructions than this
+  // Functions kept in the graph (allow_in_graph) become Externs with `external` set; a runner
+  // that cannot call them leaves this off and such graphs are refused (NotImplementedError).
+  bool externals = false;
   int realize_loads = 2;    // ... or reads more buffers than this (norm internals excepted)
 };
 

@@ -1,6 +1,7 @@
 // Lowering's internal types: symbolic metas, the kernel builder, lowered values. Only the passes
 // of backends/lower include this.
 #pragma once
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <string>
@@ -33,8 +34,9 @@ Shapes sym_shapes(const capture::Graph& g);
 
 // ---- decompositions (decompose.cpp) ----------------------------------------------------------------
 
-// `g` with composite ops rewritten into simpler ops of ops.def (the rule table in decompose.cpp).
-capture::Graph decompose(const capture::Graph& g);
+// `g` with composite ops rewritten into simpler ops of ops.def (the rule table in decompose.cpp);
+// `origin` gets the node of `g` each new node comes from.
+capture::Graph decompose(const capture::Graph& g, std::vector<int>* origin);
 
 // ---- the kernel builder (kernel_builder.cpp) -----------------------------------------------------
 
@@ -68,7 +70,8 @@ class KernelBuilder {
   // Reductions already computed in this kernel: key (memo id, kept index) -> Acc result, value.
   std::map<std::pair<int, std::vector<Val>>, std::pair<Val, Val>> memo;
   std::vector<int> source_nodes;
-  int root = -1;  // the value this kernel stores
+  std::vector<int> roots;  // the values this kernel stores
+  bool is_root(int id) const { return std::find(roots.begin(), roots.end(), id) != roots.end(); }
 
   // The kernel, with the graph buffer per buffer parameter and the size per size parameter.
   Kernel finish(std::vector<int>* buffers, std::vector<SymInt>* sizes);
@@ -129,7 +132,8 @@ bool tiny_matmul(const capture::Graph& g, int n, const LowerOptions& opt);
 
 class Lowering {
  public:
-  Lowering(const capture::Graph& g, const Shapes& s, const LowerOptions& o, LoweredGraph& lg);
+  Lowering(const capture::Graph& captured, const capture::Graph& g, const Shapes& s, const LowerOptions& o,
+           LoweredGraph& lg, const std::vector<int>& origin);
   void run();  // every node, then the outputs
 
   // Values
@@ -137,12 +141,15 @@ class Lowering {
   LV& lv(int id) { return lvs_[id]; }
   Val emit(KernelBuilder& kb, int id, const Idx& idx);
   int realize(int id, bool as_output = false);  // stores a value into a buffer: its id
+  void realize_all(const std::vector<int>& ids, bool as_output);
   int buffer_of(DType d, const SymInt& numel, Buffer::Kind kind);
 
   const capture::Graph& g;
   const Shapes& shapes;
   const LowerOptions& opt;
   LoweredGraph& lg;
+  const capture::Graph& captured;  // the graph before decompositions
+  const std::vector<int>& origin;  // node of `captured` per node of `g`
 
  private:
   void lower_node(int n);
@@ -150,11 +157,13 @@ class Lowering {
   std::vector<int> add_extern(int n, bool fallback);  // values of its outputs
   void push_kernel(KernelBuilder& kb);
   void hint(int node, const std::string& what);  // a perf_hints line
+  bool check_indices(int n);
   bool reads(int id, int buffer);
   void before_write(int buffer);
   int store_into(int n, int view, int src);  // an in-place write kernel (copy_, fill_)
   int find_row_reduction(int id);
   KernelBuilder root_kernel(int id, Idx* idx);
+  std::vector<int> loop_dims_of(int id);
   bool fuses_alone(int id);
   std::vector<LV> lvs_;
   std::map<std::pair<int, int>, int> value_of_;  // (node, flat output) -> value id

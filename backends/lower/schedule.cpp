@@ -45,8 +45,9 @@ bool is_contiguous(const SymMeta& m) {
 
 }  // namespace
 
-Lowering::Lowering(const capture::Graph& graph, const Shapes& s, const LowerOptions& o, LoweredGraph& out)
-    : g(graph), shapes(s), opt(o), lg(out) {}
+Lowering::Lowering(const capture::Graph& before, const capture::Graph& graph, const Shapes& s,
+                   const LowerOptions& o, LoweredGraph& out, const std::vector<int>& from)
+    : g(graph), shapes(s), opt(o), lg(out), captured(before), origin(from) {}
 
 int Lowering::add(LV v) {
   if (v.kind == LV::Kind::Lazy) {
@@ -89,8 +90,8 @@ Val Lowering::emit(KernelBuilder& kb, int id, const Idx& idx) {
       // its pointwise part recomputed per loop iteration.
       bool in_loop = false;
       for (Val x : idx) in_loop = in_loop || kb.level(x) == 2;
-      if (v.has_reduce && in_loop && id != kb.root && !shallow_) {
-        auto key = std::make_tuple(kb.root, id, idx);
+      if (v.has_reduce && in_loop && !kb.is_root(id) && !shallow_) {
+        auto key = std::make_tuple(kb.roots[0], id, idx);
         auto it = fuses_.find(key);
         if (it == fuses_.end()) {
           KernelBuilder probe = kb;
@@ -212,13 +213,20 @@ int Lowering::find_row_reduction(int id) {
 
 // The kernel that stores value `id`: its outer dims, and a loop over the rows' reduced dims when
 // the value broadcasts a reduction over the same rows. Sets `idx` to the value's index.
-KernelBuilder Lowering::root_kernel(int id, Idx* idx) {
+// The reduced dims a kernel storing `id` loops over (empty: none; see find_row_reduction).
+std::vector<int> Lowering::loop_dims_of(int id) {
   const std::vector<SymInt>& shape = lvs_[id].shape;
   int row = find_row_reduction(id);
   std::vector<int> loop_dims;
   if (row >= 0)
     for (int d : lvs_[row].dims)
       if (!is_one(shape[d])) loop_dims.push_back(d);
+  return loop_dims;
+}
+
+KernelBuilder Lowering::root_kernel(int id, Idx* idx) {
+  const std::vector<SymInt>& shape = lvs_[id].shape;
+  std::vector<int> loop_dims = loop_dims_of(id);
   std::vector<SymInt> outer, loop;
   std::vector<int> where(shape.size(), -1);  // >= 0: outer dim; <= -2: loop dim
   for (int d = 0; d < int(shape.size()); d++) {
@@ -232,7 +240,7 @@ KernelBuilder Lowering::root_kernel(int id, Idx* idx) {
     }
   }
   KernelBuilder kb(lg, outer);
-  kb.root = id;
+  kb.roots = {id};
   if (!loop.empty()) kb.open_loop(loop);
   idx->resize(shape.size());
   for (int d = 0; d < int(shape.size()); d++)
@@ -270,6 +278,7 @@ void Lowering::push_kernel(KernelBuilder& kb) {
   k.name = "k" + std::to_string(lg.kernels.size()) + names;
   for (int n : k.source_nodes) k.source_lines.push_back(g.nodes[n].line);
   lg.num_fused_nodes += int(k.source_nodes.size());
+  for (int& n : k.source_nodes) n = origin[n];
   step.launch.kernel = int(lg.kernels.size());
   lg.kernels.push_back(std::move(k));
   lg.steps.push_back(std::move(step));
@@ -299,32 +308,100 @@ void Lowering::before_write(int b) {
 }
 
 int Lowering::realize(int id, bool as_output) {
-  if (lvs_[id].kind == LV::Kind::Buffer) return lvs_[id].buffer;
-  const std::vector<SymInt> shape = lvs_[id].shape;
-  const DType dtype = lvs_[id].dtype;
-  int buf = buffer_of(dtype, numel(shape), as_output ? Buffer::Kind::Output : Buffer::Kind::Temp);
-  Idx idx;
-  KernelBuilder kb = root_kernel(id, &idx);
-  Val v = emit(kb, id, idx);
-  std::vector<SymInt> st = contiguous(shape);
-  Val at = kb.ci(0);
-  for (size_t d = 0; d < shape.size(); d++)
-    at = kb.math(ScalarOp::add, at, kb.math(ScalarOp::mul, idx[d], kb.size(st[d])));
-  kb.store(buf, at, v);
-  if (kb.open_loops()) kb.close_loop();
-  push_kernel(kb);
+  realize_all({id}, as_output);
+  return lvs_[id].buffer;
+}
 
-  LV& out = lvs_[id];
-  out.kind = LV::Kind::Buffer;
-  out.buffer = buf;
-  out.offset = SymInt::of(0);
-  out.strides = st;
-  out.fake = nullptr;
-  out.fn = nullptr;
-  if (out.node >= 0)
-    for (const SymMeta& m : shapes.of_node[out.node])
-      if (m.sizes == shape && m.dtype == dtype && is_contiguous(m)) out.fake = &m;
-  return buf;
+// Stores values of one shape and one row structure with one kernel (max_dim's values and
+// indices, var_mean, several outputs of a graph).
+void Lowering::realize_all(const std::vector<int>& ids, bool as_output) {
+  if (lvs_[ids[0]].kind == LV::Kind::Buffer && ids.size() == 1) return;
+  const std::vector<SymInt> shape = lvs_[ids[0]].shape;
+  Idx idx;
+  KernelBuilder kb = root_kernel(ids[0], &idx);
+  kb.roots = ids;
+  const std::vector<SymInt> st = contiguous(shape);
+  std::vector<std::pair<int, int>> stored;  // (value, buffer)
+  for (int id : ids) {
+    if (lvs_[id].kind == LV::Kind::Buffer) continue;  // stored meanwhile (or twice in `ids`)
+    Val v = emit(kb, id, idx);
+    if (lvs_[id].kind == LV::Kind::Buffer) continue;
+    int buf = buffer_of(lvs_[id].dtype, numel(shape), as_output ? Buffer::Kind::Output : Buffer::Kind::Temp);
+    Val at = kb.ci(0);
+    for (size_t d = 0; d < shape.size(); d++)
+      at = kb.math(ScalarOp::add, at, kb.math(ScalarOp::mul, idx[d], kb.size(st[d])));
+    kb.store(buf, at, v);
+    stored.push_back({id, buf});
+  }
+  if (kb.open_loops()) kb.close_loop();
+  if (stored.empty()) return;
+  push_kernel(kb);
+  for (auto [id, buf] : stored) {
+    LV& out = lvs_[id];
+    out.kind = LV::Kind::Buffer;
+    out.buffer = buf;
+    out.offset = SymInt::of(0);
+    out.strides = st;
+    out.fake = nullptr;
+    out.fn = nullptr;
+    if (out.node >= 0)
+      for (const SymMeta& m : shapes.of_node[out.node])
+        if (m.sizes == shape && m.dtype == out.dtype && is_contiguous(m)) out.fake = &m;
+  }
+}
+
+// Index values are data: a kernel cannot raise eager's IndexError for one out of range (it clamps
+// them for memory safety). So an index_select/gather/embedding is generated only behind a step
+// that runs the eager op on a stand-in for its source (no data for index_select and embedding) and
+// raises what eager raises. False when that is not possible (the runner calls no functions,
+// dynamic sizes): the op is then an extern.
+bool Lowering::check_indices(int n) {
+  const capture::Node& node = g.nodes[n];
+  const capture::Node& from = captured.nodes[origin[n]];
+  if (from.kind == capture::NodeKind::Op && from.op != node.op) {
+    // A gather made by a decomposition (nll_loss, cross_entropy): its indices are the class
+    // targets, clamped; eager would raise for a target out of range (a known gap).
+    hint(n, "class targets are not range-checked (out-of-range targets read a clamped class)");
+    return true;
+  }
+  if (!opt.externals || !g.dynamic_dims.empty()) return false;
+  const int src_arg = 0, index_arg = node.op == Op::embedding ? 0 : 2;
+  const int data_arg = node.op == Op::embedding ? 1 : src_arg;
+  Stack args;
+  for (const capture::NodeArg& a : node.args)
+    args.push_back(a.kind == capture::NodeArg::Kind::Const ? a.constant : Value(g.fake(a.refs[0])));
+  const Tensor& data = g.fake(node.args[data_arg].refs[0]);
+  Shape stand_in = data.sizes();
+  if (node.op == Op::embedding) stand_in = {stand_in[0], 0};
+  if (node.op == Op::index_select)
+    for (int64_t d = 0; d < int64_t(stand_in.size()); d++)
+      if (d != wrap_dim(args[1].to_int(), int64_t(stand_in.size()))) stand_in[d] = 0;
+  Op op = node.op;
+  DType dt = data.dtype();
+  auto fn = std::make_shared<capture::ExternalFn>();
+  fn->name = std::string("index check of ") + op_name(op);
+  fn->call = [op, args, index_arg, data_arg, stand_in, dt](const Stack& in) {
+    Stack a = args;
+    a[index_arg] = in[0];
+    a[data_arg] = Tensor::empty(stand_in, dt);
+    call(op, a);
+    return std::vector<Tensor>{in[0].tensor()};
+  };
+  int id = value_of_.at({node.args[index_arg].refs[0].node, node.args[index_arg].refs[0].elem >= 0
+                                                                ? node.args[index_arg].refs[0].elem
+                                                                : node.args[index_arg].refs[0].out});
+  realize(id);
+  const LV& v = lvs_[id];
+  Step step;
+  step.kind = Step::Kind::Extern;
+  step.ext.op = op;
+  step.ext.node = origin[n];
+  step.ext.external = fn;
+  step.ext.inputs = {{v.buffer, v.offset, v.shape, v.strides}};
+  step.ext.output = step.ext.inputs[0];  // the index itself: checked, not written
+  step.ext.arg_kinds = {Extern::kTensorArg};
+  lg.steps.push_back(std::move(step));
+  return true;
 }
 
 void Lowering::hint(int n, const std::string& what) {
@@ -340,7 +417,7 @@ std::vector<int> Lowering::add_extern(int n, bool fallback) {
   step.kind = Step::Kind::Extern;
   Extern& e = step.ext;
   e.op = node.op;
-  e.node = n;
+  e.node = origin[n];
   e.fallback = fallback;
   if (node.kind == capture::NodeKind::External) e.external = node.ext;
   auto value = [&](capture::Ref r) { return value_of_.at({r.node, r.elem >= 0 ? r.elem : r.out}); };
@@ -413,6 +490,8 @@ void Lowering::lower_node(int n) {
     TC_CHECK(!t.defined() || t.device().is_cpu(), NotImplementedError, "lowering: tensors on %s",
              t.device().is_cuda() ? "cuda" : "another device");
   }
+  TC_CHECK(node.kind != capture::NodeKind::External || opt.externals, NotImplementedError,
+           "lowering: the function %s kept in the graph", node.target());
   std::vector<int> ids = node.kind == capture::NodeKind::External ? add_extern(n, true) : lower_op(n);
   if (store_[n])
     for (int id : ids) realize(id);
@@ -483,6 +562,25 @@ void Lowering::run() {
     v.strides = m.strides;
     v.fake = &m;
     value_of_[{n, 0}] = add(std::move(v));
+  }
+  // Outputs of one shape and row structure share a kernel.
+  std::vector<int> pending;
+  for (capture::Ref r : g.outputs) {
+    int id = value_of_.at({r.node, r.elem >= 0 ? r.elem : r.out});
+    if (lvs_[id].kind != LV::Kind::Buffer && std::find(pending.begin(), pending.end(), id) == pending.end())
+      pending.push_back(id);
+  }
+  std::vector<bool> grouped(pending.size(), false);
+  for (size_t i = 0; i < pending.size(); i++) {
+    if (grouped[i]) continue;
+    std::vector<int> group = {pending[i]};
+    std::vector<int> dims = loop_dims_of(pending[i]);
+    for (size_t j = i + 1; j < pending.size(); j++)
+      if (!grouped[j] && lvs_[pending[j]].shape == lvs_[pending[i]].shape && loop_dims_of(pending[j]) == dims) {
+        grouped[j] = true;
+        group.push_back(pending[j]);
+      }
+    realize_all(group, true);
   }
   for (int i = 0; i < int(g.outputs.size()); i++) {
     capture::Ref r = g.outputs[i];

@@ -1,6 +1,7 @@
 // Every op of ops.def as a lowered value: pointwise code, views and data movement as index
 // arithmetic, reductions, creation; contractions and what lowering cannot generate become
-// Externs. One switch with no default (STYLE 1): a new op must be placed here.
+// Externs. One switch with no default (STYLE 1): a new op must be placed here. The file is long
+// because the switch covers every op of ops.def; its helpers sit above it.
 #include <cmath>
 #include <numeric>
 
@@ -152,14 +153,15 @@ std::vector<int> Lowering::lower_op(int n) {
     v.node = n;
     return v;
   };
-  // Whether output k shares its input's storage (reshape copies what it cannot view).
-  auto is_view = [&](int k) { return schema(node.op).kind == OpKind::View && infer_meta(node.op, a).at(k).view_of >= 0; };
+  // Whether output k shares input i's storage (reshape copies what it cannot view, contiguous
+  // returns its input when that is contiguous).
+  auto is_view = [&](int i, int k) { return infer_meta(node.op, a).at(k).view_of == i; };
   // Input i read through `map` (out index -> in index); views of buffers stay strided views.
   auto view = [&](int i, Map map, int k = 0) {
     int src = in(i);
     const LV& s = lv(src);
     const SymMeta& m = shapes.of_node[n][k];
-    if (s.kind == LV::Kind::Buffer && s.fake && is_view(k)) {
+    if (s.kind == LV::Kind::Buffer && s.fake && is_view(i, k)) {
       LV v = base(k);
       v.kind = LV::Kind::Buffer;
       v.buffer = s.buffer;
@@ -563,6 +565,7 @@ std::vector<int> Lowering::lower_op(int n) {
       })};
     }
     case Op::index_select: case Op::gather: {
+      if (!check_indices(n)) return add_extern(n, false);
       int src = in(0), index = in(2);
       int d = int(wrap_dim(a[1].to_int(), int64_t(lv(src).shape.size())));
       bool gather = node.op == Op::gather;
@@ -576,6 +579,7 @@ std::vector<int> Lowering::lower_op(int n) {
       })};
     }
     case Op::embedding: {
+      if (!check_indices(n)) return add_extern(n, false);
       int ids = in(0), w = in(1);
       std::vector<SymInt> ws = lv(w).shape;
       return {lazy(base(), {ids, w}, [this, ids, w, ws](KernelBuilder& kb, const Idx& idx) {

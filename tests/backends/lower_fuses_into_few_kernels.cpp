@@ -52,6 +52,24 @@ TEST(LowerFusion, GroupRmsAndBatchNormAreOneKernelEach) {
   }
 }
 
+TEST(LowerFusion, OutputsOfOneShapeShareAKernel) {
+  GraphBuilder b;
+  Tensor x = b.in(randn({7, 9}));
+  Stack mx = b.ops(Op::max_dim, {x, int64_t(2)});
+  Stack vm = b.ops(Op::var_mean, {x, IntList{2}});
+  for (const Value& v : mx) b.out(v.tensor());
+  for (const Value& v : vm) b.out(v.tensor());
+  b.out(b.op(Op::exp, {x}));
+  b.out(b.op(Op::cos, {x}));
+  lower::LoweredGraph lg = expect_matches_eager(b);
+  EXPECT_EQ(lower::count_launches(lg), 2) << lower::print(lg);
+  // max and argmax come from one loop, var and mean from one pair of loops
+  int loops = 0;
+  for (const lower::Kernel& k : lg.kernels)
+    for (const lower::Stmt& s : k.body) loops += s.kind == lower::Stmt::Kind::Loop;
+  EXPECT_EQ(loops, 3) << lower::print(lg);
+}
+
 TEST(LowerFusion, SoftmaxOverAMiddleDimIsOneKernel) {
   GraphBuilder b;
   Tensor x = b.in(randn({4, 9, 5}));

@@ -82,9 +82,17 @@ inline double closeness(const Tensor& a, const Tensor& b, double atol, double rt
   return worst;
 }
 
+// What the loopir backend lowers with: the interpreter calls functions (index checks).
+inline lower::LowerOptions loopir_options() {
+  lower::LowerOptions o;
+  o.externals = true;
+  return o;
+}
+
 // Lowers the graph, runs it on the interpreter and on eager, and expects equal results.
-inline lower::LoweredGraph expect_matches_eager(GraphBuilder& b, double atol = 1e-5, double rtol = 1e-4) {
-  lower::LoweredGraph lg = lower::lower(b.g);
+inline lower::LoweredGraph expect_matches_eager(GraphBuilder& b, double atol = 1e-5, double rtol = 1e-4,
+                                                const lower::LowerOptions& o = loopir_options()) {
+  lower::LoweredGraph lg = lower::lower(b.g, o);
   std::vector<Tensor> got = lower::run(lg, b.inputs), want = eager(b.g, b.inputs);
   EXPECT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size() && i < want.size(); i++) {

@@ -306,7 +306,7 @@ TEST(LowerMatchesEager, PoolsAreGeneratedWindowReductions) {
   b.out(b.op(Op::relu, {b.op(Op::avg_pool2d, {b.op(Op::exp, {x}), IntList{2}})}));
   lower::LoweredGraph lg = expect_matches_eager(b);
   EXPECT_EQ(lower::count_externs(lg, false), 0) << lower::print(lg);
-  EXPECT_EQ(lower::count_launches(lg), 8);
+  EXPECT_LE(lower::count_launches(lg), 8);
 }
 
 TEST(LowerMatchesEager, SizesZeroAndOne) {
@@ -330,9 +330,45 @@ TEST(LowerMatchesEager, OutputsMayAliasAnInputOrRepeat) {
   b.out(y);
   b.out(x);
   b.out(b.op(Op::transpose, {x, int64_t(1), int64_t(2)}));
+  b.out(b.op(Op::contiguous, {x}));  // contiguous already: eager returns x itself
+  b.out(b.op(Op::clone, {x}));
   lower::LoweredGraph lg = expect_matches_eager(b);
   std::vector<Tensor> out = lower::run(lg, b.inputs);
   EXPECT_EQ(out[0].data_ptr(), out[1].data_ptr());
   EXPECT_EQ(out[2].data_ptr(), b.inputs[0].data_ptr());
   EXPECT_EQ(out[3].storage().get(), b.inputs[0].storage().get());
+  EXPECT_EQ(out[4].data_ptr(), b.inputs[0].data_ptr());
+  EXPECT_NE(out[5].data_ptr(), b.inputs[0].data_ptr());
+}
+
+// Index values are data: an out-of-range one raises eager's IndexError from a check step (naming
+// the node that made the op), or the op runs on its eager kernel when the runner calls no
+// functions.
+TEST(LowerMatchesEager, OutOfRangeIndicesRaiseEagersError) {
+  GraphBuilder b;
+  Tensor x = b.in(randn({2, 3}));
+  Tensor idx = b.in(call1(Op::full, {IntList{1}, int64_t(5)}, {{"dtype", DType::Int64}}));
+  b.out(b.op(Op::index_select, {b.op(Op::exp, {x}), int64_t(1), idx}));
+  const int node = int(b.g.nodes.size()) - 1;
+  std::string want;
+  try {
+    eager(b.g, b.inputs);
+  } catch (const Error& e) {
+    want = e.what();
+  }
+  ASSERT_FALSE(want.empty());
+  lower::LoweredGraph lg = lower::lower(b.g, loopir_options());
+  EXPECT_EQ(lower::count_externs(lg, false), 1);
+  try {
+    lower::run(lg, b.inputs);
+    ADD_FAILURE() << "no error";
+  } catch (const capture::NodeError& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::IndexError);
+    EXPECT_EQ(std::string(e.what()), want);
+    EXPECT_EQ(e.node, node);
+  }
+  lower::LoweredGraph plain = lower::lower(b.g);  // no function calls: index_select is an extern
+  ASSERT_EQ(plain.steps.size(), 2u) << lower::print(plain);
+  EXPECT_EQ(plain.steps[1].ext.op, Op::index_select);
+  EXPECT_THROW(lower::run(plain, b.inputs), capture::NodeError);
 }
