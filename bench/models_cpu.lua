@@ -3,6 +3,8 @@
 -- Prints one line per model: "<name> <best ms> <median ms> <iterations>" (best of N: the least
 -- disturbed figure on a shared machine); bench/run_models_cpu.sh puts
 -- these next to PyTorch's (bench/peer_torch_models.py, same models, inputs and threads).
+-- TC_BENCH_BACKEND=NAME: each model runs compiled with that backend (tc.compile), and a fifth
+-- column gives the first call's ms (trace and backend compile included); bench/run_codegen_cpu.sh.
 local tc = require "tc"
 local nn = require "tc.nn"
 package.path = "scripts/models/?.lua;" .. package.path
@@ -22,6 +24,7 @@ local models = {
   {"gpt2_small", function() return require("gpt2").gpt2() end, function() return tc.randint(1, 50258, {2, 64}) end, 3},
 }
 
+local backend = os.getenv("TC_BENCH_BACKEND")
 local wanted = {}
 for i = 2, #arg do wanted[arg[i]] = true end
 
@@ -37,16 +40,19 @@ for _, m in ipairs(models) do
     local model = make()
     model:eval()
     local x = input()
+    local run = backend and tc.compile(model, {backend = backend}) or model
     tc.no_grad(function()
-      model(x)  -- warm-up
+      local t0 = tc.utils.perf_counter()
+      run(x)  -- warm-up (compiled: the first call traces and compiles)
+      local first = (tc.utils.perf_counter() - t0) * 1e3
       local times = {}
       for i = 1, iters do
-        local t0 = tc.utils.perf_counter()
-        model(x)
+        t0 = tc.utils.perf_counter()
+        run(x)
         times[i] = (tc.utils.perf_counter() - t0) * 1e3
       end
       local best = math.min(table.unpack(times))
-      print(("%s %.4f %.4f %d"):format(name, best, median(times), iters))
+      print(("%s %.4f %.4f %d"):format(name, best, median(times), iters) .. (backend and (" %.1f"):format(first) or ""))
       io.stdout:flush()
     end)
     model = nil

@@ -5,7 +5,10 @@ import math, statistics, sys, time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-import torchvision
+try:  # resnet, densenet, inception; without torchvision only the models defined here run
+    import torchvision
+except ImportError:
+    torchvision = None
 
 threads = int(sys.argv[1]) if len(sys.argv) > 1 else torch.get_num_threads()
 torch.set_num_threads(threads)
@@ -81,16 +84,19 @@ class GPT2(nn.Module):
         return F.linear(self.ln_f(x), self.wte.weight)
 
 
-tv = torchvision.models
 models = [
     ("seed_64_layers", SeedModel, lambda: torch.randn(10, 10), 200),
     ("my_module", MyModule, lambda: torch.randn(10, 100), 500),
-    ("resnet18", tv.resnet18, lambda: torch.randn(2, 3, 128, 128), 5),
-    ("resnet50", tv.resnet50, lambda: torch.randn(2, 3, 128, 128), 3),
-    ("densenet121", tv.densenet121, lambda: torch.randn(2, 3, 128, 128), 3),
-    ("inception_v3", lambda: tv.inception_v3(aux_logits=False, init_weights=False), lambda: torch.randn(1, 3, 299, 299), 3),
     ("gpt2_small", GPT2, lambda: torch.randint(0, 50257, (2, 64)), 3),
 ]
+if torchvision is not None:
+    tv = torchvision.models
+    models[2:2] = [
+        ("resnet18", tv.resnet18, lambda: torch.randn(2, 3, 128, 128), 5),
+        ("resnet50", tv.resnet50, lambda: torch.randn(2, 3, 128, 128), 3),
+        ("densenet121", tv.densenet121, lambda: torch.randn(2, 3, 128, 128), 3),
+        ("inception_v3", lambda: tv.inception_v3(aux_logits=False, init_weights=False), lambda: torch.randn(1, 3, 299, 299), 3),
+    ]
 for name, make, inp, iters in models:
     if wanted and name not in wanted:
         continue

@@ -10,7 +10,7 @@ shift || true
 tcfile=$(mktemp); ptfile=$(mktemp)
 trap 'rm -f "$tcfile" "$ptfile"' EXIT
 ./build/tcrun bench/models_cpu.lua "$THREADS" "$@" > "$tcfile"
-if /usr/bin/python3 -c "import torch, torchvision" 2>/dev/null; then
+if /usr/bin/python3 -c "import torch" 2>/dev/null; then  # models without torchvision: tc only
   /usr/bin/python3 bench/peer_torch_models.py "$THREADS" "$@" > "$ptfile"
 fi
 echo "eager CPU forward, $THREADS threads, $(uname -m), $(nproc) cores"

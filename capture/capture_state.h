@@ -100,6 +100,14 @@ State& state();
 int l_dispatch(lua_State* L);  // (compiled fn userdata, args...) -> (f, args...) to tail-call
 // (pending call state, results...) -> (f, args...): continues after a call made at a break
 int l_after_call(lua_State* L);
+// eager_errors.cpp: the kind ("local", "global", "method" ...) and name of the value in `reg` at
+// `pc` as Lua's error messages name it ("" when unknown); for a call at a break whose callee (at
+// stack index `callee`) is not callable, pushes eager's error message (the chunk name taken
+// from the Lua function at `fn_idx`) and returns true.
+std::string object_kind(const vm::Proto& p, int pc, int reg, std::string* name);
+std::string chunk_id(const std::string& source);  // Lua's short_src of a chunk name
+bool push_call_error(lua_State* L, const vm::Proto& p, int pc, int callee, int fn_idx);
+
 // An unspecialized Lua number as the graph input it is (a 0-dim wrapped number, as the op
 // binder makes of numbers: Int64 or Float64).
 Tensor number_input(lua_State* L, int idx);

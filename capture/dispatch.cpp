@@ -27,12 +27,6 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::string function_name(const vm::Proto& p) {
-  std::string src = p.source.value_or("?");
-  if (!src.empty() && (src[0] == '@' || src[0] == '=')) src = src.substr(1);
-  return "function <" + src + ":" + std::to_string(p.linedefined) + ">";
-}
-
 // ---- running an entry
 // ----------------------------------------------------------------------------
 struct Run {
@@ -158,15 +152,14 @@ void build_tables(lua_State* L, const Entry& e, Run& r) {
 
 void mark_sizes(lua_State* L, const Entry& e, const Run& r, const std::vector<VPlan>& plans) {
   // Size tables get tc.Size as metatable (found through the plans that mention them).
-  std::vector<bool> is_size(e.tables.size(), false);
+  std::vector<bool> is_size(e.tables.size(), false), seen(e.tables.size(), false);
   std::function<void(const VPlan&)> visit = [&](const VPlan& p) {
-    if (p.kind == VPlan::Kind::Size && !is_size[p.i]) {
-      is_size[p.i] = true;
-      for (const VPlan& x : e.tables[p.i].array) visit(x);
-    } else if (p.kind == VPlan::Kind::Table) {
-      for (const VPlan& x : e.tables[p.i].array) visit(x);
-      for (auto& [k, v] : e.tables[p.i].hash) visit(k), visit(v);
-    }
+    if (p.kind != VPlan::Kind::Size && p.kind != VPlan::Kind::Table) return;
+    if (p.kind == VPlan::Kind::Size) is_size[p.i] = true;
+    if (seen[p.i]) return;  // tables may hold themselves (A.__index = A)
+    seen[p.i] = true;
+    for (const VPlan& x : e.tables[p.i].array) visit(x);
+    for (auto& [k, v] : e.tables[p.i].hash) visit(k), visit(v);
   };
   for (const VPlan& p : plans) visit(p);
   for (const Effect& ef : e.effects) visit(ef.value);
@@ -317,11 +310,14 @@ int cont_gc(lua_State* L) {
 // f(...))) end` (or `function(f, ...) return f(...) end` for a tail call), loaded once per call
 // site with the user's chunk name and line, so that error() and argument errors of the callee
 // name the user's line, as without compilation.
-void push_site_helper(lua_State* L, const vm::Proto& p, int pc, bool tail, const std::string& f) {
+enum class Site { Call, TailCall, Compare };
+
+void push_site_helper(lua_State* L, const vm::Proto& p, int pc, Site site, const std::string& f) {
   const std::vector<int> lines = vm::decode_lines(p);
   const int line = pc < int(lines.size()) && lines[pc] > 0 ? lines[pc] : 1;
   const std::string source = p.source.value_or("=?");
-  const std::string key = source + ":" + std::to_string(line) + ":" + f + (tail ? ":tail" : "");
+  static const char* const suffix[] = {":call", ":tail", ":compare"};
+  const std::string key = source + ":" + std::to_string(line) + ":" + f + suffix[int(site)];
   lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.sites");
   if (lua_getfield(L, -1, key.c_str()) == LUA_TFUNCTION) {
     lua_remove(L, -2);
@@ -329,11 +325,21 @@ void push_site_helper(lua_State* L, const vm::Proto& p, int pc, bool tail, const
   }
   lua_pop(L, 1);
   std::string text(line - 1, '\n');
-  // the parameter holding the callee carries its name: "bad argument #1 to 'rep'"
-  text += tail ? "local pass, after_call = ... return function(" + f + ", ...) return " + f +
-                     "(...) end"
-               : "local pass, after_call = ... return function(cont, " + f +
-                     ", ...) return pass(after_call(cont, " + f + "(...))) end";
+  // the parameter holding the callee carries its name: "bad argument #1 to 'rep'"; a comparison
+  // runs its metamethods and errors at the user's line
+  text += "local pass, after_call = ... ";
+  switch (site) {
+    case Site::Call:
+      text += "return function(cont, " + f + ", ...) return pass(after_call(cont, " + f + "(...))) end";
+      break;
+    case Site::TailCall:
+      text += "return function(" + f + ", ...) return " + f + "(...) end";
+      break;
+    case Site::Compare:
+      text += "return function(kind, a, b) if kind == 0 then return a == b elseif kind == 1 then "
+              "return a < b else return a <= b end end";
+      break;
+  }
   int st = luaL_loadbufferx(L, text.data(), text.size(), source.c_str(), "t");
   TC_ASSERT(st == LUA_OK, "call-site helper does not load");
   lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.pass");
@@ -389,7 +395,11 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
     case vm::OpCode::TAILCALL: {
       const int nargs = i.b ? i.b - 1 : top - i.a - 1;
       const int call_base = lua_gettop(L);
-      push_site_helper(L, p, e.pc, i.op == vm::OpCode::TAILCALL, e.callee_name);
+      push_site_helper(L, p, e.pc, i.op == vm::OpCode::TAILCALL ? Site::TailCall : Site::Call,
+                       e.callee_name);
+      lua_rawgeti(L, R, i.a + 1);  // not callable: eager's error, naming the value as Lua does
+      if (push_call_error(L, p, e.pc, lua_gettop(L), call_base + 1)) return Outcome::Raise;
+      lua_pop(L, 1);
       if (i.op == vm::OpCode::CALL) {
         void* mem = lua_newuserdatauv(L, sizeof(Cont), 3);
         new (mem) Cont{state().caches.at(cc->key), cfg, e.pc};
@@ -466,8 +476,9 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
     case vm::OpCode::LEI:
     case vm::OpCode::GTI:
     case vm::OpCode::GEI: {
-      // cmp(kind, a, b) is a Lua helper: metamethods and their errors behave as in stock Lua.
-      lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.compare");
+      // cmp(kind, a, b) is a Lua helper at the user's line: metamethods and their errors behave
+      // as in stock Lua.
+      push_site_helper(L, p, e.pc, Site::Compare, "");
       int kind = 0;
       auto push_imm = [&] {
         if (i.c)
@@ -543,6 +554,17 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
 
 // Runs entry e whose guards passed (slots above `base`). Returns Call with [next fn, args...]
 // (cc set to its cache, or null for an uncompiled call), Results, or Raise.
+// An op of the graph failed while it ran: eager's error (kind, message) at the node's user line.
+void push_node_error(lua_State* L, const Graph& g, const NodeError& err) {
+  lua::push_error(L, error_kind_name(err.kind()), err.what(), 1);
+  const Node& n = g.nodes[err.node];
+  if (n.line <= 0) return;
+  lua_pushstring(L, n.file.c_str());
+  lua_setfield(L, -2, "file");
+  lua_pushinteger(L, n.line);
+  lua_setfield(L, -2, "line");
+}
+
 Outcome execute(lua_State* L, const Entry& e, CodeCache*& cc,
                 const std::shared_ptr<CompileConfig>& cfg, int base) {
   if (e.end == EndKind::Fallback) {
@@ -574,7 +596,12 @@ Outcome execute(lua_State* L, const Entry& e, CodeCache*& cc,
         inputs.push_back(t);
       }
       RunningState running(L);
-      outs = e.run(inputs);
+      try {
+        outs = e.run(inputs);
+      } catch (const NodeError& err) {
+        push_node_error(L, e.graph, err);
+        return Outcome::Raise;
+      }
     }
     lua_checkstack(L, int(outs.size()) + 16);
     r.outs = lua_gettop(L) + 1;
@@ -818,10 +845,10 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
   st.report.times.push_back({cache_name(cc), trace_ms, backend_ms, report.lower_ms,
                              report.codegen_ms, report.compile_ms});
   e->guards.needed = sources_read_after_check(*e);
-  st.report.guards.push_back({cache_name(cc), e->guards.lines()});
+  st.report.guards.push_back({cache_name(cc), e->guards.listing()});
   if (log_enabled(L, "guards")) {
     std::fprintf(stderr, "[tc guards] %s\n", cache_name(cc).c_str());
-    for (const std::string& l : e->guards.lines()) std::fprintf(stderr, "  %s\n", l.c_str());
+    for (const std::string& l : e->guards.listing()) std::fprintf(stderr, "  %s\n", l.c_str());
   }
   cc->entries.push_back(std::move(e));
   return cc->entries.back().get();
@@ -939,12 +966,37 @@ std::vector<Report::CacheRec> cache_records() {
   return out;
 }
 
-int l_after_call(lua_State* L) {
-  // stack: cont, results...
-  Outcome o;
+namespace {
+// Runs `body` (which returns an Outcome) as a Lua C function's body: C++ errors become Lua
+// errors of their kind (the stack unwinds first, so no C++ object outlives lua_error's longjmp).
+template <class Body>
+int run_outcome(lua_State* L, Body body) {
+  Outcome o = Outcome::Call;
   bool cpp_error = false;
+  char kind[32] = "CompileError";
   char msg[1024] = "";
   try {
+    o = body();
+  } catch (const Error& e) {
+    cpp_error = true;
+    std::snprintf(kind, sizeof kind, "%s", error_kind_name(e.kind()));
+    std::snprintf(msg, sizeof msg, "%s", e.what());
+  } catch (const std::exception& e) {
+    cpp_error = true;
+    std::snprintf(msg, sizeof msg, "tc internal error while compiling: %s", e.what());
+  }
+  if (cpp_error) {
+    lua::push_error(L, kind, msg, 1);
+    return lua_error(L);
+  }
+  if (o == Outcome::Raise) return lua_error(L);
+  return lua_gettop(L);
+}
+}  // namespace
+
+int l_after_call(lua_State* L) {
+  // stack: cont, results...
+  return run_outcome(L, [L] {
     Cont* c = static_cast<Cont*>(lua_touserdata(L, 1));
     std::shared_ptr<CodeCache> keep = c->cc;
     std::shared_ptr<CompileConfig> cfg = c->cfg;
@@ -968,43 +1020,15 @@ int l_after_call(lua_State* L) {
     const int top = i.a + nres;
     const int pc = c->pc;
     push_resume_call(L, cc, F, R, VA, top, pc + 1, false);
-    o = drive_from(L, cc, cfg);
-  } catch (const std::exception& e) {
-    cpp_error = true;
-    std::snprintf(msg, sizeof msg, "%s", e.what());
-  }
-  if (cpp_error) {
-    lua::push_error(L, "CompileError", msg, 1);
-    return lua_error(L);
-  }
-  if (o == Outcome::Raise) return lua_error(L);
-  return lua_gettop(L);
+    return drive_from(L, cc, cfg);
+  });
 }
 
 int l_dispatch(lua_State* L) {
   auto* cf = static_cast<CompiledFn*>(lua_touserdata(L, 1));
   lua_getiuservalue(L, 1, 1);
   lua_replace(L, 1);
-  Outcome o;
-  bool cpp_error = false;
-  char kind[32] = "CompileError";
-  char msg[1024] = "";
-  try {
-    o = drive(L, *cf);
-  } catch (const Error& e) {
-    cpp_error = true;
-    std::snprintf(kind, sizeof kind, "%s", error_kind_name(e.kind()));
-    std::snprintf(msg, sizeof msg, "%s", e.what());
-  } catch (const std::exception& e) {
-    cpp_error = true;
-    std::snprintf(msg, sizeof msg, "tc internal error while compiling: %s", e.what());
-  }
-  if (cpp_error) {
-    lua::push_error(L, kind, msg, 1);
-    return lua_error(L);
-  }
-  if (o == Outcome::Raise) return lua_error(L);
-  return lua_gettop(L);
+  return run_outcome(L, [L, cf] { return drive(L, *cf); });
 }
 
 }  // namespace tc::capture

@@ -373,11 +373,8 @@ static std::string actual_string(lua_State* L, int v) {
       return lua_toboolean(L, v) ? "true" : "false";
     case LUA_TNIL:
       return "nil";
-    default: {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%s %p", lua_typename(L, lua_type(L, v)), lua_topointer(L, v));
-      return buf;
-    }
+    default:
+      return display_name(L, v);
   }
 }
 
@@ -397,8 +394,9 @@ std::string GuardProgram::failure(lua_State* L, int base) const {
            (lua::grad_enabled() ? "on" : "off") + ", default dtype " + dtype_name(default_dtype()) +
            ", default device " + default_device().str() + ", matmul precision " +
            float32_matmul_precision();
-  return describe(g.src) + ": expected " + g.expected + ", got " +
-         actual_string(L, slot(base, g.src));
+  std::string actual = actual_string(L, slot(base, g.src));
+  if (g.kind == GuardKind::Identity && "the same " + actual == g.expected) actual = "another " + actual;
+  return describe(g.src) + ": expected " + g.expected + ", got " + actual;
 }
 
 void GuardProgram::capture_value(lua_State* L, int idx, Guard& g) {
@@ -436,13 +434,32 @@ void GuardProgram::simplify() {
   guards = std::move(kept);
 }
 
+const char* guard_kind_name(GuardKind k) {
+  switch (k) {
+    case GuardKind::Type:
+      return "TYPE_MATCH";
+    case GuardKind::Tensor:
+      return "TENSOR_MATCH";
+    case GuardKind::Equals:
+      return "EQUALS_MATCH";
+    case GuardKind::Identity:
+      return "ID_MATCH";
+    case GuardKind::GlobalState:
+      return "GLOBAL_STATE";
+    case GuardKind::ArgCount:
+      return "ARG_COUNT";
+    case GuardKind::SameAs:
+      return "ALIAS_MATCH";
+    case GuardKind::KeyOrder:
+      return "KEY_ORDER";
+  }
+  return "?";
+}
+
 std::vector<std::string> GuardProgram::lines() const {
-  static const char* names[] = {"TYPE_MATCH", "TENSOR_MATCH", "EQUALS_MATCH",
-                                "ID_MATCH",   "GLOBAL_STATE", "ARG_COUNT",
-                                "ALIAS_MATCH", "KEY_ORDER"};
   std::vector<std::string> out;
   for (const Guard& g : guards)
-    out.push_back(std::string(names[int(g.kind)]) + ": " +
+    out.push_back(std::string(guard_kind_name(g.kind)) + ": " +
                   (g.src >= 0 ? describe(g.src) + " " : "") + g.expected);
   return out;
 }

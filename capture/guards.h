@@ -50,6 +50,11 @@ enum class GuardKind : uint8_t {
   KeyOrder,     // v is a table whose keys, as `next` visits them, are exactly the array K[k]
 };
 
+const char* guard_kind_name(GuardKind k);  // "TENSOR_MATCH"
+// What a real object is called in listings and guard failures, without its address (which
+// changes from run to run): "class Linear", "function <model.lua:12>", "builtin math.sqrt".
+std::string display_name(lua_State* L, int idx);
+
 struct Guard {
   Guard() = default;
   explicit Guard(GuardKind k, int s = -1) : kind(k), src(s) {}
@@ -103,6 +108,9 @@ struct GuardProgram {
   // Index of the first failing guard, or -1.
   int first_failure(lua_State* L, int base) const;
   std::vector<std::string> lines() const;  // one printed line per guard
+  // What explain and TC_LOGS=guards print (guard_listing.cpp): grouped by the root of the
+  // source, repeated layers folded ("m.layers[1..64].linear1.weight ... (x64)").
+  std::vector<std::string> listing() const;
   // Drops Type guards implied by an Identity/Equals/Tensor guard of the same source.
   void simplify();
   // Fills the C++ payload of an Equals/Identity guard from the value at idx.

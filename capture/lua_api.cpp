@@ -70,8 +70,20 @@ local function compile(f, opts)
       info and info.short_src or "?", info and info.linedefined or 0, where)
     local cf = prim.compile(function(...) return m(...) end, backend, fullgraph, dynamic,
                             mode, code, name, where, opts.options)
-    return setmetatable({}, {__call = function(_, ...) return cf(...) end, __index = m, __name = "CompiledModule",
-                             __tostring = function() return "Compiled(" .. tostring(m) .. ")" end})
+    -- the wrapper stands for the module: its methods run on the module (c:parameters(), c:eval()),
+    -- its fields are the module's (reads and writes)
+    local wrapper, bound = {}, setmetatable({}, {__mode = "k"})
+    local function index(_, k)
+      local v = m[k]
+      if type(v) ~= "function" then return v end
+      bound[v] = bound[v] or function(self, ...)
+        if rawequal(self, wrapper) then self = m end
+        return v(self, ...)
+      end
+      return bound[v]
+    end
+    return setmetatable(wrapper, {__call = function(_, ...) return cf(...) end, __index = index, __newindex = m,
+                                  __name = "CompiledModule", __tostring = function() return "Compiled(" .. tostring(m) .. ")" end})
   end
   return prim.compile(f, backend, fullgraph, dynamic, mode, nil, nil, where, opts.options)
 end
@@ -556,6 +568,27 @@ static int debug_level() {
   return level;
 }
 
+// The log names (TC_LOGS, --log, tc.config.log): capture prints the first four, code generators
+// output_code and perf_hints; `all` turns every one on.
+constexpr const char* kLogs[] = {"graph_breaks", "recompiles", "guards",    "graph_code",
+                                 "output_code",  "perf_hints", "all"};
+
+std::string check_logs(const std::string& list) {
+  std::string names;
+  for (const char* n : kLogs) names += std::string(names.empty() ? "" : ", ") + n;
+  size_t at = 0;
+  while (at <= list.size()) {
+    size_t end = list.find_first_of(", ", at);
+    if (end == std::string::npos) end = list.size();
+    const std::string name = list.substr(at, end - at);
+    bool known = name.empty();
+    for (const char* n : kLogs) known = known || name == n;
+    if (!known) return "unknown log '" + name + "' (logs: " + names + ")";
+    at = end + 1;
+  }
+  return "";
+}
+
 bool log_enabled(lua_State* L, const char* topic) {
   const int d = debug_level();
   if (d >= 1 && (!std::strcmp(topic, "graph_breaks") || !std::strcmp(topic, "recompiles")))
@@ -566,7 +599,17 @@ bool log_enabled(lua_State* L, const char* topic) {
   bool on = false;
   if (lua_istable(L, -1) && lua_getfield(L, -1, "config") == LUA_TTABLE) {
     lua_getfield(L, -1, "log");
-    if (const char* s = lua_tostring(L, -1)) on = std::strstr(s, topic) || std::strstr(s, "all");
+    if (const char* s = lua_tostring(L, -1)) {
+      static std::string checked;  // the last setting found valid
+      if (checked != s) {
+        const std::string err = check_logs(s);
+        lua_pop(L, 3);
+        TC_CHECK(err.empty(), ValueError, "tc.config.log: %s", err.c_str());
+        checked = s;
+        return log_enabled(L, topic);
+      }
+      on = std::strstr(s, topic) || std::strstr(s, "all");
+    }
     lua_pop(L, 1);
   }
   lua_pop(L, 2);
@@ -613,6 +656,10 @@ void raise_graph_break(lua_State* L, const GraphBreak& b) {
 void set_compile_all(lua_State*, bool on) { state().compile_all = on; }
 
 void install(lua_State* L, GraphCompiler compiler) {
+  if (const char* logs = std::getenv("TC_LOGS")) {
+    const std::string err = check_logs(logs);
+    TC_CHECK(err.empty(), ValueError, "TC_LOGS: %s", err.c_str());
+  }
   state().compiler = std::move(compiler);
   // a new state may reuse the address of a closed one: drop caches keyed by that address
   const std::string prefix = state_prefix(L);
@@ -639,26 +686,22 @@ void install(lua_State* L, GraphCompiler compiler) {
     lua_setfield(L, -2, "__gc");
   }
   lua_pop(L, 1);
-  // the wrapper factory, ident and compare helpers
+  // the wrapper factory, ident and pass
   const char* helpers = R"LUA(
 local dispatch, after_call = ...
 local function pass(f, ...) return f(...) end
 local function factory(fs) return function(...) return pass(dispatch(fs, ...)) end end
 
 local function ident(...) return ... end
-local function compare(kind, a, b)
-  if kind == 0 then return a == b elseif kind == 1 then return a < b else return a <= b end
-end
-return factory, ident, compare, pass
+return factory, ident, pass
 )LUA";
   if (luaL_loadbuffer(L, helpers, std::strlen(helpers), "@[tc]/compile.lua") != LUA_OK)
     lua_error(L);
   lua_pushcfunction(L, l_dispatch);
   lua_pushcfunction(L, l_after_call);
   known().dispatch = l_dispatch;
-  lua_call(L, 2, 4);
+  lua_call(L, 2, 3);
   lua_setfield(L, LUA_REGISTRYINDEX, "tc.capture.pass");
-  lua_setfield(L, LUA_REGISTRYINDEX, "tc.capture.compare");
   lua_setfield(L, LUA_REGISTRYINDEX, "tc.capture.ident");
   lua_setfield(L, LUA_REGISTRYINDEX, "tc.capture.factory");
   collect_builtins(L);

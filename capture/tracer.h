@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "entry.h"
@@ -187,6 +188,14 @@ class Tracer {
     int k;                  // K index of the same keys as a Lua array (KEY_ORDER guards)
   };
   std::unordered_map<int, KeyOrder> key_orders_;  // per real table (object index)
+  struct Replay {  // a model table's construction replayed on a real table, for `next`
+    int obj = -1;  // object index of the real table
+    size_t logged = 0;  // length of the log it replays
+    std::unordered_set<std::string> keys;  // every key ever set (dead keys are valid for next)
+  };
+  std::unordered_map<int, Replay> replays_;  // per model table
+  int replayed(int id);                      // pushes model table id's replay (or breaks)
+  static std::string replay_key(const Var& k);
   struct PendingEffect {
     Effect::Kind kind;
     Var target, key, value;
@@ -235,6 +244,7 @@ class Tracer {
   // the current frame (returns false).
   bool index(const Var& t, const Var& key, Var* out, int ret_a);
   bool index_through(const Var& h, const Var& key, Var* out, int ret_a);  // t's __index is h
+  bool index_handler(const Var& h, const Var& t, const Var& key, Var* out, int ret_a);
   void chain_hop(int step);  // +1/-1 around a hop; breaks where Lua raises (a loop)
   // A write as SETTABLE does it; a __newindex function is inlined (a frame is pushed and runs
   // before the next instruction); SETLIST's many writes go to a new table, which has none.
@@ -272,12 +282,16 @@ class Tracer {
   void finish_return(std::vector<Var> results);
   void finish_break(const BreakSignal& b);
   void guard_aliasing();  // written tables: which other table sources are (not) the same object
+  void guard_identity(const Var& a, const Var& b, bool same);  // `==`/rawequal of real values
   VPlan plan(const Var& v);
   std::unordered_map<int, int> closure_plans_;  // closure -> its ClosurePlan in the entry
   // negative cells (copies of a real function's upvalue): that function and the upvalue index
   std::unordered_map<int, std::pair<Var, int>> real_cells_;
   Ref output(Ref r);
   std::vector<StackFrame> user_stack() const;
+  // The line of the current instruction in the innermost frame outside tc's own Lua code (the
+  // line eager's errors name), and its chunk; the innermost frame's when all are tc's.
+  int user_line(std::string* file) const;
 
  public:
   static const vm::Proto* proto_of(lua_State* L, int idx, std::string* key);  // cached by dump hash

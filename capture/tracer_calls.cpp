@@ -170,6 +170,18 @@ bool Tracer::index_through(const Var& h, const Var& key, Var* out, int ret_a) {
   return done;
 }
 
+// t's __index is h: a function is called with (t, key), anything else is indexed with key.
+bool Tracer::index_handler(const Var& h, const Var& t, const Var& key, Var* out, int ret_a) {
+  bool fn = h.k == Var::K::Closure;
+  if (h.k == Var::K::Object) {
+    push_obj(h.obj);
+    fn = lua_type(L, -1) == LUA_TFUNCTION;
+    lua_pop(L, 1);
+  }
+  if (fn) return call(h, {t, key}, ret_a, 1, false);
+  return index_through(h, key, out, ret_a);
+}
+
 bool Tracer::index(const Var& t, const Var& key_in, Var* out, int ret_a) {
   const Var key = normalize_key(spec(key_in));  // x[2.0] is x[2] for tensors too (lua_tointegerx)
   switch (t.k) {
@@ -214,14 +226,7 @@ bool Tracer::index(const Var& t, const Var& key_in, Var* out, int ret_a) {
       if (m.metatable) {
         Var h = raw_get(*m.metatable, Var::string("__index"));
         if (h.k == Var::K::Nil) break;
-        if (h.k == Var::K::Closure) return call(h, {t, key}, ret_a, 1, false);
-        if (h.k == Var::K::Object) {
-          push_obj(h.obj);
-          bool fn = lua_type(L, -1) == LUA_TFUNCTION;
-          lua_pop(L, 1);
-          if (fn) return call(h, {t, key}, ret_a, 1, false);
-        }
-        return index_through(h, key, out, ret_a);
+        return index_handler(h, t, key, out, ret_a);
       }
       *out = Var::nil();
       return true;
@@ -230,7 +235,13 @@ bool Tracer::index(const Var& t, const Var& key_in, Var* out, int ret_a) {
       const int o = push_obj(t.obj);
       const int type = lua_type(L, o);
       lua_pop(L, 1);
-      if (type == LUA_TUSERDATA) throw BreakSignal{BreakCode::ForeignUserdata, "indexing"};
+      if (type == LUA_TUSERDATA) {
+        // other userdata (io's files ...): through its metatable's __index, as Lua does
+        const Var mt = t.src < 0 ? Var::nil() : metatable_of(t);
+        const Var h = mt.k == Var::K::Nil ? mt : raw_get(mt, Var::string("__index"));
+        if (h.k == Var::K::Nil) throw BreakSignal{BreakCode::ForeignUserdata, "indexing"};
+        return index_handler(h, t, key, out, ret_a);
+      }
       if (type != LUA_TTABLE)
         throw BreakSignal{BreakCode::UnsupportedBytecode,
                           std::string("indexing a ") + lua_typename(L, type) + " value"};
@@ -250,13 +261,7 @@ bool Tracer::index(const Var& t, const Var& key_in, Var* out, int ret_a) {
         *out = Var::nil();
         return true;
       }
-      if (h.k == Var::K::Object) {
-        push_obj(h.obj);
-        bool fn = lua_type(L, -1) == LUA_TFUNCTION;
-        lua_pop(L, 1);
-        if (fn) return call(h, {t, key}, ret_a, 1, false);
-      }
-      return index_through(h, key, out, ret_a);
+      return index_handler(h, t, key, out, ret_a);
     }
     case Var::K::Str: {
       // ("x"):upper(): the string library through the string metatable
@@ -574,6 +579,7 @@ bool Tracer::compare(OpCode op, const Var& a_in, const Var& b_in) {
     bool same = lua_rawequal(L, -1, -2);
     bool tables = lua_type(L, -1) == LUA_TTABLE && lua_type(L, -2) == LUA_TTABLE;
     lua_pop(L, 2);
+    guard_identity(a, b, same);
     if (same) return true;
     if (!tables) return false;
     // different tables are equal only through __eq (looked up in either metatable, guarded)
@@ -587,6 +593,23 @@ bool Tracer::compare(OpCode op, const Var& a_in, const Var& b_in) {
   return same_const(a, b);
 }
 
+// An identity test of two real values (`==`, rawequal) holds for later calls only while their
+// sources are (not) the same object: guarded as guard_aliasing guards written tables.
+void Tracer::guard_identity(const Var& a, const Var& b, bool same) {
+  if (a.src < 0 || b.src < 0)
+    throw BreakSignal{BreakCode::UnsupportedBytecode, "identity test of a value without a source"};
+  if (a.src == b.src) return;
+  const int key = a.src * 65536 + b.src;
+  if (e_.guards.guarded.count({key, int(GuardKind::SameAs)})) return;
+  e_.guards.guarded[{key, int(GuardKind::SameAs)}] = true;
+  Guard g{GuardKind::SameAs, a.src};
+  g.k = b.src;
+  g.bval = same;
+  g.expected = std::string(same ? "the same table as " : "another table than ") +
+               e_.guards.describe(b.src);
+  e_.guards.guards.push_back(g);
+}
+
 Var Tracer::len(const Var& v) {
   switch (v.k) {
     case Var::K::Str:
@@ -598,9 +621,22 @@ Var Tracer::len(const Var& v) {
       return Var::integer(t.sizes()[0]);
     }
     case Var::K::Table:
-      if (tables_[v.id].metatable)
-        throw BreakSignal{BreakCode::UnsupportedBytecode, "# of a table with a metatable"};
-      return Var::integer(int64_t(tables_[v.id].array.size()));
+      if (tables_[v.id].metatable &&
+          raw_get(*tables_[v.id].metatable, Var::string("__len")).k != Var::K::Nil)
+        throw BreakSignal{BreakCode::UnsupportedBytecode, "# through __len"};
+      {
+        // Without holes the border is the array's end; with holes Lua's answer depends on the
+        // table's layout ({1, nil, 3} is 3): a replay of its construction gives it
+        const ModelTable& m = tables_[v.id];
+        bool holes = false;
+        for (const Var& x : m.array) holes = holes || x.k == Var::K::Nil;
+        for (auto& [k, x] : m.hash) holes = holes || (k.k == Var::K::Int && x.k != Var::K::Nil);
+        if (!holes) return Var::integer(int64_t(m.array.size()));
+        const int rt = replayed(v.id);
+        const Var n = Var::integer(int64_t(lua_rawlen(L, rt)));
+        lua_pop(L, 1);
+        return n;
+      }
     case Var::K::Object: {
       push_obj(v.obj);
       if (lua_type(L, -1) != LUA_TTABLE) {

@@ -2,6 +2,7 @@
 // at a return or a break (graph outputs, value plans, side effects, the registers to rebuild).
 #include <fstream>
 
+#include "capture_state.h"
 #include "lua_binding.h"
 #include "resume.h"
 #include "tc/config.h"
@@ -254,6 +255,17 @@ void Tracer::finish_return(std::vector<Var> results) {
   } catch (const FallbackSignal& f) {
     make_fallback(e_, f.reason);
   }
+}
+
+int Tracer::user_line(std::string* file) const {
+  for (size_t j = frames_.size(); j-- > 0;) {
+    const Frame& f = frames_[j];
+    const std::string src = f.p->source.value_or("=?");
+    if (src.rfind("@[tc]", 0) == 0 && j > 0) continue;
+    *file = chunk_id(src);
+    return f.cur < int(f.lines->size()) ? (*f.lines)[f.cur] : -1;
+  }
+  return -1;
 }
 
 void Tracer::finish_break(const BreakSignal& b) {

@@ -285,9 +285,10 @@ std::vector<Var> Tracer::call_op(int op_id, const std::vector<Var>& in) {
       fakes.push_back(f);
   }
   if (s.returns == ReturnKind::List) fakes.push_back(Value(list));
-  const Frame& fr = frames_.back();
-  const int line = fr.cur < int(fr.lines->size()) ? (*fr.lines)[fr.cur] : -1;
+  std::string file;
+  const int line = user_line(&file);
   std::vector<Ref> refs = e_.graph.add_op(op, std::move(nargs), std::move(fakes), line);
+  e_.graph.nodes.back().file = file;
   std::vector<Var> out;
   for (Ref r : refs) {
     Var v;
@@ -397,9 +398,10 @@ std::vector<Var> Tracer::call_external(int o, int rec, const Var& fn, const std:
   ext->call = [id, name, expect = fakes](const Stack& args) {
     return run_external(id, name, expect, args);
   };
-  const Frame& fr = frames_.back();
-  const int line = fr.cur < int(fr.lines->size()) ? (*fr.lines)[fr.cur] : -1;
+  std::string file;
+  const int line = user_line(&file);
   std::vector<Ref> refs = e_.graph.add_external(std::move(ext), std::move(nargs), std::move(fakes), line);
+  e_.graph.nodes.back().file = file;
   std::vector<Var> out;
   for (Ref r : refs) {
     Var v;
@@ -617,21 +619,8 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
     if (m.order_unknown)
       throw BreakSignal{BreakCode::UnorderedIteration, "next over a table changed by table.insert"};
     const int base = lua_gettop(L);
-    lua_createtable(L, m.narr, m.nrec);
-    const int rt = lua_gettop(L);
-    for (auto& [k, present] : m.log) {
-      if (!(k.is_const() || k.k == Var::K::Object) || k.k == Var::K::Nil) {
-        lua_settop(L, base);
-        throw BreakSignal{BreakCode::UnorderedIteration,
-                          "next over a table with keys made in the trace"};
-      }
-      push_var(k);
-      if (present)
-        lua_pushboolean(L, 1);
-      else
-        lua_pushnil(L);
-      lua_rawset(L, rt);
-    }
+    const int rt = replayed(t.id);
+    const Replay& rp = replays_[t.id];
     // find the key after arg(1)
     if (arg(1).k == Var::K::Nil) {
       lua_pushnil(L);
@@ -641,15 +630,7 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
         throw BreakSignal{BreakCode::UnorderedIteration, "next with this key"};
       }
       // Lua raises for a key that was never in the table (lua_next would raise here)
-      const Var key = normalize_key(arg(1));
-      bool logged = false;
-      for (auto& [k, present] : m.log) {
-        const Var lk = normalize_key(k);
-        logged = logged || (key.k == Var::K::Object ? lk.k == key.k && lk.obj == key.obj
-                                                    : lk.is_const() && key_string(lk) == key_string(key) &&
-                                                          !key_string(key).empty());
-      }
-      if (!logged) {
+      if (!rp.keys.count(replay_key(arg(1)))) {
         lua_settop(L, base);
         throw BreakSignal{BreakCode::ErrorCall, "next with a key not in the table"};
       }
@@ -693,6 +674,7 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
       push_obj(b.obj);
       same = lua_rawequal(L, -1, -2);
       lua_pop(L, 2);
+      guard_identity(a, b, same);
     } else if (a.k == Var::K::Tensor && b.k == Var::K::Tensor) {
       same = a.ref == b.ref;
     } else if (a.k == Var::K::Table && b.k == Var::K::Table) {
@@ -850,30 +832,29 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
     return true;
   }
   if (name == "table.unpack") {
+    // t[i], ..., t[j] (lua_geti: metatables break); i and j are integers (default 1 and #t)
     const Var t = arg(0);
-    std::vector<Var> items;
-    if (t.k == Var::K::Table && !tables_[t.id].metatable) {
-      items = tables_[t.id].array;
-    } else if (t.k == Var::K::Object) {
-      int64_t n = len(t).i;
-      for (int64_t j = 1; j <= n; j++) items.push_back(raw_get(t, Var::integer(j)));
-    } else {
+    const bool model = t.k == Var::K::Table && !tables_[t.id].metatable;
+    if (!model && !(t.k == Var::K::Object && metatable_of(t).k == Var::K::Nil &&
+                    lua_type(L, push_obj(t.obj)) == LUA_TTABLE && (lua_pop(L, 1), true)))
       throw BreakSignal{BreakCode::UnsupportedBytecode, "table.unpack of this value"};
-    }
-    int64_t i0 = arg(1).k == Var::K::Int ? arg(1).i : 1;
-    int64_t i1 = arg(2).k == Var::K::Int ? arg(2).i : int64_t(items.size());
-    if (arg(2).k == Var::K::Int && t.k == Var::K::Table) {
-      // explicit end (table.unpack(t, 1, t.n)): read each index, nils included
-      items.clear();
-      for (int64_t j = 1; j <= i1; j++) {
-        Var v;
-        index(t, Var::integer(j), &v, 0);
-        items.push_back(v);
-      }
-    }
+    for (int a = 1; a <= 2; a++)
+      if (arg(a).k != Var::K::Nil && arg(a).k != Var::K::Int)
+        throw BreakSignal{BreakCode::UnsupportedBytecode, "table.unpack bounds that are not integers"};
+    const int64_t i0 = arg(1).k == Var::K::Int ? arg(1).i : 1;
+    const int64_t i1 = arg(2).k == Var::K::Int ? arg(2).i
+                       : model                 ? int64_t(tables_[t.id].array.size())
+                                               : len(t).i;
     out->clear();
-    for (int64_t j = i0; j <= i1; j++)
-      out->push_back(j >= 1 && j <= int64_t(items.size()) ? items[j - 1] : Var::nil());
+    if (i0 > i1) return true;
+    // Lua raises "too many results to unpack" from about a million values; long runs of
+    // registers are not worth tracing either: stock Lua does it
+    if (uint64_t(i1) - uint64_t(i0) >= 256)
+      throw BreakSignal{BreakCode::UnknownCFunction, "table.unpack of more than 256 values"};
+    for (int64_t k = i0;; k++) {
+      out->push_back(raw_get(t, Var::integer(k)));
+      if (k == i1) break;
+    }
     return true;
   }
   if (name == "table.pack") {
@@ -1015,6 +996,45 @@ std::vector<Var> Tracer::iterate_real_table(const std::string& name, const Var& 
   }
   if (at == keys.size()) return {Var::nil()};
   return {keys[at], raw_get(t, keys[at])};
+}
+
+std::string Tracer::replay_key(const Var& k) {
+  const Var n = normalize_key(k);
+  return n.k == Var::K::Object ? "o" + std::to_string(n.obj) : key_string(n);
+}
+
+// Model table `id`'s construction replayed on a real table (pushed), once per state of its log:
+// the same keys set in the same order into a table of the same initial sizes has Lua's layout,
+// so `next` and `#` on it answer as Lua would on the real one. Values are stand-ins (true).
+int Tracer::replayed(int id) {
+  const ModelTable& m = tables_[id];
+  if (m.order_unknown)
+    throw BreakSignal{BreakCode::UnorderedIteration, "a table changed by table.insert"};
+  Replay& rp = replays_[id];
+  if (rp.obj < 0 || rp.logged != m.log.size()) {
+    const int base = lua_gettop(L);
+    lua_createtable(L, m.narr, m.nrec);
+    const int fresh = lua_gettop(L);
+    rp.obj = -1;
+    rp.keys.clear();
+    for (auto& [k, present] : m.log) {
+      if (!(k.is_const() || k.k == Var::K::Object) || k.k == Var::K::Nil) {
+        lua_settop(L, base);
+        throw BreakSignal{BreakCode::UnorderedIteration, "a table with keys made in the trace"};
+      }
+      push_var(k);
+      if (present)
+        lua_pushboolean(L, 1);
+      else
+        lua_pushnil(L);
+      lua_rawset(L, fresh);
+      rp.keys.insert(replay_key(k));
+    }
+    rp.obj = add_obj(fresh);
+    rp.logged = m.log.size();
+    lua_settop(L, base);
+  }
+  return push_obj(rp.obj);
 }
 
 }  // namespace tc::capture

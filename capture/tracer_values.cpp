@@ -46,6 +46,37 @@ int Tracer::add_k(int idx) {
   return nk_;
 }
 
+std::string display_name(lua_State* L, int idx) {
+  idx = lua_absindex(L, idx);
+  switch (lua_type(L, idx)) {
+    case LUA_TTABLE: {
+      std::string what = "table";
+      lua_pushstring(L, "__name");
+      if (lua_rawget(L, idx) == LUA_TSTRING) what = std::string("class ") + lua_tostring(L, -1);
+      lua_pop(L, 1);
+      return what;
+    }
+    case LUA_TFUNCTION: {
+      if (lua::trampoline_target(L, idx)) {
+        std::string s = display_name(L, -1);
+        lua_pop(L, 1);
+        return s;
+      }
+      if (lua_iscfunction(L, idx)) {
+        if (auto op = lua::op_of(L, idx)) return std::string("tc op ") + op_name(*op);
+        auto b = known().builtins.find(lua_tocfunction(L, idx));
+        return b != known().builtins.end() ? "builtin " + b->second : "C function";
+      }
+      lua_Debug ar;
+      lua_pushvalue(L, idx);
+      lua_getinfo(L, ">S", &ar);
+      return "function <" + std::string(ar.short_src) + ":" + std::to_string(ar.linedefined) + ">";
+    }
+    default:
+      return luaL_typename(L, idx);
+  }
+}
+
 static std::string value_string(lua_State* L, int idx) {
   switch (lua_type(L, idx)) {
     case LUA_TNIL:
@@ -60,11 +91,8 @@ static std::string value_string(lua_State* L, int idx) {
     }
     case LUA_TSTRING:
       return "\"" + std::string(lua_tostring(L, idx)) + "\"";
-    default: {
-      char buf[80];
-      std::snprintf(buf, sizeof buf, "%s %p", luaL_typename(L, idx), lua_topointer(L, idx));
-      return buf;
-    }
+    default:
+      return display_name(L, idx);
   }
 }
 
@@ -101,17 +129,10 @@ void Tracer::guard_identity(int src, int idx) {
   e_.guards.guards.push_back(g);
 }
 
-// A name for a pinned object: its __name field when it has one (classes), else its type.
+// A name for a pinned object (sources read through it are described from it).
 static std::string object_name(lua_State* L, int idx) {
-  std::string what = luaL_typename(L, idx);
-  if (lua_type(L, idx) == LUA_TTABLE) {
-    lua_pushstring(L, "__name");
-    if (lua_rawget(L, idx) == LUA_TSTRING) what = std::string("class ") + lua_tostring(L, -1);
-    lua_pop(L, 1);
-  }
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "<%s %p>", what.c_str(), lua_topointer(L, idx));
-  return buf;
+  const std::string d = display_name(L, idx);
+  return d.rfind("function <", 0) == 0 ? d : "<" + d + ">";
 }
 
 int Tracer::pin(int idx, const std::string& what) {

@@ -32,7 +32,8 @@ const char* kUsage =
     "  --eager                 tc.compile returns functions unchanged (A/B runs)\n"
     "  --compile-all           every Lua function that runs goes through tc.compile: the script,\n"
     "                          -e chunks, and the Lua functions they reach (capture/README.md)\n"
-    "  --log=LIST              as TC_LOGS (graph_breaks,recompiles,guards,graph_code,output_code,perf_hints)\n"
+    "  --log=LIST              as TC_LOGS: comma-separated graph_breaks, recompiles, guards,\n"
+    "                          graph_code, output_code, perf_hints, all (stderr)\n"
     "  --cache-dir=DIR         compiled-kernel cache (default $TC_CACHE_DIR or ~/.cache/tc)\n"
     "  --no-cache              do not read or write the kernel cache\n"
     "  --bytecode FILE         print FILE's Lua bytecode like `luac5.4 -l -l` and exit\n"
@@ -44,8 +45,12 @@ const char* kUsage =
     "  -h, --help              print this help\n"
     "  --                      stop handling options\n"
     "Settings reach scripts as tc.config (backend, mode, fullgraph, eager, explain, log, cache_dir,\n"
-    "no_cache); capture and the backends are later issues: until then tc.compile runs functions\n"
-    "uncompiled.\n";
+    "no_cache), which also holds capture's limits: recompile_limit (8 entries per function, then it\n"
+    "runs uncompiled with one warning), trace_max_instructions (50000), trace_max_depth (64 inlined\n"
+    "calls) and trace_max_iterations (5000 unrolled loop iterations): past one, the trace ends with\n"
+    "a graph break (TC0405, TC0406, TC0410) and the rest runs eagerly.\n"
+    "Environment: TC_LOGS (as --log), TC_DEBUG=1|2|4 (breaks and recompiles, graphs, guards),\n"
+    "TC_CACHE_DIR, TC_GUARD_FASTPATH=0 (guards checked in full on every call).\n";
 
 struct Options {
   std::vector<std::pair<char, std::string>> pre;  // -e / -l in command-line order
@@ -136,7 +141,9 @@ Options parse(int argc, char** argv) {
     } else if (value(a, "mode", &o.mode)) {
       if (!one_of(o.mode, tc::backends::modes()))
         usage_error("unknown mode '" + o.mode + "' (" + joined(tc::backends::modes()) + ")");
-    } else if (value(a, "log", &o.log) || value(a, "cache-dir", &o.cache_dir) || value(a, "bytecode", &o.bytecode) ||
+    } else if (value(a, "log", &o.log)) {
+      if (std::string err = tc::capture::check_logs(o.log); !err.empty()) usage_error("--log: " + err);
+    } else if (value(a, "cache-dir", &o.cache_dir) || value(a, "bytecode", &o.bytecode) ||
                value(a, "split-check", &o.split_check)) {
     } else {
       usage_error("unrecognized option '" + a + "'");

@@ -58,11 +58,17 @@ Compiled EagerBackend::compile(const capture::Graph& g, const CompileOptions&) c
           }
         }
       }
-      if (s.ext) {
-        std::vector<Tensor> r = s.ext->call(args);
-        vals[s.node].assign(r.begin(), r.end());
-      } else {
-        vals[s.node] = call(s.op, args);
+      try {
+        if (s.ext) {
+          std::vector<Tensor> r = s.ext->call(args);
+          vals[s.node].assign(r.begin(), r.end());
+        } else {
+          vals[s.node] = call(s.op, args);
+        }
+      } catch (const capture::NodeError&) {
+        throw;
+      } catch (const Error& e) {
+        throw capture::NodeError(e, s.node);  // capture names the node's user line
       }
     }
     std::vector<Tensor> out;

@@ -149,7 +149,7 @@ local function check_compile_names(backend, mode, options)
 end
 
 local function check_compile_options(opts)
-  if opts == nil then return end
+  if opts == nil then return check_compile_names(tc.config.backend or "tc", tc.config.mode) end
   if type(opts) ~= "table" then raise("ValueError", "tc.compile(f, opts): opts must be a table, got " .. type(opts)) end
   for k, v in pairs(opts) do
     local want = compile_keys[k]

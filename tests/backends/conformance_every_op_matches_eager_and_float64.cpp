@@ -357,6 +357,7 @@ std::string compare(const Tensor& got, const Tensor& eager, const Tensor* ref) {
 
 struct Tally {
   int cases = 0, compared_f64 = 0, raised = 0;
+  std::set<std::string> fell_back;  // ops that ran on eager inside a compiled graph
 };
 Tally& tally() {
   static Tally t;
@@ -386,6 +387,7 @@ std::string check(Op op, const json& c, Variant var) {
              (got.error.empty() ? "ran" : "raised " + got.error + ": " + got.message) + where;
     return "";
   }
+  if (fallback > 0) tally().fell_back.insert(op_name(op));
   if (fallback > 0 && !allowlist().count(g_backend + " " + op_name(op)))
     return "runs on eager inside the compiled graph (" + std::to_string(fallback) +
            " fallback nodes) and tests/backends/conformance_allowlist.txt does not list it" + where;
@@ -475,6 +477,13 @@ class Summary : public ::testing::Environment {
     std::printf("conformance: backend \"%s\"%s: %d cases (%d raised in both, %d compared with float64), %zu ops excluded\n",
                 g_backend.c_str(), g_full ? " (--full)" : "", tally().cases, tally().raised,
                 tally().compared_f64, excluded().size());
+    std::string on_eager, stale;
+    for (const std::string& op : tally().fell_back) on_eager += " " + op;
+    for (const std::string& line : allowlist())
+      if (line.rfind(g_backend + " ", 0) == 0 && !tally().fell_back.count(line.substr(g_backend.size() + 1)))
+        stale += " " + line.substr(g_backend.size() + 1);
+    if (!on_eager.empty()) std::printf("ran on eager inside compiled graphs:%s\n", on_eager.c_str());
+    if (!stale.empty()) std::printf("allowlisted but compiled now (remove from the allowlist):%s\n", stale.c_str());
   }
 };
 

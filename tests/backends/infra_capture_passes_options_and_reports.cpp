@@ -107,5 +107,14 @@ TEST(CaptureBoundary, UnknownNamesAreErrorsAtTheUsersLine) {
       EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << opts << ": " << e.what();
     }
   }
+  // tc.config's defaults are checked too, at the tc.compile that uses them
+  try {
+    rt.run_string("local tc = require 'tc'\ntc.config.backend = 'fast'\nlocal f = tc.compile(function(x) return x end)\n",
+                  "=user.lua");
+    ADD_FAILURE() << "tc.config.backend = 'fast': no error";
+  } catch (const vm::LuaError& e) {
+    EXPECT_NE(std::string(e.what()).find("user.lua:3: tc.compile(): unknown backend \"fast\""), std::string::npos)
+        << e.what();
+  }
   EXPECT_TRUE(fake.options.empty());
 }

@@ -35,3 +35,15 @@ h.eq(a, false, "ipairs()")
 h.eq(b, false, "math.type()")
 h.eq(c, false, "rawequal(1)")
 h.eq(d, true, "ipairs(nil) makes an iterator")
+
+-- table.unpack with explicit bounds reads exactly t[i..j]: far from 1, or too many to return
+-- (a trace of unpack({}, 1, 2^31 - 1) used to run out of memory)
+local function unpack_far(t, i, j) return pcall(table.unpack, t, i, j) end
+local cu = tc.compile(unpack_far)
+local big = (1 << 31) - 1
+local ok2, v2 = cu({[big] = 20}, big, big)
+h.eq(ok2 and v2, 20, "one value far from 1")
+local ok3, e3 = cu({}, 1, big)
+h.eq(ok3, false, "too many results")
+h.eq(e3:find("too many results", 1, true) ~= nil, true, "with Lua's message")
+h.eq(select("#", cu({1, 2, 3}, 2, 5)), 5, "true and t[2..5]")

@@ -25,3 +25,17 @@ end
 local a, b = tc.compile(nested)()
 h.eq(a, 2, "shared inner table")
 h.eq(b, 2, "shared inner table, through the register")
+
+-- a class table that holds itself (A.__index = A) and is live at a break: built once, cyclic
+-- (the walk that finds tc.Size tables among the plans recursed forever on it)
+local function class()
+  local A = {}
+  A.__index = A
+  function A.get(self) return self.v end
+  io.write("")
+  local o = setmetatable({v = 7}, A)
+  return o:get(), A.__index == A
+end
+local v, cyclic = tc.compile(class)()
+h.eq(v, 7, "method through the class")
+h.eq(cyclic, true, "A.__index is A")

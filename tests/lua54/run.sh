@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Lua 5.4's own test suite (testes/ of lua/lua v5.4.4, LICENSE) under tcrun and tcrun --compile-all.
-# Each file runs in light mode (_soft, _port: the suite's own switches) under both; both must exit
+# Each file runs in light mode (_soft = true, the suite's own switch; _port = false) under both; both must exit
 # 0 with the same standard output (lines that print timings or random seeds compared without their
 # digits; stderr, where tc's recompile-limit warnings go, is shown on failure only).
 # SKIP lists whole files or line ranges (blanked in a copy, so line numbers stay) with a reason.
@@ -11,11 +11,13 @@ tcrun="$(realpath "${1:-$here/../../build/tcrun}")"
 shift || true
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-pre='_soft = true; _port = true; _nomsg = true; function Message() end; math.randomseed(7)'
+mkdir -p "$tmp/libs/P1"  # the files run in $tmp: attrib.lua writes its modules under libs/
+pre="_soft = true; _port = false; _nomsg = true; function Message() end; math.randomseed(7);
+package.path = '$here/?.lua;' .. package.path"  # the suite's helper modules (tracegc, bwcoercion)
 limit=60  # seconds per run
 
 # the suite's volatile lines: timings, seeds, counts of random draws
-normalize() { sed -E '/(msec|random seeds|random range|clock|time)/s/[0-9.]+//g' "$1"; }
+normalize() { sed -E '/(msec|random seeds|random range|clock|time|done on)/s/[0-9.]+//g' "$1"; }
 
 files=("$@")
 # every file of the suite: those kept here and those SKIP leaves out whole (not kept)
@@ -33,9 +35,9 @@ for f in "${files[@]}"; do
   awk -v ranges="$ranges" 'BEGIN { n = split(ranges, r, "\n") }
     { for (j = 1; j <= n; j++) { split(r[j], b, "-"); if (NR >= b[1] + 0 && NR <= b[2] + 0) { print ""; next } } print }' \
     "$here/$f" > "$tmp/$f"
-  (cd "$here" && timeout $limit "$tcrun" -e "$pre" "$tmp/$f" > "$tmp/plain.out" 2> "$tmp/plain.err")
+  (cd "$tmp" && timeout $limit "$tcrun" -e "$pre" "$tmp/$f" < /dev/null > "$tmp/plain.out" 2> "$tmp/plain.err")
   rc_plain=$?
-  (cd "$here" && timeout $limit "$tcrun" --compile-all -e "$pre" "$tmp/$f" > "$tmp/compiled.out" 2> "$tmp/compiled.err")
+  (cd "$tmp" && timeout $limit "$tcrun" --compile-all -e "$pre" "$tmp/$f" < /dev/null > "$tmp/compiled.out" 2> "$tmp/compiled.err")
   rc_compiled=$?
   if [ $rc_plain -ne 0 ]; then
     echo "FAIL $f: plain tcrun exits $rc_plain (list it in SKIP with a reason if stock tcrun cannot run it)"

@@ -57,8 +57,8 @@ void Checker::operand(int pc, Operand kind, int value, bool k, const char* field
       if (k) constant(true, "a constant");
       else operand(pc, Operand::R_, value, false, field);
       break;
-    case Operand::RS:
-      if (k) constant(short_str, "a short-string constant");
+    case Operand::RS:  // SELF's key: lcode.c emits any string constant, long ones included
+      if (k) constant(c && c->is_string(), "a string constant");
       else operand(pc, Operand::R_, value, false, field);
       break;
     case Operand::U_:

@@ -29,6 +29,10 @@ namespace tc::capture {
 // Installs tc.compile and tc.compiler.* into the `tc` module of L (requires "tc" first).
 void install(lua_State* L, GraphCompiler compiler);
 
+// TC_LOGS / --log / tc.config.log: a comma-separated list of log names. Returns "" when every
+// name is known, else the error ("unknown log 'bogus' (logs: graph_breaks, recompiles, ...)").
+std::string check_logs(const std::string& list);
+
 // tcrun --compile-all: besides the Lua functions called at graph breaks (always compiled), the
 // Lua functions handed at a break to C functions that call them (pcall, xpcall, table.sort,
 // string.gsub, coroutine.create/wrap) run compiled too. Process-wide, off by default.

@@ -42,6 +42,14 @@ struct NodeArg {
   static NodeArg list(std::vector<Ref> r) { return {Kind::RefList, {}, std::move(r)}; }
 };
 
+// Thrown by a backend when node `node` fails while the graph runs: the op's error (kind and
+// message), which capture reports at the node's user line, as eager would.
+class NodeError : public Error {
+ public:
+  NodeError(const Error& e, int node) : Error(e.kind(), e.what()), node(node) {}
+  int node;
+};
+
 // A function outside tc's op set kept in the graph (tc.compiler.allow_in_graph): capture
 // provides `call`, which runs the host's function (a Lua value that capture keeps alive) on the
 // node's arguments with real tensors and returns its tensor results, in the order and with the
@@ -61,7 +69,9 @@ struct Node {
   Stack fakes;                // outputs as fake tensors (Tensor or TensorList values)
   std::string name;           // unique: "x", "sin", "add_1"
   std::string source;         // Input nodes: where the value comes from ("arg[1].weight")
-  int line = -1;              // Op and External nodes: user line that made it
+  int line = -1;              // Op and External nodes: the user's line that made it (the
+                              // innermost frame outside tc's own Lua code), as eager's errors
+  std::string file;           // ... name it: the chunk of `line` ("model.lua")
   const char* target() const { return kind == NodeKind::External ? ext->name.c_str() : op_name(op); }
 };
 

@@ -1,0 +1,106 @@
+-- Code generation on the CPU (issue 11's Measure section), tc's side: compiled with a backend next
+-- to eager, in one process. bench/run_codegen_cpu.sh runs its sections and PyTorch's
+-- (bench/peer_torch_codegen.py) and prints the ratios.
+-- Usage: tcrun bench/codegen_cpu.lua BACKEND SECTION [THREADS]
+--   kernels        10-op pointwise chain on 16M floats, softmax and layer_norm over [4096, 1024]
+--   seed_whole     the 64-layer seed model compiled whole: first call (compile), then per call
+--   seed_regional  the same with each Layer compiled (regional): first call, then per call
+-- Prints "key value" lines (times in ms: best of N, the least disturbed figure on a shared machine).
+local tc = require "tc"
+package.path = "scripts/models/?.lua;" .. package.path
+
+local backend, section = arg[1], arg[2]
+assert(backend and section, "usage: tcrun bench/codegen_cpu.lua BACKEND SECTION [THREADS]")
+tc.set_num_threads(tonumber(arg[3]) or tc.get_num_threads())
+tc.manual_seed(0)
+local clock = tc.utils.perf_counter
+
+local function best_ms(f, iters, ...)
+  f(...)  -- warm-up
+  local best = math.huge
+  for _ = 1, iters do
+    local t0 = clock()
+    f(...)
+    best = math.min(best, (clock() - t0) * 1e3)
+  end
+  return best
+end
+
+local function say(key, value)
+  print(("%s " .. (math.type(value) == "integer" and "%d" or "%.4f")):format(key, value))
+  io.stdout:flush()
+end
+
+-- The first call of a compiled function: trace + backend compile + one run; and the parts.
+local function first_call(cf, ...)
+  tc.compiler.reset()
+  local t0 = clock()
+  cf(...)
+  local ms = (clock() - t0) * 1e3
+  return ms, tc.compiler.stats()
+end
+
+local function report_compile(prefix, ms, s)
+  say(prefix .. "_first_call_ms", ms)
+  say(prefix .. "_trace_ms", s.trace_ms)
+  say(prefix .. "_backend_compile_ms", s.backend_compile_ms)
+  say(prefix .. "_kernels", s.kernels)
+  say(prefix .. "_distinct_kernels", s.distinct_kernels)
+  say(prefix .. "_cached_kernels", s.cached_kernels)
+  say(prefix .. "_fallback_nodes", s.fallback_nodes)
+end
+
+local sections = {}
+
+function sections.kernels()
+  tc.no_grad(function()
+    -- ten pointwise ops over 16M float32 (64 MiB in, 64 MiB out once fused)
+    local n = 16 * 1024 * 1024
+    local x = tc.randn(n)
+    local function chain(v)
+      v = v * 1.5 + 0.25
+      v = tc.relu(v) - 0.5
+      v = tc.sigmoid(v) * v
+      v = tc.tanh(v) + v
+      return tc.abs(v) * 0.75
+    end
+    local cchain = tc.compile(chain, {backend = backend})
+    local y = tc.empty(n)
+    say("copy_ms", best_ms(function() y:copy_(x) end, 10))
+    say("chain_eager_ms", best_ms(chain, 5, x))
+    say("chain_compiled_ms", best_ms(cchain, 5, x))
+    say("chain_fallback_nodes", tc.compiler.stats().fallback_nodes)
+    -- softmax and layer_norm over the rows of [4096, 1024]
+    local m = tc.randn(4096, 1024)
+    local w, b = tc.randn(1024), tc.randn(1024)
+    local function softmax(v) return tc.softmax(v, -1) end
+    local function layer_norm(v) return tc.layer_norm(v, {1024}, w, b) end
+    say("softmax_eager_ms", best_ms(softmax, 20, m))
+    say("softmax_compiled_ms", best_ms(tc.compile(softmax, {backend = backend}), 20, m))
+    say("layer_norm_eager_ms", best_ms(layer_norm, 20, m))
+    say("layer_norm_compiled_ms", best_ms(tc.compile(layer_norm, {backend = backend}), 20, m))
+  end)
+end
+
+local function seed(regional)
+  local seed_layers = require "seed_layers"
+  tc.config.backend = backend  -- Module:compile (regional) uses the configured backend
+  local model = seed_layers.Model({regional = regional})
+  model:eval()
+  local plain = seed_layers.Model()
+  plain:load_state_dict(model:state_dict())
+  plain:eval()
+  local x = tc.randn(10, 10)
+  tc.no_grad(function()
+    local cm = regional and model or tc.compile(model, {backend = backend})
+    local prefix = regional and "seed_regional" or "seed_whole"
+    report_compile(prefix, first_call(cm, x))
+    say(prefix .. "_compiled_ms", best_ms(cm, 200, x))
+    say(prefix .. "_eager_ms", best_ms(plain, 200, x))
+  end)
+end
+function sections.seed_whole() seed(false) end
+function sections.seed_regional() seed(true) end
+
+assert(sections[section], "unknown section " .. tostring(section))
+sections[section]()
