@@ -1,6 +1,8 @@
 // The launch list of a compiled graph (runtime.h).
 #include "runtime.h"
 
+#include <algorithm>
+
 #include "tc/error.h"
 #include "tc/parallel.h"
 
@@ -42,7 +44,7 @@ Tensor view_of(const Place& p, DType dtype, const BufferView& v, const std::vect
 }  // namespace
 
 std::shared_ptr<Storage> Program::arena(int64_t bytes) const {
-  if (bytes <= 0) return nullptr;
+  bytes = std::max<int64_t>(bytes, 1);  // empty temporaries still need a storage to view
   if (graph.arena_bytes_static < 0) return Storage::allocate((size_t)bytes, Device{});
   std::lock_guard<std::mutex> lock(kept->mu);
   if (kept->storage && kept->storage.use_count() == 1) return kept->storage;
