@@ -98,12 +98,24 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
     const lower::Extern& e = s.ext;
     std::vector<Tensor> ins;
     for (const BufferView& v : e.inputs) ins.push_back(view_of(places[v.buffer], g.buffers[v.buffer].dtype, v, syms));
-    Stack out = call(e.op, lower::extern_args(e, ins));
-    TC_CHECK(out.size() == 1 + e.more_outputs.size(), CompileError, "cpu backend: extern %s gave %zu results",
-             op_name(e.op), out.size());
+    Stack args = lower::extern_args(e, ins);
+    std::vector<Tensor> out;
+    if (e.external) {
+      out = e.external->call(args);
+    } else {
+      for (const Value& v : call(e.op, args)) out.push_back(v.tensor());
+    }
+    const char* what = e.external ? e.external->name.c_str() : op_name(e.op);
+    TC_CHECK(out.size() == 1 + e.more_outputs.size(), CompileError, "cpu backend: %s gave %zu results", what,
+             out.size());
     for (size_t i = 0; i < out.size(); i++) {
       const BufferView& v = i == 0 ? e.output : e.more_outputs[i - 1];
-      view_of(places[v.buffer], g.buffers[v.buffer].dtype, v, syms).copy_from(out[i].tensor());
+      Tensor dst = view_of(places[v.buffer], g.buffers[v.buffer].dtype, v, syms);
+      // An in-place op returns the view it wrote, which is already the output.
+      if (out[i].storage() == dst.storage() && out[i].offset() == dst.offset() && out[i].sizes() == dst.sizes() &&
+          out[i].strides() == dst.strides())
+        continue;
+      dst.copy_from(out[i]);
     }
   }
   std::vector<Tensor> outs;
