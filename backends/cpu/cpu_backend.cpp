@@ -33,7 +33,9 @@ Compiled CpuBackend::compile(const capture::Graph& g, const CompileOptions& o) c
   Compiled c;
   try {
     TC_CHECK(all_on_cpu(g), DeviceError, "the graph has tensors on another device than the CPU");
-    lower::LoweredGraph lg = lower::lower(g);
+    lower::LowerOptions lo;
+    lo.externals = true;  // the runtime calls functions kept in the graph and index checks
+    lower::LoweredGraph lg = lower::lower(g, lo);
     c.report.lower_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     auto program = std::make_shared<const cpu::Program>(cpu::compile_lowered(lg, &c.report));
     for (const lower::Step& s : lg.steps) c.report.fallback_nodes += s.kind == lower::Step::Kind::Extern && s.ext.fallback;
