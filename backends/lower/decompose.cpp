@@ -203,8 +203,9 @@ Stack nll_loss(D& d, const Stack& a) {
   if (!is_none(a[2]) || is_floating(t.dtype())) return {};
   int64_t cd = class_dim(x), ignore = a[4].to_int();
   Tensor valid = d.op(Op::ne, {t, ignore});
-  Tensor safe = d.op(Op::where, {valid, t, int64_t(1)});
-  Tensor picked = d.op(Op::squeeze, {d.op(Op::gather, {x, cd, d.op(Op::unsqueeze, {safe, cd})}), IntList{cd}});
+  // gathers at the targets themselves: lowering checks them with nll_loss's rule (ignore_index
+  // passes) and the kernel clamps, so an ignored target reads a class that `valid` then drops
+  Tensor picked = d.op(Op::squeeze, {d.op(Op::gather, {x, cd, d.op(Op::unsqueeze, {t, cd})}), IntList{cd}});
   Tensor loss = d.op(Op::where, {valid, d.op(Op::neg, {picked}), 0.0});
   const std::string& red = a[3].str();
   if (red != "mean") return {reduce_loss(d, loss, red)};
