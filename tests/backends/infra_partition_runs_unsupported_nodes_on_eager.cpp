@@ -244,3 +244,27 @@ TEST(Registry, GraphCompilerCarriesTheRegistrysLists) {
   EXPECT_EQ(c.modes, backends::modes());
   EXPECT_EQ(c.modes[0], "default");
 }
+
+TEST(CompilePartitioned, AnOpErrorNamesTheNodeOfTheWholeGraph) {
+  // sin(x):index_select(1, i) * 2 with index_select unsupported: its eager piece raises for the
+  // out-of-range index, and the error names index_select's node of the whole graph (its user
+  // line), not the node's index inside the piece
+  Graph g;
+  Ref x = g.add_input("x", "arg[1]", fake({3}));
+  Ref i = g.add_input("i", "arg[2]", Tensor::fake({1}, {1}, DType::Int64));
+  Ref s = unary(g, Op::sin, x);
+  Ref picked = node(g, Op::index_select, {s, Value(int64_t(1)), i})[0];
+  g.outputs.push_back(node(g, Op::mul, {picked, Value(2.0)})[0]);
+  FakeBackend fake({Op::sin, Op::mul});
+  Compiled c = backends::compile_partitioned(fake, backends::find("eager"), g, {});
+  Tensor index = Tensor::empty({1}, DType::Int64);
+  index.data<int64_t>()[0] = 4;
+  std::vector<Tensor> in{values({3}, 0), index};
+  try {
+    c.run(borrow(in));
+    FAIL() << "an index out of range ran";
+  } catch (const NodeError& e) {
+    EXPECT_EQ(e.node, picked.node);
+    EXPECT_EQ(e.kind(), ErrorKind::IndexError);
+  }
+}
