@@ -1,7 +1,7 @@
 -- Index values out of range raise in compiled code as they do eagerly: generated index_select,
 -- gather, embedding and cross_entropy (which lowers to a gather of its targets) check their index
 -- values before any kernel reads them and raise eager's IndexError (kind, message, the line of the
--- op), also when the indices are computed in the graph or the op runs after a partition boundary.
+-- op), also when the indices are computed in the graph or next to an op running on its eager kernel.
 -- In-range indices give eager's values exactly (pure data movement).
 local tc = require "tc"
 local F = require "tc.nn.functional"
@@ -21,7 +21,7 @@ local cases = {
     local j = i + 1  -- the index values are made in the graph
     return x:index_select(1, j)
   end, tc.randn(4), i64({2, 4}), i64({0, 3})},
-  {"after a partition boundary", function(x, i)
+  {"beside an op on its eager kernel", function(x, i)
     local y = x:clone()
     y:fill_(2)  -- in place
     return y:index_select(1, i):cumsum(1)  -- cumsum runs on its eager kernel
