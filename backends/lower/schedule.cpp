@@ -554,6 +554,21 @@ void Lowering::run() {
       if ((sc.args[i].mutated || gemm) && node.args[i].kind == capture::NodeArg::Kind::Ref)
         store_base(node.args[i].refs[0].node);
   }
+  // Outputs that view one base (the base itself returned too, or several views of it) alias as in
+  // eager: the base is stored and the views are views of its buffer. A caller (or the next piece
+  // of a partitioned graph) writing into one sees it in the others.
+  auto is_view = [&](int m) {
+    return g.nodes[m].kind == capture::NodeKind::Op && schema(g.nodes[m].op).kind == OpKind::View &&
+           !g.nodes[m].args.empty() && g.nodes[m].args[0].kind == capture::NodeArg::Kind::Ref;
+  };
+  auto root_of = [&](capture::Ref r) {
+    while (is_view(r.node)) r = g.nodes[r.node].args[0].refs[0];
+    return std::tuple(r.node, r.out, r.elem);
+  };
+  std::map<std::tuple<int, int, int>, std::set<std::tuple<int, int, int>>> outputs_of_root;
+  for (capture::Ref r : g.outputs) outputs_of_root[root_of(r)].insert({r.node, r.out, r.elem});
+  for (capture::Ref r : g.outputs)
+    if (is_view(r.node) && outputs_of_root[root_of(r)].size() > 1) store_base(r.node);
   for (const auto& [input, dim] : g.dynamic_dims) lg.symbols.push_back({input, dim});
 
   for (int n = 0; n < int(g.nodes.size()); n++) {
