@@ -6,26 +6,17 @@
 #include <variant>
 
 #include "infra_fake_backend.h"
+#include "graph_node.h"
 #include "lower/partition.h"
 #include "partitioned.h"
 
 using namespace tc;
 using namespace tc::capture;
+using tc::backends::testing::node;
 using tc::backends::testing::FakeBackend;
 
 namespace {
 
-// Appends `op` on positional arguments: graph values (Ref) and constants (Value).
-std::vector<Ref> node(Graph& g, Op op, std::vector<std::variant<Ref, Value>> args) {
-  Stack pos;
-  for (auto& a : args) pos.push_back(std::holds_alternative<Ref>(a) ? Value(g.fake(std::get<Ref>(a))) : std::get<Value>(a));
-  Stack bound = bind(op, pos, {});
-  std::vector<NodeArg> nargs;
-  for (size_t i = 0; i < bound.size(); i++)
-    nargs.push_back(i < args.size() && std::holds_alternative<Ref>(args[i]) ? NodeArg::ref(std::get<Ref>(args[i]))
-                                                                           : NodeArg::constant_of(bound[i]));
-  return g.add_op(op, std::move(nargs), call(op, bound));
-}
 Ref unary(Graph& g, Op op, Ref x) { return node(g, op, {x})[0]; }
 Ref binary(Graph& g, Op op, Ref a, Ref b) { return node(g, op, {a, b})[0]; }
 

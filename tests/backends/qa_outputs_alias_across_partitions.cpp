@@ -5,26 +5,17 @@
 // row 1 of the result stayed 0 (the view was stored by a copy kernel into its own buffer).
 #include <gtest/gtest.h>
 
-#include <variant>
+#include <set>
 
+#include "graph_node.h"
 #include "partitioned.h"
 #include "tc/backends.h"
 
 using namespace tc;
 using namespace tc::capture;
+using tc::backends::testing::node;
 
 namespace {
-
-std::vector<Ref> node(Graph& g, Op op, std::vector<std::variant<Ref, Value>> args) {
-  Stack pos;
-  for (auto& a : args) pos.push_back(std::holds_alternative<Ref>(a) ? Value(g.fake(std::get<Ref>(a))) : std::get<Value>(a));
-  Stack bound = bind(op, pos, {});
-  std::vector<NodeArg> nargs;
-  for (size_t i = 0; i < bound.size(); i++)
-    nargs.push_back(i < args.size() && std::holds_alternative<Ref>(args[i]) ? NodeArg::ref(std::get<Ref>(args[i]))
-                                                                           : NodeArg::constant_of(bound[i]));
-  return g.add_op(op, std::move(nargs), call(op, bound));
-}
 
 // The cpu backend, refusing the ops given (the partitioner runs them on eager).
 class CpuWithout final : public backends::Backend {
