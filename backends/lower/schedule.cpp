@@ -537,6 +537,11 @@ void Lowering::run() {
       if ((sc.args[i].mutated || gemm) && node.args[i].kind == capture::NodeArg::Kind::Ref)
         store_base(node.args[i].refs[0].node);
   }
+  // A graph output that views another value is returned as a view of it (eager's aliasing: a
+  // write into one is seen by the other, also across the partitions of a graph).
+  for (capture::Ref r : g.outputs)
+    if (g.nodes[r.node].kind == capture::NodeKind::Op && schema(g.nodes[r.node].op).kind == OpKind::View)
+      store_base(r.node);
   for (const auto& [input, dim] : g.dynamic_dims) lg.symbols.push_back({input, dim});
 
   for (int n = 0; n < int(g.nodes.size()); n++) {
