@@ -22,8 +22,9 @@ struct Plan {
 };
 
 std::string hint(const Backend& b, const capture::Node& n) {
-  std::string s = "backend \"" + std::string(b.name()) + "\" does not support " + n.target() +
-                  " (node " + n.name;
+  std::string s = b.supports(n) ? std::string(n.target()) + " is a view written by a node that runs on eager"
+                                : "backend \"" + std::string(b.name()) + "\" does not support " + n.target();
+  s += " (node " + n.name;
   if (n.line >= 0) s += ", line " + std::to_string(n.line);
   return s + "): it runs on eager";
 }

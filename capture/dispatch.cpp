@@ -544,6 +544,30 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
       break;
     }
     default:
+      if (e.arith >= 0) {  // arithmetic on strings (arith_at_break): Lua's own, then resume
+        lua_pushcfunction(L, [](lua_State* L) {
+          lua_arith(L, int(lua_tointeger(L, 1)));
+          return 1;
+        });
+        lua_pushinteger(L, e.arith);
+        const bool unary = i.op == vm::OpCode::UNM || i.op == vm::OpCode::BNOT;
+        if (i.op == vm::OpCode::SHLI) {
+          lua_pushinteger(L, i.sc());
+          lua_rawgeti(L, R, i.b + 1);
+        } else {
+          lua_rawgeti(L, R, i.b + 1);
+          if (i.op == vm::OpCode::ADDI || i.op == vm::OpCode::SHRI)
+            lua_pushinteger(L, i.sc());
+          else if (i.op >= vm::OpCode::ADDK && i.op <= vm::OpCode::BXORK)
+            push_constant(L, p.k[i.c]);
+          else if (!unary)
+            lua_rawgeti(L, R, i.c + 1);
+        }
+        if (lua_pcall(L, unary ? 2 : 3, 1, 0) != LUA_OK) return Outcome::Raise;
+        lua_rawseti(L, R, i.a + 1);
+        next = e.pc + (unary ? 1 : 2);
+        break;
+      }
       next = e.pc;
       break;  // resumed uncompiled: the resume function runs the instruction
   }

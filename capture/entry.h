@@ -83,6 +83,7 @@ struct Entry {
   std::vector<VPlan> varargs;
   std::vector<int> resume_pcs;  // legal successors checked at trace time
   bool resume_uncompiled = false;
+  int arith = -1;  // a lua_arith operator: the breaking instruction is that arithmetic (run_break)
   std::string callee_name = "f";  // CALL breaks: the callee's name, for Lua's error messages  //
                                   // the instruction is not one the executor runs: resume at pc raw
   GraphBreak brk;

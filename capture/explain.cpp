@@ -148,7 +148,9 @@ std::string report_text(const Report& r) {
   return to_text(r);
 }
 std::string report_json(const Report& r) {
-  return to_json(r).dump(2);
+  // Lua strings are bytes: guards on non-UTF-8 strings (pattern tests, binary data) print with
+  // U+FFFD where a byte is not UTF-8, instead of throwing out of tcrun
+  return to_json(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 // Pushes the report as the Lua table of LUA_API.md §7.

@@ -11,8 +11,7 @@ namespace tc::capture {
 using vm::Ins;
 using vm::OpCode;
 
-namespace {
-// lua_arith operator of an arithmetic opcode.
+// lua_arith operator of an arithmetic opcode (-1 for others).
 int arith_op(OpCode op) {
   switch (op) {
     case OpCode::ADDI:
@@ -61,6 +60,7 @@ int arith_op(OpCode op) {
   }
 }
 
+namespace {
 // Lua 5.4's forprep for integer loops: the iteration count, or -1 when the loop is skipped.
 int64_t for_count(int64_t init, int64_t limit, int64_t step) {
   if (step > 0 ? init > limit : init < limit) return -1;

@@ -281,8 +281,10 @@ class Tracer {
   // --------------------------------------------------------------------
   void finish_return(std::vector<Var> results);
   void finish_break(const BreakSignal& b);
+  bool arith_at_break(Frame& f, const vm::Ins& i);  // see tracer_end.cpp
   void guard_aliasing();  // written tables: which other table sources are (not) the same object
   void guard_identity(const Var& a, const Var& b, bool same);  // `==`/rawequal of real values
+  bool has_eq_event(const Var& v);  // a table whose metatable has __eq
   VPlan plan(const Var& v);
   std::unordered_map<int, int> closure_plans_;  // closure -> its ClosurePlan in the entry
   // negative cells (copies of a real function's upvalue): that function and the upvalue index
@@ -297,6 +299,7 @@ class Tracer {
   static const vm::Proto* proto_of(lua_State* L, int idx, std::string* key);  // cached by dump hash
 };
 
+int arith_op(vm::OpCode op);  // LUA_OPADD ... of an arithmetic opcode, -1 for others
 std::string dump_key(lua_State* L, int idx);
 Var normalize_key(const Var& k);      // t[2.0] is t[2]
 std::string key_string(const Var& k);  // a constant key as text ("s"name, "i"3); "" otherwise  // hash of lua_dump of the Lua function at idx

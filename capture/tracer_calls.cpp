@@ -545,6 +545,23 @@ bool Tracer::arith(int op, const Var& a, const Var& b, Var* out, int ret_a) {
 }
 
 // ---- comparisons -------------------------------------------------------------------------------
+// Whether v is a table whose metatable has __eq (a table made in the trace, or a real one: guarded).
+bool Tracer::has_eq_event(const Var& v) {
+  Var mt;
+  if (v.k == Var::K::Table) {
+    if (tables_[v.id].is_size || !tables_[v.id].metatable) return false;
+    mt = *tables_[v.id].metatable;
+  } else {
+    push_obj(v.obj);
+    const bool table = lua_type(L, -1) == LUA_TTABLE;
+    lua_pop(L, 1);
+    if (!table) return false;
+    mt = metatable_of(v);
+    if (mt.k == Var::K::Nil) return false;
+  }
+  return raw_get(mt, Var::string("__eq")).k != Var::K::Nil;
+}
+
 bool Tracer::compare(OpCode op, const Var& a_in, const Var& b_in) {
   const Var a = spec(a_in), b = spec(b_in);
   static const char* names[] = {"==", "<", "<="};
@@ -583,8 +600,32 @@ bool Tracer::compare(OpCode op, const Var& a_in, const Var& b_in) {
     if (same) return true;
     if (!tables) return false;
     // different tables are equal only through __eq (looked up in either metatable, guarded)
+    if (has_eq_event(a) || has_eq_event(b))
+      throw BreakSignal{BreakCode::UnsupportedBytecode, "`==` through __eq"};
+    return false;
+  }
+  if ((a.k == Var::K::Table && (b.k == Var::K::Table || b.k == Var::K::Object)) ||
+      (b.k == Var::K::Table && a.k == Var::K::Object)) {
+    // a table made in the trace: another table only through __eq (its metatable's too)
+    if (a.k == Var::K::Table && b.k == Var::K::Table && a.id == b.id) return true;
+    if (has_eq_event(a) || has_eq_event(b))
+      throw BreakSignal{BreakCode::UnsupportedBytecode, "`==` through __eq"};
+    return false;
+  }
+  if ((a.k == Var::K::Table && (b.k == Var::K::Table || b.k == Var::K::Object)) ||
+      (b.k == Var::K::Table && a.k == Var::K::Object)) {
+    // a table made in the trace is itself only; two different tables may be equal through __eq
+    if (a.k == b.k && a.id == b.id) return true;
     for (const Var* v : {&a, &b}) {
-      Var mt = metatable_of(*v);
+      if (v->k == Var::K::Object) {
+        const bool table = lua_type(L, push_obj(v->obj)) == LUA_TTABLE;
+        lua_pop(L, 1);
+        if (!table) return false;  // a table is never a value of another type
+        if (v->src < 0) throw BreakSignal{BreakCode::UnsupportedBytecode, "`==` on this table"};
+      }
+      const Var mt = v->k == Var::K::Object                ? metatable_of(*v)
+                     : tables_[v->id].metatable ? *tables_[v->id].metatable
+                                                           : Var::nil();
       if (mt.k != Var::K::Nil && raw_get(mt, Var::string("__eq")).k != Var::K::Nil)
         throw BreakSignal{BreakCode::UnsupportedBytecode, "`==` through __eq"};
     }

@@ -268,6 +268,51 @@ int Tracer::user_line(std::string* file) const {
   return -1;
 }
 
+// Arithmetic on strings (Lua converts them through the string metatable's metamethods, which
+// the trace does not guard) runs at the break, as a call does, and the trace resumes after it
+// (and after its MMBIN). Only where it cannot raise: both operands numbers or strings that
+// convert, and the operation succeeds on them now (no integer division by zero, no bitwise on
+// a fraction). Anything else runs the rest of the frame in stock Lua, which raises as Lua does.
+bool Tracer::arith_at_break(Frame& f, const vm::Ins& i) {
+  const int op = arith_op(i.op);
+  if (op < 0) return false;
+  Var a, b;
+  switch (i.op) {
+    case vm::OpCode::ADDI:
+    case vm::OpCode::SHRI:
+      a = reg(f, i.b), b = Var::integer(i.sc());
+      break;
+    case vm::OpCode::SHLI:
+      a = Var::integer(i.sc()), b = reg(f, i.b);
+      break;
+    case vm::OpCode::UNM:
+    case vm::OpCode::BNOT:
+      a = b = reg(f, i.b);
+      break;
+    default:
+      a = reg(f, i.b);
+      b = i.op >= vm::OpCode::ADDK && i.op <= vm::OpCode::BXORK ? konst(f, i.c) : reg(f, i.c);
+  }
+  for (const Var* v : {&a, &b}) {
+    if (v->k == Var::K::Str && lua_stringtonumber(L, v->s.c_str()) == v->s.size() + 1) {
+      lua_pop(L, 1);
+      continue;
+    }
+    if (!v->is_number()) return false;
+  }
+  const int top = lua_gettop(L);
+  lua_pushcfunction(L, [](lua_State* L) {
+    lua_arith(L, int(lua_tointeger(L, 1)));
+    return 1;
+  });
+  lua_pushinteger(L, op);
+  push_var(a);
+  if (op != LUA_OPUNM && op != LUA_OPBNOT) push_var(b);
+  const bool ok = lua_pcall(L, lua_gettop(L) - top - 1, 1, 0) == LUA_OK;
+  lua_settop(L, top);
+  return ok;
+}
+
 void Tracer::finish_break(const BreakSignal& b) {
   guard_aliasing();
   Frame& f = frames_.back();
@@ -317,6 +362,11 @@ void Tracer::finish_break(const BreakSignal& b) {
       break;
     }
     default:
+      if (arith_at_break(f, i)) {
+        e_.arith = arith_op(i.op);
+        e_.resume_pcs = {pc + (i.op == vm::OpCode::UNM || i.op == vm::OpCode::BNOT ? 1 : 2)};
+        break;
+      }
       e_.resume_uncompiled = true;
       e_.resume_pcs = {pc};
       break;

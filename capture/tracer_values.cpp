@@ -407,6 +407,10 @@ Var Tracer::number_input(const Var& v) {
 }
 
 Var Tracer::upval(Frame& f, int n) {
+  // a real upvalue written in this trace: by this frame or by another one sharing it (an inlined
+  // callee's write is what the caller reads after the call returns)
+  if (f.fn.k != Var::K::Closure && !upval_overlay_.empty())
+    if (auto w = upval_overlay_.find(upvalue_id(f, n)); w != upval_overlay_.end()) return w->second;
   if (n < int(f.up.size()) && f.up[n]) return *f.up[n];
   if (int(f.up.size()) <= n) f.up.resize(n + 1);
   Var v;

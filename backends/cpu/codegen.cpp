@@ -342,8 +342,8 @@ void KernelEmitter::emit_stmt(const Stmt& s) {
   emit_stores(s);
 }
 
-// The outer nest: flat index f in [begin, end) decomposed into per-dim indices once per run of
-// the innermost dim; the run is a plain counted loop.
+// The outer nest: the flat range [begin, end) walked as runs of the innermost dim (a plain counted
+// loop each), the other dims' indices carried from run to run.
 void KernelEmitter::emit_outer(Value* begin, Value* end) {
   std::vector<Value*> ext;
   for (Val e : k_.outer) ext.push_back(math_.cast(get(e), ty(e), Ty::I64));
@@ -361,30 +361,48 @@ void KernelEmitter::emit_outer(Value* begin, Value* end) {
     b_.SetInsertPoint(exit);
     return;
   }
+  // The chunk's first index is decomposed once (divisions); later runs advance the indices like
+  // an odometer (no division per run: tiny kernels launch many short runs).
   llvm::LLVMContext& c = m_.getContext();
-  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  auto* start = llvm::BasicBlock::Create(c, "outer.start", fn_);
   auto* head = llvm::BasicBlock::Create(c, "outer", fn_);
   auto* exit = llvm::BasicBlock::Create(c, "outer.end", fn_);
-  b_.CreateCondBr(b_.CreateICmpSLT(begin, end), head, exit);
+  b_.CreateCondBr(b_.CreateICmpSLT(begin, end), start, exit);
+  b_.SetInsertPoint(start);
+  const size_t n = ext.size();
+  std::vector<Value*> first(n);
+  Value* rest = begin;
+  for (size_t d = n; d-- > 1;) {
+    first[d] = b_.CreateSRem(rest, ext[d]);
+    rest = b_.CreateSDiv(rest, ext[d]);
+  }
+  first[0] = rest;
+  b_.CreateBr(head);
   b_.SetInsertPoint(head);
   llvm::PHINode* flat = b_.CreatePHI(b_.getInt64Ty(), 2, "flat");
-  flat->addIncoming(begin, pre);
-  size_t n = ext.size();
-  outer_vars_.assign(n, nullptr);
-  Value* inner_extent = ext[n - 1];
-  Value* j0 = b_.CreateSRem(flat, inner_extent);
-  Value* rest = b_.CreateSDiv(flat, inner_extent);
-  for (size_t d = n - 1; d-- > 0;) {
-    outer_vars_[d] = d == 0 ? rest : b_.CreateSRem(rest, ext[d]);
-    if (d) rest = b_.CreateSDiv(rest, ext[d]);
+  flat->addIncoming(begin, start);
+  std::vector<llvm::PHINode*> idx(n);
+  for (size_t d = 0; d < n; d++) {
+    idx[d] = b_.CreatePHI(b_.getInt64Ty(), 2, "o" + std::to_string(d));
+    idx[d]->addIncoming(first[d], start);
   }
-  Value* run_end = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, end, b_.CreateAdd(b_.CreateSub(flat, j0), inner_extent));
-  Value* count = b_.CreateSub(run_end, flat);
-  for_loop(count, [&](Value* i) {
+  outer_vars_.assign(idx.begin(), idx.end());
+  Value* j0 = idx[n - 1];
+  Value* run_end = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, end, b_.CreateAdd(b_.CreateSub(flat, j0), ext[n - 1]));
+  for_loop(b_.CreateSub(run_end, flat), [&](Value* i) {
     outer_vars_[n - 1] = b_.CreateAdd(j0, i, "", true, true);
     body();
   });
-  flat->addIncoming(run_end, b_.GetInsertBlock());
+  llvm::BasicBlock* latch = b_.GetInsertBlock();
+  Value* carry = b_.getTrue();
+  for (size_t d = n - 1; d-- > 0;) {
+    Value* inc = b_.CreateAdd(idx[d], b_.CreateZExt(carry, b_.getInt64Ty()));
+    Value* wrap = b_.CreateICmpEQ(inc, ext[d]);
+    idx[d]->addIncoming(b_.CreateSelect(wrap, b_.getInt64(0), inc), latch);
+    carry = b_.CreateAnd(carry, wrap);
+  }
+  idx[n - 1]->addIncoming(b_.getInt64(0), latch);
+  flat->addIncoming(run_end, latch);
   b_.CreateCondBr(b_.CreateICmpSLT(run_end, end), head, exit);
   b_.SetInsertPoint(exit);
   outer_vars_.clear();

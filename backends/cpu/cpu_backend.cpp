@@ -28,29 +28,18 @@ bool all_on_cpu(const capture::Graph& g) {
   return std::all_of(g.nodes.begin(), g.nodes.end(), [](const capture::Node& n) { return on_cpu(n); });
 }
 
-// What lowering declines by design (lower/values.cpp): external functions, the in-place ops that
-// write their input (copy_, fill_, uniform_, normal_), batch_norm in training mode. The partitioner
-// runs these nodes on eager (counted in the report), so the rest of the graph is still generated.
-bool CpuBackend::supports(const capture::Node& n) const {
-  if (n.kind == capture::NodeKind::External) return false;
-  if (n.kind != capture::NodeKind::Op) return true;
-  switch (n.op) {
-    case Op::copy_: case Op::fill_: case Op::uniform_: case Op::normal_: return false;
-    case Op::batch_norm:
-      return !(n.args.size() > 5 && n.args[5].kind == capture::NodeArg::Kind::Const && n.args[5].constant.is_bool() &&
-               n.args[5].constant.to_bool());
-    default: return true;
-  }
-}
-
 Compiled CpuBackend::compile(const capture::Graph& g, const CompileOptions& o) const {
   auto t0 = std::chrono::steady_clock::now();
   Compiled c;
   try {
     TC_CHECK(all_on_cpu(g), DeviceError, "the graph has tensors on another device than the CPU");
-    lower::LoweredGraph lg = lower::lower(g);
+    lower::LowerOptions lo;
+    lo.externals = true;  // the runtime calls functions kept in the graph and index checks
+    lower::LoweredGraph lg = lower::lower(g, lo);
     c.report.lower_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     auto program = std::make_shared<const cpu::Program>(cpu::compile_lowered(lg, &c.report));
+    for (const lower::Step& s : lg.steps) c.report.fallback_nodes += s.kind == lower::Step::Kind::Extern && s.ext.fallback;
+    c.report.perf_hints.insert(c.report.perf_hints.end(), lg.perf_hints.begin(), lg.perf_hints.end());
     cpu::count_graph(false, c.report.lower_ms / 1e3);
     c.run = [program](capture::GraphInputs inputs) { return program->run(inputs); };
     return c;

@@ -1,6 +1,8 @@
 // The launch list of a compiled graph (runtime.h).
 #include "runtime.h"
 
+#include <algorithm>
+
 #include "tc/error.h"
 #include "tc/parallel.h"
 
@@ -42,7 +44,7 @@ Tensor view_of(const Place& p, DType dtype, const BufferView& v, const std::vect
 }  // namespace
 
 std::shared_ptr<Storage> Program::arena(int64_t bytes) const {
-  if (bytes <= 0) return nullptr;
+  bytes = std::max<int64_t>(bytes, 1);  // empty temporaries still need a storage to view
   if (graph.arena_bytes_static < 0) return Storage::allocate((size_t)bytes, Device{});
   std::lock_guard<std::mutex> lock(kept->mu);
   if (kept->storage && kept->storage.use_count() == 1) return kept->storage;
@@ -98,12 +100,30 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
     const lower::Extern& e = s.ext;
     std::vector<Tensor> ins;
     for (const BufferView& v : e.inputs) ins.push_back(view_of(places[v.buffer], g.buffers[v.buffer].dtype, v, syms));
-    Stack out = call(e.op, lower::extern_args(e, ins));
-    TC_CHECK(out.size() == 1 + e.more_outputs.size(), CompileError, "cpu backend: extern %s gave %zu results",
-             op_name(e.op), out.size());
+    Stack args = lower::extern_args(e, ins);
+    std::vector<Tensor> out;
+    try {
+      if (e.external) {
+        out = e.external->call(args);
+      } else {
+        for (const Value& v : call(e.op, args)) out.push_back(v.tensor());
+      }
+    } catch (const capture::NodeError&) {
+      throw;
+    } catch (const Error& err) {  // reported at the user's line of the node, as eager does
+      throw capture::NodeError(err, e.node);
+    }
+    const char* what = e.external ? e.external->name.c_str() : op_name(e.op);
+    TC_CHECK(out.size() == 1 + e.more_outputs.size(), CompileError, "cpu backend: %s gave %zu results", what,
+             out.size());
     for (size_t i = 0; i < out.size(); i++) {
       const BufferView& v = i == 0 ? e.output : e.more_outputs[i - 1];
-      view_of(places[v.buffer], g.buffers[v.buffer].dtype, v, syms).copy_from(out[i].tensor());
+      Tensor dst = view_of(places[v.buffer], g.buffers[v.buffer].dtype, v, syms);
+      // An in-place op returns the view it wrote, which is already the output.
+      if (out[i].storage() == dst.storage() && out[i].offset() == dst.offset() && out[i].sizes() == dst.sizes() &&
+          out[i].strides() == dst.strides())
+        continue;
+      dst.copy_from(out[i]);
     }
   }
   std::vector<Tensor> outs;

@@ -87,6 +87,35 @@ Partition make_partition(const Graph& g, int first, int last, bool supported,
   return p;
 }
 
+// Which op nodes go to the backend. A write that runs on eager (copy_ into x[i]) must write into
+// the tensor itself and be seen through every view of it: the views of the written tensor's base
+// run on eager too, since a backend may give a view's result as a new buffer (the write would be
+// lost, or a view taken before it would not see it).
+std::vector<char> backend_nodes(const Graph& g, const std::function<bool(const Node&)>& supported) {
+  const int n = int(g.nodes.size());
+  auto is_view = [&](int i) {
+    const Node& x = g.nodes[i];
+    return x.kind == NodeKind::Op && schema(x.op).kind == OpKind::View && !x.args.empty() &&
+           x.args[0].kind == capture::NodeArg::Kind::Ref;
+  };
+  std::vector<int> base(n);  // the node whose tensor a view's chain starts from (itself if none)
+  for (int i = 0; i < n; i++) base[i] = is_view(i) ? base[g.nodes[i].args[0].refs[0].node] : i;
+  std::vector<char> written(n, 0);  // bases written by a node that runs on eager
+  std::vector<char> on(n, 0);
+  for (int i = 0; i < n; i++) {
+    const Node& x = g.nodes[i];
+    on[i] = x.kind != NodeKind::Input && supported(x);
+    if (x.kind != NodeKind::Op || on[i]) continue;
+    const std::vector<ArgSpec>& specs = schema(x.op).args;
+    for (size_t a = 0; a < x.args.size() && a < specs.size(); a++)
+      if (specs[a].mutated && x.args[a].kind == capture::NodeArg::Kind::Ref)
+        written[base[x.args[a].refs[0].node]] = 1;
+  }
+  for (int i = 0; i < n; i++)
+    if (is_view(i) && written[base[i]]) on[i] = 0;
+  return on;
+}
+
 }  // namespace
 
 std::vector<Partition> partition(const Graph& g,
@@ -95,13 +124,14 @@ std::vector<Partition> partition(const Graph& g,
   std::vector<int> last_use(g.nodes.size(), -1);
   for (int i = 0; i < int(g.nodes.size()); i++)
     for_each_ref(g.nodes[i], [&](const Ref& r) { last_use[r.node] = std::max(last_use[r.node], i); });
+  const std::vector<char> on = backend_nodes(g, supported);
   std::vector<Partition> out;
   int start = -1;
   bool run_supported = false;
   for (int i = 0; i <= int(g.nodes.size()); i++) {
     const bool end = i == int(g.nodes.size());
     if (!end && g.nodes[i].kind == NodeKind::Input) continue;
-    const bool s = !end && supported(g.nodes[i]);
+    const bool s = !end && on[i];
     if (start >= 0 && (end || s != run_supported)) {
       out.push_back(make_partition(g, start, i - 1, run_supported, last_use));
       start = -1;

@@ -7,7 +7,9 @@
 //
 // Runs keep the graph's node order (writes into inputs and views stay ordered as in eager). A
 // run's inputs are the values it reads from outside (graph inputs, earlier runs' results); its
-// outputs are the values later runs or the graph's outputs read.
+// outputs are the values later runs or the graph's outputs read. A write the backend does not
+// support (copy_ into x[i]) takes the views that make its target with it to eager: a backend may
+// return a view's result as a new buffer, and the write must reach the tensor itself.
 #pragma once
 #include <functional>
 #include <vector>

@@ -66,7 +66,7 @@ TEST(CpuLoweredGraph, LaunchesExternsArenaAndOutputViewsMatchEager) {
   disk_cache_off();
   Program p = compile_lowered(graph());
   ASSERT_EQ(p.kernels.size(), 1u);
-  for (int64_t rows : {4, 1, 9}) {  // one compiled graph serves every s0
+  for (int64_t rows : {4, 1, 9, 0}) {  // one compiled graph serves every s0, empty included
     Tensor x = Tensor::empty({rows, 6}, DType::Float32), w = Tensor::empty({6, 5}, DType::Float32);
     for (int64_t i = 0; i < rows * 6; i++) x.data<float>()[i] = (float)((i * 7) % 11) - 5;
     for (int64_t i = 0; i < 30; i++) w.data<float>()[i] = (float)((i * 3) % 7) - 3;

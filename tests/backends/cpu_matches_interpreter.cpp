@@ -135,6 +135,46 @@ TEST(CpuMatchesInterpreter, IntegerBoolAndHalfMath) {
   }
 }
 
+// In-place ops inside the graph (extern steps writing a view of their input) and an op without a
+// lowering: values read before the write were computed before it.
+TEST(CpuMatchesInterpreter, InPlaceExternsWriteThroughTheirViews) {
+  GraphBuilder b;
+  Tensor x = b.in(randn({6, 5})), y = b.in(randn({6, 5}));
+  Tensor t = b.op(Op::add, {x, 1.0});
+  Tensor before = b.op(Op::mul, {t, 2.0});  // reads t before the fill
+  Tensor row = b.op(Op::select, {t, int64_t(1), int64_t(2)});
+  b.op(Op::fill_, {row, 0.5});
+  Tensor u = b.op(Op::mul, {y, 3.0});
+  b.op(Op::copy_, {b.op(Op::select, {u, int64_t(2), int64_t(1)}), b.op(Op::select, {t, int64_t(2), int64_t(3)})});
+  b.out(before);
+  b.out(b.op(Op::add, {t, u}));
+  b.out(b.op(Op::sort, {y, int64_t(-1)}));
+  expect_generated_matches(b, "fill_ and copy_ through views, sort on its eager kernel");
+}
+
+// An index out of range raises eager's error from the compiled graph, as a NodeError naming the
+// node (capture reports the user's line of it).
+TEST(CpuMatchesInterpreter, IndexErrorsRaiseAsTheirNode) {
+  setenv("TC_CACHE_DIR", "", 1);
+  GraphBuilder b;
+  Tensor x = b.in(randn({5, 3}));
+  Tensor idx = b.in(call1(Op::randint, {int64_t(1), int64_t(4), IntList{4}}));
+  b.out(b.op(Op::exp, {b.op(Op::index_select, {x, int64_t(1), idx})}));
+  const int node = int(b.g.nodes.size()) - 2;
+  ASSERT_EQ(b.g.nodes[node].op, Op::index_select);
+  backends::Compiled c = backends::find("cpu").compile(b.g, {});
+  expect_generated_matches(b, "index_select in range");
+  Tensor bad = call1(Op::full, {IntList{4}, int64_t(100)}, {{"dtype", DType::Int64}});
+  std::vector<Tensor> ins = {b.inputs[0], bad};
+  try {
+    c.run(capture::borrow(ins));
+    ADD_FAILURE() << "an index out of range ran";
+  } catch (const capture::NodeError& e) {
+    EXPECT_EQ(e.node, node) << e.what();
+    EXPECT_EQ(e.kind(), ErrorKind::IndexError) << e.what();
+  }
+}
+
 // The seed model (linear, then 64 x [linear, relu, sigmoid, linear, relu] on [10, 10]) compiled
 // whole: as many distinct kernels as one layer, and the generated graph equals eager.
 TEST(CpuMatchesInterpreter, SeedModelWholeCompilesOneLayersKernels) {

@@ -174,6 +174,47 @@ TEST(CompilePartitioned, WritesIntoInputsStayInOrder) {
   EXPECT_FLOAT_EQ(got[0].contiguous().data<float>()[1], (0.25 * 2 + 1) * 3);
 }
 
+TEST(CompilePartitioned, WritesOnEagerIntoViewsReachTheTensor) {
+  // c = x * 1; c[2] = y (select, then copy_ on eager); return c * 2, on a backend that gives every
+  // result a new buffer: the select must run on eager with the copy_ or the write is lost
+  Graph g;
+  Ref x = g.add_input("x", "arg[1]", fake({3, 4}));
+  Ref y = g.add_input("y", "arg[2]", fake({4}));
+  Ref c = node(g, Op::mul, {x, Value(1.0)})[0];
+  Ref row = node(g, Op::select, {c, Value(int64_t(1)), Value(int64_t(2))})[0];
+  node(g, Op::copy_, {row, y});
+  g.outputs.push_back(node(g, Op::mul, {c, Value(2.0)})[0]);
+  FakeBackend fake({Op::mul, Op::select});
+  fake.fresh_outputs = true;
+  Compiled comp = backends::compile_partitioned(fake, backends::find("eager"), g, {});
+  EXPECT_EQ(fake.graphs, (std::vector<std::vector<std::string>>{{"mul"}, {"mul"}}));
+  EXPECT_EQ(comp.report.fallback_nodes, 2);
+  ASSERT_EQ(comp.report.perf_hints.size(), 2u);
+  EXPECT_NE(comp.report.perf_hints[0].find("select is a view written by a node that runs on eager"),
+            std::string::npos) << comp.report.perf_hints[0];
+  std::vector<Tensor> in{values({3, 4}, 0), values({4}, 100)};
+  std::vector<Tensor> got = comp.run(borrow(in));
+  expect_equal(got, eager(g, in));
+  EXPECT_FLOAT_EQ(got[0].contiguous().data<float>()[5], 2 * 100.25f);  // row 2, column 2
+}
+
+TEST(CompilePartitioned, ViewsTakenBeforeAWriteOnEagerSeeIt) {
+  // v = x:t(); x:copy_(y) (on eager); return v * 2: v aliases x, as in eager
+  Graph g;
+  Ref x = g.add_input("x", "arg[1]", fake({2, 3}));
+  Ref y = g.add_input("y", "arg[2]", fake({2, 3}));
+  Ref v = node(g, Op::t, {x})[0];
+  node(g, Op::copy_, {x, y});
+  g.outputs.push_back(node(g, Op::mul, {v, Value(2.0)})[0]);
+  FakeBackend fake({Op::mul, Op::t});
+  fake.fresh_outputs = true;
+  Compiled comp = backends::compile_partitioned(fake, backends::find("eager"), g, {});
+  EXPECT_EQ(fake.graphs, (std::vector<std::vector<std::string>>{{"mul"}}));
+  std::vector<Tensor> a{values({2, 3}, 0), values({2, 3}, 10)}, b{values({2, 3}, 0), values({2, 3}, 10)};
+  expect_equal(comp.run(borrow(a)), eager(g, b));
+  expect_equal(a, b);
+}
+
 TEST(CompileGraph, UnknownModeAndOptionsAreValueErrors) {
   Graph g = chain();
   backends::CompileOptions bad_mode;

@@ -43,6 +43,7 @@ Vec.__call = function(self, k) return self.t * k end
 Vec.__len = function(self) return self.t:size(1) end
 Vec.__lt = function(a, b) return a.t:sum() < b.t:sum() end
 Vec.__concat = function(a, b) return "vec" .. tostring(b) end
+Vec.__eq = function(a, b) return a.n == b.n end
 Vec.__newindex = function(self, k, v) rawset(self, "n", rawget(self, "n") + 1) rawset(self, k, v) end
 local Block = nn.Module:extend("Block")
 function Block:__init(d) self.lin = nn.Linear(d, d) self.scale = 0.5 end
@@ -187,7 +188,7 @@ rule("T", 1, function(g, d) return E("T", "(function(x) return x:masked_fill(x:l
 rule("T", 2, function(g, d) return E("T", "$1:matmul($2)", g:expr("T", d), g:expr("W", d)) end)
 rule("T", 1, function(g, d) return E("T", "tc.cat({$1, $2}, 1):narrow(1, $3, A)", g:expr("T", d), g:expr("T", d), E("i", tostring(rand(2)))) end)
 rule("T", 1, function(g, d) return E("T", "tc.stack({$1, $2}):sum(1)", g:expr("T", d), g:expr("T", d)) end)
-rule("T", 1, function(g, d) return E("T", "$1:view(A * B):view(A, B)", g:expr("T", d)) end)
+rule("T", 1, function(g, d) return E("T", "$1:reshape(A * B):view(A, B)", g:expr("T", d)) end)
 rule("T", 1, function(g, d) return E("T", "$1:transpose(1, 2):reshape(A, B)", g:expr("T", d)) end)
 rule("T", 1, function(g, d) return E("T", "($1 * $2:sum(2, {keepdim = true}))", g:expr("T", d), g:expr("T", d)) end)
 rule("T", 1, function(g, d) return E("T", "$1:expand(A, B):contiguous()", g:expr("R", d)) end)
@@ -218,6 +219,9 @@ rule("T", 1, function(g, d) -- a closure made here, returned and called
   return E("T", "(function(c) return function(k) return c * k end end)($1)($2)", g:expr("T", d), g:expr("f", 0))
 end)
 rule("T", 1, function(g, d) return E("T", "({fn = function(x) return x + 1 end}).fn($1)", g:expr("T", d)) end)
+rule("T", 1, function(g, d) -- a method defined on a table made here
+  return E("T", "(function(x) local o = {k = $2} function o:m(y) return y * self.k end return o:m(x) end)($1)", g:expr("T", d), g:expr("f", 0))
+end)
 rule("T", 1, function(g, d) return E("T", "coroutine.wrap(function(x) coroutine.yield(x:relu()) end)($1)", g:expr("T", d)) end)
 rule("T", 1, function(g, d)
   return E("T", pick({"($1:double() * 2):float()", "$1:round():long():float()", "($1:sort(2))", "$1:cumsum(2)",
@@ -276,12 +280,15 @@ rule("i", 1, function(g, d) return E("i", "((($1 % 1000) + 0.0) | 1)", g:expr("i
 rule("i", 1, function(g, d) return E("i", "($1 " .. pick({"//", "%"}) .. " $2)", g:expr("i", d), E("i", pick({"-3", "7", "-1", "math.mininteger"}))) end)
 rule("i", 1, function(g, d) return E("i", "(math.tointeger(math.floor($1)) or 0)", g:expr("f", d)) end)
 rule("i", 1, function(g, d)
-  return E("i", "(function() local function fact(n) if n <= 1 then return 1 end return n * fact(n - 1) end return fact($1 % 6) end)()", g:expr("i", d))
+  return E("i", "(function(m) local function fact(n) if n <= 1 then return 1 end return n * fact(n - 1) end return fact(m % 6) end)($1)", g:expr("i", d))
 end)
 rule("i", 1, function(g, d) return E("i", "($1:find(\"a\", 1, true) or 0)", g:expr("s", d)) end)
 rule("i", 1, function(g, d) return E("i", "select('#', $1, nil, $2)", g:expr("T", d), g:expr("i", d)) end)
 rule("i", 1, function(g, d) return E("i", "(math.tointeger($1 * 2.0) or 0)", g:expr("i", d)) end)
 rule("i", 1, function(g, d) return E("i", "#$1:tolist()", g:expr("T", d)) end)
+rule("i", 1, function(g, d) -- integer, float and string keys
+  return E("i", "(({[1] = 10, [2.0] = 20, [\"1\"] = 30, [3] = 40})[" .. pick({"$1 % 3 + 1", "($1 % 2 + 1.0)", "tostring($1 % 2)"}) .. "] or 0)", g:expr("i", d))
+end)
 
 rule("f", 3, function(g, d) return E("f", "$1:item()", g:expr("Z", d)) end)
 rule("f", 2, function(g, d) return E("f", "($1 " .. pick({"+", "-", "*"}) .. " $2)", g:expr("f", d), g:expr("f", d)) end)
@@ -305,7 +312,9 @@ rule("s", 1, function(g, d) return E("s", "tostring($1)", g:expr(pick({"i", "b",
 rule("s", 2, function(g, d) return E("s", "$1:" .. pick({"upper()", "lower()", "rep(2)", "sub(1, 2)", "reverse()"}), g:expr("s", d)) end)
 rule("s", 1, function(g, d) return E("s", "table.concat({$1, $2}, \",\")", g:expr("s", d), g:expr("s", d)) end)
 rule("s", 1, function(g, d) return E("s", "Lazy[$1]", g:expr("s", d)) end)
-rule("s", 1, function(g, d) return E("s", "($1 .. \"x\")", g:expr("O", d)) end)
+-- tostring(): Lua 5.4.4 (the eager reference) can fail a longer concat whose middle operand calls
+-- __concat (a stale stack pointer after the metamethod: "attempt to call a nil value")
+rule("s", 1, function(g, d) return E("s", "tostring($1 .. \"x\")", g:expr("O", d)) end)
 rule("s", 1, function(g, d) return E("s", "type($1)", g:expr(pick({"T", "i", "L", "O", "s"}), d)) end)
 rule("s", 1, function(g, d) return E("s", "string.format(\"%q\", $1)", g:expr("s", d)) end)
 rule("s", 1, function(g, d) return g:call("s", d) end)
@@ -324,6 +333,7 @@ rule("b", 1, function(g, d) return E("b", "$1:gt(0):any():item()", g:expr("T", d
 rule("b", 1, function(g, d) return E("b", "($1 " .. pick({"<", "<="}) .. " $2)", g:expr("f", d), g:expr("f", d)) end)
 rule("b", 1, function(g, d) return E("b", "($1 == $2)", g:expr("s", d), g:expr("s", d)) end)
 rule("b", 1, function(g, d) return E("b", "($1 < $2)", g:expr("O", d), g:expr("O", d)) end)
+rule("b", 1, function(g, d) return E("b", "($1 " .. pick({"==", "~="}) .. " $2)", g:expr("O", d), g:expr("O", d)) end)
 rule("b", 1, function(g, d) return E("b", "(not $1)", g:expr("b", d)) end)
 rule("b", 1, function(g, d) return E("b", "($1 " .. pick({"and", "or"}) .. " $2)", g:expr("b", d), g:expr("b", d)) end)
 rule("b", 1, function(g, d) return E("b", "tc.is_tensor($1)", g:expr(pick({"T", "i", "O"}), d)) end)
@@ -357,7 +367,7 @@ function Gen:call(ty, d)
   local v = pick(cands)
   local node = self:call_node(v, d)
   node.ty = ty
-  if #v.sig.rets > 1 then node.f = "(" .. node.f .. ")" end
+  if #v.sig.rets > 1 or v.sig.vararg then node.f = "(" .. node.f .. ")" end -- one value, even as a last argument
   return node
 end
 
@@ -447,7 +457,9 @@ srule(3, function(g) -- numeric for with goto continue and break
   g.depth = g.depth + 1
   g.loop = g.loop + 1
   local iv, label = g:name("k"), g:name("continue")
-  local head = pick({"for " .. iv .. " = 1, " .. rand(3) .. " do", "for " .. iv .. " = " .. rand(3) .. ", 1, -1 do"})
+  local head = pick({"for " .. iv .. " = 1, " .. rand(3) .. " do", "for " .. iv .. " = " .. rand(3) .. ", 1, -1 do",
+    "for " .. iv .. " = 1, " .. rand(3) .. " do", "for " .. iv .. " = math.maxinteger - 1, math.maxinteger do",
+    "for " .. iv .. " = math.mininteger + 1, math.mininteger, -1 do", "for " .. iv .. " = 7, 1, -" .. (rand(3) + 2) .. " do"})
   g:push()
   g:declare(iv, "i", true)
   local body = {}
@@ -545,6 +557,16 @@ srule(1, function(g) -- swap through multiple assignment
   return S(a .. ", " .. b .. " = " .. b .. ", " .. a)
 end)
 srule(1, function(g) return S("io.write($1, \"\\n\")", g:expr("s")) end)
+srule(1, function(g) return S("G2 = (G2 or 0) + $1", g:expr("i", 1)) end) -- a global made by the program
+srule(1, function(g) -- one target twice in a multiple assignment (Lua assigns right to left)
+  local which = pick({"Q", "L", "i"})
+  local vs = g:vars(which, true)
+  if #vs == 0 then return nil end
+  local v = pick(vs).name
+  if which == "Q" then return S(v .. ".n, " .. v .. ".n = $1, $2", g:expr("i", 1), g:expr("i", 1)) end
+  if which == "L" then return S("if #" .. v .. " > 1 then " .. v .. "[1], " .. v .. "[2] = " .. v .. "[2], " .. v .. "[1] end") end
+  return S(v .. ", " .. v .. " = $1, $2", g:expr("i", 1), g:expr("i", 1))
+end)
 srule(2, function(g) -- pcall around code that may raise (strings, tables, levels, op errors)
   if g.depth >= 2 then return nil end
   g.depth = g.depth + 1
@@ -635,7 +657,9 @@ end
 
 -- A function: parameters, a body, returns. Local closures (nested=true) see their enclosing
 -- scope (upvalues, assignments included); top-level ones are wrapped by C.
-function Gen:func(nested)
+-- poly: the function shadows A and B with its first argument's sizes and sees nothing from
+-- outside but the prelude, so it can be called with tensors of other sizes (dynamic shapes).
+function Gen:func(nested, poly)
   local name = self:name(nested and "g" or "f")
   local np = rand(3)
   local params, pnames = {}, {}
@@ -643,6 +667,9 @@ function Gen:func(nested)
     params[k] = pick({"T", "T", "T", "i", "s", "f", "L", "Q", "O", "R", "b"})
     pnames[k] = self:name("a")
   end
+  if poly then params[1] = "T" end
+  local outer = self.scopes
+  if poly then self.scopes = {{}} end
   local vararg = not nested and chance(0.25)
   local nr = pick({1, 1, 1, 2, 3})
   local rets = {}
@@ -655,12 +682,14 @@ function Gen:func(nested)
   self:push()
   for k = 1, np do self:declare(pnames[k], params[k]) end
   local body = {}
+  if poly then body[1] = S("local A, B = " .. pnames[1] .. ":size(1), " .. pnames[1] .. ":size(2)") end
   for _ = 1, nested and rand(3) or rand(7) + 2 do body[#body + 1] = self:stmt() end
   local rparts, ra = {}, {}
   for k, rty in ipairs(rets) do rparts[k] = "$" .. k; ra[k] = self:expr(rty) end
   if vararg and chance(0.3) then rparts[#rparts + 1] = "..." end
   body[#body + 1] = {k = "s", f = "return " .. table.concat(rparts, ", "), a = ra, keep = true}
   self:pop()
+  self.scopes = outer
   self.vararg, self.depth = saved_va, saved_depth
   if vararg then pnames[#pnames + 1] = "..." end
   self:declare(name, "fn", true, sig)
@@ -697,13 +726,29 @@ function G.generate(seed, opts)
     -- a few top-level locals the functions capture as upvalues
     if chance(0.5) then body[#body + 1] = g:stmt_local(pick({"T", "i", "s", "Q", "L"})) end
     local st, name, sig
-    if chance(0.15) then st, name, sig = g:recursive() else st, name, sig = g:func(false) end
+    local poly = chance(0.2)
+    if poly then st, name, sig = g:func(false, true)
+    elseif chance(0.15) then st, name, sig = g:recursive()
+    else st, name, sig = g:func(false) end
     body[#body + 1] = st
     body[#body + 1] = {k = "s", f = name .. " = C(" .. name .. ")", a = {}}
+    if chance(0.2) then
+      g:push()
+      g:declare("it", "i", true)
+      local node = g:call_node({name = name, sig = sig}, 1)
+      for k, pty in ipairs(sig.params) do if pty == "i" and chance(0.7) then node.a[k] = E("i", "it") end end
+      g:pop()
+      local inner = node.f:match("^[^(]*%((.*)%)$")
+      node.f = "for it = 1, " .. (rand(3) * 4) .. " do R[#R + 1] = P(pcall(" .. name .. (inner ~= "" and ", " .. inner or "") .. ")) end"
+      body[#body + 1] = {k = "s", f = node.f, a = node.a}
+    end
     for call = 1, rand(3) do
       local args = {}
       local parts = {}
+      local outer = g.scopes
+      if poly then g.scopes = {{}} end -- arguments of other sizes: made from literals only
       local node = g:call_node({name = name, sig = sig}, 2)
+      g.scopes = outer
       for k = 1, #node.a do
         args[k] = "c" .. k
       end
@@ -715,7 +760,8 @@ function G.generate(seed, opts)
         run = "local co = coroutine.create(" .. name .. ") local res = {} for _ = 1, 4 do res[#res + 1] = P(coroutine.resume(co" ..
           (#args > 0 and ", " .. list or "") .. ")) if coroutine.status(co) == \"dead\" then break end end R[#R + 1] = res"
       end
-      body[#body + 1] = {k = "s", f = "do " .. decl .. run .. " R[#R + 1] = {" .. list .. "} end", a = node.a}
+      local sizes = poly and ("local A, B = A + " .. (rand(3) - 1) .. ", B + " .. (rand(3) - 1) .. " ") or ""
+      body[#body + 1] = {k = "s", f = "do " .. sizes .. decl .. run .. " R[#R + 1] = {" .. list .. "} end", a = node.a}
     end
   end
   return prog
