@@ -170,7 +170,7 @@ class Lowering {
   std::vector<int> uses_;                        // per node: times its outputs are read
   std::vector<bool> is_output_;                  // per node
   // Per node: stored as soon as lowered, so that views of it are buffer views (it is written in
-  // place through a view, or a view of it is an extern's operand).
+  // place through a view, a view of it is an extern's operand or a graph output).
   std::vector<bool> store_;
   int shallow_ = 0;  // > 0: fuses_alone, reductions are not expanded
   int dry_ = 0;  // > 0: trial emission, a reduction that cannot fuse throws NotFusable

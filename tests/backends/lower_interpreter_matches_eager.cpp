@@ -332,6 +332,9 @@ TEST(LowerMatchesEager, OutputsMayAliasAnInputOrRepeat) {
   b.out(b.op(Op::transpose, {x, int64_t(1), int64_t(2)}));
   b.out(b.op(Op::contiguous, {x}));  // contiguous already: eager returns x itself
   b.out(b.op(Op::clone, {x}));
+  Tensor z = b.op(Op::zeros, {int64_t(3), int64_t(4)});
+  b.out(z);
+  b.out(b.op(Op::select, {z, int64_t(1), int64_t(2)}));  // a view of another output stays one
   lower::LoweredGraph lg = expect_matches_eager(b);
   std::vector<Tensor> out = lower::run(lg, b.inputs);
   EXPECT_EQ(out[0].data_ptr(), out[1].data_ptr());
@@ -339,6 +342,7 @@ TEST(LowerMatchesEager, OutputsMayAliasAnInputOrRepeat) {
   EXPECT_EQ(out[3].storage().get(), b.inputs[0].storage().get());
   EXPECT_EQ(out[4].data_ptr(), b.inputs[0].data_ptr());
   EXPECT_NE(out[5].data_ptr(), b.inputs[0].data_ptr());
+  EXPECT_EQ(out[7].data_ptr(), static_cast<char*>(out[6].data_ptr()) + 4 * sizeof(float));
 }
 
 // Index values are data: an out-of-range one raises eager's IndexError from a check step (naming
