@@ -358,35 +358,52 @@ void Lowering::realize_all(const std::vector<int>& ids, bool as_output) {
 bool Lowering::check_indices(int n) {
   const capture::Node& node = g.nodes[n];
   const capture::Node& from = captured.nodes[origin[n]];
-  if (from.kind == capture::NodeKind::Op && from.op != node.op) {
-    // A gather made by a decomposition (nll_loss, cross_entropy): its indices are the class
-    // targets, clamped; eager would raise for a target out of range (a known gap).
-    hint(n, "class targets are not range-checked (out-of-range targets read a clamped class)");
-    return true;
-  }
-  if (!opt.externals || !g.dynamic_dims.empty()) return false;
   const int src_arg = 0, index_arg = node.op == Op::embedding ? 0 : 2;
   const int data_arg = node.op == Op::embedding ? 1 : src_arg;
   Stack args;
   for (const capture::NodeArg& a : node.args)
     args.push_back(a.kind == capture::NodeArg::Kind::Const ? a.constant : Value(g.fake(a.refs[0])));
   const Tensor& data = g.fake(node.args[data_arg].refs[0]);
-  Shape stand_in = data.sizes();
-  if (node.op == Op::embedding) stand_in = {stand_in[0], 0};
-  if (node.op == Op::index_select)
-    for (int64_t d = 0; d < int64_t(stand_in.size()); d++)
-      if (d != wrap_dim(args[1].to_int(), int64_t(stand_in.size()))) stand_in[d] = 0;
   Op op = node.op;
-  DType dt = data.dtype();
   auto fn = std::make_shared<capture::ExternalFn>();
   fn->name = std::string("index check of ") + op_name(op);
-  fn->call = [op, args, index_arg, data_arg, stand_in, dt](const Stack& in) {
-    Stack a = args;
-    a[index_arg] = in[0];
-    a[data_arg] = Tensor::empty(stand_in, dt);
-    call(op, a);
-    return std::vector<Tensor>{in[0].tensor()};
-  };
+  if (from.kind == capture::NodeKind::Op && (from.op == Op::nll_loss || from.op == Op::cross_entropy) &&
+      node.op == Op::gather && from.args.size() > 4 && from.args[4].kind == capture::NodeArg::Kind::Const &&
+      opt.externals) {
+    // The gather of the class targets that nll_loss and cross_entropy decompose into (its indices
+    // are the targets themselves, the kernel clamps them): checked with eager's rule and message,
+    // ignore_index passing.
+    const int64_t ignore = from.args[4].constant.to_int();
+    const int64_t classes = data.sizes()[wrap_dim(args[1].to_int(), data.dim())];
+    const char* name = op_name(from.op);
+    fn->call = [ignore, classes, name](const Stack& in) {
+      Tensor t = in[0].tensor().contiguous();
+      const int64_t* p = t.data<int64_t>();
+      for (int64_t i = 0; i < t.numel(); i++)
+        TC_CHECK(p[i] == ignore || (p[i] >= 1 && p[i] <= classes), IndexError,
+                 "%s(): target %lld is out of bounds (targets are 1-based, %lld classes)", name, (long long)p[i],
+                 (long long)classes);
+      return std::vector<Tensor>{in[0].tensor()};
+    };
+  } else if (from.kind == capture::NodeKind::Op && from.op != node.op) {
+    hint(n, "indices made by a decomposition are not range-checked (out-of-range ones read a clamped element)");
+    return true;
+  } else {
+    if (!opt.externals || !g.dynamic_dims.empty()) return false;
+    Shape stand_in = data.sizes();
+    if (node.op == Op::embedding) stand_in = {stand_in[0], 0};
+    if (node.op == Op::index_select)
+      for (int64_t d = 0; d < int64_t(stand_in.size()); d++)
+        if (d != wrap_dim(args[1].to_int(), int64_t(stand_in.size()))) stand_in[d] = 0;
+    DType dt = data.dtype();
+    fn->call = [op, args, index_arg, data_arg, stand_in, dt](const Stack& in) {
+      Stack a = args;
+      a[index_arg] = in[0];
+      a[data_arg] = Tensor::empty(stand_in, dt);
+      call(op, a);
+      return std::vector<Tensor>{in[0].tensor()};
+    };
+  }
   int id = value_of_.at({node.args[index_arg].refs[0].node, node.args[index_arg].refs[0].elem >= 0
                                                                 ? node.args[index_arg].refs[0].elem
                                                                 : node.args[index_arg].refs[0].out});
