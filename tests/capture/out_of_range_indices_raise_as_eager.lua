@@ -29,6 +29,7 @@ local cases = {
 }
 
 for _, backend in ipairs({"tc", "cpu", "loopir"}) do
+  tc.compiler.reset()  -- the code cache is per function, not per backend
   for _, c in ipairs(cases) do
     local name, fn, x, bad, good = c[1], c[2], c[3], c[4], c[5]
     local what = backend .. " " .. name
