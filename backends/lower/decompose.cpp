@@ -54,27 +54,6 @@ struct D {
     return capture::NodeArg::constant_of(v);
   }
   // Emits `op` on bound arguments (rules first); returns its outputs as fakes.
-  // The outputs of `op` on `args` as fake tensors. An op without tensor arguments (randn, zeros,
-  // arange ...) would run for real: its outputs come from the meta rule instead, so lowering never
-  // draws random numbers (that moved the generator: compiled randn differed from eager's) nor
-  // allocates.
-  static Stack fakes_of(Op op, const Stack& args) {
-    bool tensors = false;
-    for (const Value& v : args) tensors = tensors || v.is_tensor() || v.is_tensor_list();
-    if (tensors) return call(op, args);
-    Stack out;
-    TensorList list;
-    for (const TensorMeta& m : infer_meta(op, args)) {
-      Tensor f = Tensor::fake(m.sizes, m.strides, m.dtype, m.device);
-      f.impl()->offset = m.offset;
-      if (schema(op).returns == ReturnKind::List)
-        list.push_back(f);
-      else
-        out.push_back(f);
-    }
-    if (schema(op).returns == ReturnKind::List) out.push_back(Value(list));
-    return out;
-  }
   Stack emit(Op op, const Stack& args) {
     for (const Rule& r : rules())
       if (r.op == op) {
@@ -83,7 +62,7 @@ struct D {
       }
     std::vector<capture::NodeArg> nargs;
     for (const Value& v : args) nargs.push_back(arg(v));
-    Stack fakes = fakes_of(op, args);
+    Stack fakes = fake_outputs(op, args);
     note(fakes, g.add_op(op, std::move(nargs), fakes, line));
     return fakes;
   }
@@ -332,6 +311,24 @@ const std::vector<Rule>& rules() {
 }
 
 }  // namespace
+
+Stack fake_outputs(Op op, const Stack& args) {
+  bool tensors = false;
+  for (const Value& v : args) tensors = tensors || v.is_tensor() || v.is_tensor_list();
+  if (tensors) return call(op, args);
+  Stack out;
+  TensorList list;
+  for (const TensorMeta& m : infer_meta(op, args)) {
+    Tensor f = Tensor::fake(m.sizes, m.strides, m.dtype, m.device);
+    f.impl()->offset = m.offset;
+    if (schema(op).returns == ReturnKind::List)
+      list.push_back(f);
+    else
+      out.push_back(f);
+  }
+  if (schema(op).returns == ReturnKind::List) out.push_back(Value(list));
+  return out;
+}
 
 capture::Graph decompose(const capture::Graph& g, std::vector<int>* origin) {
   capture::Graph out;

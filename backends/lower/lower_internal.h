@@ -34,6 +34,12 @@ Shapes sym_shapes(const capture::Graph& g);
 
 // ---- decompositions (decompose.cpp) ----------------------------------------------------------------
 
+// The outputs of `op` on fake `args`, as fake tensors. An op without tensor arguments (randn,
+// zeros, arange ...) would run for real: its outputs come from the meta rule instead, so lowering
+// never draws random numbers (that moved the generator: compiled randn differed from eager's) nor
+// allocates.
+Stack fake_outputs(Op op, const Stack& args);
+
 // `g` with composite ops rewritten into simpler ops of ops.def (the rule table in decompose.cpp);
 // `origin` gets the node of `g` each new node comes from.
 capture::Graph decompose(const capture::Graph& g, std::vector<int>* origin);

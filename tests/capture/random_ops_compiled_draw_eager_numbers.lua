@@ -24,3 +24,22 @@ for _, backend in ipairs({"tc", "cpu", "loopir", "eager"}) do
   h.close(c3, e3, backend .. " zeros", 0)
   h.close(after_compiled, after_eager, backend .. " generator state after the call", 0)
 end
+
+-- with dynamic dims (after the second size) lowering recomputes every node's sizes symbolically:
+-- that never draws either
+local function g(x) return x * 2, tc.randn(3) end
+for _, backend in ipairs({"tc", "loopir"}) do
+  tc.compiler.reset()
+  local cg = tc.compile(g, {backend = backend})
+  for n = 2, 5 do
+    local x = tc.ones(n)
+    tc.manual_seed(3)
+    local _, e = g(x)
+    local after_eager = tc.rand(1)
+    tc.manual_seed(3)
+    local _, c = cg(x)
+    local after_compiled = tc.rand(1)
+    h.close(c, e, backend .. " randn beside a dynamic dim, size " .. n, 0)
+    h.close(after_compiled, after_eager, backend .. " generator state, size " .. n, 0)
+  end
+end
