@@ -113,6 +113,7 @@ int Lowering::store_into(int n, int view, int src) {
   for (const SymInt& s : dst.shape)
     if (!is_one(s)) outer.push_back(s);
   KernelBuilder kb(lg, outer);
+  kb.roots = {view};  // the value it stores (emit keys its fusion trials by it)
   kb.source_nodes.push_back(n);
   Idx idx;
   int o = 0;
