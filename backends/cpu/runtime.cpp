@@ -102,10 +102,17 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
     for (const BufferView& v : e.inputs) ins.push_back(view_of(places[v.buffer], g.buffers[v.buffer].dtype, v, syms));
     Stack args = lower::extern_args(e, ins);
     std::vector<Tensor> out;
-    if (e.external) {
-      out = e.external->call(args);
-    } else {
-      for (const Value& v : call(e.op, args)) out.push_back(v.tensor());
+    try {
+      if (e.external) {
+        out = e.external->call(args);
+      } else {
+        for (const Value& v : call(e.op, args)) out.push_back(v.tensor());
+      }
+    } catch (const capture::NodeError&) {
+      throw;
+    } catch (const Error& err) {
+      if (e.node < 0) throw;
+      throw capture::NodeError(err, e.node);  // capture names the node's user line
     }
     const char* what = e.external ? e.external->name.c_str() : op_name(e.op);
     TC_CHECK(out.size() == 1 + e.more_outputs.size(), CompileError, "cpu backend: %s gave %zu results", what,
