@@ -122,6 +122,7 @@ void push_gm(lua_State* L, const Graph& g) {
 // Pushes the graph inputs as the backend sees them: unspecialized numbers (at positions
 // `numbers`) as their 0-dim tensors.
 void push_inputs(lua_State* L, const std::vector<int>& slots, const std::vector<int>& numbers) {
+  luaL_checkstack(L, int(slots.size()) + 8, "graph inputs");
   const int first = lua_gettop(L) + 1;
   for (int s : slots) lua_pushvalue(L, s);
   for (int j : numbers) {
