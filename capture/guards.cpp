@@ -456,11 +456,17 @@ const char* guard_kind_name(GuardKind k) {
   return "?";
 }
 
+std::vector<GuardText> GuardProgram::texts() const {
+  std::vector<GuardText> out;
+  for (const Guard& g : guards)
+    out.push_back({guard_kind_name(g.kind), g.src >= 0 ? describe(g.src) : "", g.expected});
+  return out;
+}
+
 std::vector<std::string> GuardProgram::lines() const {
   std::vector<std::string> out;
-  for (const Guard& g : guards)
-    out.push_back(std::string(guard_kind_name(g.kind)) + ": " +
-                  (g.src >= 0 ? describe(g.src) + " " : "") + g.expected);
+  for (const GuardText& t : texts())
+    out.push_back(t.kind + ": " + (t.source.empty() ? "" : t.source + " ") + t.expected);
   return out;
 }
 
