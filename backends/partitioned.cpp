@@ -13,6 +13,7 @@ namespace {
 struct Piece {
   capture::CompiledGraph run;
   std::vector<int> in, out;  // slots read and written
+  std::vector<int> node;     // per node of the piece's graph: the whole graph's node (-1: an input)
 };
 
 struct Plan {
@@ -57,7 +58,10 @@ Compiled compile_partitioned(const Backend& b, const Backend& fallback, const ca
       c.report.fallback_nodes += int(p.nodes.size());
       for (int i : p.nodes) c.report.perf_hints.push_back(hint(b, g.nodes[i]));
     }
-    Piece x{std::move(piece.run), {}, {}};
+    Piece x{std::move(piece.run), {}, {}, {}};
+    size_t k = 0;
+    for (const capture::Node& n : p.graph.nodes)
+      x.node.push_back(n.kind == capture::NodeKind::Input ? -1 : p.nodes[k++]);
     for (capture::Ref r : p.inputs) x.in.push_back(slot_of(r));
     for (capture::Ref r : p.outputs) x.out.push_back(slot_of(r));
     plan->pieces.push_back(std::move(x));
@@ -72,7 +76,13 @@ Compiled compile_partitioned(const Backend& b, const Backend& fallback, const ca
     for (const Piece& p : plan->pieces) {
       args.clear();
       for (int s : p.in) args.push_back(at[s]);
-      std::vector<Tensor> outs = p.run(args);
+      std::vector<Tensor> outs;
+      try {
+        outs = p.run(args);
+      } catch (const capture::NodeError& e) {  // a node of the piece: name it in the whole graph
+        if (e.node < 0 || e.node >= int(p.node.size()) || p.node[e.node] < 0) throw;
+        throw capture::NodeError(e, p.node[e.node]);
+      }
       for (size_t k = 0; k < p.out.size(); k++) {
         made[p.out[k]] = std::move(outs[k]);
         at[p.out[k]] = &made[p.out[k]];

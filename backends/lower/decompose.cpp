@@ -100,10 +100,17 @@ double eps_of(DType t) {
   }
 }
 
+// The max subtracted for stability over `dims`: 0 for an empty x (amax raises on an empty dim; any
+// shift gives eager's empty result, or log(0) = -inf for logsumexp over an empty dim).
+Value stable_max(D& d, const Tensor& x, const Value& dims) {
+  if (x.numel() == 0) return 0.0;
+  return d.op(Op::amax, {x, dims, true});
+}
+
 Stack softmax(D& d, const Stack& a) {
   Tensor x = a[0].tensor();
   if (!is_none(a[2])) x = d.op(Op::to_dtype, {x, a[2]});
-  Tensor m = d.op(Op::amax, {x, IntList{a[1].to_int()}, true});
+  Value m = stable_max(d, x, IntList{a[1].to_int()});
   Tensor e = d.op(Op::exp, {d.op(Op::sub, {x, m})});
   return {d.op(Op::div, {e, d.op(Op::sum, {e, IntList{a[1].to_int()}, true})})};
 }
@@ -111,7 +118,7 @@ Stack softmax(D& d, const Stack& a) {
 Stack log_softmax(D& d, const Stack& a) {
   Tensor x = a[0].tensor();
   if (!is_none(a[2])) x = d.op(Op::to_dtype, {x, a[2]});
-  Tensor m = d.op(Op::amax, {x, IntList{a[1].to_int()}, true});
+  Value m = stable_max(d, x, IntList{a[1].to_int()});
   Tensor xm = d.op(Op::sub, {x, m});
   Tensor s = d.op(Op::sum, {d.op(Op::exp, {xm}), IntList{a[1].to_int()}, true});
   return {d.op(Op::sub, {xm, d.op(Op::log, {s})})};
@@ -167,8 +174,8 @@ Stack batch_norm(D& d, const Stack& a) {
 Stack logsumexp(D& d, const Stack& a) {
   Tensor x = a[0].tensor();
   if (!is_floating(x.dtype())) x = d.op(Op::to_dtype, {x, default_dtype()});
-  Tensor m = d.op(Op::amax, {x, a[1], true});
-  m = d.op(Op::masked_fill, {m, d.op(Op::isinf, {m}), 0.0});
+  Value m = stable_max(d, x, a[1]);
+  if (m.is_tensor()) m = d.op(Op::masked_fill, {m, d.op(Op::isinf, {m.tensor()}), 0.0});
   Tensor s = d.op(Op::sum, {d.op(Op::exp, {d.op(Op::sub, {x, m})}), a[1], true});
   Tensor r = d.op(Op::add, {d.op(Op::log, {s}), m});
   if (!a[2].to_bool()) r = d.op(Op::squeeze, {r, a[1]});
@@ -196,8 +203,9 @@ Stack nll_loss(D& d, const Stack& a) {
   if (!is_none(a[2]) || is_floating(t.dtype())) return {};
   int64_t cd = class_dim(x), ignore = a[4].to_int();
   Tensor valid = d.op(Op::ne, {t, ignore});
-  Tensor safe = d.op(Op::where, {valid, t, int64_t(1)});
-  Tensor picked = d.op(Op::squeeze, {d.op(Op::gather, {x, cd, d.op(Op::unsqueeze, {safe, cd})}), IntList{cd}});
+  // gathers at the targets themselves: lowering checks them with nll_loss's rule (ignore_index
+  // passes) and the kernel clamps, so an ignored target reads a class that `valid` then drops
+  Tensor picked = d.op(Op::squeeze, {d.op(Op::gather, {x, cd, d.op(Op::unsqueeze, {t, cd})}), IntList{cd}});
   Tensor loss = d.op(Op::where, {valid, d.op(Op::neg, {picked}), 0.0});
   const std::string& red = a[3].str();
   if (red != "mean") return {reduce_loss(d, loss, red)};

@@ -591,10 +591,14 @@ std::vector<int> Lowering::lower_op(int n) {
     case Op::scatter: case Op::scatter_add: case Op::masked_select: case Op::nonzero:
       return add_extern(n, true);
     case Op::copy_:
-      return {store_into(n, in(0), in(1))};
     case Op::fill_: {
       if (node.args[1].kind == capture::NodeArg::Kind::Ref) return {store_into(n, in(0), in(1))};
-      Value v = a[1];
+      Value v = a[1];  // a number (copy_ from a number, a wrapped 0-dim tensor, is a fill_)
+      if (v.is_tensor()) {
+        const Tensor& t = v.tensor();
+        if (t.is_fake() || t.dim() != 0) return add_extern(n, true);
+        v = is_floating(t.dtype()) ? Value(t.item_double()) : Value(t.item_int());
+      }
       Ty t = compute_type(om.dtype);
       LV c = base();
       c.shape = {};

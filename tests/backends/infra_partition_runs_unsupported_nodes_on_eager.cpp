@@ -6,26 +6,17 @@
 #include <variant>
 
 #include "infra_fake_backend.h"
+#include "graph_node.h"
 #include "lower/partition.h"
 #include "partitioned.h"
 
 using namespace tc;
 using namespace tc::capture;
+using tc::backends::testing::node;
 using tc::backends::testing::FakeBackend;
 
 namespace {
 
-// Appends `op` on positional arguments: graph values (Ref) and constants (Value).
-std::vector<Ref> node(Graph& g, Op op, std::vector<std::variant<Ref, Value>> args) {
-  Stack pos;
-  for (auto& a : args) pos.push_back(std::holds_alternative<Ref>(a) ? Value(g.fake(std::get<Ref>(a))) : std::get<Value>(a));
-  Stack bound = bind(op, pos, {});
-  std::vector<NodeArg> nargs;
-  for (size_t i = 0; i < bound.size(); i++)
-    nargs.push_back(i < args.size() && std::holds_alternative<Ref>(args[i]) ? NodeArg::ref(std::get<Ref>(args[i]))
-                                                                           : NodeArg::constant_of(bound[i]));
-  return g.add_op(op, std::move(nargs), call(op, bound));
-}
 Ref unary(Graph& g, Op op, Ref x) { return node(g, op, {x})[0]; }
 Ref binary(Graph& g, Op op, Ref a, Ref b) { return node(g, op, {a, b})[0]; }
 
@@ -243,4 +234,28 @@ TEST(Registry, GraphCompilerCarriesTheRegistrysLists) {
   for (size_t i = 0; i < c.backends.size(); i++) EXPECT_EQ(c.backends[i].first, backends::names()[i]);
   EXPECT_EQ(c.modes, backends::modes());
   EXPECT_EQ(c.modes[0], "default");
+}
+
+TEST(CompilePartitioned, AnOpErrorNamesTheNodeOfTheWholeGraph) {
+  // sin(x):index_select(1, i) * 2 with index_select unsupported: its eager piece raises for the
+  // out-of-range index, and the error names index_select's node of the whole graph (its user
+  // line), not the node's index inside the piece
+  Graph g;
+  Ref x = g.add_input("x", "arg[1]", fake({3}));
+  Ref i = g.add_input("i", "arg[2]", Tensor::fake({1}, {1}, DType::Int64));
+  Ref s = unary(g, Op::sin, x);
+  Ref picked = node(g, Op::index_select, {s, Value(int64_t(1)), i})[0];
+  g.outputs.push_back(node(g, Op::mul, {picked, Value(2.0)})[0]);
+  FakeBackend fake({Op::sin, Op::mul});
+  Compiled c = backends::compile_partitioned(fake, backends::find("eager"), g, {});
+  Tensor index = Tensor::empty({1}, DType::Int64);
+  index.data<int64_t>()[0] = 4;
+  std::vector<Tensor> in{values({3}, 0), index};
+  try {
+    c.run(borrow(in));
+    FAIL() << "an index out of range ran";
+  } catch (const NodeError& e) {
+    EXPECT_EQ(e.node, picked.node);
+    EXPECT_EQ(e.kind(), ErrorKind::IndexError);
+  }
 }

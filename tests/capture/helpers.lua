@@ -15,6 +15,28 @@ function h.close(a, b, what, tol)
   if a ~= b then error(("%s: expected %s, got %s"):format(what or "value", tostring(b), tostring(a)), 2) end
 end
 
+-- A compiled result against eager's, as DESIGN.md §4 allows: generated code may sum in another
+-- order than eager's kernels (a tiny matmul as a generated reduction, a vectorized sum), so float
+-- results agree to a few units in the last place relative to their size (3x looser for float16
+-- and bfloat16); integer and bool results, and everything data movement makes, stay exact (compare
+-- those with h.close(a, b, what, 0)).
+local float_tol = {[tc.float64] = 1e-12, [tc.float32] = 1e-5, [tc.float16] = 3e-3, [tc.bfloat16] = 3e-2}
+function h.close_to_eager(compiled, eager, what)
+  assert(tc.is_tensor(compiled) and tc.is_tensor(eager), (what or "value") .. ": expected tensors")
+  if compiled.dtype ~= eager.dtype then
+    error(("%s: dtype %s vs %s"):format(what or "tensor", tostring(compiled.dtype), tostring(eager.dtype)), 2)
+  end
+  if compiled.shape ~= eager.shape then
+    error(("%s: shape %s vs %s"):format(what or "tensor", tostring(compiled.shape), tostring(eager.shape)), 2)
+  end
+  local tol = float_tol[eager.dtype] or 0
+  local a, b = compiled:double(), eager:double()
+  local excess = ((a - b):abs() - (b:abs() + 1) * tol):max():item()
+  if compiled:numel() > 0 and excess > 0 then
+    error(("%s: max difference %g beyond tolerance %g"):format(what or "tensor", (a - b):abs():max():item(), tol), 2)
+  end
+end
+
 function h.eq(actual, expected, what)
   if actual ~= expected then error(("%s: expected %s, got %s"):format(what or "value", tostring(expected), tostring(actual)), 2) end
 end

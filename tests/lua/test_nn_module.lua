@@ -243,7 +243,10 @@ function tests.zero_grad_and_compile()
   local x = tc.randn(3, 4)
   local y = m(x)
   assert(rawequal(m:compile(), m))
-  assert(m(x):eq(y):all():item())
+  -- compiled: its tiny Linear layers are generated reductions, summed in another order than
+  -- BLAS, so equal within DESIGN.md §4 (float32), not bit-equal
+  local got = m(x)
+  assert(got:allclose(y, 1e-5, 1e-6), "compiled forward matches eager: " .. (got - y):abs():max():item())
 end
 
 function tests.from_torch_state_dict_renames_list_positions()
