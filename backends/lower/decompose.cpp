@@ -62,7 +62,7 @@ struct D {
       }
     std::vector<capture::NodeArg> nargs;
     for (const Value& v : args) nargs.push_back(arg(v));
-    Stack fakes = call(op, args);
+    Stack fakes = fake_call(op, args);
     note(fakes, g.add_op(op, std::move(nargs), fakes, line));
     return fakes;
   }

@@ -31,6 +31,9 @@ struct Shapes {
 
 // Sizes, strides and offsets of every tensor of `g` in terms of its dynamic dims (s0, s1, ...).
 Shapes sym_shapes(const capture::Graph& g);
+// The outputs of `op` as fakes: the meta rule only, never the kernel, also for ops without tensor
+// inputs (randn, zeros), whose call would run the kernel and advance the random stream.
+Stack fake_call(Op op, const Stack& args);
 
 // ---- decompositions (decompose.cpp) ----------------------------------------------------------------
 
