@@ -611,7 +611,7 @@ Outcome execute(lua_State* L, const Entry& e, CodeCache*& cc,
       std::vector<const Tensor*> inputs;
       std::vector<Tensor> numbers;  // unspecialized numbers: 0-dim wrapped-number inputs
       inputs.reserve(e.input_sources.size());
-      numbers.reserve(e.input_sources.size());
+      numbers.reserve(e.number_inputs.size());  // none: no allocation
       for (int s : e.input_sources) {
         const Tensor* t = e.guards.tensor_at(L, base, s);
         if (!t) {
