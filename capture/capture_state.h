@@ -54,7 +54,8 @@ struct Report {
   };
   struct GuardRec {
     std::string function;
-    std::vector<std::string> lines;
+    std::vector<GuardText> raw;  // folded into the listing when a report is made (not per trace)
+    std::vector<std::string> lines() const { return guard_listing(raw); }
   };
   struct RecompileRec {
     std::string function;
@@ -142,10 +143,11 @@ std::vector<Tensor> run_external(int id, const std::string& name, const Stack& e
 std::string error_text(lua_State* L, int idx);
 // lua_backend.cpp: compile with a Lua function backend; leaves nothing on the stack, throws
 // tc::Error (CompileError) on failure.
+// (`numbers`: the inputs that are unspecialized numbers, passed as 0-dim tensors.)
 int lua_backend_compile(lua_State* L, int backend_fn_ref, const Graph& g,
-                        const std::vector<int>& input_slots);
+                        const std::vector<int>& input_slots, const std::vector<int>& numbers);
 // Runs a Lua backend's callable (ref) on the inputs at the slots; returns outputs or throws.
 bool lua_backend_run(lua_State* L, int callable_ref, const std::vector<int>& input_slots,
-                     size_t nouts, std::vector<Tensor>* outs);
+                     const std::vector<int>& numbers, size_t nouts, std::vector<Tensor>* outs);
 
 }  // namespace tc::capture

@@ -576,8 +576,6 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
   return Outcome::Call;
 }
 
-// Runs entry e whose guards passed (slots above `base`). Returns Call with [next fn, args...]
-// (cc set to its cache, or null for an uncompiled call), Results, or Raise.
 // An op of the graph failed while it ran: eager's error (kind, message) at the node's user line.
 void push_node_error(lua_State* L, const Graph& g, const NodeError& err) {
   lua::push_error(L, error_kind_name(err.kind()), err.what(), 1);
@@ -589,6 +587,8 @@ void push_node_error(lua_State* L, const Graph& g, const NodeError& err) {
   lua_setfield(L, -2, "line");
 }
 
+// Runs entry e whose guards passed (slots above `base`). Returns Call with [next fn, args...]
+// (cc set to its cache, or null for an uncompiled call), Results, or Raise.
 Outcome execute(lua_State* L, const Entry& e, CodeCache*& cc,
                 const std::shared_ptr<CompileConfig>& cfg, int base) {
   if (e.end == EndKind::Fallback) {
@@ -602,7 +602,8 @@ Outcome execute(lua_State* L, const Entry& e, CodeCache*& cc,
     if (e.lua_backend_ref != LUA_NOREF) {
       std::vector<int> slots;
       for (int s : e.input_sources) slots.push_back(GuardProgram::slot(base, s));
-      if (!lua_backend_run(L, e.lua_backend_ref, slots, e.graph.outputs.size(), &outs))
+      if (!lua_backend_run(L, e.lua_backend_ref, slots, e.number_inputs, e.graph.outputs.size(),
+                           &outs))
         return Outcome::Raise;
     } else {
       // borrowed: live inputs sit in their slots, known ones in the memo's table, which the
@@ -610,7 +611,7 @@ Outcome execute(lua_State* L, const Entry& e, CodeCache*& cc,
       std::vector<const Tensor*> inputs;
       std::vector<Tensor> numbers;  // unspecialized numbers: 0-dim wrapped-number inputs
       inputs.reserve(e.input_sources.size());
-      numbers.reserve(e.input_sources.size());
+      numbers.reserve(e.number_inputs.size());  // none: no allocation
       for (int s : e.input_sources) {
         const Tensor* t = e.guards.tensor_at(L, base, s);
         if (!t) {
@@ -690,8 +691,7 @@ std::vector<int> sources_read_after_check(const Entry& e) {
     for (const ClosurePlan::Up& u : c.ups) visit(u.fn), visit(u.value);
   for (const Effect& ef : e.effects) visit(ef.target), visit(ef.key), visit(ef.value);
   if (e.lua_backend_ref != LUA_NOREF) out.insert(out.end(), e.input_sources.begin(), e.input_sources.end());
-  for (size_t j = 0; j < e.input_sources.size(); j++)  // numbers: never a memo's known tensor
-    if (e.graph.fake(Ref{e.graph.inputs[j]}).is_wrapped_number()) out.push_back(e.input_sources[j]);
+  for (int j : e.number_inputs) out.push_back(e.input_sources[j]);  // never a memo's tensor
   return out;
 }
 
@@ -782,6 +782,8 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
     }
   }
   st.stats.traces++;
+  for (size_t j = 0; j < e->graph.inputs.size(); j++)
+    if (e->graph.fake(Ref{e->graph.inputs[j]}).is_wrapped_number()) e->number_inputs.push_back(int(j));
   if (e->end == EndKind::Break) {
     // make (and verify) the resume functions now: a failure here can still run the frame
     // uncompiled, which it no longer can once the graph has run
@@ -843,7 +845,7 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
       e->guards.check(L, 1, 2, nargs);
       std::vector<int> slots;
       for (int s : e->input_sources) slots.push_back(GuardProgram::slot(base, s));
-      e->lua_backend_ref = lua_backend_compile(L, cfg->backend_fn_ref, e->graph, slots);
+      e->lua_backend_ref = lua_backend_compile(L, cfg->backend_fn_ref, e->graph, slots, e->number_inputs);
       lua_settop(L, base);
       if (e->lua_backend_ref == LUA_NOREF) {
         *out = Outcome::Raise;
@@ -869,10 +871,11 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
   st.report.times.push_back({cache_name(cc), trace_ms, backend_ms, report.lower_ms,
                              report.codegen_ms, report.compile_ms});
   e->guards.needed = sources_read_after_check(*e);
-  st.report.guards.push_back({cache_name(cc), e->guards.listing()});
+  st.report.guards.push_back({cache_name(cc), e->guards.texts()});
   if (log_enabled(L, "guards")) {
     std::fprintf(stderr, "[tc guards] %s\n", cache_name(cc).c_str());
-    for (const std::string& l : e->guards.listing()) std::fprintf(stderr, "  %s\n", l.c_str());
+    for (const std::string& l : guard_listing(e->guards.texts()))
+      std::fprintf(stderr, "  %s\n", l.c_str());
   }
   cc->entries.push_back(std::move(e));
   return cc->entries.back().get();

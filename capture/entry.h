@@ -71,6 +71,7 @@ struct Entry {
   CompiledGraph run;
   int lua_backend_ref = LUA_NOREF;  // a Lua backend's callable, when the backend is a function
   std::vector<int> input_sources;   // source id of each graph input
+  std::vector<int> number_inputs;   // inputs that are unspecialized numbers (0-dim wrapped)
   std::vector<TablePlan> tables;
   std::vector<ClosurePlan> closures;
   std::vector<Effect> effects;

@@ -60,7 +60,7 @@ static nlohmann::json to_json(const Report& r) {
                        {"fallback_nodes", g.backend.fallback_nodes}});
   j["kernels_per_graph"] = kernels;
   json guards = json::array();
-  for (const auto& g : r.guards) guards.push_back({{"function", g.function}, {"guards", g.lines}});
+  for (const auto& g : r.guards) guards.push_back({{"function", g.function}, {"guards", g.lines()}});
   j["guards"] = guards;
   json rec = json::array();
   for (const auto& x : r.recompiles)
@@ -116,7 +116,7 @@ static std::string to_text(const Report& r) {
   s += "Guards:\n";
   for (const auto& g : r.guards) {
     s += "  " + g.function + ":\n";
-    for (const std::string& l : g.lines) s += "    " + l + "\n";
+    for (const std::string& l : g.lines()) s += "    " + l + "\n";
   }
   s += "Recompiles:\n";
   for (const auto& x : r.recompiles)
@@ -215,9 +215,10 @@ void push_report(lua_State* L, const Report& r) {
     lua_createtable(L, 0, 2);
     lua_pushstring(L, r.guards[i].function.c_str());
     lua_setfield(L, -2, "function");
-    lua_createtable(L, int(r.guards[i].lines.size()), 0);
-    for (size_t k = 0; k < r.guards[i].lines.size(); k++) {
-      lua_pushstring(L, r.guards[i].lines[k].c_str());
+    const std::vector<std::string> lines = r.guards[i].lines();
+    lua_createtable(L, int(lines.size()), 0);
+    for (size_t k = 0; k < lines.size(); k++) {
+      lua_pushstring(L, lines[k].c_str());
       lua_rawseti(L, -2, lua_Integer(k) + 1);
     }
     lua_setfield(L, -2, "guards");

@@ -67,10 +67,9 @@ std::string root_of(const std::string& source) {
 
 }  // namespace
 
-std::vector<std::string> GuardProgram::listing() const {
+std::vector<std::string> guard_listing(const std::vector<GuardText>& guards) {
   std::vector<Parsed> parsed;
-  for (const Guard& g : guards)
-    parsed.push_back(parse(guard_kind_name(g.kind), g.src >= 0 ? describe(g.src) : "", g.expected));
+  for (const GuardText& g : guards) parsed.push_back(parse(g.kind, g.source, g.expected));
   // groups of guards that differ only in the indices of their sources, in order of appearance
   std::map<std::string, int> group_of;
   std::vector<std::vector<const Parsed*>> groups;

@@ -1,6 +1,7 @@
 // Sources and guards: building (dedup), printing and the allocation-free evaluation loop.
 #include "guards.h"
 
+#include <bit>
 #include <algorithm>
 #include <cstring>
 
@@ -9,6 +10,10 @@
 #include "tc/config.h"
 
 namespace tc::capture {
+
+// A float constant is the same value bit for bit: -0.0 is not 0.0 (1/x, tostring and string
+// conversion tell them apart, though == does not), and a NaN passes its own guard.
+static bool same_float(double a, double b) { return std::bit_cast<uint64_t>(a) == std::bit_cast<uint64_t>(b); }
 
 struct GuardProgram::Memo {
   bool ready = false;
@@ -307,7 +312,7 @@ bool GuardProgram::guard_ok(lua_State* L, int base, int i) const {
           break;
         case LUA_TNUMBER:
           ok = lua_isinteger(L, v) == g.flag &&
-               (g.flag ? lua_tointeger(L, v) == g.ival : lua_tonumber(L, v) == g.fval);
+               (g.flag ? lua_tointeger(L, v) == g.ival : same_float(lua_tonumber(L, v), g.fval));
           break;
         default:
           if (g.ptr) {
@@ -456,11 +461,17 @@ const char* guard_kind_name(GuardKind k) {
   return "?";
 }
 
+std::vector<GuardText> GuardProgram::texts() const {
+  std::vector<GuardText> out;
+  for (const Guard& g : guards)
+    out.push_back({guard_kind_name(g.kind), g.src >= 0 ? describe(g.src) : "", g.expected});
+  return out;
+}
+
 std::vector<std::string> GuardProgram::lines() const {
   std::vector<std::string> out;
-  for (const Guard& g : guards)
-    out.push_back(std::string(guard_kind_name(g.kind)) + ": " +
-                  (g.src >= 0 ? describe(g.src) + " " : "") + g.expected);
+  for (const GuardText& t : texts())
+    out.push_back(t.kind + ": " + (t.source.empty() ? "" : t.source + " ") + t.expected);
   return out;
 }
 

@@ -51,6 +51,14 @@ enum class GuardKind : uint8_t {
 };
 
 const char* guard_kind_name(GuardKind k);  // "TENSOR_MATCH"
+
+// One guard as text: "TENSOR_MATCH", "m.layers[3].linear1.weight", "float32[10, 10] on cpu".
+struct GuardText {
+  std::string kind, source, expected;
+};
+// What explain and TC_LOGS=guards print (guard_listing.cpp): grouped by the root of the source,
+// repeated layers folded ("m.layers[1..64].linear1.weight ... (x64)"), one line per group.
+std::vector<std::string> guard_listing(const std::vector<GuardText>& guards);
 // What a real object is called in listings and guard failures, without its address (which
 // changes from run to run): "class Linear", "function <model.lua:12>", "builtin math.sqrt".
 std::string display_name(lua_State* L, int idx);
@@ -108,9 +116,7 @@ struct GuardProgram {
   // Index of the first failing guard, or -1.
   int first_failure(lua_State* L, int base) const;
   std::vector<std::string> lines() const;  // one printed line per guard
-  // What explain and TC_LOGS=guards print (guard_listing.cpp): grouped by the root of the
-  // source, repeated layers folded ("m.layers[1..64].linear1.weight ... (x64)").
-  std::vector<std::string> listing() const;
+  std::vector<GuardText> texts() const;     // the same, in parts (for guard_listing)
   // Drops Type guards implied by an Identity/Equals/Tensor guard of the same source.
   void simplify();
   // Fills the C++ payload of an Equals/Identity guard from the value at idx.

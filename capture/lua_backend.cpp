@@ -119,25 +119,27 @@ void push_gm(lua_State* L, const Graph& g) {
   b->run = std::make_shared<CompiledGraph>(state().compiler.compile(*b->g, "eager", {}).run);
 }
 
-// A graph input as the backend sees it: an unspecialized number as its 0-dim tensor.
-void push_input(lua_State* L, int slot) {
-  if (lua_type(L, slot) == LUA_TNUMBER)
-    lua::push_tensor(L, number_input(L, slot));
-  else
-    lua_pushvalue(L, slot);
+// Pushes the graph inputs as the backend sees them: unspecialized numbers (at positions
+// `numbers`) as their 0-dim tensors.
+void push_inputs(lua_State* L, const std::vector<int>& slots, const std::vector<int>& numbers) {
+  luaL_checkstack(L, int(slots.size()) + 8, "graph inputs");
+  const int first = lua_gettop(L) + 1;
+  for (int s : slots) lua_pushvalue(L, s);
+  for (int j : numbers) {
+    lua::push_tensor(L, number_input(L, slots[j]));
+    lua_replace(L, first + j);
+  }
 }
 
 }  // namespace
 
 int lua_backend_compile(lua_State* L, int backend_fn_ref, const Graph& g,
-                        const std::vector<int>& input_slots) {
+                        const std::vector<int>& input_slots, const std::vector<int>& numbers) {
   lua_rawgeti(L, LUA_REGISTRYINDEX, backend_fn_ref);
   push_gm(L, g);
   lua_createtable(L, int(input_slots.size()), 0);
-  for (size_t i = 0; i < input_slots.size(); i++) {
-    push_input(L, input_slots[i]);
-    lua_rawseti(L, -2, lua_Integer(i) + 1);
-  }
+  push_inputs(L, input_slots, numbers);
+  for (int i = int(input_slots.size()); i >= 1; i--) lua_rawseti(L, -1 - i, i);
   if (lua_pcall(L, 2, 1, 0) != LUA_OK) return LUA_NOREF;  // the error stays on top
   if (lua_isnil(L, -1)) {
     lua_pop(L, 1);
@@ -150,10 +152,10 @@ int lua_backend_compile(lua_State* L, int backend_fn_ref, const Graph& g,
 }
 
 bool lua_backend_run(lua_State* L, int callable_ref, const std::vector<int>& input_slots,
-                     size_t nouts, std::vector<Tensor>* outs) {
+                     const std::vector<int>& numbers, size_t nouts, std::vector<Tensor>* outs) {
   const int base = lua_gettop(L);
   lua_rawgeti(L, LUA_REGISTRYINDEX, callable_ref);
-  for (int s : input_slots) push_input(L, s);
+  push_inputs(L, input_slots, numbers);
   if (lua_pcall(L, int(input_slots.size()), LUA_MULTRET, 0) != LUA_OK) return false;
   const int n = lua_gettop(L) - base;
   // a single table of tensors is accepted too (fx backends return tuples)

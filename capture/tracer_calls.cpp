@@ -612,25 +612,6 @@ bool Tracer::compare(OpCode op, const Var& a_in, const Var& b_in) {
       throw BreakSignal{BreakCode::UnsupportedBytecode, "`==` through __eq"};
     return false;
   }
-  if ((a.k == Var::K::Table && (b.k == Var::K::Table || b.k == Var::K::Object)) ||
-      (b.k == Var::K::Table && a.k == Var::K::Object)) {
-    // a table made in the trace is itself only; two different tables may be equal through __eq
-    if (a.k == b.k && a.id == b.id) return true;
-    for (const Var* v : {&a, &b}) {
-      if (v->k == Var::K::Object) {
-        const bool table = lua_type(L, push_obj(v->obj)) == LUA_TTABLE;
-        lua_pop(L, 1);
-        if (!table) return false;  // a table is never a value of another type
-        if (v->src < 0) throw BreakSignal{BreakCode::UnsupportedBytecode, "`==` on this table"};
-      }
-      const Var mt = v->k == Var::K::Object                ? metatable_of(*v)
-                     : tables_[v->id].metatable ? *tables_[v->id].metatable
-                                                           : Var::nil();
-      if (mt.k != Var::K::Nil && raw_get(mt, Var::string("__eq")).k != Var::K::Nil)
-        throw BreakSignal{BreakCode::UnsupportedBytecode, "`==` through __eq"};
-    }
-    return false;
-  }
   return same_const(a, b);
 }
 

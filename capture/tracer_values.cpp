@@ -417,8 +417,6 @@ Var Tracer::upval(Frame& f, int n) {
   if (f.fn.k == Var::K::Closure) {
     const int c = closures_[f.fn.id].cells[n];
     return cells_[c >= 0 ? c : -c - 1];  // cells are never cached: other closures may write them
-  } else if (auto w = upval_overlay_.find(upvalue_id(f, n)); w != upval_overlay_.end()) {
-    v = w->second;  // written earlier in this trace (an iterator's counter: `i = i + 1`)
   } else {
     std::string name =
         n < int(f.p->upvalue_names.size()) && f.p->upvalue_names[n] ? *f.p->upvalue_names[n] : "";

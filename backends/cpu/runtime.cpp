@@ -110,8 +110,9 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
       }
     } catch (const capture::NodeError&) {
       throw;
-    } catch (const Error& err) {  // reported at the user's line of the node, as eager does
-      throw capture::NodeError(err, e.node);
+    } catch (const Error& err) {
+      if (e.node < 0) throw;
+      throw capture::NodeError(err, e.node);  // capture names the node's user line
     }
     const char* what = e.external ? e.external->name.c_str() : op_name(e.op);
     TC_CHECK(out.size() == 1 + e.more_outputs.size(), CompileError, "cpu backend: %s gave %zu results", what,

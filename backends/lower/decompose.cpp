@@ -62,7 +62,7 @@ struct D {
       }
     std::vector<capture::NodeArg> nargs;
     for (const Value& v : args) nargs.push_back(arg(v));
-    Stack fakes = fake_outputs(op, args);
+    Stack fakes = fake_call(op, args);
     note(fakes, g.add_op(op, std::move(nargs), fakes, line));
     return fakes;
   }
@@ -311,24 +311,6 @@ const std::vector<Rule>& rules() {
 }
 
 }  // namespace
-
-Stack fake_outputs(Op op, const Stack& args) {
-  bool tensors = false;
-  for (const Value& v : args) tensors = tensors || v.is_tensor() || v.is_tensor_list();
-  if (tensors) return call(op, args);
-  Stack out;
-  TensorList list;
-  for (const TensorMeta& m : infer_meta(op, args)) {
-    Tensor f = Tensor::fake(m.sizes, m.strides, m.dtype, m.device);
-    f.impl()->offset = m.offset;
-    if (schema(op).returns == ReturnKind::List)
-      list.push_back(f);
-    else
-      out.push_back(f);
-  }
-  if (schema(op).returns == ReturnKind::List) out.push_back(Value(list));
-  return out;
-}
 
 capture::Graph decompose(const capture::Graph& g, std::vector<int>* origin) {
   capture::Graph out;

@@ -31,14 +31,11 @@ struct Shapes {
 
 // Sizes, strides and offsets of every tensor of `g` in terms of its dynamic dims (s0, s1, ...).
 Shapes sym_shapes(const capture::Graph& g);
+// The outputs of `op` as fakes: the meta rule only, never the kernel, also for ops without tensor
+// inputs (randn, zeros), whose call would run the kernel and advance the random stream.
+Stack fake_call(Op op, const Stack& args);
 
 // ---- decompositions (decompose.cpp) ----------------------------------------------------------------
-
-// The outputs of `op` on fake `args`, as fake tensors. An op without tensor arguments (randn,
-// zeros, arange ...) would run for real: its outputs come from the meta rule instead, so lowering
-// never draws random numbers (that moved the generator: compiled randn differed from eager's) nor
-// allocates.
-Stack fake_outputs(Op op, const Stack& args);
 
 // `g` with composite ops rewritten into simpler ops of ops.def (the rule table in decompose.cpp);
 // `origin` gets the node of `g` each new node comes from.

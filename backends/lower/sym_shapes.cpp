@@ -7,6 +7,15 @@
 #include "tc/error.h"
 
 namespace tc::lower {
+
+Stack fake_call(Op op, const Stack& args) {
+  for (const Value& v : args)
+    if (v.is_tensor() || v.is_tensor_list()) return call(op, args);  // fake inputs: meta rule only
+  Stack out;
+  for (const TensorMeta& m : infer_meta(op, args)) out.push_back(Tensor::fake(m.sizes, m.strides, m.dtype, m.device));
+  return out;
+}
+
 namespace {
 
 using Flat = std::vector<std::vector<int64_t>>;  // per node: every output's sizes/strides/offset
@@ -59,7 +68,7 @@ Flat evaluate(const capture::Graph& g, const std::vector<int64_t>& values) {
         args.push_back(std::move(l));
       }
     }
-    fakes[n] = fake_outputs(node.op, args);
+    fakes[n] = fake_call(node.op, args);
   }
   Flat out(g.nodes.size());
   for (size_t n = 0; n < g.nodes.size(); n++)

@@ -31,3 +31,19 @@ local f = tc.compile(function(x) return x:sin() + 1 end, {backend = function(gm,
 f(tc.ones(2))
 ]])
 assert(out:find("placeholder", 1, true) and out:find("call_function  sin", 1, true), out)
+
+-- many inputs (the seed model's 259 tensors), and an unspecialized number among the inputs
+package.path = "scripts/models/?.lua;" .. package.path
+local seed = require "seed_layers"
+local model = seed.Model()
+local got
+local cm = tc.compile(model, {backend = function(gm, ex)
+  got = #ex
+  return function(...) return gm:forward(...) end
+end})
+local xm = tc.randn(10, 10)
+h.close(cm(xm), model(xm), "259 inputs")
+h.eq(got, 259, "example inputs")
+local scaled = tc.compile(function(x, k) return x * k end,
+                          {backend = function(gm) return function(...) return gm:forward(...) end end})
+for k = 1, 4 do h.close(scaled(x, k), x * k, "number input " .. k) end
