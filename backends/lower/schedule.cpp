@@ -303,8 +303,16 @@ bool Lowering::reads(int id, int b) {
 // Before buffer `b` is written in place: every value of the graph so far that reads it is
 // computed now, from the old contents (views of it stay views: they see the write, as in eager).
 void Lowering::before_write(int b) {
-  for (const auto& [key, id] : value_of_)
-    if (lvs_[id].kind != LV::Kind::Buffer && reads(id, b)) realize(id);
+  // Graph inputs may share memory (an upvalue and an argument holding one tensor): a write into
+  // one is a write into every input for the values computed before it.
+  const bool input = lg.buffers[b].kind == Buffer::Kind::Input;
+  for (const auto& [key, id] : value_of_) {
+    if (lvs_[id].kind == LV::Kind::Buffer) continue;
+    bool hit = reads(id, b);
+    for (size_t other = 0; input && !hit && other < lg.buffers.size(); other++)
+      hit = lg.buffers[other].kind == Buffer::Kind::Input && reads(id, int(other));
+    if (hit) realize(id);
+  }
 }
 
 int Lowering::realize(int id, bool as_output) {
