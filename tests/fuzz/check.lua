@@ -121,6 +121,23 @@ local function wrapper(compile)
   end
 end
 
+-- What a program wrote, compared on a code generator: the same text except numbers that differ
+-- by at most what the tensor tolerance allows at the printed precision (a float sum fused in
+-- another order may round the 4th printed decimal the other way).
+local function same_text_within_tolerance(a, b)
+  local pat = "%-?%d+%.?%d*[eE]?[-+]?%d*"
+  if a:gsub(pat, "#") ~= b:gsub(pat, "#") then return false end
+  local na, nb = {}, {}
+  for x in a:gmatch(pat) do na[#na + 1] = tonumber(x) end
+  for x in b:gmatch(pat) do nb[#nb + 1] = tonumber(x) end
+  if #na ~= #nb then return false end
+  for i = 1, #na do
+    local x, y = na[i], nb[i]
+    if x ~= y and not (x and y and math.abs(x - y) <= 2e-4 + 1e-4 * math.abs(x)) then return false end
+  end
+  return true
+end
+
 local function check(src, label)
   local eager = run(src, wrapper(function(f) return f end))
   if eager.load_error then return "INVALID " .. label .. ": " .. eager.load_error end
@@ -136,7 +153,7 @@ local function check(src, label)
       if getmetatable(m) ~= Mismatch then error(m, 0) end
       return ("FAIL %s %s: [%s] %s"):format(label, m.category, backend, m.detail)
     end
-    if eager.out ~= compiled.out then
+    if eager.out ~= compiled.out and (exact_floats or not same_text_within_tolerance(eager.out, compiled.out)) then
       return ("FAIL %s output-diff: [%s]\n--- eager\n%s--- compiled\n%s"):format(label, backend, eager.out, compiled.out)
     end
   end
