@@ -25,6 +25,9 @@ struct CompileConfig {
   std::string code_key;
   std::string where;  // the user's line of the tc.compile call (names tc's own functions)
   std::vector<std::pair<std::string, Value>> options;  // the backend's `options = {...}`, by key
+  // What an entry was compiled for (backend, mode, options): an entry serves only calls whose
+  // tc.compile asked for the same, as torch.compile guards on the backend.
+  std::string backend_key;
   CompileOptions backend_options() const { return {mode, fullgraph, dynamic, options}; }
 };
 

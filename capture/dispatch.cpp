@@ -714,6 +714,14 @@ void push_uncompilable(lua_State* L, const CodeCache* cc, const Entry& e) {
   lua::push_error(L, "CompileError", msg.c_str(), 1);
 }
 
+// A backend key as reports show it: a Lua function backend by definition site, no address.
+std::string shown_backend(const std::string& key) {
+  const size_t at = key.find('#');
+  if (at == std::string::npos) return key;
+  const size_t end = key.find(' ', at);
+  return key.substr(0, at) + (end == std::string::npos ? "" : key.substr(end));
+}
+
 // A new entry for a miss (stack: [fn, args...]); null with an outcome when none is made.
 Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileConfig>& cfg,
                    int nargs, Outcome* out) {
@@ -721,8 +729,15 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
   if (!cc->entries.empty()) {
     const int base = lua_gettop(L);
     const Entry& last = *cc->entries.back();
-    last.guards.check(L, 1, 2, nargs);
-    const std::string reason = last.guards.failure(L, base);
+    std::string reason;
+    if (last.backend_key != cfg->backend_key && last.guards.check(L, 1, 2, nargs))
+      reason = "the backend changed (" + shown_backend(last.backend_key) + " -> " +
+               shown_backend(cfg->backend_key) + ")";
+    lua_settop(L, base);
+    if (reason.empty()) {
+      last.guards.check(L, 1, 2, nargs);
+      reason = last.guards.failure(L, base);
+    }
     if (st.stance == "fail_on_recompile") {
       lua_settop(L, base);
       std::string msg = "tc.compiler.set_stance(\"fail_on_recompile\"): " + cache_name(cc) +
@@ -767,6 +782,7 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
   std::unique_ptr<Entry> e;
   for (int attempt = 0;; attempt++) {
     e = std::make_unique<Entry>();
+    e->backend_key = cfg->backend_key;
     Tracer t(L, cc->proto, *cc->analysis, 1, nargs, *e, opt);
     try {
       t.run();
@@ -901,6 +917,7 @@ Outcome drive_from(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
     Entry* hit = nullptr;
     int base = lua_gettop(L);
     for (auto& e : cc->entries) {
+      if (e->backend_key != cfg->backend_key) continue;
       if (e->guards.check(L, 1, 2, nargs)) {
         hit = e.get();
         break;

@@ -90,6 +90,7 @@ struct Entry {
   GraphBreak brk;
   std::string fallback_reason;
   int trace_id = 0;
+  std::string backend_key;  // CompileConfig::backend_key of the compile that made it
 };
 
 // Turns a traced entry into "run the frame uncompiled": its guards and break record stay.
@@ -98,6 +99,7 @@ inline void make_fallback(Entry& e, std::string why) {
   f.guards = std::move(e.guards);
   f.brk = std::move(e.brk);
   f.end = EndKind::Fallback;
+  f.backend_key = std::move(e.backend_key);
   f.fallback_reason = std::move(why);
   e = std::move(f);
 }

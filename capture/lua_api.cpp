@@ -179,14 +179,30 @@ int p_compile(lua_State* L) {
   cfg->mode = luaL_optstring(L, 5, "default");
   if (lua_type(L, 6) == LUA_TFUNCTION && !lua_iscfunction(L, 6)) cfg->code_key = "/" + dump_key(L, 6);
   cfg->where = luaL_optstring(L, 8, "");
+  std::vector<std::pair<std::string, std::string>> shown;  // options as text, for backend_key
   if (lua_istable(L, 9)) {  // the backend's options (checked by tc._api.lua's check_options)
     lua_pushnil(L);
     while (lua_next(L, 9)) {
       cfg->options.emplace_back(lua_tostring(L, -2), lua::to_value(L, -1, "option"));
-      lua_pop(L, 1);
+      shown.emplace_back(lua_tostring(L, -2), luaL_tolstring(L, -1, nullptr));
+      lua_pop(L, 2);
     }
     std::ranges::sort(cfg->options, {}, [](const auto& kv) { return kv.first; });
+    std::ranges::sort(shown);
   }
+  if (cfg->backend_fn_ref != LUA_NOREF) {
+    // named by its definition site in reports; told apart by identity
+    lua_Debug ar;
+    lua_pushvalue(L, 2);
+    lua_getinfo(L, ">S", &ar);
+    char buf[LUA_IDSIZE + 64];
+    std::snprintf(buf, sizeof buf, "function <%s:%d>#%p", ar.short_src, ar.linedefined, lua_topointer(L, 2));
+    cfg->backend_key = buf;
+  } else {
+    cfg->backend_key = cfg->backend;
+  }
+  if (cfg->mode != "default") cfg->backend_key += " mode=" + cfg->mode;
+  for (const auto& [k, v] : shown) cfg->backend_key += " " + k + "=" + v;
   push_compiled(L, 1, cfg, luaL_optstring(L, 7, ""));
   return 1;
 }
