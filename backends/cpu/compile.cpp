@@ -172,6 +172,7 @@ Program compile_lowered(const lower::LoweredGraph& g, capture::CompileReport* re
     }
   }
   for (size_t i = 0; i < g.kernels.size(); i++) p.kernels[i] = cache.at(syms[i]).kernel;
+  p.prepare_static_launches();
   return p;
 }
 

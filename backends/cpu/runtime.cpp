@@ -11,14 +11,38 @@ namespace tc::backends::cpu {
 using lower::Buffer;
 using lower::BufferView;
 
-void launch(const CompiledKernel& k, void* const* buffers, const int64_t* sizes) {
-  int64_t info[2] = {0, 1};
-  k.info(sizes, info);
-  const int64_t outer = info[0], work = std::max<int64_t>(1, info[1]);
+namespace {
+
+void launch_range(const CompiledKernel& k, void* const* buffers, const int64_t* sizes, int64_t outer, int64_t work) {
   if (outer <= 0) return;
   if (outer * work < kParallelWork || get_num_threads() == 1) return k.fn(buffers, sizes, 0, outer);
   parallel_for(0, outer, std::max<int64_t>(1, kParallelWork / work),
                [&](int64_t b, int64_t e) { k.fn(buffers, sizes, b, e); });
+}
+
+}  // namespace
+
+void launch(const CompiledKernel& k, void* const* buffers, const int64_t* sizes) {
+  int64_t info[2] = {0, 1};
+  k.info(sizes, info);
+  launch_range(k, buffers, sizes, info[0], std::max<int64_t>(1, info[1]));
+}
+
+void Program::prepare_static_launches() {
+  static_launches.clear();
+  if (!graph.symbols.empty()) return;
+  const std::vector<int64_t> none;
+  static_launches.resize(graph.steps.size());
+  for (size_t i = 0; i < graph.steps.size(); i++) {
+    const lower::Step& s = graph.steps[i];
+    if (s.kind != lower::Step::Kind::Launch) continue;
+    StaticLaunch& sl = static_launches[i];
+    for (const lower::SymInt& v : s.launch.sizes) sl.sizes.push_back(v.eval(none));
+    int64_t info[2] = {0, 1};
+    kernels[s.launch.kernel].info(sl.sizes.data(), info);
+    sl.outer = info[0];
+    sl.work = std::max<int64_t>(1, info[1]);
+  }
 }
 
 namespace {
@@ -88,11 +112,17 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
   }
   std::vector<void*> ptrs;
   std::vector<int64_t> sizes;
-  for (const lower::Step& s : g.steps) {
+  for (size_t step = 0; step < g.steps.size(); step++) {
+    const lower::Step& s = g.steps[step];
     if (s.kind == lower::Step::Kind::Launch) {
       ptrs.clear();
-      sizes.clear();
       for (int b : s.launch.buffers) ptrs.push_back(places[b].ptr);
+      if (!static_launches.empty()) {  // sizes and outer range known since compile time
+        const StaticLaunch& sl = static_launches[step];
+        launch_range(kernels[s.launch.kernel], ptrs.data(), sl.sizes.data(), sl.outer, sl.work);
+        continue;
+      }
+      sizes.clear();
       for (const lower::SymInt& v : s.launch.sizes) sizes.push_back(v.eval(syms));
       launch(kernels[s.launch.kernel], ptrs.data(), sizes.data());
       continue;

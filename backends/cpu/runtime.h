@@ -30,6 +30,15 @@ struct Program {
   std::vector<CompiledKernel> kernels;  // per graph.kernels
   std::vector<Tensor> run(capture::GraphInputs inputs) const;
 
+  // Per step of a graph without symbols (static shapes): a launch's sizes and outer range,
+  // evaluated once (prepare_static_launches, after `kernels` is set) instead of on every call.
+  struct StaticLaunch {
+    std::vector<int64_t> sizes;
+    int64_t outer = 0, work = 1;
+  };
+  std::vector<StaticLaunch> static_launches;  // empty: evaluated per call
+  void prepare_static_launches();
+
   // The arena of static-shape graphs, kept across calls; a call that finds it in use (another
   // thread, or a tensor still viewing it) allocates its own.
   struct KeptArena {

@@ -14,23 +14,25 @@ static bool dumping(const LowerOptions& o) {
   return o.dump || (d && std::atoi(d) >= 2);
 }
 
-static void dump(const LowerOptions& o, const char* stage, const std::string& text) {
-  if (dumping(o)) std::fprintf(stderr, "---- lower: %s ----\n%s", stage, text.c_str());
+// `text` is only built when dumping (before, the 64-layer seed graph was printed 5 times per lowering).
+template <typename F>
+static void dump(const LowerOptions& o, const char* stage, F text) {
+  if (dumping(o)) std::fprintf(stderr, "---- lower: %s ----\n%s", stage, text().c_str());
 }
 
 LoweredGraph lower(const capture::Graph& input, const LowerOptions& o) {
-  dump(o, "captured graph", input.print_code());
+  dump(o, "captured graph", [&] { return input.print_code(); });
   std::vector<int> origin;
   capture::Graph g = decompose(input, &origin);
-  dump(o, "decomposed", g.print_code());
+  dump(o, "decomposed", [&] { return g.print_code(); });
   Shapes shapes = sym_shapes(g);
   LoweredGraph lg;
   Lowering(input, g, shapes, o, lg, origin).run();
-  dump(o, "kernels and externs (fused)", print(lg));
+  dump(o, "kernels and externs (fused)", [&] { return print(lg); });
   dedup(lg);
-  dump(o, "structural dedup", print(lg));
+  dump(o, "structural dedup", [&] { return print(lg); });
   plan_memory(lg);
-  dump(o, "memory plan", print(lg));
+  dump(o, "memory plan", [&] { return print(lg); });
   return lg;
 }
 
