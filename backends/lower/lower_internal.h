@@ -161,6 +161,9 @@ class Lowering {
   void push_kernel(KernelBuilder& kb);
   void hint(int node, const std::string& what);  // a perf_hints line
   bool check_indices(int n);
+  // The first value reached from `id` (itself, then what lazy values read, and a reduction's
+  // input unless `stop_at_reductions`), each once, for which `hit` is true; -1 if none.
+  int find_reached(int id, bool stop_at_reductions, const std::function<bool(int, const LV&)>& hit);
   bool reads(int id, int buffer);
   void before_write(int buffer);
   int store_into(int n, int view, int src);  // an in-place write kernel (copy_, fill_)

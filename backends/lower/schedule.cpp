@@ -190,25 +190,13 @@ Val Lowering::emit(KernelBuilder& kb, int id, const Idx& idx) {
 // value's kernel should loop over (-1: none; the kernel loops over every dim of the value).
 int Lowering::find_row_reduction(int id) {
   const std::vector<SymInt>& shape = lvs_[id].shape;
-  std::set<int> seen;
-  std::vector<int> stack = {id};
-  while (!stack.empty()) {
-    int x = stack.back();
-    stack.pop_back();
-    if (!seen.insert(x).second) continue;
-    const LV& v = lvs_[x];
-    if (v.kind == LV::Kind::Reduce && x != id) {
-      const LV& src = lvs_[v.input];
-      bool rows_left = false;
-      for (int d = 0; d < int(shape.size()); d++)
-        if (std::find(v.dims.begin(), v.dims.end(), d) == v.dims.end() && !is_one(shape[d])) rows_left = true;
-      if (src.shape == shape && rows_left) return x;
-      continue;
-    }
-    if (v.kind == LV::Kind::Lazy)
-      for (int d : v.deps) stack.push_back(d);
-  }
-  return -1;
+  return find_reached(id, true, [&](int x, const LV& v) {
+    if (v.kind != LV::Kind::Reduce || x == id) return false;
+    bool rows_left = false;
+    for (int d = 0; d < int(shape.size()); d++)
+      if (std::find(v.dims.begin(), v.dims.end(), d) == v.dims.end() && !is_one(shape[d])) rows_left = true;
+    return lvs_[v.input].shape == shape && rows_left;
+  });
 }
 
 // The kernel that stores value `id`: its outer dims, and a loop over the rows' reduced dims when
@@ -284,8 +272,8 @@ void Lowering::push_kernel(KernelBuilder& kb) {
   lg.steps.push_back(std::move(step));
 }
 
-// Whether value `id` reads buffer `b` (through lazy values and reductions).
-bool Lowering::reads(int id, int b) {
+int Lowering::find_reached(int id, bool stop_at_reductions,
+                           const std::function<bool(int, const LV&)>& hit) {
   std::set<int> seen;
   std::vector<int> stack = {id};
   while (!stack.empty()) {
@@ -293,26 +281,27 @@ bool Lowering::reads(int id, int b) {
     stack.pop_back();
     if (!seen.insert(x).second) continue;
     const LV& v = lvs_[x];
-    if (v.kind == LV::Kind::Buffer && v.buffer == b) return true;
+    if (hit(x, v)) return x;
     if (v.kind == LV::Kind::Lazy) stack.insert(stack.end(), v.deps.begin(), v.deps.end());
-    if (v.kind == LV::Kind::Reduce) stack.push_back(v.input);
+    if (v.kind == LV::Kind::Reduce && !stop_at_reductions) stack.push_back(v.input);
   }
-  return false;
+  return -1;
 }
 
-// Before buffer `b` is written in place: every value of the graph so far that reads it is
-// computed now, from the old contents (views of it stay views: they see the write, as in eager).
+// Whether value `id` reads buffer `b` (through lazy values and reductions).
+bool Lowering::reads(int id, int b) {
+  return find_reached(id, false, [b](int, const LV& v) { return v.kind == LV::Kind::Buffer && v.buffer == b; }) >= 0;
+}
+
 void Lowering::before_write(int b) {
   // Graph inputs may share memory (an upvalue and an argument holding one tensor): a write into
   // one is a write into every input for the values computed before it.
   const bool input = lg.buffers[b].kind == Buffer::Kind::Input;
-  for (const auto& [key, id] : value_of_) {
-    if (lvs_[id].kind == LV::Kind::Buffer) continue;
-    bool hit = reads(id, b);
-    for (size_t other = 0; input && !hit && other < lg.buffers.size(); other++)
-      hit = lg.buffers[other].kind == Buffer::Kind::Input && reads(id, int(other));
-    if (hit) realize(id);
-  }
+  auto written = [&](int, const LV& v) {
+    return v.kind == LV::Kind::Buffer && (v.buffer == b || (input && lg.buffers[v.buffer].kind == Buffer::Kind::Input));
+  };
+  for (const auto& [key, id] : value_of_)
+    if (lvs_[id].kind != LV::Kind::Buffer && find_reached(id, false, written) >= 0) realize(id);
 }
 
 int Lowering::realize(int id, bool as_output) {

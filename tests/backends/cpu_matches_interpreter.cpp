@@ -39,18 +39,7 @@ void expect_generated_matches(GraphBuilder& b, const char* what, double atol = 1
 TEST(CpuMatchesInterpreter, PointwiseChainsBroadcastsAndTransposes) {
   {
     GraphBuilder b;
-    Tensor x = b.in(randn({33, 17})), y = b.in(randn({17}));
-    Tensor t = b.op(Op::add, {x, y});
-    t = b.op(Op::mul, {t, 2.0});
-    t = b.op(Op::sin, {t});
-    t = b.op(Op::exp, {t});
-    t = b.op(Op::sub, {t, y});
-    t = b.op(Op::relu, {t});
-    t = b.op(Op::sigmoid, {t});
-    t = b.op(Op::tanh, {t});
-    t = b.op(Op::div, {t, 3.0});
-    t = b.op(Op::gelu, {t});
-    b.out(t);
+    ten_op_chain(b);
     expect_generated_matches(b, "10-op chain with a broadcast row");
   }
   {

@@ -7,19 +7,7 @@ using namespace tc::testing;
 
 TEST(LowerFusion, TenOpPointwiseChainIsOneKernel) {
   GraphBuilder b;
-  Tensor x = b.in(randn({33, 17}));
-  Tensor y = b.in(randn({17}));
-  Tensor t = b.op(Op::add, {x, y});
-  t = b.op(Op::mul, {t, 2.0});
-  t = b.op(Op::sin, {t});
-  t = b.op(Op::exp, {t});
-  t = b.op(Op::sub, {t, y});
-  t = b.op(Op::relu, {t});
-  t = b.op(Op::sigmoid, {t});
-  t = b.op(Op::tanh, {t});
-  t = b.op(Op::div, {t, 3.0});
-  t = b.op(Op::gelu, {t});
-  b.out(t);
+  ten_op_chain(b);
   lower::LoweredGraph lg = expect_matches_eager(b);
   EXPECT_EQ(lower::count_launches(lg), 1) << lower::print(lg);
   EXPECT_EQ(lower::count_externs(lg, false), 0);

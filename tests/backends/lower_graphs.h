@@ -82,6 +82,22 @@ inline double closeness(const Tensor& a, const Tensor& b, double atol, double rt
   return worst;
 }
 
+// The 10-op pointwise chain of issue 11's fusion test, with a broadcast row: x[33, 17], y[17].
+inline void ten_op_chain(GraphBuilder& b) {
+  Tensor x = b.in(randn({33, 17})), y = b.in(randn({17}));
+  Tensor t = b.op(Op::add, {x, y});
+  t = b.op(Op::mul, {t, 2.0});
+  t = b.op(Op::sin, {t});
+  t = b.op(Op::exp, {t});
+  t = b.op(Op::sub, {t, y});
+  t = b.op(Op::relu, {t});
+  t = b.op(Op::sigmoid, {t});
+  t = b.op(Op::tanh, {t});
+  t = b.op(Op::div, {t, 3.0});
+  t = b.op(Op::gelu, {t});
+  b.out(t);
+}
+
 // What the loopir backend lowers with: the interpreter calls functions (index checks).
 inline lower::LowerOptions loopir_options() {
   lower::LowerOptions o;
