@@ -135,4 +135,82 @@ dist.store = {
   add = function(k, n) return C.dist_store_add(k, n or 1) end,
 }
 
+-- DistributedSampler(n, {num_replicas =, rank =, shuffle = true, seed = 0, drop_last = false}):
+-- the share of dataset indices 1..n this rank takes, as torch.utils.data.DistributedSampler:
+-- every rank gets ceil(n / replicas) indices (the list padded by repeating its start), or
+-- floor(n / replicas) with drop_last; with shuffle, a permutation that depends only on seed +
+-- epoch (the same on every rank). sampler:set_epoch(e) before each epoch; sampler:indices()
+-- returns the list; `for i in sampler:iter() do` walks it; #sampler is its length.
+local Sampler = {}
+Sampler.__index = Sampler
+Sampler.__name = "tc.distributed.DistributedSampler"
+
+local function positive_int(v, what)
+  if math.type(v) ~= "integer" or v < 0 then raise("ValueError", ("DistributedSampler: %s must be an integer >= 0, got %s"):format(what, tostring(v))) end
+  return v
+end
+
+function dist.DistributedSampler(n, opts)
+  opts = opts or {}
+  positive_int(n, "the dataset size")
+  local replicas = opts.num_replicas or (dist.is_initialized() and dist.get_world_size()) or nil
+  local rank = opts.rank or (dist.is_initialized() and dist.get_rank()) or nil
+  if replicas == nil or rank == nil then
+    raise("ValueError", "DistributedSampler: num_replicas and rank are unknown: initialize the process group or pass them")
+  end
+  positive_int(replicas, "num_replicas")
+  positive_int(rank, "rank")
+  if replicas < 1 or rank >= replicas then raise("ValueError", ("DistributedSampler: rank %d is not in [0, %d)"):format(rank, replicas)) end
+  local shuffle = opts.shuffle
+  if shuffle == nil then shuffle = true end
+  local drop_last = opts.drop_last or false
+  local count = drop_last and n // replicas or -(-n // replicas)
+  return setmetatable({n = n, replicas = replicas, rank = rank, shuffle = shuffle, seed = opts.seed or 0,
+                       drop_last = drop_last, count = count, epoch = 0}, Sampler)
+end
+
+function Sampler:set_epoch(e) self.epoch = positive_int(e, "the epoch") end
+function Sampler:__len() return self.count end
+
+-- splitmix64 over Lua integers (wrapping arithmetic): the same stream on every rank.
+local function splitmix(state)
+  return function()
+    state = state + 0x9E3779B97F4A7C15
+    local z = state
+    z = (z ~ (z >> 30)) * -4658895280553007687  -- 0xBF58476D1CE4E5B9
+    z = (z ~ (z >> 27)) * -7723592293110705685  -- 0x94D049BB133111EB
+    return z ~ (z >> 31)
+  end
+end
+
+function Sampler:indices()
+  local list = {}
+  for i = 1, self.n do list[i] = i end
+  if self.shuffle then  -- Fisher-Yates with an unbiased bound (rejection sampling)
+    local next_u = splitmix(self.seed * 1000003 + self.epoch)
+    for i = self.n, 2, -1 do
+      local limit = (-1 >> 1) - ((-1 >> 1) % i + 1) % i
+      local r
+      repeat r = next_u() >> 1 until r <= limit
+      local j = r % i + 1
+      list[i], list[j] = list[j], list[i]
+    end
+  end
+  local total = self.count * self.replicas
+  if self.n > 0 then
+    for i = self.n + 1, total do list[i] = list[(i - 1) % self.n + 1] end  -- pad by repeating
+  end
+  local mine = {}
+  for k = 0, self.count - 1 do mine[k + 1] = list[self.rank + 1 + k * self.replicas] end
+  return mine
+end
+
+function Sampler:iter()
+  local list, i = self:indices(), 0
+  return function()
+    i = i + 1
+    return list[i]
+  end
+end
+
 return dist

@@ -49,7 +49,12 @@ for n in 1 3; do
   else fail "gloo_collectives_match_their_definition_on_${n}_ranks" "$out"; fi
 done
 
-# 6. outside the launcher, or for nccl without NCCL/GPU: clear errors
+# 6. DistributedSampler
+if out=$("$TCRUN" tests/distributed/sampler.lua 2>&1) && grep -q "sampler ok" <<<"$out"; then
+  pass "distributed_sampler_partitions_like_torch"
+else fail "distributed_sampler_partitions_like_torch" "$out"; fi
+
+# 7. outside the launcher, or for nccl without NCCL/GPU: clear errors
 out=$("$TCRUN" -e 'local ok, e = pcall(require("tc.distributed").init_process_group, {backend = "gloo"}); print(e)' 2>&1)
 if grep -q "run under \`tcrun --nproc-per-node N\`" <<<"$out"; then
   pass "init_process_group_outside_the_launcher_says_how_to_run"
@@ -60,7 +65,7 @@ if [ "${2:-}" != cuda ]; then
     pass "nccl_without_a_gpu_is_a_clear_error"
   else fail "nccl_without_a_gpu_is_a_clear_error" "$out"; fi
 else
-  # 7. the GPU machine: every collective on nccl, world size 1 (one GPU)
+  # 8. the GPU machine: every collective on nccl, world size 1 (one GPU)
   if out=$(timeout 120 "$TCRUN" --nproc-per-node 1 tests/distributed/collectives.lua cuda 2>&1) &&
      grep -q "collectives ok" <<<"$out"; then
     pass "nccl_collectives_match_their_definition_on_1_rank"
