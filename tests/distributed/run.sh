@@ -70,6 +70,13 @@ else
      grep -q "collectives ok" <<<"$out"; then
     pass "nccl_collectives_match_their_definition_on_1_rank"
   else fail "nccl_collectives_match_their_definition_on_1_rank" "$out"; fi
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU")
+  if [ "$gpus" -ge 2 ]; then
+    if out=$(timeout 180 "$TCRUN" --nproc-per-node "$gpus" tests/distributed/collectives.lua cuda 2>&1) &&
+       [ "$(grep -c "collectives ok" <<<"$out")" -eq "$gpus" ]; then
+      pass "nccl_collectives_match_their_definition_on_${gpus}_gpus"
+    else fail "nccl_collectives_match_their_definition_on_${gpus}_gpus" "$out"; fi
+  fi
 fi
 
 [ $fails -eq 0 ] && echo "distributed: all passed" || echo "distributed: $fails failed"
