@@ -373,4 +373,5 @@ Module.training_mode = Module.train
 Module.evaluate = Module.eval
 
 require("tc.nn.layers")(nn, tc, F)
+nn.utils = require "tc.nn.utils"
 return nn

@@ -21,8 +21,9 @@ optim.Optimizer = Optimizer
 
 local function is_group(v) return type(v) == "table" and getmetatable(v) == nil and v.params ~= nil end
 
--- Options every optimizer accepts besides its defaults (nil by default).
-local COMMON = {foreach = true}
+-- Options every optimizer accepts besides its defaults (nil by default; initial_lr is set by the
+-- lr schedulers).
+local COMMON = {foreach = true, initial_lr = true}
 
 -- Checks and completes one parameter group: options from opts, the constructor's overrides, then
 -- the class defaults; `validate(group)` raises for values out of range.

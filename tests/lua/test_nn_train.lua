@@ -1,0 +1,90 @@
+-- tc.nn's training behaviour: batch norm over several batches in train then eval mode against
+-- PyTorch (fixture: tests/fixtures/nn_train.json from gen_nn_train.py), dropout by mode.
+local tc = require "tc"
+local nn = require "tc.nn"
+local json = require "json"
+local check = require "check"
+local OF = require "optim_fixture"
+
+local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
+local fixture
+local function FX()
+  if not fixture then
+    local f = assert(io.open(here .. "/../fixtures/nn_train.json"))
+    fixture = json.decode(f:read("a"))
+    f:close()
+  end
+  return fixture
+end
+
+local function options(c)
+  local o = {}
+  for k, v in pairs(c.options) do
+    if v == json.null then o[k] = false else o[k] = v end
+  end
+  return o
+end
+
+local tests = {}
+
+function tests.batchnorm_train_then_eval_matches_pytorch_call_by_call()
+  local n = 0
+  for name, c in pairs(FX().batchnorm) do
+    local m = nn[c.class](c.args[1], options(c))
+    if c.weight then
+      m.weight:detach():copy_(tc.tensor(c.weight))
+      m.bias:detach():copy_(tc.tensor(c.bias))
+    end
+    for i, call in ipairs(c.calls) do
+      local what = ("%s call %d (%s)"):format(name, i, call.train and "train" or "eval")
+      if call.train then m:train() else m:eval() end
+      local x = OF.tensor(call.input.values, call.input.shape)
+      local y = m(x)
+      OF.assert_close(y, OF.tensor(call.output, call.input.shape), what .. " output")
+      if call.running_mean then
+        OF.assert_close(m.running_mean, tc.tensor(call.running_mean), what .. " running_mean")
+        OF.assert_close(m.running_var, tc.tensor(call.running_var), what .. " running_var")
+        check.eq(m.num_batches_tracked:item(), call.num_batches_tracked, what .. " num_batches_tracked")
+      else
+        assert(m.running_mean == nil, name .. ": no running statistics without track_running_stats")
+      end
+    end
+    n = n + 1
+  end
+  assert(n >= 5, "the fixture has the batch norm cases")
+end
+
+function tests.batchnorm_momentum_accepts_a_number_or_false_only()
+  local e = check.raises("ValueError", function() return nn.BatchNorm1d(3, {momentum = "none"}) end)
+  assert(e.message:find("momentum"), e.message)
+  check.eq(nn.BatchNorm2d(3, {momentum = false}).momentum, false)
+end
+
+function tests.dropout_p_zero_and_one_in_train_mode()
+  local x = tc.randn(100) + 3
+  local d0, d1 = nn.Dropout(0), nn.Dropout(1)
+  assert(d0.training and d1.training)
+  assert(d0(x):eq(x):all():item(), "p = 0 keeps everything")
+  check.eq(d1(x):abs():sum():item(), 0, "p = 1 drops everything")
+  assert(nn.functional.dropout(x, 0.5, false):eq(x):all():item(), "F.dropout with training = false is the identity")
+end
+
+-- A model with dropout and batch norm: eval outputs repeat exactly and leave the running stats;
+-- train outputs are random and update them; m:eval()/m:train() reach every submodule.
+function tests.model_eval_is_deterministic_and_train_is_not()
+  local m = nn.Sequential(nn.Linear(6, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Dropout(0.5), nn.Linear(16, 2))
+  local x = tc.randn(8, 6)
+  m:eval()
+  local mean = m[2].running_mean:clone()
+  local a, b = m(x), m(x)
+  assert(a:eq(b):all():item(), "eval: the same output twice")
+  assert(m[2].running_mean:eq(mean):all():item(), "eval leaves the running mean")
+  m:train()
+  assert(m[4].training and m[2].training)
+  local c, d = m(x), m(x)
+  assert(not c:eq(d):all():item(), "train: dropout makes the outputs differ")
+  assert(not m[2].running_mean:eq(mean):all():item(), "train updates the running mean")
+  check.eq(m[2].num_batches_tracked:item(), 2)
+end
+
+return tests
