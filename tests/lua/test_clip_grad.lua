@@ -3,11 +3,11 @@
 local tc = require "tc"
 local nn = require "tc.nn"
 local check = require "check"
-local OF = require "optim_fixture"
+local OF = require "fixtures"
 
 local function with_grads(c)
   local ps = {}
-  for i, shape in ipairs(OF.get().params.shapes) do
+  for i, shape in ipairs(OF.optim().params.shapes) do
     ps[i] = tc.zeros(shape)
     ps[i].requires_grad = true
     ps[i].grad = OF.tensor(c.grads_before[i], shape)
@@ -19,7 +19,7 @@ local tests = {}
 
 function tests.every_clip_case_matches_pytorch()
   local n = 0
-  for name, c in pairs(OF.get().clip) do
+  for name, c in pairs(OF.optim().clip) do
     local ps = with_grads(c)
     local r = nn.utils[c.fn](ps, table.unpack(c.args))
     for i, p in ipairs(ps) do
@@ -35,7 +35,7 @@ function tests.every_clip_case_matches_pytorch()
 end
 
 function tests.clip_grad_norm_skips_params_without_grad_and_takes_one_tensor()
-  local c = OF.get().clip.norm2
+  local c = OF.optim().clip.norm2
   local ps = with_grads(c)
   local lone = ps[2]
   ps[2] = tc.zeros(7)

@@ -3,7 +3,7 @@
 local tc = require "tc"
 local optim = require "tc.optim"
 local check = require "check"
-local OF = require "optim_fixture"
+local OF = require "fixtures"
 
 -- gen_optim.py's LAMBDAS, by name
 local LAMBDAS = {pow095 = function(e) return 0.95 ^ e end, inverse = function(e) return 1 / (e + 1) end}
@@ -42,7 +42,7 @@ local tests = {}
 
 function tests.every_scheduler_case_matches_pytorch_lrs()
   local seen = {}
-  for name, c in pairs(OF.get().schedulers) do
+  for name, c in pairs(OF.optim().schedulers) do
     local opt = sgd(c.lrs)
     local sched = build(c, opt)
     for e, want in ipairs(c.epochs) do
@@ -59,7 +59,7 @@ end
 -- the sequence is PyTorch's.
 function tests.state_dict_round_trip_resumes_the_sequence()
   for _, name in ipairs {"cosine", "multistep", "lambda_per_group"} do
-    local c = OF.get().schedulers[name]
+    local c = OF.optim().schedulers[name]
     local opt = sgd(c.lrs)
     local sched = build(c, opt)
     for _ = 1, 3 do opt:step(); sched:step() end

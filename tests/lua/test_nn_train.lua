@@ -4,18 +4,9 @@ local tc = require "tc"
 local nn = require "tc.nn"
 local json = require "json"
 local check = require "check"
-local OF = require "optim_fixture"
+local OF = require "fixtures"
 
-local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
-local fixture
-local function FX()
-  if not fixture then
-    local f = assert(io.open(here .. "/../fixtures/nn_train.json"))
-    fixture = json.decode(f:read("a"))
-    f:close()
-  end
-  return fixture
-end
+local function FX() return OF.json("nn_train.json") end
 
 local function options(c)
   local o = {}

@@ -5,9 +5,9 @@
 local tc = require "tc"
 local optim = require "tc.optim"
 local check = require "check"
-local OF = require "optim_fixture"
+local OF = require "fixtures"
 
-local function P() return OF.get().params end
+local function P() return OF.optim().params end
 
 local function params()
   local ps = {}
@@ -67,17 +67,17 @@ local tests = {}
 
 function tests.every_optimizer_case_matches_pytorch_per_parameter()
   local n = 0
-  for name, c in pairs(OF.get().optimizers) do run_case(name, c, false); n = n + 1 end
+  for name, c in pairs(OF.optim().optimizers) do run_case(name, c, false); n = n + 1 end
   assert(n >= 20, "the fixture has the optimizer cases")
 end
 
 function tests.every_optimizer_case_matches_pytorch_on_flat_buckets()
-  for name, c in pairs(OF.get().optimizers) do run_case(name, c, true) end
+  for name, c in pairs(OF.optim().optimizers) do run_case(name, c, true) end
 end
 
 function tests.fixture_covers_every_optimizer_class()
   local seen = {}
-  for _, c in pairs(OF.get().optimizers) do seen[c.class] = true end
+  for _, c in pairs(OF.optim().optimizers) do seen[c.class] = true end
   for _, cls in ipairs {"SGD", "Adam", "AdamW", "RMSprop", "Adagrad"} do assert(seen[cls], cls .. " has no fixture case") end
 end
 
@@ -136,14 +136,14 @@ function tests.step_calls_the_closure_and_returns_its_loss()
   local loss = opt:step(function() calls = calls + 1; set_grads(ps, 1); return 42 end)
   check.eq(calls, 1)
   check.eq(loss, 42)
-  OF.assert_close(ps[1], OF.tensor(OF.get().optimizers.sgd.steps[1][1], P().shapes[1]), "stepped with the closure's grads")
+  OF.assert_close(ps[1], OF.tensor(OF.optim().optimizers.sgd.steps[1][1], P().shapes[1]), "stepped with the closure's grads")
 end
 
 -- Two steps, state_dict into a fresh optimizer (other lr), the rest matches the uninterrupted run.
 function tests.state_dict_round_trip_resumes_exactly()
   for _, name in ipairs {"sgd_nesterov_wd", "adam_amsgrad", "adamw", "rmsprop_centered_momentum", "adagrad_decay_wd_init",
                          "adam_skip", "groups_adam"} do
-    local c = OF.get().optimizers[name]
+    local c = OF.optim().optimizers[name]
     for _, foreach in ipairs {false, true} do
       local ps = params()
       local opt = build(c, ps, {foreach = foreach})
@@ -196,7 +196,7 @@ function tests.param_groups_have_their_own_options()
   opt:add_param_group({params = {ps[3]}, lr = 0.5})
   assert(opt.param_groups[3].lr == 0.5 and opt.param_groups[3].momentum == 0)
   for step = 1, 2 do set_grads(ps, step); opt:step() end
-  local fx = OF.get().optimizers
+  local fx = OF.optim().optimizers
   OF.assert_close(ps[1], OF.tensor(fx.sgd.steps[2][1], P().shapes[1]), "group 1 (sgd)")
   OF.assert_close(ps[2], OF.tensor(fx.sgd_momentum.steps[2][2], P().shapes[2]), "group 2 (momentum 0.9)")
   e = check.raises("ValueError", function() optim.Adam({{params = {ps[1]}, betas = {0.9, 1.5}}}) end)
