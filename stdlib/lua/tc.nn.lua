@@ -343,9 +343,8 @@ function Module:float() return self:_apply(function(t) return t.dtype.is_floatin
 function Module:double() return self:_apply(function(t) return t.dtype.is_floating_point and t:double() or t end) end
 function Module:half() return self:_apply(function(t) return t.dtype.is_floating_point and t:half() or t end) end
 
-function Module:zero_grad()
-  for _, p in ipairs(self:parameters()) do p.grad = nil end
-end
+-- m:zero_grad({set_to_none = true}): gradients become nil, or are zeroed in place with false.
+function Module:zero_grad(opts) nn.utils.zero_grad(self:parameters(), opts) end
 
 function Module:register_forward_hook(fn)
   local hooks = rawget(self, "_forward_hooks") or {}

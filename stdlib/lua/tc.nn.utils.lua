@@ -1,4 +1,5 @@
--- tc.nn.utils: gradient clipping as torch.nn.utils (1.13): clip_grad_norm_ and clip_grad_value_.
+-- tc.nn.utils: gradient clipping as torch.nn.utils (1.13): clip_grad_norm_ and clip_grad_value_;
+-- zero_grad for modules and optimizers.
 -- `params` is a tensor or an array of tensors (m:parameters()); parameters without .grad are skipped.
 local tc = require "tc"
 local raise = tc._C.raise
@@ -33,6 +34,18 @@ local function total_norm(grads, norm_type)
   return #norms == 1 and norms[1] or tc.norm(tc.stack(norms), norm_type)
 end
 
+-- zero_grad(params, {set_to_none = true}): the gradients of params become nil, or with
+-- set_to_none = false are zeroed in place (Module:zero_grad and Optimizer:zero_grad).
+function utils.zero_grad(params, opts)
+  local to_none = opts == nil or opts.set_to_none ~= false
+  for _, p in ipairs(params) do
+    local g = p.grad
+    if g ~= nil then
+      if to_none then p.grad = nil else g:zero_() end
+    end
+  end
+end
+
 -- clip_grad_norm_(params, max_norm, norm_type = 2, {error_if_nonfinite = false}): scales the
 -- gradients in place so that their total norm is at most max_norm; returns the total norm before
 -- clipping (a 0-dim tensor). norm_type may be math.huge (or "inf") for the max norm.
@@ -45,28 +58,26 @@ function utils.clip_grad_norm_(params, max_norm, norm_type, opts)
   if type(norm_type) ~= "number" then raise("ValueError", "clip_grad_norm_: norm_type must be a number or \"inf\"") end
   local grads = grads_of(params, "clip_grad_norm_")
   if #grads == 0 then return tc.tensor(0.0) end
-  return tc.no_grad(function()
-    local norm = total_norm(grads, norm_type)
-    if opts.error_if_nonfinite then
-      local v = norm:item()
-      if v ~= v or v == math.huge then
-        raise("ValueError", ("clip_grad_norm_: the total norm of order %g of the gradients is non-finite (%g), so it cannot be clipped")
-          :format(norm_type, v))
-      end
+  local _ <close> = tc.no_grad()
+  local norm = total_norm(grads, norm_type)
+  if opts.error_if_nonfinite then
+    local v = norm:item()
+    if v ~= v or v == math.huge then
+      raise("ValueError", ("clip_grad_norm_: the total norm of order %g of the gradients is non-finite (%g), so it cannot be clipped")
+        :format(norm_type, v))
     end
-    local coef = (max_norm / (norm + 1e-6)):clamp(nil, 1.0)
-    for _, g in ipairs(grads) do g:mul_(coef:to(g.device)) end
-    return norm
-  end)
+  end
+  local coef = (max_norm / (norm + 1e-6)):clamp(nil, 1.0)
+  for _, g in ipairs(grads) do g:mul_(coef:to(g.device)) end
+  return norm
 end
 
 -- clip_grad_value_(params, clip_value): clamps every gradient to [-clip_value, clip_value] in place.
 function utils.clip_grad_value_(params, clip_value)
   if type(clip_value) ~= "number" then raise("ValueError", "clip_grad_value_: clip_value must be a number, got " .. type(clip_value)) end
   local grads = grads_of(params, "clip_grad_value_")
-  tc.no_grad(function()
-    for _, g in ipairs(grads) do g:clamp_(-clip_value, clip_value) end
-  end)
+  local _ <close> = tc.no_grad()
+  for _, g in ipairs(grads) do g:clamp_(-clip_value, clip_value) end
 end
 
 return utils

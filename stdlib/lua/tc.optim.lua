@@ -13,6 +13,7 @@
 -- parameter on the same state views. Both run the same arithmetic (cls.update).
 local tc = require "tc"
 local raise = tc._C.raise
+local zero_grad = require("tc.nn.utils").zero_grad
 local optim = {}
 
 local Optimizer = {}
@@ -104,15 +105,7 @@ end
 -- zero_grad({set_to_none = true}): gradients become nil (PyTorch 2's default); with
 -- set_to_none = false they are zeroed in place.
 function Optimizer:zero_grad(opts)
-  local to_none = opts == nil or opts.set_to_none ~= false
-  for _, g in ipairs(self.param_groups) do
-    for _, p in ipairs(g.params) do
-      local grad = p.grad
-      if grad ~= nil then
-        if to_none then p.grad = nil else grad:zero_() end
-      end
-    end
-  end
+  for _, g in ipairs(self.param_groups) do zero_grad(g.params, opts) end
 end
 
 -- ---- state buckets ------------------------------------------------------------------------------
@@ -175,28 +168,27 @@ end
 function Optimizer:step(closure)
   local loss
   if closure ~= nil then loss = tc.enable_grad(closure) end
+  local _ <close> = tc.no_grad()
   local update = getmetatable(self).update
-  tc.no_grad(function()
-    for _, g in ipairs(self.param_groups) do
-      local with_grad = {}
-      for _, p in ipairs(g.params) do if p.grad ~= nil then with_grad[#with_grad + 1] = p end end
-      allocate(self, g, with_grad)
-      local done = {}
-      for _, p in ipairs(with_grad) do
-        local b = self._slot[p].bucket
-        if done[b] == nil then
-          local foreach = g.foreach
-          if foreach == nil then foreach = on_cuda(p) end
-          done[b] = foreach and try_foreach(self, g, b)
-        end
-        if not done[b] then
-          local s = self.state[p]
-          s.step = s.step + 1
-          update(g, p:detach(), p.grad, s, s.step)
-        end
+  for _, g in ipairs(self.param_groups) do
+    local with_grad = {}
+    for _, p in ipairs(g.params) do if p.grad ~= nil then with_grad[#with_grad + 1] = p end end
+    allocate(self, g, with_grad)
+    local done = {}
+    for _, p in ipairs(with_grad) do
+      local b = self._slot[p].bucket
+      if done[b] == nil then
+        local foreach = g.foreach
+        if foreach == nil then foreach = on_cuda(p) end
+        done[b] = foreach and try_foreach(self, g, b)
+      end
+      if not done[b] then
+        local s = self.state[p]
+        s.step = s.step + 1
+        update(g, p:detach(), p.grad, s, s.step)
       end
     end
-  end)
+  end
   return loss
 end
 
@@ -276,24 +268,23 @@ function Optimizer:load_state_dict(sd)
       end
     end
   end
-  tc.no_grad(function()
-    for gi, g in ipairs(self.param_groups) do
-      for k, v in pairs(sd.param_groups[gi]) do
-        if k ~= "params" then g[k] = type(v) == "table" and table.move(v, 1, #v, 1, {}) or v end
-      end
-      -- parameters without saved state start afresh; the others get fresh buckets filled below
-      for _, p in ipairs(g.params) do self._slot[p], self.state[p] = nil, nil end
-      local with_state = {}
-      for _, p in ipairs(g.params) do if loaded[p] then with_state[#with_state + 1] = p end end
-      allocate(self, g, with_state)
-      for _, p in ipairs(with_state) do
-        local s = self.state[p]
-        for k, v in pairs(loaded[p]) do
-          if tc.is_tensor(s[k]) then s[k]:copy_(v) elseif not tc.is_tensor(v) then s[k] = v end
-        end
+  local _ <close> = tc.no_grad()
+  for gi, g in ipairs(self.param_groups) do
+    for k, v in pairs(sd.param_groups[gi]) do
+      if k ~= "params" then g[k] = type(v) == "table" and table.move(v, 1, #v, 1, {}) or v end
+    end
+    -- parameters without saved state start afresh; the others get fresh buckets filled below
+    for _, p in ipairs(g.params) do self._slot[p], self.state[p] = nil, nil end
+    local with_state = {}
+    for _, p in ipairs(g.params) do if loaded[p] then with_state[#with_state + 1] = p end end
+    allocate(self, g, with_state)
+    for _, p in ipairs(with_state) do
+      local s = self.state[p]
+      for k, v in pairs(loaded[p]) do
+        if tc.is_tensor(s[k]) then s[k]:copy_(v) elseif not tc.is_tensor(v) then s[k] = v end
       end
     end
-  end)
+  end
 end
 
 -- ---- SGD with momentum, dampening, nesterov and weight decay -------------------------------------

@@ -78,4 +78,15 @@ function tests.model_eval_is_deterministic_and_train_is_not()
   check.eq(m[2].num_batches_tracked:item(), 2)
 end
 
+function tests.module_zero_grad_to_none_or_in_place()
+  local m = nn.Sequential(nn.Linear(3, 2), nn.Linear(2, 1))
+  for _, p in ipairs(m:parameters()) do p.grad = tc.ones_like(p) end
+  local g = m[1].weight.grad
+  m:zero_grad({set_to_none = false})
+  assert(rawequal(m[1].weight.grad, g), "the same gradient tensor")
+  check.eq(g:abs():sum():item(), 0)
+  m:zero_grad()
+  for _, p in ipairs(m:parameters()) do assert(p.grad == nil) end
+end
+
 return tests
