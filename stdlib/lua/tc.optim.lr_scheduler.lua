@@ -1,5 +1,5 @@
 -- tc.optim.lr_scheduler: learning-rate schedulers as PyTorch's (1.13 formulas, chainable forms):
--- StepLR, MultiStepLR, CosineAnnealingLR, LambdaLR. Construction sets every group's lr for epoch
+-- StepLR, MultiStepLR, ExponentialLR, LinearLR, CosineAnnealingLR, LambdaLR. Construction sets every group's lr for epoch
 -- 0; `sched:step()` (after `opt:step()`) moves to the next epoch; `sched:get_last_lr()` gives the
 -- groups' current lrs; state_dict()/load_state_dict() save and restore the position.
 -- Arguments bind like PyTorch's: StepLR(opt, 30, {gamma = 0.1}) or StepLR(opt, {step_size = 30}).
@@ -116,6 +116,32 @@ end)
 function MultiStepLR:get_lr()
   local times = self.milestones[self.last_epoch] or 0
   return each_lr(self, function(_, lr) return lr * self.gamma ^ times end)
+end
+
+-- ExponentialLR(optimizer, gamma): lr times gamma every epoch.
+local ExponentialLR = scheduler_class("ExponentialLR", {{"gamma", K.number}}, function(self, a) self.gamma = a.gamma end)
+function ExponentialLR:get_lr()
+  local f = self.last_epoch == 0 and 1 or self.gamma
+  return each_lr(self, function(_, lr) return lr * f end)
+end
+
+-- LinearLR(optimizer, start_factor=1/3, end_factor=1, total_iters=5): the lr factor goes linearly
+-- from start_factor to end_factor over total_iters epochs (a warm-up), then stays.
+local LinearLR = scheduler_class("LinearLR", {{"start_factor", K.number, 1 / 3}, {"end_factor", K.number, 1.0},
+  {"total_iters", K.natural, 5}}, function(self, a)
+  if a.start_factor <= 0 or a.start_factor > 1 then
+    raise("ValueError", ("lr_scheduler.LinearLR(): start_factor must be in (0, 1], got %g"):format(a.start_factor))
+  end
+  if a.end_factor < 0 or a.end_factor > 1 then
+    raise("ValueError", ("lr_scheduler.LinearLR(): end_factor must be in [0, 1], got %g"):format(a.end_factor))
+  end
+  self.start_factor, self.end_factor, self.total_iters = a.start_factor, a.end_factor, a.total_iters
+end)
+function LinearLR:get_lr()
+  local e, s, d = self.last_epoch, self.start_factor, self.end_factor - self.start_factor
+  if e == 0 then return each_lr(self, function(_, lr) return lr * s end) end
+  if e > self.total_iters then return each_lr(self, function(_, lr) return lr end) end
+  return each_lr(self, function(_, lr) return lr * (1 + d / (self.total_iters * s + (e - 1) * d)) end)
 end
 
 -- CosineAnnealingLR(optimizer, T_max, eta_min=0): cosine from the base lr down to eta_min over

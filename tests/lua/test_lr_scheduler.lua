@@ -52,7 +52,7 @@ function tests.every_scheduler_case_matches_pytorch_lrs()
     end
     seen[c.class] = true
   end
-  for _, cls in ipairs {"StepLR", "MultiStepLR", "CosineAnnealingLR", "LambdaLR"} do assert(seen[cls], cls .. " has no fixture case") end
+  for _, cls in ipairs {"StepLR", "MultiStepLR", "ExponentialLR", "LinearLR", "CosineAnnealingLR", "LambdaLR"} do assert(seen[cls], cls .. " has no fixture case") end
 end
 
 -- Three epochs, state_dict, a new scheduler on a new optimizer restored from both: the rest of
@@ -94,6 +94,8 @@ function tests.bad_arguments_raise_value_errors()
   assert(e.message:find("must be an optimizer"), e.message)
   e = check.raises("ValueError", function() return L.LambdaLR(sgd({0.1, 0.2}), {function() return 1 end}) end)
   assert(e.message:find("expected 2 lr_lambdas"), e.message)
+  e = check.raises("ValueError", function() return L.LinearLR(sgd({0.1}), {start_factor = 0}) end)
+  assert(e.message:find("start_factor must be in %(0, 1%]"), e.message)
   e = check.raises("ValueError", function() return L.CosineAnnealingLR(sgd({0.1}), 5, {last_epoch = 3}) end)
   assert(e.message:find("no 'initial_lr'"), e.message)
 end
