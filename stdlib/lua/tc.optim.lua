@@ -44,9 +44,15 @@ local function make_group(self, spec, opts)
   end
   local list = is_group(spec) and spec.params or spec
   if tc.is_tensor(list) then list = {list} end
+  local seen = {}
   for i, p in ipairs(list) do
     if not tc.is_tensor(p) then raise("ValueError", ("%s: parameter %d is a %s, not a tensor"):format(cls.__name, i, type(p))) end
+    if seen[p] then raise("ValueError", ("%s: parameter %d appears twice in one parameter group"):format(cls.__name, i)) end
+    seen[p] = true
     group.params[i] = p
+  end
+  if group.foreach ~= nil and type(group.foreach) ~= "boolean" then
+    raise("ValueError", ("%s: foreach must be true, false or nil (nil: true on CUDA), got %s"):format(cls.__name, tostring(group.foreach)))
   end
   if type(group.lr) ~= "number" or group.lr < 0 then
     raise("ValueError", string.format("%s: invalid learning rate: %s", cls.__name, tostring(group.lr)))

@@ -5,33 +5,43 @@ local nn = require "tc.nn"
 local check = require "check"
 local OF = require "fixtures"
 
-local function with_grads(c)
+local function with_grads(c, device)
   local ps = {}
   for i, shape in ipairs(OF.optim().params.shapes) do
-    ps[i] = tc.zeros(shape)
+    ps[i] = tc.zeros(shape):to(device or "cpu")
     ps[i].requires_grad = true
-    ps[i].grad = OF.tensor(c.grads_before[i], shape)
+    ps[i].grad = OF.tensor(c.grads_before[i], shape):to(ps[i].device)
   end
   return ps
 end
 
-local tests = {}
-
-function tests.every_clip_case_matches_pytorch()
+local function every_case(device)
   local n = 0
   for name, c in pairs(OF.optim().clip) do
-    local ps = with_grads(c)
+    local ps = with_grads(c, device)
     local r = nn.utils[c.fn](ps, table.unpack(c.args))
     for i, p in ipairs(ps) do
-      OF.assert_close(p.grad, OF.tensor(c.grads_after[i], p.shape), ("%s grad %d"):format(name, i))
+      OF.assert_close(p.grad:cpu(), OF.tensor(c.grads_after[i], p.shape), ("%s grad %d"):format(name, i))
     end
     if c.total_norm then
       assert(tc.is_tensor(r) and r:dim() == 0, name .. ": the total norm is a 0-dim tensor")
-      OF.assert_close(r, tc.tensor(c.total_norm), name .. " total norm")
+      OF.assert_close(r:cpu(), tc.tensor(c.total_norm), name .. " total norm")
     end
     n = n + 1
   end
   assert(n >= 6, "the fixture has the clip cases")
+end
+
+local tests = {}
+
+function tests.every_clip_case_matches_pytorch() every_case("cpu") end
+
+function tests.every_clip_case_matches_pytorch_on_cuda()
+  if not tc.cuda.is_available() then
+    print("SKIP test_clip_grad:every_clip_case_matches_pytorch_on_cuda: no CUDA device")
+    return
+  end
+  every_case("cuda")
 end
 
 function tests.clip_grad_norm_skips_params_without_grad_and_takes_one_tensor()

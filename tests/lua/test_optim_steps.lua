@@ -9,10 +9,10 @@ local OF = require "fixtures"
 
 local function P() return OF.optim().params end
 
-local function params()
+local function params(device)
   local ps = {}
   for i, shape in ipairs(P().shapes) do
-    ps[i] = OF.tensor(P().init[i], shape)
+    ps[i] = OF.tensor(P().init[i], shape):to(device or "cpu")
     ps[i].requires_grad = true
   end
   return ps
@@ -23,7 +23,7 @@ local function set_grads(ps, step, skip)
   local none = {}
   for _, i in ipairs(skip and P().skip[tostring(step)] or {}) do none[i] = true end
   for i, p in ipairs(ps) do
-    p.grad = not none[i] and OF.tensor(P().grads[step][i], P().shapes[i]) or nil
+    p.grad = not none[i] and OF.tensor(P().grads[step][i], P().shapes[i]):to(p.device) or nil
   end
 end
 
@@ -49,14 +49,14 @@ local function build(c, ps, extra)
   return optim[c.class](ps, opts)
 end
 
-local function run_case(name, c, foreach, from_step, ps, opt)
-  ps = ps or params()
+local function run_case(name, c, foreach, from_step, ps, opt, device)
+  ps = ps or params(device)
   opt = opt or build(c, ps, {foreach = foreach})
   for step = from_step or 1, #c.steps do
     set_grads(ps, step, c.skip)
     opt:step()
     for i, p in ipairs(ps) do
-      OF.assert_close(p, OF.tensor(c.steps[step][i], P().shapes[i]),
+      OF.assert_close(p:cpu(), OF.tensor(c.steps[step][i], P().shapes[i]),
         ("%s (foreach=%s) step %d param %d"):format(name, tostring(foreach), step, i))
     end
   end
@@ -73,6 +73,15 @@ end
 
 function tests.every_optimizer_case_matches_pytorch_on_flat_buckets()
   for name, c in pairs(OF.optim().optimizers) do run_case(name, c, true) end
+end
+
+-- On CUDA the default (foreach = nil) is the flat path; skipped without a GPU.
+function tests.every_optimizer_case_matches_pytorch_on_cuda()
+  if not tc.cuda.is_available() then
+    print("SKIP test_optim_steps:every_optimizer_case_matches_pytorch_on_cuda: no CUDA device")
+    return
+  end
+  for name, c in pairs(OF.optim().optimizers) do run_case(name, c, nil, nil, nil, nil, "cuda") end
 end
 
 function tests.fixture_covers_every_optimizer_class()
@@ -219,6 +228,8 @@ function tests.bad_options_raise_value_errors()
   raises(function() return optim.Adagrad(ps, {lr_decay = -0.5}) end, "invalid lr_decay")
   raises(function() return optim.AdamW(ps, {weight_decay = -1}) end, "invalid weight_decay")
   raises(function() return optim.AdamW({}, {}) end, "empty parameter list")
+  raises(function() return optim.SGD({ps[1], ps[2], ps[1]}) end, "parameter 3 appears twice in one parameter group")
+  raises(function() return optim.SGD(ps, {foreach = "yes"}) end, "foreach must be true, false or nil")
 end
 
 -- A parameter of another dtype gets its own bucket; foreach still matches per-parameter results.
