@@ -115,10 +115,28 @@ function Optimizer:zero_grad(opts)
 end
 
 -- ---- state buckets ------------------------------------------------------------------------------
+-- Gives bucket b the flat buffers of the slots group g needs that it lacks (all of them when new;
+-- one more when an option such as momentum is switched on later), and its parameters' states the
+-- views into them.
+local function add_slots(self, g, b)
+  local first = b.params[1]
+  for _, slot in ipairs(getmetatable(self).slots(g)) do
+    local name = slot[1]
+    if b.buffers[name] == nil then
+      local flat = tc.full({b.numel}, slot[2], {dtype = first.dtype, device = first.device})
+      b.buffers[name] = flat
+      local off = 1
+      for _, p in ipairs(b.params) do
+        self.state[p][name] = flat:narrow(1, off, p:numel()):view(p.shape)
+        off = off + p:numel()
+      end
+    end
+  end
+end
+
 -- Gives every parameter of `ps` (all of group g) that has no state yet its state: views into new
 -- flat buffers shared by the parameters of one device and dtype.
 local function allocate(self, g, ps)
-  local cls = getmetatable(self)
   local by_kind, kinds = {}, {}
   for _, p in ipairs(ps) do
     if self._slot[p] == nil then
@@ -130,18 +148,12 @@ local function allocate(self, g, ps)
   for _, key in ipairs(kinds) do
     local members, total = by_kind[key], 0
     for _, p in ipairs(members) do total = total + p:numel() end
-    local b = {params = members, buffers = {}}
-    for _, slot in ipairs(cls.slots(g)) do
-      b.buffers[slot[1]] = tc.full({total}, slot[2], {dtype = members[1].dtype, device = members[1].device})
-    end
-    local off = 1
+    local b = {params = members, buffers = {}, numel = total}
     for _, p in ipairs(members) do
-      local s = {step = 0}
-      for sname, flat in pairs(b.buffers) do s[sname] = flat:narrow(1, off, p:numel()):view(p.shape) end
-      self._slot[p] = {bucket = b, offset = off}
-      self.state[p] = s
-      off = off + p:numel()
+      self._slot[p] = {bucket = b}
+      self.state[p] = {step = 0}
     end
+    add_slots(self, g, b)
   end
 end
 
@@ -184,6 +196,7 @@ function Optimizer:step(closure)
     for _, p in ipairs(with_grad) do
       local b = self._slot[p].bucket
       if done[b] == nil then
+        add_slots(self, g, b)
         local foreach = g.foreach
         if foreach == nil then foreach = on_cuda(p) end
         done[b] = foreach and try_foreach(self, g, b)

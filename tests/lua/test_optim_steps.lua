@@ -232,6 +232,23 @@ function tests.bad_options_raise_value_errors()
   raises(function() return optim.SGD(ps, {foreach = "yes"}) end, "foreach must be true, false or nil")
 end
 
+-- Options changed between steps take effect: momentum switched on later gets its buffer.
+function tests.options_changed_between_steps_take_effect()
+  for _, foreach in ipairs {false, true} do
+    local ps = params()
+    local opt = optim.RMSprop(ps, {lr = 0.01, foreach = foreach})
+    set_grads(ps, 1)
+    opt:step()
+    assert(opt.state[ps[1]].momentum_buffer == nil)
+    opt.param_groups[1].momentum = 0.9
+    opt.param_groups[1].lr = 0.02
+    set_grads(ps, 2)
+    opt:step()
+    check.same(opt.state[ps[3]].momentum_buffer.shape, {2, 1, 3})
+    assert(opt.state[ps[3]].momentum_buffer:abs():sum():item() > 0, "the new buffer was used")
+  end
+end
+
 -- A parameter of another dtype gets its own bucket; foreach still matches per-parameter results.
 function tests.mixed_dtypes_get_separate_buckets()
   local results = {}
