@@ -89,6 +89,7 @@ end
 local function optimizer_class(name, defaults)
   local cls = {__name = name}
   cls.__index = cls
+  cls.__tostring = Optimizer.__tostring
   setmetatable(cls, {__index = Optimizer, __call = function(c, params, opts)
     local d = {}
     for k, v in pairs(defaults) do d[k] = type(v) == "table" and table.move(v, 1, #v, 1, {}) or v end
@@ -96,6 +97,28 @@ local function optimizer_class(name, defaults)
   end})
   optim[name] = cls
   return cls
+end
+
+-- print(opt): the class and each group's options, as PyTorch prints an optimizer.
+function Optimizer:__tostring()
+  local lines = {getmetatable(self).__name .. " ("}
+  for gi, g in ipairs(self.param_groups) do
+    lines[#lines + 1] = "Parameter Group " .. gi
+    local keys = {}
+    for k in pairs(g) do if k ~= "params" then keys[#keys + 1] = k end end
+    table.sort(keys)
+    for _, k in ipairs(keys) do
+      local v = g[k]
+      if type(v) == "table" then
+        local parts = {}
+        for i, e in ipairs(v) do parts[i] = tostring(e) end
+        v = "{" .. table.concat(parts, ", ") .. "}"
+      end
+      lines[#lines + 1] = ("    %s: %s"):format(k, tostring(v))
+    end
+  end
+  lines[#lines + 1] = ")"
+  return table.concat(lines, "\n")
 end
 
 function Optimizer:add_param_group(spec, opts)

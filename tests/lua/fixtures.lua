@@ -1,4 +1,4 @@
--- JSON fixtures of the Lua tests (tests/fixtures/*.json, written by the gen_*.py beside them with
+-- JSON fixtures of the Lua tests (tests/fixtures/<dir>/*.json, written by tests/fixtures/gen_*.py with
 -- PyTorch 1.13): `local fixtures = require "fixtures"`; fixtures.json(path) decodes
 -- tests/fixtures/<path> once; helpers to compare against the float32 values they hold.
 local tc = require "tc"
@@ -17,8 +17,8 @@ function M.json(path)
   return cache[path]
 end
 
--- tests/fixtures/optim.json (gen_optim.py): optimizers, schedulers, gradient clipping.
-function M.optim() return M.json("optim.json") end
+-- tests/fixtures/train/optim.json (gen_optim.py): optimizers, schedulers, gradient clipping.
+function M.optim() return M.json("train/optim.json") end
 
 -- A float32 tensor of `shape` from a fixture's flat values.
 function M.tensor(values, shape) return tc.tensor(values):view(shape) end

@@ -1,5 +1,5 @@
 -- tc.nn.utils.clip_grad_norm_ / clip_grad_value_ against torch.nn.utils (fixture:
--- tests/fixtures/optim.json from gen_optim.py): gradients after clipping and the returned norm.
+-- tests/fixtures/train/optim.json from gen_optim.py): gradients after clipping and the returned norm.
 local tc = require "tc"
 local nn = require "tc.nn"
 local check = require "check"

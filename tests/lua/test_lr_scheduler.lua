@@ -1,4 +1,4 @@
--- tc.optim.lr_scheduler against torch.optim.lr_scheduler (fixture: tests/fixtures/optim.json from
+-- tc.optim.lr_scheduler against torch.optim.lr_scheduler (fixture: tests/fixtures/train/optim.json from
 -- gen_optim.py): each case's lrs of every group after construction and after each step().
 local tc = require "tc"
 local optim = require "tc.optim"

@@ -1,12 +1,12 @@
 -- tc.nn's training behaviour: batch norm over several batches in train then eval mode against
--- PyTorch (fixture: tests/fixtures/nn_train.json from gen_nn_train.py), dropout by mode.
+-- PyTorch (fixture: tests/fixtures/train/nn_train.json from gen_nn_train.py), dropout by mode.
 local tc = require "tc"
 local nn = require "tc.nn"
 local json = require "json"
 local check = require "check"
 local OF = require "fixtures"
 
-local function FX() return OF.json("nn_train.json") end
+local function FX() return OF.json("train/nn_train.json") end
 
 local function options(c)
   local o = {}

@@ -1,4 +1,4 @@
--- tc.optim against torch.optim (fixture: tests/fixtures/optim.json from gen_optim.py): three
+-- tc.optim against torch.optim (fixture: tests/fixtures/train/optim.json from gen_optim.py): three
 -- parameters, several steps with hand-set gradients (some cases leave grads unset at some steps),
 -- the parameters after every step compared with PyTorch's; every case runs parameter by parameter
 -- (foreach=false) and on the flat buckets (foreach=true).
@@ -230,6 +230,13 @@ function tests.bad_options_raise_value_errors()
   raises(function() return optim.AdamW({}, {}) end, "empty parameter list")
   raises(function() return optim.SGD({ps[1], ps[2], ps[1]}) end, "parameter 3 appears twice in one parameter group")
   raises(function() return optim.SGD(ps, {foreach = "yes"}) end, "foreach must be true, false or nil")
+end
+
+function tests.printing_an_optimizer_shows_its_groups()
+  local ps = params()
+  local text = tostring(optim.Adam({{params = {ps[1]}}, {params = {ps[2]}, lr = 0.5}}, {lr = 0.01}))
+  assert(text:find("^Adam %(\nParameter Group 1\n    amsgrad: false\n    betas: {0.9, 0.999}\n"), text)
+  assert(text:find("Parameter Group 2\n[^)]*    lr: 0.5\n"), text)
 end
 
 -- Options changed between steps take effect: momentum switched on later gets its buffer.
