@@ -315,7 +315,18 @@ function Module:apply(fn)
   return self
 end
 
--- Applies fn to every parameter and buffer, replacing them (keeps requires_grad of parameters).
+-- Parameters that m:to()/cuda()/half() ... replaced by a converted copy: old -> new (weak keys).
+-- An optimizer built before the conversion follows it (tc.optim: the new parameter and its state
+-- take the old one's place), as PyTorch's optimizers keep working after model.cuda().
+local replaced = setmetatable({}, {__mode = "k"})
+function nn._replacement(p)
+  local r = replaced[p]
+  while r ~= nil and replaced[r] ~= nil do r = replaced[r] end
+  return r
+end
+
+-- Applies fn to every parameter and buffer, replacing them (keeps requires_grad of parameters,
+-- converts their .grad the same way).
 function Module:_apply(fn)
   for _, m in self:named_modules() do
     local kinds = rawget(m, "_kind")
@@ -324,7 +335,12 @@ function Module:_apply(fn)
       if v ~= nil and k ~= "module" then
         local nv = fn(v)
         if not rawequal(nv, v) then
-          if k == "param" then nv = nn.Parameter(nv, v.requires_grad) end
+          if k == "param" then
+            nv = nn.Parameter(nv, v.requires_grad)
+            local g = v.grad
+            if g ~= nil then nv.grad = fn(g) end
+            replaced[v] = nv
+          end
           rawset(m, name, nv)
         end
       end

@@ -131,12 +131,6 @@ function Optimizer:add_param_group(spec, opts)
   self.param_groups[#self.param_groups + 1] = group
 end
 
--- zero_grad({set_to_none = true}): gradients become nil (PyTorch 2's default); with
--- set_to_none = false they are zeroed in place.
-function Optimizer:zero_grad(opts)
-  for _, g in ipairs(self.param_groups) do zero_grad(g.params, opts) end
-end
-
 -- ---- state buckets ------------------------------------------------------------------------------
 -- Gives bucket b the flat buffers of the slots group g needs that it lacks (all of them when new;
 -- one more when an option such as momentum is switched on later), and its parameters' states the
@@ -157,9 +151,10 @@ local function add_slots(self, g, b)
   end
 end
 
--- Gives every parameter of `ps` (all of group g) that has no state yet its state: views into new
--- flat buffers shared by the parameters of one device and dtype.
-local function allocate(self, g, ps)
+-- Gives every parameter of `ps` (all of group g) that has no bucket yet its state: views into new
+-- flat buffers shared by the parameters of one device and dtype, filled from prior[p] (a state
+-- table: loaded, or the parameter's state before it was re-bucketed) where given.
+local function allocate(self, g, ps, prior)
   local by_kind, kinds = {}, {}
   for _, p in ipairs(ps) do
     if self._slot[p] == nil then
@@ -177,6 +172,35 @@ local function allocate(self, g, ps)
       self.state[p] = {step = 0}
     end
     add_slots(self, g, b)
+    for _, p in ipairs(members) do
+      local s = self.state[p]
+      for k, v in pairs(prior and prior[p] or {}) do
+        if tc.is_tensor(s[k]) then s[k]:copy_(v) elseif not tc.is_tensor(v) then s[k] = v end
+      end
+    end
+  end
+end
+
+-- Parameters that m:to()/cuda()/half() replaced (tc.nn._replacement) take the old ones' place in
+-- the groups, with their state converted; the group's buckets are rebuilt at this step.
+local function follow_replacements(self)
+  local nn = package.loaded["tc.nn"]
+  if nn == nil then return end
+  for _, g in ipairs(self.param_groups) do
+    local origin = {}
+    for i, p in ipairs(g.params) do
+      local r = nn._replacement(p)
+      if r ~= nil then origin[r], g.params[i] = p, r end
+    end
+    if next(origin) ~= nil then
+      local prior, with_state = {}, {}
+      for _, p in ipairs(g.params) do
+        local old = origin[p] or p
+        if self.state[old] ~= nil then prior[p], with_state[#with_state + 1] = self.state[old], p end
+        self.state[old], self._slot[old] = nil, nil
+      end
+      allocate(self, g, with_state, prior)
+    end
   end
 end
 
@@ -210,6 +234,7 @@ function Optimizer:step(closure)
   local loss
   if closure ~= nil then loss = tc.enable_grad(closure) end
   local _ <close> = tc.no_grad()
+  follow_replacements(self)
   local update = getmetatable(self).update
   for _, g in ipairs(self.param_groups) do
     local with_grad = {}
@@ -234,9 +259,17 @@ function Optimizer:step(closure)
   return loss
 end
 
+-- zero_grad({set_to_none = true}): gradients become nil (PyTorch 2's default); with
+-- set_to_none = false they are zeroed in place.
+function Optimizer:zero_grad(opts)
+  follow_replacements(self)
+  for _, g in ipairs(self.param_groups) do zero_grad(g.params, opts) end
+end
+
 -- ---- state_dict ---------------------------------------------------------------------------------
 -- state keyed by parameter position (1, 2, ... across groups), tensors cloned.
 function Optimizer:state_dict()
+  follow_replacements(self)
   local state, groups, idx = {}, {}, 0
   for gi, g in ipairs(self.param_groups) do
     local gcopy = {params = {}}
@@ -267,6 +300,7 @@ end
 -- Restores hyper-parameters and state saved by state_dict() of an optimizer of the same class
 -- over parameters of the same shapes; a mismatch is a ValueError naming the parameter.
 function Optimizer:load_state_dict(sd)
+  follow_replacements(self)
   local cls = getmetatable(self)
   if type(sd) ~= "table" or type(sd.param_groups) ~= "table" or type(sd.state) ~= "table" then
     raise("ValueError", cls.__name .. ".load_state_dict: expected a table {state = ..., param_groups = ...}")
@@ -319,13 +353,7 @@ function Optimizer:load_state_dict(sd)
     for _, p in ipairs(g.params) do self._slot[p], self.state[p] = nil, nil end
     local with_state = {}
     for _, p in ipairs(g.params) do if loaded[p] then with_state[#with_state + 1] = p end end
-    allocate(self, g, with_state)
-    for _, p in ipairs(with_state) do
-      local s = self.state[p]
-      for k, v in pairs(loaded[p]) do
-        if tc.is_tensor(s[k]) then s[k]:copy_(v) elseif not tc.is_tensor(v) then s[k] = v end
-      end
-    end
+    allocate(self, g, with_state, loaded)
   end
 end
 

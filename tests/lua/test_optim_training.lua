@@ -64,21 +64,42 @@ function tests.every_optimizer_minimises_softmax_regression()
   end
 end
 
--- The optimizer keeps working on the same parameter objects after m:to()/m:float(), which
--- replace parameters only when they change: a no-op conversion keeps them.
-function tests.no_op_conversion_keeps_the_optimized_parameters()
-  local m = nn.Linear(4, 3)
-  local w = m.weight
-  local opt = optim.SGD(m:parameters(), {lr = 0.1})
-  m:float()
-  m:to("cpu")
-  assert(rawequal(m.weight, w), "the same weight object")
-  local x, y = data(16)
-  loss_and_grads(m, x, y)
-  local before = w:clone()
-  opt:step()
-  assert(not m.weight:eq(before):all():item(), "the module's weight moved")
-  check.eq(#opt.param_groups[1].params, 2)
+-- m:double() (likewise m:cuda(), m:half()) after the optimizer was built: the optimizer follows the
+-- converted parameters with their state converted, as if it had been built from a state_dict
+-- on the converted model; zero_grad clears the new parameters' gradients.
+function tests.optimizer_follows_parameters_converted_after_it_was_built()
+  local x, y = data(32)
+  local function two_steps()
+    tc.manual_seed(0)
+    local m = nn.Linear(4, 3)
+    local opt = optim.Adam(m:parameters(), {lr = 0.05, amsgrad = true, foreach = true})
+    for _ = 1, 2 do loss_and_grads(m, x, y); opt:step() end
+    return m, opt
+  end
+  local a, opt_a = two_steps()
+  local b, opt_b = two_steps()
+  local saved = opt_b:state_dict()
+  a:double()
+  b:double()
+  assert(rawequal(opt_a:state_dict().param_groups[1].params[1], 1))
+  check.eq(opt_a.state[a.weight].exp_avg.dtype, tc.float64, "the state is converted")
+  assert(rawequal(opt_a.param_groups[1].params[1], a.weight), "the group holds the new weight")
+  opt_b = optim.Adam(b:parameters(), {lr = 0.05, amsgrad = true, foreach = true})
+  opt_b:load_state_dict(saved)
+  a.weight.grad = tc.ones(3, 4, {dtype = tc.float64})
+  opt_a:zero_grad()
+  assert(a.weight.grad == nil, "zero_grad reaches the converted parameters")
+  for _, pair in ipairs {{a, opt_a}, {b, opt_b}} do
+    local m, opt = pair[1], pair[2]
+    local xd = x:double()
+    local logits = m(xd)
+    local onehot = tc.zeros(32, 3, {dtype = tc.float64}):scatter(2, y:view(-1, 1), 1)
+    local d = (logits:softmax(2) - onehot) / 32
+    m.weight.grad, m.bias.grad = d:t():matmul(xd), d:sum(1)
+    opt:step()
+  end
+  assert(a.weight:eq(b.weight):all():item() and a.bias:eq(b.bias):all():item(), "same step as the rebuilt optimizer")
+  check.eq(opt_a.state[a.bias].step, 3)
 end
 
 return tests
