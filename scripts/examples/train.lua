@@ -6,6 +6,8 @@
 -- cnn: 1x16x16 images of a bar (horizontal, vertical or diagonal) in noise, Conv-BatchNorm-ReLU-
 -- MaxPool. The usual loop: zero_grad, forward, cross_entropy, backward, clip_grad_norm_, step;
 -- a cosine learning-rate schedule over the epochs; accuracy on held-out data in eval mode.
+-- compile=true runs the model's forward through tc.compile: that needs compiled training (a
+-- compiled forward that records for backward), which is not there yet.
 local tc = require "tc"
 local nn = require "tc.nn"
 local F = nn.functional

@@ -6,6 +6,7 @@ local nn = require "tc.nn"
 local F = nn.functional
 local optim = require "tc.optim"
 local check = require "check"
+local OF = require "fixtures"
 
 local function data(n)
   tc.manual_seed(1)
@@ -100,6 +101,38 @@ function tests.optimizer_follows_parameters_converted_after_it_was_built()
   end
   assert(a.weight:eq(b.weight):all():item() and a.bias:eq(b.bias):all():item(), "same step as the rebuilt optimizer")
   check.eq(opt_a.state[a.bias].step, 3)
+end
+
+-- A fixed model trained by loss:backward() and each optimizer for a few steps equals PyTorch's
+-- (fixture: tests/fixtures/train/optim.json, "model"). Needs autograd: skipped without it.
+function tests.fixed_model_trained_with_backward_matches_pytorch()
+  if tc.zeros(1).backward == nil then
+    print("SKIP test_optim_training:fixed_model_trained_with_backward_matches_pytorch: loss:backward() is not available in this build")
+    return
+  end
+  local fx, cases = OF.optim().model, OF.optim().optimizers
+  local function shape_of(key) return ({["0.weight"] = {5, 4}, ["0.bias"] = {5}, ["2.weight"] = {3, 5}, ["2.bias"] = {3}})[key] end
+  local x, y = OF.tensor(fx.x, {6, 4}), OF.tensor(fx.y, {6, 3})
+  local n = 0
+  for name, steps in pairs(fx.cases) do
+    local m = nn.Sequential(nn.Linear(4, 5), nn.Tanh(), nn.Linear(5, 3))
+    local sd = {}
+    for i, key in ipairs(fx.keys) do sd[key] = OF.tensor(fx.init[i], shape_of(key)) end
+    m:load_state_dict(tc.utils.from_torch_state_dict(sd))
+    local opt = optim[cases[name].class](m:parameters(), cases[name].options)
+    for step, want in ipairs(steps) do
+      opt:zero_grad()
+      F.mse_loss(m(x), y):backward()
+      opt:step()
+      local got = m:state_dict()
+      for i, key in ipairs(fx.keys) do
+        local tc_key = key:gsub("^(%d+)", function(d) return tostring(tonumber(d) + 1) end)
+        OF.assert_close(got[tc_key], OF.tensor(want[i], shape_of(key)), ("%s step %d %s"):format(name, step, tc_key))
+      end
+    end
+    n = n + 1
+  end
+  assert(n >= 5, "the fixture has the model cases")
 end
 
 return tests
