@@ -1,20 +1,26 @@
 -- Optimizer step time, parameter by parameter (foreach=false) vs on flat buckets (foreach=true),
--- over ResNet-50's parameters (161 tensors, 25.6M values) with random gradients.
+-- over a conv net's parameter shapes (50 x {(c, c, 3, 3), (c), (c)}, c = 32 * (1 + i % 8): 150
+-- tensors, 11.5M values) with random gradients; bench/peer_torch_optim.py is PyTorch's side.
 -- Run: tcrun bench/optim_step.lua [DEVICE [STEPS]]  (DEVICE "cpu" by default, or "cuda").
 -- With TC_CUDA_PROFILE=1 the CUDA runtime prints each op's calls and kernel launches at exit.
 -- Prints "optimizer foreach ms_per_step" lines.
 local tc = require "tc"
 local optim = require "tc.optim"
-package.path = "scripts/models/?.lua;" .. package.path
-local resnet = require "resnet"
 local device = arg and arg[1] or "cpu"
 local steps = tonumber(arg and arg[2]) or 10
 local function sync() if device ~= "cpu" then tc.cuda.synchronize() end end
 
 tc.manual_seed(0)
-local params = resnet.resnet50():to(device):parameters()
-local n = 0
-for _, p in ipairs(params) do p.grad = tc.randn_like(p) * 1e-3; n = n + p:numel() end
+local params, n = {}, 0
+for i = 1, 50 do
+  local c = 32 * (1 + i % 8)
+  for _, shape in ipairs {{c, c, 3, 3}, {c}, {c}} do
+    local p = tc.randn(shape, {device = device})
+    p.requires_grad = true
+    p.grad = tc.randn_like(p) * 1e-3
+    params[#params + 1], n = p, n + p:numel()
+  end
+end
 print(("# %d parameter tensors, %d values, on %s"):format(#params, n, device))
 
 local cases = {
@@ -25,7 +31,7 @@ for _, c in ipairs(cases) do
   for _, foreach in ipairs {false, true} do
     local opts = {foreach = foreach}
     for k, v in pairs(c[2]) do opts[k] = v end
-    local opt = c[1] and optim[c[1]](params, opts)
+    local opt = optim[c[1]](params, opts)
     opt:step()  -- state allocated
     sync()
     local t0 = tc.utils.perf_counter()
