@@ -7,10 +7,12 @@
 -- their first gradient at the same step). A step updates a bucket whose parameters all have a
 -- gradient and the same step count in one pass over the flat buffers ("foreach": the gradients
 -- and parameters are concatenated, each op of the algorithm runs once for the whole bucket, the
--- new values are copied back to the parameters), so a step costs a few launches per bucket plus
--- one copy per parameter instead of every op once per parameter. That is the default for CUDA
--- parameters (option foreach=nil); foreach=true forces it, foreach=false updates parameter by
--- parameter on the same state views. Both run the same arithmetic (cls.update).
+-- new values are copied back to the parameters), so a step costs about ten launches per bucket,
+-- two cats (one launch per 32 tensors on CUDA) and one copy per parameter, instead of every op
+-- once per parameter. That is the default for CUDA parameters (option foreach=nil); on the CPU,
+-- where the concatenations cost more than they save (bench/optim_step.lua), parameters are
+-- updated one by one on the same state views (foreach=false; foreach=true forces the flat pass).
+-- Both run the same arithmetic (cls.update).
 local tc = require "tc"
 local raise = tc._C.raise
 local zero_grad = require("tc.nn.utils").zero_grad
@@ -83,7 +85,7 @@ local function new_optimizer(cls, params, defaults, opts)
   return self
 end
 
--- An optimizer class: cls.defaults, cls.slots(group) -> array of {name, fill} (the state tensors
+-- An optimizer class with its default options: cls.slots(group) -> array of {name, fill} (the state tensors
 -- shaped like the parameter, created filled with `fill`), cls.update(group, param, grad, S, step)
 -- (one step in place on param and the tensors of S; step counts from 1), cls.validate(group).
 local function optimizer_class(name, defaults)
