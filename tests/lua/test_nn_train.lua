@@ -89,4 +89,56 @@ function tests.module_zero_grad_to_none_or_in_place()
   for _, p in ipairs(m:parameters()) do assert(p.grad == nil) end
 end
 
+-- Every layer with parameters trains: after backward of a weighted sum of its output, each
+-- parameter has a nonzero gradient of its shape. Needs autograd: skipped without it.
+local LAYERS = {
+  {"Linear", function() return nn.Linear(4, 3) end, function() return {tc.randn(2, 4)} end},
+  {"Bilinear", function() return nn.Bilinear(3, 4, 2) end, function() return {tc.randn(5, 3), tc.randn(5, 4)} end},
+  {"Conv1d", function() return nn.Conv1d(2, 3, 3) end, function() return {tc.randn(2, 2, 7)} end},
+  {"Conv2d", function() return nn.Conv2d(2, 3, 3, {padding = 1, stride = 2}) end, function() return {tc.randn(2, 2, 6, 6)} end},
+  {"ConvTranspose2d", function() return nn.ConvTranspose2d(2, 3, 3, {stride = 2}) end, function() return {tc.randn(1, 2, 4, 4)} end},
+  {"BatchNorm1d", function() return nn.BatchNorm1d(3) end, function() return {tc.randn(4, 3)} end},
+  {"BatchNorm2d", function() return nn.BatchNorm2d(3) end, function() return {tc.randn(2, 3, 4, 4)} end},
+  {"LayerNorm", function() return nn.LayerNorm(5) end, function() return {tc.randn(3, 5)} end},
+  {"GroupNorm", function() return nn.GroupNorm(2, 4) end, function() return {tc.randn(2, 4, 3)} end},
+  {"RMSNorm", function() return nn.RMSNorm(5) end, function() return {tc.randn(3, 5)} end},
+  {"Embedding", function() return nn.Embedding(10, 4) end, function() return {tc.tensor({{1, 2}, {3, 10}})} end},
+  {"MultiheadAttention", function() return nn.MultiheadAttention(8, 2) end,
+    function() local x = tc.randn(5, 2, 8); return {x, x, x} end},
+  {"TransformerEncoderLayer", function() return nn.TransformerEncoderLayer(8, 2, {dim_feedforward = 16}) end,
+    function() return {tc.randn(5, 2, 8)} end},
+}
+
+local function has_autograd(test)
+  if tc.zeros(1).backward ~= nil then return true end
+  print("SKIP test_nn_train:" .. test .. ": loss:backward() is not available in this build")
+  return false
+end
+
+function tests.every_layer_with_parameters_gets_their_gradients()
+  if not has_autograd("every_layer_with_parameters_gets_their_gradients") then return end
+  tc.manual_seed(0)
+  for _, c in ipairs(LAYERS) do
+    local m = c[2]()
+    local out = m(table.unpack(c[3]()))
+    ;(out * tc.randn(out.shape)):sum():backward()
+    for name, p in m:named_parameters() do
+      assert(p.grad ~= nil, c[1] .. "." .. name .. " has no gradient")
+      check.same(p.grad.shape, p.shape, c[1] .. "." .. name .. " gradient shape")
+      assert(p.grad:abs():sum():item() > 0, c[1] .. "." .. name .. " has an all-zero gradient")
+    end
+  end
+end
+
+-- In train mode dropout's gradient is its mask scaled by 1/(1-p): for x = 1 that is the output.
+function tests.dropout_gradient_follows_its_mask()
+  if not has_autograd("dropout_gradient_follows_its_mask") then return end
+  local x = tc.ones(1000)
+  x.requires_grad = true
+  local y = nn.Dropout(0.5)(x)
+  y:sum():backward()
+  assert(x.grad:eq(y:detach()):all():item(), "gradient = mask / (1 - p)")
+  assert(x.grad:eq(0):any():item() and x.grad:eq(2):any():item())
+end
+
 return tests
