@@ -149,7 +149,7 @@ Val Lowering::emit(KernelBuilder& kb, int id, const Idx& idx) {
     bool logical = v.rop == ReduceOp::Any || v.rop == ReduceOp::All;
     bool arg = (v.rop == ReduceOp::ArgMax || v.rop == ReduceOp::ArgMin) && !v.take_value;
     Ty t = logical ? Ty::Bool : arg ? Ty::I64 : compute_type(v.dtype);
-    if ((v.rop == ReduceOp::Sum || v.rop == ReduceOp::Prod) && t == Ty::F32) t = Ty::F64;
+    if ((v.rop == ReduceOp::Sum || v.rop == ReduceOp::Prod) && t == Ty::F32 && !v.blas_order) t = Ty::F64;
     return t == Ty::F32 || t == Ty::F64 ? kb.cf(0, t) : kb.ci(0, t);
   }
   auto key = std::make_pair(v.memo_id, rows);
@@ -173,13 +173,16 @@ Val Lowering::emit(KernelBuilder& kb, int id, const Idx& idx) {
     Val x = emit(kb, v.input, in);
     bool arg = v.rop == ReduceOp::ArgMax || v.rop == ReduceOp::ArgMin;
     bool logical = v.rop == ReduceOp::Any || v.rop == ReduceOp::All;
-    // Float sums and products accumulate in float64, as eager's kernels do.
+    // Float sums and products accumulate in float64, as eager's kernels do; a tiny matmul's sum
+    // of products as eager's sgemm (ordered fused multiply-adds in the compute type).
     Ty acc = compute_type(v.dtype);
-    if ((v.rop == ReduceOp::Sum || v.rop == ReduceOp::Prod) && acc == Ty::F32) acc = Ty::F64;
+    if ((v.rop == ReduceOp::Sum || v.rop == ReduceOp::Prod) && acc == Ty::F32 && !v.blas_order) acc = Ty::F64;
     if (logical) x = kb.cast(x, Ty::Bool);
     else if (!arg) x = kb.cast(x, acc);
     Val value = kNoVal;
-    Val r = kb.reduce(v.rop, x, arg ? lin : kNoVal, arg ? &value : nullptr);
+    const Instr& xi = kb.instr(x);
+    bool fma = v.blas_order && xi.op == Opc::Math && xi.sop == ScalarOp::mul;  // (else a folded product)
+    Val r = kb.reduce(v.rop, x, arg ? lin : kNoVal, arg ? &value : nullptr, fma);
     kb.close_loop();
     it = kb.memo.emplace(key, std::make_pair(r, value)).first;
   }

@@ -630,7 +630,9 @@ std::vector<int> Lowering::lower_op(int n) {
         Idx yi = lin ? Idx{j, k} : batched ? Idx{idx[0], k, j} : Idx{k, j};
         return kb.math(ScalarOp::mul, kb.cast(emit(kb, xs, xi), t), kb.cast(emit(kb, ys, yi), t));
       });
-      return {reduce(prodv, {int(p.shape.size()) - 1}, false, ReduceOp::Sum, om.dtype, om.sizes)};
+      int sum = reduce(prodv, {int(p.shape.size()) - 1}, false, ReduceOp::Sum, om.dtype, om.sizes);
+      lv(sum).blas_order = is_floating(om.dtype);  // as eager's sgemm / dgemm round
+      return {sum};
     }
     case Op::addmm: case Op::baddbmm: case Op::einsum: case Op::conv1d: case Op::conv2d:
     case Op::conv_transpose2d:
