@@ -1,6 +1,6 @@
 // The scalar primitives as LLVM IR. Semantics are those of tc's eager CPU kernels
 // (stdlib/cpu/pointwise_*.cpp): integer arithmetic wraps, integer division never traps (a zero
-// divisor gives 0 here; eager raises before running, lowering keeps that check outside kernels),
+// divisor gives 0 here; eager raises before running, lowering checks divisors before kernels),
 // minimum/maximum propagate NaN, round is half to even, float32 exp is eager's vectorizable
 // polynomial (so compiled and eager exp agree to the bit and loops over it vectorize); float32
 // tanh, log, log2, log1p, expm1 and erf are inline polynomials too (a few ulp from libm's).

@@ -163,6 +163,8 @@ class Lowering {
   void push_kernel(KernelBuilder& kb);
   void hint(int node, const std::string& what);  // a perf_hints line
   bool check_indices(int n);
+  bool check_divisor(int n, int id);
+  void add_check(int n, int id, std::shared_ptr<capture::ExternalFn> fn);
   // The first value reached from `id` (itself, then what lazy values read, and a reduction's
   // input unless `stop_at_reductions`), each once, for which `hit` is true; -1 if none.
   int find_reached(int id, bool stop_at_reductions, const std::function<bool(int, const LV&)>& hit);

@@ -237,6 +237,16 @@ std::vector<int> Lowering::lower_op(int n) {
       if (node.op == Op::where || node.op == Op::masked_fill) ct = compute_type(om.dtype);
       Ty out = compute_type(om.dtype);
       bool wrap_u8 = om.dtype == DType::UInt8;
+      // Integer division and remainder raise eager's ZeroDivisionError for a zero divisor.
+      bool int_div = (node.op == Op::remainder || (node.op == Op::div && !a[2].is_none())) &&
+                     (ct == Ty::I32 || ct == Ty::I64);
+      if (int_div && node.args[1].kind != capture::NodeArg::Kind::Ref) {
+        bool zero = a[1].is_tensor() ? a[1].tensor().item_double() == 0
+                                     : a[1].is_double() ? a[1].to_double() == 0 : a[1].to_int() == 0;
+        if (zero) return add_extern(n, false);  // raises on every call, as eager
+      } else if (int_div && !check_divisor(n, in(1))) {
+        return add_extern(n, false);
+      }
       std::vector<int> srcs(node.args.size(), -1), deps;
       std::vector<DType> dts(node.args.size(), DType::Float32);
       for (size_t i = 0; i < node.args.size(); i++) {
