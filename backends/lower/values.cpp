@@ -87,6 +87,8 @@ int64_t static_size(const SymInt& s, const char* what) {
 
 }  // namespace
 
+constexpr int kLazyCatPieces = 4;
+
 bool tiny_matmul(const capture::Graph& g, int n, const LowerOptions& opt) {
   const capture::Node& node = g.nodes[n];
   if (node.kind != capture::NodeKind::Op) return false;
@@ -472,6 +474,10 @@ std::vector<int> Lowering::lower_op(int n) {
         ends.push_back(at);
       }
       if (srcs.empty()) return {lazy(base(), {}, [](KernelBuilder& kb, const Idx&) { return kb.ci(0); })};
+      // Read lazily, a piece costs every element of the result a load and a select (each piece is
+      // read at a clamped index): many pieces (DenseNet's) are copied by eager's cat instead, and
+      // each consumer kernel reads one buffer (fewer, smaller, faster kernels).
+      if (int(srcs.size()) > kLazyCatPieces) return add_extern(n, false);
       Ty t = compute_type(om.dtype);
       bool stack = node.op == Op::stack;
       return {lazy(base(), srcs, [this, srcs, ends, d, t, stack](KernelBuilder& kb, const Idx& idx) {
