@@ -635,6 +635,19 @@ std::vector<int> Lowering::lower_op(int n) {
       int xs = in(0), ys = in(1);
       bool lin = node.op == Op::linear, batched = node.op == Op::bmm;
       int64_t K = x.sizes().back();
+      if (lin) {
+        // linear's weight [N, K] read along k for each output j would be gathered (stride K) when
+        // the kernel vectorizes over j: it is transposed into a [K, N] buffer first (a small
+        // kernel), read along j with contiguous loads.
+        LV wt;
+        wt.dtype = lv(ys).dtype;
+        wt.shape = {lv(ys).shape[1], lv(ys).shape[0]};
+        wt.node = n;
+        int w = ys;
+        ys = lazy(wt, {w}, [this, w](KernelBuilder& kb, const Idx& idx) { return emit(kb, w, {idx[1], idx[0]}); });
+        realize(ys);
+        lin = false;
+      }
       Ty t = compute_type(om.dtype);
       LV p = base();
       p.shape.push_back(SymInt::of(K));
