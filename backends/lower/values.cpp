@@ -243,8 +243,11 @@ std::vector<int> Lowering::lower_op(int n) {
       bool int_div = (node.op == Op::remainder || (node.op == Op::div && !a[2].is_none())) &&
                      (ct == Ty::I32 || ct == Ty::I64);
       if (int_div && node.args[1].kind != capture::NodeArg::Kind::Ref) {
-        bool zero = a[1].is_tensor() ? a[1].tensor().item_double() == 0
-                                     : a[1].is_double() ? a[1].to_double() == 0 : a[1].to_int() == 0;
+        bool zero = a[1].is_double() ? a[1].to_double() == 0 : !a[1].is_tensor() && a[1].to_int() == 0;
+        if (a[1].is_tensor()) {  // a wrapped number (or any constant tensor)
+          Tensor d = a[1].tensor().to(DType::Int64).contiguous();
+          for (int64_t i = 0; i < d.numel(); i++) zero = zero || d.data<int64_t>()[i] == 0;
+        }
         if (zero) return add_extern(n, false);  // raises on every call, as eager
       } else if (int_div && !check_divisor(n, in(1))) {
         return add_extern(n, false);
