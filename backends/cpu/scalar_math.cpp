@@ -153,18 +153,28 @@ Value* ScalarMath::fma(Value* a, Value* b, Value* c) {
   return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {b_.getFloatTy()}, {a, b, c});
 }
 
-// |x| < 0.625: x + x^3 P(x^2); else sign(x) (1 - 2 / (exp(2|x|) + 1)), 1 once exp overflows.
+// |x| < 0.625: x + x^3 P(x^2); else sign(x) (1 - 2 / (exp(2|x|) + 1)). 2|x| is clamped to 40
+// (tanh is 1 in float32 from 9.01 on), so its exp needs no overflow, underflow or NaN cases and
+// one power of two: eager's exp polynomial, with fused multiply-adds, on [1.25, 40] only.
 Value* ScalarMath::tanh_f32(Value* x) {
   Value* a = b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
   Value* x2 = b_.CreateFMul(x, x);
   Value* p = poly(x2, {-3.333333433e-01f, 1.333326548e-01f, -5.395099521e-02f, 2.170674317e-02f,
                        -8.154772222e-03f, 2.092749812e-03f});
   Value* small = fma(b_.CreateFMul(x, x2), p, x);
-  Value* e = exp_f32(b_.CreateFMul(a, fconst(2.0f)));
+  Value* y = b_.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, b_.CreateFMul(a, fconst(2.0f)), fconst(40.0f));
+  Value* magic = fconst(12582912.0f);
+  Value* t = fma(y, fconst(1.44269504088896341f), magic);
+  Value* k = b_.CreateFSub(t, magic);
+  Value* ki = b_.CreateSub(b_.CreateBitCast(t, b_.getInt32Ty()), b_.CreateBitCast(magic, b_.getInt32Ty()));
+  Value* r = fma(k, fconst(2.12194440e-4f), fma(k, fconst(-0.693359375f), y));
+  Value* q = poly(r, {1.0f, 1.0f, 0.5f, 1.0f / 6, 1.0f / 24, 1.0f / 120, 1.0f / 720, 1.0f / 5040});
+  Value* e = b_.CreateFMul(q, b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(ki, b_.getInt32(127)), 23), b_.getFloatTy()));
   Value* big = b_.CreateFSub(fconst(1.0f), b_.CreateFDiv(fconst(2.0f), b_.CreateFAdd(e, fconst(1.0f))));
   big = b_.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, big, x);
-  Value* r = b_.CreateSelect(b_.CreateFCmpOLT(a, fconst(0.625f)), small, big);
-  return b_.CreateSelect(b_.CreateFCmpOLT(a, fconst(0x1p-12f)), x, r);  // keeps -0
+  Value* res = b_.CreateSelect(b_.CreateFCmpOLT(a, fconst(0.625f)), small, big);
+  res = b_.CreateSelect(b_.CreateFCmpOLT(a, fconst(0x1p-12f)), x, res);  // keeps -0
+  return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, res);
 }
 
 // x = 2^e m with m in [sqrt(1/2), sqrt(2)), f = m - 1 (exact): log(x) = e ln2 + f - f^2/2 + f^3 Q(f),
