@@ -1,0 +1,749 @@
+// The rows of derivatives.def: parsed once into expression trees, evaluated by calling tc ops
+// (through the dispatcher, so they record when the backward builds a graph) and the helpers below.
+#include <cmath>
+#include <cstring>
+#include <mutex>
+
+#include "autograd_internal.h"
+
+namespace tc::autograd {
+
+using Kw = std::vector<std::pair<std::string, Value>>;
+
+struct Expr {
+  enum Kind { Call, Name, Int, Float, Str, List, Bool, Nil } kind = Nil;
+  std::string name;  // Call, Name, Str
+  double num = 0;
+  std::vector<Expr> args;
+  std::vector<std::string> keys;  // per argument of a Call: "" or its keyword
+};
+
+struct Env;
+struct Helper {
+  const char* name;
+  uint32_t meta_args;  // bit i: argument i is read for its metadata only
+  Value (*fn)(Env& e, const Stack& a);
+};
+
+struct Formula {
+  std::vector<int> inputs;  // argument indices
+  Expr expr;
+};
+const std::vector<int>& formula_inputs(const Formula& f) { return f.inputs; }
+
+struct Env {
+  Node& node;
+  const Formula& formula;
+  const std::vector<Tensor>& grads;
+  bool create_graph;
+};
+
+namespace {
+
+// ---- helpers: formulas too long for one line, in tc ops ---------------------------------------------
+const Tensor& T(const Value& v) { return v.tensor(); }
+Tensor zeros_like_t(const Tensor& x, const Tensor& like) {
+  return op(Op::zeros, {Value(IntList(x.sizes().begin(), x.sizes().end()))},
+            {{"dtype", Value(like.dtype())}, {"device", Value(like.device())}});
+}
+IntList shape_of(const Tensor& t) { return IntList(t.sizes().begin(), t.sizes().end()); }
+int64_t norm_dim(int64_t d, int64_t rank) { return wrap_dim(d, rank); }  // 0-based
+// 0-based reduced dims of a reduction's `dim` argument (none or empty: all)
+std::vector<int64_t> reduced_dims(const Value& dim, int64_t rank) {
+  std::vector<int64_t> r;
+  if (dim.is_none() || (dim.is_int_list() && dim.ints().empty())) {
+    for (int64_t d = 0; d < rank; d++) r.push_back(d);
+  } else if (dim.is_int()) {
+    r.push_back(norm_dim(dim.to_int(), rank));
+  } else {
+    for (int64_t d : dim.ints()) r.push_back(norm_dim(d, rank));
+  }
+  std::sort(r.begin(), r.end());
+  return r;
+}
+// g of a reduction over `dim` back to x's shape (unsqueezed where keepdim was false, expanded)
+Tensor expand_reduced(Tensor g, const Tensor& x, const Value& dim, bool keepdim) {
+  if (x.dim() == 0) return op(Op::reshape, {g, IntList{}});
+  if (!keepdim)
+    for (int64_t d : reduced_dims(dim, x.dim())) g = op(Op::unsqueeze, {g, d + 1});
+  return op(Op::expand, {g, shape_of(x)});
+}
+double reduced_count(const Tensor& x, const Value& dim) {
+  double n = 1;
+  for (int64_t d : reduced_dims(dim, x.dim())) n *= (double)x.sizes()[d];
+  return n;
+}
+IntList all_dims(const Value& dim, int64_t rank) {
+  IntList r;
+  for (int64_t d : reduced_dims(dim, rank)) r.push_back(d + 1);
+  return r;
+}
+// pad values (PyTorch order: last dim first) that put `before`/`after` around dim d of a rank-r tensor
+IntList pad_around(int64_t d, int64_t rank, int64_t before, int64_t after) {
+  IntList p(2 * (rank - d), 0);
+  p[2 * (rank - 1 - d)] = before;
+  p[2 * (rank - 1 - d) + 1] = after;
+  return p;
+}
+
+Value h_zeros_like(Env&, const Stack& a) { return Value(zeros_like_t(T(a[0]), T(a[0]))); }
+Value h_reshape_like(Env&, const Stack& a) { return Value(op(Op::reshape, {a[0], shape_of(T(a[1]))})); }
+Value h_expand_reduced(Env&, const Stack& a) { return Value(expand_reduced(T(a[0]), T(a[1]), a[2], a[3].to_bool())); }
+Value h_reduced_count(Env&, const Stack& a) { return Value(reduced_count(T(a[0]), a[1])); }
+
+Value h_amax_backward(Env&, const Stack& a) {
+  const Tensor &g = T(a[0]), &x = T(a[1]), &r = T(a[2]);
+  bool keep = a[4].to_bool();
+  Tensor mask = op(Op::to_dtype, {op(Op::eq, {x, expand_reduced(r, x, a[3], keep)}), Value(g.dtype())});
+  Tensor count = op(Op::sum, {mask, all_dims(a[3], x.dim()), true});
+  return Value(op(Op::mul, {expand_reduced(g, x, a[3], keep), op(Op::div, {mask, count})}));
+}
+
+Value h_index_backward(Env&, const Stack& a) {
+  Tensor g = T(a[0]), idx = T(a[3]);
+  const Tensor& x = T(a[1]);
+  int64_t d = x.dim() == 0 ? 0 : norm_dim(a[2].to_int(), x.dim());
+  if (x.dim() == 0) return Value(g);
+  if (!a[4].to_bool()) {
+    g = op(Op::unsqueeze, {g, d + 1});
+    idx = op(Op::unsqueeze, {idx, d + 1});
+  }
+  return Value(op(Op::scatter, {zeros_like_t(x, g), d + 1, idx, g}));
+}
+
+Value h_var_backward(Env&, const Stack& a) {
+  const Tensor &g = T(a[0]), &x = T(a[1]);
+  double n = reduced_count(x, a[2]), c = a[3].to_double();
+  Tensor mean = op(Op::mean, {x, Value(all_dims(a[2], x.dim())), true});
+  Tensor centered = op(Op::sub, {x, mean});
+  return Value(op(Op::mul, {expand_reduced(g, x, a[2], a[4].to_bool()), op(Op::mul, {centered, 2.0 / std::max(n - c, 0.0)})}));
+}
+
+Value h_norm_backward(Env&, const Stack& a) {
+  const Tensor &g = T(a[0]), &x = T(a[1]), &r = T(a[2]);
+  double p = a[3].to_double();
+  bool keep = a[5].to_bool();
+  Tensor ge = expand_reduced(g, x, a[4], keep), re = expand_reduced(r, x, a[4], keep);
+  if (p == 1) return Value(op(Op::mul, {ge, op(Op::sign, {x})}));
+  TC_CHECK(std::isfinite(p) && p > 0, NotImplementedError, "the derivative of norm with p=%g is not implemented", p);
+  // x * |x|^(p-2) * g / r^(p-1), zero where the norm is zero
+  Tensor scale = p == 2 ? x : op(Op::mul, {x, op(Op::pow, {op(Op::abs, {x}), p - 2})});
+  Tensor denom = p == 2 ? re : op(Op::pow, {re, p - 1});
+  Tensor v = op(Op::div, {op(Op::mul, {scale, ge}), denom});
+  return Value(op(Op::masked_fill, {v, op(Op::eq, {re, 0}), 0}));
+}
+
+Value h_prod_backward(Env&, const Stack& a) {
+  const Tensor &g = T(a[0]), &x = T(a[1]), &r = T(a[2]);
+  bool keep = a[4].to_bool();
+  // g * prod / x (exact for inputs without zeros)
+  return Value(op(Op::div, {op(Op::mul, {expand_reduced(g, x, a[3], keep), expand_reduced(r, x, a[3], keep)}), x}));
+}
+
+Value h_gelu_backward(Env&, const Stack& a) {
+  const Tensor &g = T(a[0]), &x = T(a[1]);
+  if (a[2].str() == "tanh") {
+    const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
+    Tensor x2 = op(Op::mul, {x, x});
+    Tensor inner = op(Op::mul, {op(Op::add, {x, op(Op::mul, {op(Op::mul, {x2, x}), c})}), k});
+    Tensor t = op(Op::tanh, {inner});
+    Tensor left = op(Op::mul, {op(Op::add, {t, 1}), 0.5});
+    Tensor dinner = op(Op::mul, {op(Op::add, {op(Op::mul, {x2, 3 * c}), 1}), k});
+    Tensor right = op(Op::mul, {op(Op::mul, {op(Op::mul, {x, 0.5}), op(Op::sub, {1, op(Op::mul, {t, t})})}), dinner});
+    return Value(op(Op::mul, {g, op(Op::add, {left, right})}));
+  }
+  Tensor cdf = op(Op::mul, {op(Op::add, {op(Op::erf, {op(Op::mul, {x, M_SQRT1_2})}), 1}), 0.5});
+  Tensor pdf = op(Op::mul, {op(Op::exp, {op(Op::mul, {op(Op::mul, {x, x}), -0.5})}), 0.3989422804014327});
+  return Value(op(Op::mul, {g, op(Op::add, {cdf, op(Op::mul, {x, pdf})})}));
+}
+
+Value h_silu_backward(Env&, const Stack& a) {
+  const Tensor &g = T(a[0]), &x = T(a[1]);
+  Tensor s = op(Op::sigmoid, {x});
+  return Value(op(Op::mul, {g, op(Op::mul, {s, op(Op::add, {op(Op::mul, {x, op(Op::sub, {1, s})}), 1})})}));
+}
+
+Value h_clamp_backward(Env&, const Stack& a) {
+  const Tensor &g = T(a[0]), &x = T(a[1]);
+  Tensor keep;
+  if (!a[2].is_none()) keep = op(Op::ge, {x, a[2]});
+  if (!a[3].is_none()) {
+    Tensor hi = op(Op::le, {x, a[3]});
+    keep = keep.defined() ? op(Op::logical_and, {keep, hi}) : hi;
+  }
+  return Value(keep.defined() ? op(Op::mul, {g, keep}) : g);
+}
+
+Value h_div_self(Env&, const Stack& a) {
+  if (!a[2].is_none()) return Value(zeros_like_t(T(a[0]), T(a[0])));
+  return Value(op(Op::div, {a[0], a[1]}));
+}
+Value h_div_other(Env&, const Stack& a) {
+  if (!a[3].is_none()) return Value(zeros_like_t(T(a[0]), T(a[0])));
+  return Value(op(Op::neg, {op(Op::div, {op(Op::mul, {a[0], a[1]}), op(Op::mul, {a[2], a[2]})})}));
+}
+
+Value h_pow_self(Env&, const Stack& a) {
+  const Tensor &g = T(a[0]), &x = T(a[1]), &e = T(a[2]);
+  Tensor d = op(Op::mul, {e, op(Op::pow, {x, op(Op::sub, {e, 1})})});
+  return Value(op(Op::mul, {g, op(Op::masked_fill, {d, op(Op::eq, {e, 0}), 0})}));
+}
+Value h_pow_exponent(Env&, const Stack& a) {
+  const Tensor &g = T(a[0]), &x = T(a[1]), &e = T(a[2]), &r = T(a[3]);
+  Tensor d = op(Op::mul, {r, op(Op::log, {x})});
+  Tensor zero = op(Op::logical_and, {op(Op::eq, {x, 0}), op(Op::ge, {e, 0})});
+  return Value(op(Op::mul, {g, op(Op::masked_fill, {d, zero, 0})}));
+}
+
+Value h_minmax(Env&, const Stack& a) {
+  const Tensor &g = T(a[0]), &x = T(a[1]), &y = T(a[2]);
+  Tensor wins = op(Op::to_dtype, {op(a[3].to_bool() ? Op::gt : Op::lt, {x, y}), Value(g.dtype())});
+  Tensor ties = op(Op::to_dtype, {op(Op::eq, {x, y}), Value(g.dtype())});
+  return Value(op(Op::mul, {g, op(Op::add, {wins, op(Op::mul, {ties, 0.5})})}));
+}
+
+Value h_inverse_permutation(Env&, const Stack& a) {
+  const IntList& p = a[0].ints();
+  IntList inv(p.size());
+  for (size_t i = 0; i < p.size(); i++) inv[norm_dim(p[i], (int64_t)p.size())] = (int64_t)i + 1;
+  return Value(inv);
+}
+
+Value h_negate(Env&, const Stack& a) {
+  IntList r = a[0].ints();
+  for (auto& v : r) v = -v;
+  return Value(r);
+}
+
+// the start (0-based) of a 1-based or negative index into n elements
+int64_t start_of(int64_t s, int64_t n) { return s < 0 ? s + n : s - 1; }
+
+Value h_narrow_backward(Env&, const Stack& a) {
+  const Tensor &g = T(a[0]), &x = T(a[1]);
+  int64_t d = norm_dim(a[2].to_int(), x.dim()), n = x.sizes()[d];
+  int64_t s = start_of(a[3].to_int(), n), len = a[4].to_int();
+  return Value(op(Op::pad, {g, pad_around(d, x.dim(), s, n - s - len)}));
+}
+
+Value h_select_backward(Env&, const Stack& a) {
+  const Tensor &g = T(a[0]), &x = T(a[1]);
+  int64_t d = norm_dim(a[2].to_int(), x.dim()), n = x.sizes()[d];
+  int64_t s = start_of(a[3].to_int(), n);
+  return Value(op(Op::pad, {op(Op::unsqueeze, {g, d + 1}), pad_around(d, x.dim(), s, n - s - 1)}));
+}
+
+Value h_slice_backward(Env&, const Stack& a) {
+  Tensor g = T(a[0]);
+  const Tensor& x = T(a[1]);
+  int64_t d = norm_dim(a[2].to_int(), x.dim()), n = x.sizes()[d], step = a[5].to_int();
+  auto norm = [&](const Value& v, int64_t dflt) { return v.is_none() ? dflt : (v.to_int() < 0 ? n + v.to_int() : v.to_int() - 1); };
+  int64_t b = std::clamp<int64_t>(norm(a[3], 0), 0, n);
+  int64_t len = g.sizes()[d];
+  if (len == 0) return Value(zeros_like_t(x, g));
+  if (step > 1) {  // interleave step-1 zeros after each element, then place
+    Shape s = g.sizes();
+    g = op(Op::unsqueeze, {g, d + 2});
+    g = op(Op::pad, {g, pad_around(d + 1, g.dim(), 0, step - 1)});
+    s[d] = len * step;
+    g = op(Op::reshape, {g, IntList(s.begin(), s.end())});
+  }
+  return Value(op(Op::pad, {g, pad_around(d, x.dim(), b, n - b - g.sizes()[d])}));
+}
+
+Value h_cat_backward(Env&, const Stack& a) {
+  const Tensor& g = T(a[0]);
+  const TensorList& ts = a[1].tensors();
+  int64_t d = norm_dim(a[2].to_int(), g.dim()), off = 0;
+  TensorList out;
+  for (const Tensor& t : ts) {
+    if (t.dim() == 1 && t.sizes()[0] == 0 && g.dim() != 1) {  // legacy empty inputs take no part
+      out.push_back(zeros_like_t(t, g));
+      continue;
+    }
+    int64_t n = t.sizes()[d];
+    out.push_back(op(Op::narrow, {g, d + 1, off + 1, n}));
+    off += n;
+  }
+  return Value(out);
+}
+
+Value h_repeat_backward(Env&, const Stack& a) {
+  const Tensor &g = T(a[0]), &x = T(a[1]);
+  const IntList& reps = a[2].ints();
+  IntList s(reps.size() - x.dim(), 1);
+  s.insert(s.end(), x.sizes().begin(), x.sizes().end());
+  IntList inter, dims;
+  for (size_t i = 0; i < reps.size(); i++) {
+    inter.push_back(reps[i]);
+    inter.push_back(s[i]);
+    dims.push_back(2 * (int64_t)i + 1);
+  }
+  Tensor r = op(Op::sum, {op(Op::reshape, {g, inter}), dims});
+  return Value(op(Op::reshape, {r, shape_of(x)}));
+}
+
+Value h_pad_backward(Env&, const Stack& a) {
+  TC_CHECK(a[2].str() == "constant", NotImplementedError, "the derivative of pad with mode \"%s\" is not implemented",
+           a[2].str().c_str());
+  IntList neg = a[1].ints();
+  for (auto& v : neg) v = -v;
+  return Value(op(Op::pad, {a[0], neg}));
+}
+
+Value h_index_select_backward(Env&, const Stack& a) {
+  const Tensor &g = T(a[0]), &x = T(a[1]), &idx = T(a[3]);
+  if (x.dim() == 0) return Value(g);
+  int64_t d = norm_dim(a[2].to_int(), x.dim());
+  IntList view(g.dim(), 1);
+  view[d] = -1;
+  Tensor i = op(Op::expand, {op(Op::reshape, {idx, view}), shape_of(g)});
+  return Value(op(Op::scatter_add, {zeros_like_t(x, g), d + 1, i, g}));
+}
+
+Value h_masked_select_backward(Env&, const Stack& a) {
+  const Tensor &g = T(a[0]), &x = T(a[1]), &mask = T(a[2]);
+  Shape b = broadcast_shapes(x.sizes(), mask.sizes());
+  IntList bs(b.begin(), b.end());
+  Tensor m = op(Op::reshape, {op(Op::contiguous, {op(Op::expand, {mask, bs})}), IntList{-1}});
+  Tensor idx = op(Op::reshape, {op(Op::nonzero, {m}), IntList{-1}});
+  Tensor z = op(Op::zeros, {Value(IntList{shape_numel(b)})}, {{"dtype", Value(g.dtype())}, {"device", Value(g.device())}});
+  return Value(op(Op::reshape, {op(Op::scatter, {z, 1, idx, g}), bs}));
+}
+
+Value h_matmul_backward(Env&, const Stack& a) {
+  const Tensor &g = T(a[0]), &x = T(a[1]), &y = T(a[2]);
+  bool wrt_other = a[3].to_int() == 1;
+  auto tr = [](const Tensor& t) { return op(Op::transpose, {t, -1, -2}); };
+  if (x.dim() == 1 && y.dim() == 1) return Value(op(Op::mul, {g, wrt_other ? x : y}));
+  if (x.dim() == 1) {  // (k) @ (..., k, n) -> (..., n)
+    if (!wrt_other) return Value(op(Op::squeeze, {op(Op::matmul, {y, op(Op::unsqueeze, {g, -1})}), IntList{-1}}));
+    return Value(op(Op::matmul, {op(Op::unsqueeze, {x, -1}), op(Op::unsqueeze, {g, -2})}));
+  }
+  if (y.dim() == 1) {  // (..., m, k) @ (k) -> (..., m)
+    if (!wrt_other) return Value(op(Op::matmul, {op(Op::unsqueeze, {g, -1}), op(Op::unsqueeze, {y, 1})}));
+    return Value(op(Op::squeeze, {op(Op::matmul, {tr(x), op(Op::unsqueeze, {g, -1})}), IntList{-1}}));
+  }
+  return Value(wrt_other ? op(Op::matmul, {tr(x), g}) : op(Op::matmul, {g, tr(y)}));
+}
+
+Value h_linear_weight_backward(Env&, const Stack& a) {
+  const Tensor &g = T(a[0]), &x = T(a[1]);
+  if (x.dim() == 1) return Value(op(Op::mul, {op(Op::unsqueeze, {g, -1}), op(Op::unsqueeze, {x, 1})}));
+  Tensor g2 = op(Op::reshape, {g, IntList{-1, g.sizes().back()}});
+  Tensor x2 = op(Op::reshape, {x, IntList{-1, x.sizes().back()}});
+  return Value(op(Op::mm, {op(Op::t, {g2}), x2}));
+}
+
+// conv2d: the input's gradient is a transposed convolution of grad, the weight's a convolution of
+// the input by grad (batch and channels swapped, stride and dilation swapped), per group.
+Value h_conv2d_backward(Env& e, const Stack& a) {
+  const Tensor &g = T(a[0]), &x = T(a[1]), &w = T(a[2]);
+  auto pair = [](const Value& v) { const IntList& l = v.ints(); return l.size() == 1 ? IntList{l[0], l[0]} : l; };
+  IntList stride = pair(a[4]), dil = pair(a[6]);
+  int64_t groups = a[7].to_int();
+  int64_t kh = w.sizes()[2], kw = w.sizes()[3];
+  int64_t pad[4];  // top, bottom, left, right
+  if (a[5].is_string()) {
+    bool same = a[5].str() == "same";
+    int64_t th = same ? dil[0] * (kh - 1) : 0, tw = same ? dil[1] * (kw - 1) : 0;
+    pad[0] = th / 2, pad[1] = th - th / 2, pad[2] = tw / 2, pad[3] = tw - tw / 2;
+  } else {
+    IntList p = pair(a[5]);
+    pad[0] = pad[1] = p[0], pad[2] = pad[3] = p[1];
+  }
+  bool padded = pad[0] || pad[1] || pad[2] || pad[3];
+  TensorList out(3);
+  const auto& next = e.node.next;
+  int slot_x = e.node.first_slot[0], slot_w = e.node.first_slot[1], slot_b = e.node.first_slot[2];
+  Tensor xp = padded ? op(Op::pad, {x, IntList{pad[2], pad[3], pad[0], pad[1]}}) : x;
+  int64_t hp = xp.sizes()[2], wp = xp.sizes()[3], ho = g.sizes()[2], wo = g.sizes()[3];
+  if (next[slot_x].defined()) {
+    IntList outpad{hp - ((ho - 1) * stride[0] + dil[0] * (kh - 1) + 1), wp - ((wo - 1) * stride[1] + dil[1] * (kw - 1) + 1)};
+    Tensor gx = op(Op::conv_transpose2d, {g, w, Value(), stride, IntList{0, 0}, outpad, groups, dil});
+    out[0] = padded ? op(Op::pad, {gx, IntList{-pad[2], -pad[3], -pad[0], -pad[1]}}) : gx;
+  }
+  if (next[slot_w].defined()) {
+    int64_t cg = x.sizes()[1] / groups, og = w.sizes()[0] / groups;
+    TensorList parts;
+    for (int64_t k = 0; k < groups; k++) {
+      Tensor xg = groups == 1 ? xp : op(Op::narrow, {xp, 2, k * cg + 1, cg});
+      Tensor gg = groups == 1 ? g : op(Op::narrow, {g, 2, k * og + 1, og});
+      Tensor r = op(Op::conv2d, {op(Op::transpose, {xg, 1, 2}), op(Op::transpose, {gg, 1, 2}), Value(), dil,
+                                 Value(IntList{0, 0}), stride, 1});
+      r = op(Op::narrow, {op(Op::narrow, {r, 3, 1, kh}), 4, 1, kw});
+      parts.push_back(op(Op::transpose, {r, 1, 2}));
+    }
+    out[1] = groups == 1 ? parts[0] : op(Op::cat, {parts, 1});
+  }
+  if (slot_b >= 0 && next[slot_b].defined()) out[2] = op(Op::sum, {g, IntList{1, 3, 4}});
+  return Value(out);
+}
+
+// The op's decomposition, recomputed from the saved inputs and differentiated by the engine.
+Value h_decompose(Env& e, const Stack&) {
+  Node& n = e.node;
+  Stack args = n.args;
+  for (size_t i = 0; i < args.size(); i++) {
+    if (n.first_slot[i] < 0) continue;
+    if (schema(n.op).args[i].type == ArgType::TensorList) {
+      TensorList l;
+      for (auto& s : n.saved[i]) l.push_back(unpack(s, n, "an input"));
+      args[i] = Value(l);
+    } else {
+      const SavedVariable& s = n.saved[i][0];
+      args[i] = s.data.defined() ? Value(unpack(s, n, "an input")) : Value();
+    }
+  }
+  Task task;
+  task.create_graph = e.create_graph;
+  task.keep_graph = e.create_graph;
+  task.accumulate = false;
+  task.run_hooks = false;
+  const std::vector<int>& ins = e.formula.inputs;
+  std::vector<int> target_of_input(ins.size(), -1);
+  for (size_t k = 0; k < ins.size(); k++) {
+    int slot = n.first_slot[ins[k]];
+    if (slot < 0 || !n.next[slot].defined()) continue;
+    target_of_input[k] = (int)task.targets.size();
+    task.targets.push_back(edge_of(args[ins[k]].tensor()));
+  }
+  Tensor out;
+  {
+    GradModeGuard on(true);
+    task.min_seq = g_next_seq.load();
+    out = decomposition(n.op, args);
+  }
+  TensorList r(ins.size());
+  if (out.requires_grad()) {
+    run_backward(task, {{edge_of(out), e.grads[0]}});
+    for (size_t k = 0; k < ins.size(); k++)
+      if (target_of_input[k] >= 0) r[k] = task.captured[target_of_input[k]];
+  }
+  return ins.size() == 1 ? (r[0].defined() ? Value(r[0]) : Value()) : Value(r);
+}
+
+const Helper kHelpers[] = {
+    {"zeros_like", 1u, h_zeros_like},
+    {"reshape_like", 2u, h_reshape_like},
+    {"expand_reduced", 2u, h_expand_reduced},
+    {"reduced_count", 1u, h_reduced_count},
+    {"amax_backward", 0, h_amax_backward},
+    {"index_backward", 2u, h_index_backward},
+    {"var_backward", 0, h_var_backward},
+    {"norm_backward", 0, h_norm_backward},
+    {"prod_backward", 0, h_prod_backward},
+    {"gelu_backward", 0, h_gelu_backward},
+    {"silu_backward", 0, h_silu_backward},
+    {"clamp_backward", 0, h_clamp_backward},
+    {"div_self_backward", 0, h_div_self},
+    {"div_other_backward", 0, h_div_other},
+    {"pow_self_backward", 0, h_pow_self},
+    {"pow_exponent_backward", 0, h_pow_exponent},
+    {"minmax_backward", 0, h_minmax},
+    {"inverse_permutation", 0, h_inverse_permutation},
+    {"negate", 0, h_negate},
+    {"narrow_backward", 2u, h_narrow_backward},
+    {"select_backward", 2u, h_select_backward},
+    {"slice_backward", 2u, h_slice_backward},
+    {"cat_backward", 2u, h_cat_backward},
+    {"repeat_backward", 2u, h_repeat_backward},
+    {"pad_backward", 0, h_pad_backward},
+    {"index_select_backward", 2u, h_index_select_backward},
+    {"masked_select_backward", 2u, h_masked_select_backward},
+    {"matmul_backward", 0, h_matmul_backward},
+    {"linear_weight_backward", 0, h_linear_weight_backward},
+    {"conv2d_backward", 0, h_conv2d_backward},
+    {"decompose", 0, h_decompose},
+};
+
+const Helper* find_helper(const std::string& name) {
+  for (const Helper& h : kHelpers)
+    if (name == h.name) return &h;
+  return nullptr;
+}
+
+// ---- parsing ------------------------------------------------------------------------------------
+struct Parser {
+  const char* s;
+  const char* row;
+  void ws() {
+    while (*s == ' ') s++;
+  }
+  [[noreturn]] void fail(const char* what) {
+    std::fprintf(stderr, "derivatives.def: %s in \"%s\" at \"%s\"\n", what, row, s);
+    TC_ASSERT(false, "bad formula in derivatives.def");
+  }
+  std::string ident() {
+    ws();
+    std::string r;
+    while (std::isalnum((unsigned char)*s) || *s == '_') r += *s++;
+    if (r.empty()) fail("expected a name");
+    return r;
+  }
+  Expr expr() {
+    ws();
+    Expr e;
+    if (*s == '"') {
+      e.kind = Expr::Str;
+      for (s++; *s && *s != '"'; s++) e.name += *s;
+      if (*s++ != '"') fail("unterminated string");
+      return e;
+    }
+    if (*s == '[') {
+      e.kind = Expr::List;
+      s++;
+      ws();
+      while (*s != ']') {
+        e.args.push_back(expr());
+        ws();
+        if (*s == ',') s++;
+        ws();
+      }
+      s++;
+      return e;
+    }
+    if (std::isdigit((unsigned char)*s) || *s == '-' || *s == '.') {
+      char* end;
+      e.num = std::strtod(s, &end);
+      std::string text(s, (const char*)end);
+      e.kind = text.find_first_of(".eE") == std::string::npos ? Expr::Int : Expr::Float;
+      s = end;
+      return e;
+    }
+    e.name = ident();
+    ws();
+    if (*s != '(') {
+      e.kind = e.name == "true" || e.name == "false" ? Expr::Bool : e.name == "nil" ? Expr::Nil : Expr::Name;
+      if (e.kind == Expr::Bool) e.num = e.name == "true";
+      return e;
+    }
+    e.kind = Expr::Call;
+    s++;
+    ws();
+    while (*s != ')') {
+      const char* save = s;
+      std::string key;
+      if (std::isalpha((unsigned char)*s)) {
+        std::string id = ident();
+        ws();
+        if (*s == '=') {
+          key = id;
+          s++;
+        } else {
+          s = save;
+        }
+      }
+      e.keys.push_back(key);
+      e.args.push_back(expr());
+      ws();
+      if (*s == ',') s++;
+      else if (*s != ')') fail("expected ',' or ')'");
+      ws();
+    }
+    s++;
+    return e;
+  }
+};
+
+int arg_index(Op op, const std::string& name) {
+  const OpSchema& s = schema(op);
+  for (size_t i = 0; i < s.args.size(); i++)
+    if (s.args[i].name == name) return (int)i;
+  return -1;
+}
+
+std::vector<OpGrad> build_table() {
+  std::vector<OpGrad> t(kNumOps);
+  std::vector<bool> seen(kNumOps, false);
+  auto row = [&](Op op, Differentiability k, std::initializer_list<const char*> formulas) {
+    TC_ASSERT(!seen[(size_t)op], "an op has two rows in derivatives.def");
+    seen[(size_t)op] = true;
+    OpGrad& g = t[(size_t)op];
+    g.kind = k;
+    g.differentiable_arg.assign(schema(op).args.size(), false);
+    for (const char* text : formulas) {
+      auto f = std::make_shared<Formula>();
+      const char* colon = std::strchr(text, ':');
+      TC_ASSERT(colon, "a derivatives.def formula without 'inputs:'");
+      std::string names(text, colon);
+      size_t p = 0;
+      while (p < names.size()) {
+        size_t q = names.find(',', p);
+        if (q == std::string::npos) q = names.size();
+        std::string n = names.substr(p, q - p);
+        n.erase(0, n.find_first_not_of(' '));
+        n.erase(n.find_last_not_of(' ') + 1);
+        int i = arg_index(op, n);
+        if (i < 0) std::fprintf(stderr, "derivatives.def: %s has no argument '%s'\n", op_name(op), n.c_str());
+        TC_ASSERT(i >= 0, "derivatives.def names an argument the op does not have");
+        f->inputs.push_back(i);
+        g.differentiable_arg[i] = true;
+        p = q + 1;
+      }
+      Parser ps{colon + 1, text};
+      f->expr = ps.expr();
+      ps.ws();
+      if (*ps.s) ps.fail("trailing text");
+      g.formulas.push_back(f);
+    }
+  };
+#define TC_GRAD(op, ...) row(Op::op, Differentiability::Formula, {__VA_ARGS__});
+#define TC_NONDIFF(op) row(Op::op, Differentiability::NonDifferentiable, {});
+#define TC_NOT_IMPLEMENTED(op) row(Op::op, Differentiability::NotImplemented, {});
+#include "tc/derivatives.def"
+#undef TC_GRAD
+#undef TC_NONDIFF
+#undef TC_NOT_IMPLEMENTED
+  for (int i = 0; i < kNumOps; i++) {
+    if (!seen[i]) std::fprintf(stderr, "derivatives.def: no row for %s\n", op_name((Op)i));
+    TC_ASSERT(seen[i], "every op of ops.def needs a row in derivatives.def");
+  }
+  return t;
+}
+
+// ---- what a formula reads ----------------------------------------------------------------------------
+void collect(const Expr& e, Op op, bool meta, SaveNeeds& n, bool* decompose) {
+  switch (e.kind) {
+    case Expr::Name: {
+      int level = meta ? 1 : 2;
+      if (e.name.rfind("result", 0) == 0) {
+        size_t k = e.name == "result" ? 0 : std::strtoul(e.name.c_str() + 7, nullptr, 10);
+        if (n.results.size() <= k) n.results.resize(k + 1, 0);
+        n.results[k] = std::max(n.results[k], level);
+      } else if (int i = arg_index(op, e.name); i >= 0) {
+        n.args[i] = std::max(n.args[i], level);
+      }
+      return;
+    }
+    case Expr::Call: {
+      const Helper* h = find_helper(e.name);
+      if (h && h->fn == h_decompose) *decompose = true;
+      for (size_t i = 0; i < e.args.size(); i++) collect(e.args[i], op, h && (h->meta_args >> i & 1), n, decompose);
+      return;
+    }
+    case Expr::List:
+      for (const Expr& a : e.args) collect(a, op, false, n, decompose);
+      return;
+    default:
+      return;
+  }
+}
+
+// ---- evaluation --------------------------------------------------------------------------------------
+Value lookup(Env& e, const std::string& name) {
+  Node& n = e.node;
+  if (name == "grad") return Value(e.grads[0]);
+  if (name == "grads") return Value(TensorList(e.grads.begin(), e.grads.end()));
+  if (name.rfind("grad_", 0) == 0) return Value(e.grads[std::strtoul(name.c_str() + 5, nullptr, 10)]);
+  if (name.rfind("result", 0) == 0) {
+    size_t k = name == "result" ? 0 : std::strtoul(name.c_str() + 7, nullptr, 10);
+    TC_ASSERT(k < n.results.size(), "a formula read an output the op does not have");
+    return Value(unpack(n.results[k], n, "an output"));
+  }
+  int i = arg_index(n.op, name);
+  TC_ASSERT(i >= 0, "a formula names an unknown argument");
+  if (n.first_slot[i] < 0) return n.args[i];
+  if (schema(n.op).args[i].type == ArgType::TensorList) {
+    TensorList l;
+    for (auto& s : n.saved[i]) l.push_back(unpack(s, n, "an input"));
+    return Value(l);
+  }
+  const SavedVariable& s = n.saved[i][0];
+  if (!s.data.defined()) return Value();  // an optional tensor argument given as nil
+  std::string what = "argument '" + name + "'";
+  return Value(unpack(s, n, what.c_str()));
+}
+
+Value eval(Env& e, const Expr& x) {
+  switch (x.kind) {
+    case Expr::Name: return lookup(e, x.name);
+    case Expr::Int: return Value((int64_t)x.num);
+    case Expr::Float: return Value(x.num);
+    case Expr::Str: return Value(x.name);
+    case Expr::Bool: return Value(x.num != 0);
+    case Expr::Nil: return Value();
+    case Expr::List: {
+      IntList l;
+      for (const Expr& a : x.args) l.push_back(eval(e, a).to_int());
+      return Value(l);
+    }
+    case Expr::Call: break;
+  }
+  Stack pos;
+  Kw kw;
+  for (size_t i = 0; i < x.args.size(); i++) {
+    Value v = eval(e, x.args[i]);
+    if (x.keys[i].empty())
+      pos.push_back(std::move(v));
+    else
+      kw.emplace_back(x.keys[i], std::move(v));
+  }
+  if (const Helper* h = find_helper(x.name)) return h->fn(e, pos);
+  auto o = op_from_name(x.name);
+  TC_ASSERT(o.has_value(), "a formula calls an unknown op or helper");
+  Stack out = call(*o, bind(*o, std::move(pos), std::move(kw)));
+  return out[0];
+}
+
+}  // namespace
+
+const OpGrad& op_grad(Op op) {
+  static const std::vector<OpGrad> table = build_table();
+  return table[(size_t)op];
+}
+
+Differentiability differentiability(Op op) { return op_grad(op).kind; }
+
+SaveNeeds save_needs(const OpGrad& g, Op op, const std::vector<bool>& active) {
+  SaveNeeds n;
+  n.args.assign(schema(op).args.size(), 0);
+  for (size_t f = 0; f < g.formulas.size(); f++) {
+    if (!active[f]) continue;
+    bool decompose = false;
+    collect(g.formulas[f]->expr, op, false, n, &decompose);
+    if (decompose)
+      for (auto& a : n.args) a = 2;
+  }
+  return n;
+}
+
+std::vector<Tensor> apply_formulas(Node& n, const std::vector<Tensor>& grads, bool create_graph) {
+  const OpGrad& g = *n.rule;
+  TC_CHECK(g.kind == Differentiability::Formula, NotImplementedError,
+           "the derivative for '%s' is not implemented (it is listed as not implemented in derivatives.def); "
+           "compute it under tc.no_grad() or with inputs that do not require grad",
+           op_name(n.op));
+  std::vector<Tensor> out(n.next.size());
+  for (const auto& f : g.formulas) {
+    bool active = false;
+    for (int a : f->inputs) {
+      int first = n.first_slot[a];
+      if (first < 0) continue;
+      for (int k = 0; k < n.slot_count[a]; k++) active |= n.next[first + k].defined();
+    }
+    if (!active) continue;
+    Env env{n, *f, grads, create_graph};
+    Value v = eval(env, f->expr);
+    auto put = [&](int arg, const Value& val) {
+      int first = n.first_slot[arg];
+      if (first < 0 || val.is_none()) return;
+      if (val.is_tensor_list()) {
+        const TensorList& l = val.tensors();
+        for (size_t k = 0; k < l.size() && first + k < out.size(); k++)
+          if (n.next[first + k].defined()) out[first + k] = l[k];
+      } else if (n.next[first].defined()) {
+        out[first] = val.tensor();
+      }
+    };
+    if (f->inputs.size() == 1) {
+      put(f->inputs[0], v);
+    } else {
+      const TensorList& l = v.tensors();
+      for (size_t k = 0; k < f->inputs.size() && k < l.size(); k++)
+        if (l[k].defined()) put(f->inputs[k], Value(l[k]));
+    }
+  }
+  return out;
+}
+
+}  // namespace tc::autograd
