@@ -1,5 +1,6 @@
 // The rows of derivatives.def: parsed once into expression trees, evaluated by calling tc ops
 // (through the dispatcher, so they record when the backward builds a graph) and the helpers below.
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -10,12 +11,18 @@ namespace tc::autograd {
 
 using Kw = std::vector<std::pair<std::string, Value>>;
 
+struct Helper;
 struct Expr {
   enum Kind { Call, Name, Int, Float, Str, List, Bool, Nil } kind = Nil;
   std::string name;  // Call, Name, Str
   double num = 0;
   std::vector<Expr> args;
   std::vector<std::string> keys;  // per argument of a Call: "" or its keyword
+  // resolved once the row's op is known: a call's helper or op; a name's meaning
+  const Helper* helper = nullptr;
+  Op op{};
+  enum Ref { Grad, Grads, Result, Arg } ref = Arg;
+  int index = 0;  // Grad: output; Result: output; Arg: argument
 };
 
 struct Env;
@@ -334,46 +341,78 @@ Value h_linear_weight_backward(Env&, const Stack& a) {
   return Value(op(Op::mm, {op(Op::t, {g2}), x2}));
 }
 
-// conv2d: the input's gradient is a transposed convolution of grad, the weight's a convolution of
-// the input by grad (batch and channels swapped, stride and dilation swapped), per group.
+// conv2d's padding argument as {top, bottom, left, right}
+std::array<int64_t, 4> conv_padding(const Value& padding, const IntList& dil, int64_t kh, int64_t kw) {
+  auto pair = [](const Value& v) { const IntList& l = v.ints(); return l.size() == 1 ? IntList{l[0], l[0]} : l; };
+  if (padding.is_string()) {
+    bool same = padding.str() == "same";
+    int64_t th = same ? dil[0] * (kh - 1) : 0, tw = same ? dil[1] * (kw - 1) : 0;
+    return {th / 2, th - th / 2, tw / 2, tw - tw / 2};
+  }
+  IntList p = pair(padding);
+  return {p[0], p[0], p[1], p[1]};
+}
+
+IntList int_pair(const Value& v) {
+  const IntList& l = v.ints();
+  return l.size() == 1 ? IntList{l[0], l[0]} : l;
+}
+
+// The weight gradient of y = conv2d(x, w, stride, padding, dilation, groups) for dy = g: per group,
+// a convolution of the (padded) input by g with batch and channels swapped, stride and dilation
+// swapped, cut to the kernel size. Shape (O, C/groups, kh, kw).
+Tensor conv2d_weight_grad(const Tensor& x, const Tensor& g, int64_t kh, int64_t kw, const IntList& stride,
+                          const std::array<int64_t, 4>& pad, const IntList& dil, int64_t groups) {
+  bool padded = pad[0] || pad[1] || pad[2] || pad[3];
+  Tensor xp = padded ? op(Op::pad, {x, IntList{pad[2], pad[3], pad[0], pad[1]}}) : x;
+  int64_t cg = x.sizes()[1] / groups, og = g.sizes()[1] / groups;
+  TensorList parts;
+  for (int64_t k = 0; k < groups; k++) {
+    Tensor xg = groups == 1 ? xp : op(Op::narrow, {xp, 2, k * cg + 1, cg});
+    Tensor gg = groups == 1 ? g : op(Op::narrow, {g, 2, k * og + 1, og});
+    Tensor r = op(Op::conv2d, {op(Op::transpose, {xg, 1, 2}), op(Op::transpose, {gg, 1, 2}), Value(), dil,
+                               Value(IntList{0, 0}), stride, 1});
+    r = op(Op::narrow, {op(Op::narrow, {r, 3, 1, kh}), 4, 1, kw});
+    parts.push_back(op(Op::transpose, {r, 1, 2}));
+  }
+  return groups == 1 ? parts[0] : op(Op::cat, {parts, 1});
+}
+
+// conv2d: the input's gradient is a transposed convolution of grad, cut to the input's size.
 Value h_conv2d_backward(Env& e, const Stack& a) {
   const Tensor &g = T(a[0]), &x = T(a[1]), &w = T(a[2]);
-  auto pair = [](const Value& v) { const IntList& l = v.ints(); return l.size() == 1 ? IntList{l[0], l[0]} : l; };
-  IntList stride = pair(a[4]), dil = pair(a[6]);
-  int64_t groups = a[7].to_int();
-  int64_t kh = w.sizes()[2], kw = w.sizes()[3];
-  int64_t pad[4];  // top, bottom, left, right
-  if (a[5].is_string()) {
-    bool same = a[5].str() == "same";
-    int64_t th = same ? dil[0] * (kh - 1) : 0, tw = same ? dil[1] * (kw - 1) : 0;
-    pad[0] = th / 2, pad[1] = th - th / 2, pad[2] = tw / 2, pad[3] = tw - tw / 2;
-  } else {
-    IntList p = pair(a[5]);
-    pad[0] = pad[1] = p[0], pad[2] = pad[3] = p[1];
-  }
-  bool padded = pad[0] || pad[1] || pad[2] || pad[3];
+  IntList stride = int_pair(a[4]), dil = int_pair(a[6]);
+  int64_t groups = a[7].to_int(), kh = w.sizes()[2], kw = w.sizes()[3];
+  auto pad = conv_padding(a[5], dil, kh, kw);
   TensorList out(3);
   const auto& next = e.node.next;
   int slot_x = e.node.first_slot[0], slot_w = e.node.first_slot[1], slot_b = e.node.first_slot[2];
-  Tensor xp = padded ? op(Op::pad, {x, IntList{pad[2], pad[3], pad[0], pad[1]}}) : x;
-  int64_t hp = xp.sizes()[2], wp = xp.sizes()[3], ho = g.sizes()[2], wo = g.sizes()[3];
   if (next[slot_x].defined()) {
+    int64_t hp = x.sizes()[2] + pad[0] + pad[1], wp = x.sizes()[3] + pad[2] + pad[3];
+    int64_t ho = g.sizes()[2], wo = g.sizes()[3];
     IntList outpad{hp - ((ho - 1) * stride[0] + dil[0] * (kh - 1) + 1), wp - ((wo - 1) * stride[1] + dil[1] * (kw - 1) + 1)};
     Tensor gx = op(Op::conv_transpose2d, {g, w, Value(), stride, IntList{0, 0}, outpad, groups, dil});
-    out[0] = padded ? op(Op::pad, {gx, IntList{-pad[2], -pad[3], -pad[0], -pad[1]}}) : gx;
+    out[0] = op(Op::pad, {gx, IntList{-pad[2], -pad[3], -pad[0], -pad[1]}});
   }
+  if (next[slot_w].defined()) out[1] = conv2d_weight_grad(x, g, kh, kw, stride, pad, dil, groups);
+  if (slot_b >= 0 && next[slot_b].defined()) out[2] = op(Op::sum, {g, IntList{1, 3, 4}});
+  return Value(out);
+}
+
+// conv_transpose2d(x, w, b, stride, padding, output_padding, groups, dilation) is the adjoint of
+// conv2d with the same weight: the input's gradient is conv2d(grad, w), the weight's is conv2d's
+// weight gradient with the roles of input and output gradient exchanged.
+Value h_conv_transpose2d_backward(Env& e, const Stack& a) {
+  const Tensor &g = T(a[0]), &x = T(a[1]), &w = T(a[2]);
+  IntList stride = int_pair(a[4]), pad2 = int_pair(a[5]), dil = int_pair(a[8]);
+  int64_t groups = a[7].to_int(), kh = w.sizes()[2], kw = w.sizes()[3];
+  std::array<int64_t, 4> pad{pad2[0], pad2[0], pad2[1], pad2[1]};
+  TensorList out(3);
+  const auto& next = e.node.next;
+  int slot_x = e.node.first_slot[0], slot_w = e.node.first_slot[1], slot_b = e.node.first_slot[2];
+  if (next[slot_x].defined()) out[0] = op(Op::conv2d, {g, w, Value(), stride, Value(pad2), dil, groups});
   if (next[slot_w].defined()) {
-    int64_t cg = x.sizes()[1] / groups, og = w.sizes()[0] / groups;
-    TensorList parts;
-    for (int64_t k = 0; k < groups; k++) {
-      Tensor xg = groups == 1 ? xp : op(Op::narrow, {xp, 2, k * cg + 1, cg});
-      Tensor gg = groups == 1 ? g : op(Op::narrow, {g, 2, k * og + 1, og});
-      Tensor r = op(Op::conv2d, {op(Op::transpose, {xg, 1, 2}), op(Op::transpose, {gg, 1, 2}), Value(), dil,
-                                 Value(IntList{0, 0}), stride, 1});
-      r = op(Op::narrow, {op(Op::narrow, {r, 3, 1, kh}), 4, 1, kw});
-      parts.push_back(op(Op::transpose, {r, 1, 2}));
-    }
-    out[1] = groups == 1 ? parts[0] : op(Op::cat, {parts, 1});
+    out[1] = conv2d_weight_grad(g, x, kh, kw, stride, pad, dil, groups);  // rows past the kernel's reach are cut
   }
   if (slot_b >= 0 && next[slot_b].defined()) out[2] = op(Op::sum, {g, IntList{1, 3, 4}});
   return Value(out);
@@ -453,6 +492,7 @@ const Helper kHelpers[] = {
     {"matmul_backward", 0, h_matmul_backward},
     {"linear_weight_backward", 0, h_linear_weight_backward},
     {"conv2d_backward", 0, h_conv2d_backward},
+    {"conv_transpose2d_backward", 0, h_conv_transpose2d_backward},
     {"decompose", 0, h_decompose},
 };
 
@@ -552,6 +592,39 @@ int arg_index(Op op, const std::string& name) {
   return -1;
 }
 
+// Binds the names and calls of a parsed formula of `op` (an unknown one is a tc bug: abort).
+void resolve(Expr& e, Op op) {
+  if (e.kind == Expr::Name) {
+    const std::string& n = e.name;
+    if (n == "grad") {
+      e.ref = Expr::Grad;
+    } else if (n == "grads") {
+      e.ref = Expr::Grads;
+    } else if (n.rfind("grad_", 0) == 0) {
+      e.ref = Expr::Grad;
+      e.index = (int)std::strtol(n.c_str() + 5, nullptr, 10);
+    } else if (n == "result" || n.rfind("result_", 0) == 0) {
+      e.ref = Expr::Result;
+      e.index = n == "result" ? 0 : (int)std::strtol(n.c_str() + 7, nullptr, 10);
+    } else {
+      e.ref = Expr::Arg;
+      e.index = arg_index(op, n);
+      if (e.index < 0) std::fprintf(stderr, "derivatives.def: %s has no argument '%s'\n", op_name(op), n.c_str());
+      TC_ASSERT(e.index >= 0, "a derivatives.def formula names an unknown argument");
+    }
+  }
+  if (e.kind == Expr::Call) {
+    e.helper = find_helper(e.name);
+    if (!e.helper) {
+      auto o = op_from_name(e.name);
+      if (!o) std::fprintf(stderr, "derivatives.def: unknown op or helper '%s' (row %s)\n", e.name.c_str(), op_name(op));
+      TC_ASSERT(o.has_value(), "a derivatives.def formula calls an unknown op or helper");
+      e.op = *o;
+    }
+  }
+  for (Expr& a : e.args) resolve(a, op);
+}
+
 std::vector<OpGrad> build_table() {
   std::vector<OpGrad> t(kNumOps);
   std::vector<bool> seen(kNumOps, false);
@@ -584,6 +657,7 @@ std::vector<OpGrad> build_table() {
       f->expr = ps.expr();
       ps.ws();
       if (*ps.s) ps.fail("trailing text");
+      resolve(f->expr, op);
       g.formulas.push_back(f);
     }
   };
@@ -606,17 +680,17 @@ void collect(const Expr& e, Op op, bool meta, SaveNeeds& n, bool* decompose) {
   switch (e.kind) {
     case Expr::Name: {
       int level = meta ? 1 : 2;
-      if (e.name.rfind("result", 0) == 0) {
-        size_t k = e.name == "result" ? 0 : std::strtoul(e.name.c_str() + 7, nullptr, 10);
+      if (e.ref == Expr::Result) {
+        size_t k = (size_t)e.index;
         if (n.results.size() <= k) n.results.resize(k + 1, 0);
         n.results[k] = std::max(n.results[k], level);
-      } else if (int i = arg_index(op, e.name); i >= 0) {
-        n.args[i] = std::max(n.args[i], level);
+      } else if (e.ref == Expr::Arg) {
+        n.args[e.index] = std::max(n.args[e.index], level);
       }
       return;
     }
     case Expr::Call: {
-      const Helper* h = find_helper(e.name);
+      const Helper* h = e.helper;
       if (h && h->fn == h_decompose) *decompose = true;
       for (size_t i = 0; i < e.args.size(); i++) collect(e.args[i], op, h && (h->meta_args >> i & 1), n, decompose);
       return;
@@ -630,18 +704,17 @@ void collect(const Expr& e, Op op, bool meta, SaveNeeds& n, bool* decompose) {
 }
 
 // ---- evaluation --------------------------------------------------------------------------------------
-Value lookup(Env& e, const std::string& name) {
+Value lookup(Env& e, const Expr& x) {
   Node& n = e.node;
-  if (name == "grad") return Value(e.grads[0]);
-  if (name == "grads") return Value(TensorList(e.grads.begin(), e.grads.end()));
-  if (name.rfind("grad_", 0) == 0) return Value(e.grads[std::strtoul(name.c_str() + 5, nullptr, 10)]);
-  if (name.rfind("result", 0) == 0) {
-    size_t k = name == "result" ? 0 : std::strtoul(name.c_str() + 7, nullptr, 10);
-    TC_ASSERT(k < n.results.size(), "a formula read an output the op does not have");
-    return Value(unpack(n.results[k], n, "an output"));
+  switch (x.ref) {
+    case Expr::Grad: return Value(e.grads[x.index]);
+    case Expr::Grads: return Value(TensorList(e.grads.begin(), e.grads.end()));
+    case Expr::Result:
+      TC_ASSERT(x.index < (int)n.results.size(), "a formula read an output the op does not have");
+      return Value(unpack(n.results[x.index], n, "an output"));
+    case Expr::Arg: break;
   }
-  int i = arg_index(n.op, name);
-  TC_ASSERT(i >= 0, "a formula names an unknown argument");
+  int i = x.index;
   if (n.first_slot[i] < 0) return n.args[i];
   if (schema(n.op).args[i].type == ArgType::TensorList) {
     TensorList l;
@@ -650,13 +723,13 @@ Value lookup(Env& e, const std::string& name) {
   }
   const SavedVariable& s = n.saved[i][0];
   if (!s.data.defined()) return Value();  // an optional tensor argument given as nil
-  std::string what = "argument '" + name + "'";
+  std::string what = "argument '" + x.name + "'";
   return Value(unpack(s, n, what.c_str()));
 }
 
 Value eval(Env& e, const Expr& x) {
   switch (x.kind) {
-    case Expr::Name: return lookup(e, x.name);
+    case Expr::Name: return lookup(e, x);
     case Expr::Int: return Value((int64_t)x.num);
     case Expr::Float: return Value(x.num);
     case Expr::Str: return Value(x.name);
@@ -678,10 +751,8 @@ Value eval(Env& e, const Expr& x) {
     else
       kw.emplace_back(x.keys[i], std::move(v));
   }
-  if (const Helper* h = find_helper(x.name)) return h->fn(e, pos);
-  auto o = op_from_name(x.name);
-  TC_ASSERT(o.has_value(), "a formula calls an unknown op or helper");
-  Stack out = call(*o, bind(*o, std::move(pos), std::move(kw)));
+  if (x.helper) return x.helper->fn(e, pos);
+  Stack out = call(x.op, bind(x.op, std::move(pos), std::move(kw)));
   return out[0];
 }
 

@@ -33,6 +33,7 @@ local F = {
   adaptive_max_pool2d = function(x) return tc.adaptive_max_pool2d(x, {2, 2}) end,
   conv2d_groups_stride = function(x, w, b) return tc.conv2d(x, w, b, 2, 1, 1, 2) end,
   conv2d_dilation = function(x, w) return tc.conv2d(x, w, nil, 1, 2, 2) end,
+  conv_transpose2d = function(x, w, b) return tc.conv_transpose2d(x, w, b, 2, 1, 1, 2, 1) end,
   conv1d = function(x, w, b) return tc.conv1d(x, w, b, 2, 1) end,
   layer_norm = function(x, w, b) return tc.layer_norm(x, {3}, w, b) end,
   group_norm = function(x, w, b) return tc.group_norm(x, 2, w, b) end,

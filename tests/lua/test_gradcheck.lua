@@ -193,6 +193,10 @@ function T.convolution_and_pooling()
     {"conv2d_same", function(x, w) return tc.conv2d(x, w, nil, 1, "same") end, {R(1, 1, 4, 4), V(rnd(2, 1, 2, 2))}},
     {"conv2d_stride_uneven", function(x, w) return tc.conv2d(x, w, nil, {2, 3}) end, {R(1, 1, 6, 7), V(rnd(1, 1, 3, 2))}},
     {"conv1d", function(x, w, b) return tc.conv1d(x, w, b, 2, 1) end, {R(2, 2, 7), V(rnd(3, 2, 3)), V(rnd(3))}},
+    {"conv_transpose2d", function(x, w, b) return tc.conv_transpose2d(x, w, b, 2, 1, 1) end,
+     {R(1, 2, 3, 3), V(rnd(2, 3, 3, 3)), V(rnd(3))}},
+    {"conv_transpose2d_groups_dilation", function(x, w) return tc.conv_transpose2d(x, w, nil, 1, 0, 0, 2, 2) end,
+     {R(1, 4, 3, 2), V(rnd(4, 1, 2, 2))}},
     {"max_pool2d", function(x) return tc.max_pool2d(x, 2) end, {R(1, 2, 4, 4)}},
     {"max_pool2d_pad_stride_ceil", function(x) return tc.max_pool2d(x, 3, 2, 1, 1, true) end, {R(1, 1, 6, 6)}},
     {"avg_pool2d", function(x) return tc.avg_pool2d(x, 2) end, {R(1, 2, 4, 4)}},
@@ -256,6 +260,9 @@ function T.second_order()
   } do
     gradgradcheck(c[1], c[2], {x})
   end
+  -- conv2d's backward is conv_transpose2d, whose backward is conv2d again
+  local w = rnd(3, 2, 2, 2)
+  gradgradcheck("conv2d", function(a) return tc.conv2d(a, w, nil, 2, 1) * a:sum() end, {R(1, 2, 4, 4)})
 end
 
 return T
