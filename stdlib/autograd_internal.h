@@ -86,6 +86,21 @@ struct SaveNeeds {
 };
 SaveNeeds save_needs(const OpGrad& g, Op op, const std::vector<bool>& active_formula);
 const std::vector<int>& formula_inputs(const Formula& f);  // argument indices
+
+// autograd_helpers.cpp: functions formulas call besides ops.
+struct Env {  // what a formula sees while it runs
+  Node& node;
+  const Formula& formula;
+  const std::vector<Tensor>& grads;
+  bool create_graph;
+};
+struct Helper {
+  const char* name;
+  uint32_t meta_args;  // bit i: argument i is read for its metadata only
+  Value (*fn)(Env& e, const Stack& a);
+  bool reads_all_args = false;  // decompose(): every argument is saved
+};
+const Helper* find_helper(const std::string& name);
 // Gradients of the node's inputs (per slot; undefined where not needed) from its outputs' grads.
 std::vector<Tensor> apply_formulas(Node& n, const std::vector<Tensor>& grads, bool create_graph);
 
