@@ -1,5 +1,5 @@
 -- Parameter gradients of the model zoo after one backward against PyTorch's (fixtures:
--- tests/fixtures/gen_autograd_models.py -> tests/fixtures/autograd_model_grads.json; weights and
+-- tests/fixtures/gen_autograd_models.py -> tests/fixtures/autograd/model_grads.json; weights and
 -- inputs from parity/models.safetensors). loss = sum(out * cos(0..n-1)); each parameter's gradient
 -- g is compared through probes: sum(g), two fixed projections, max |g| (float32 tolerances).
 local tc = require "tc"
@@ -14,7 +14,7 @@ end
 local want_all, weights
 local function fixtures()
   if not want_all then
-    local f = assert(io.open(here .. "/../fixtures/autograd_model_grads.json"))
+    local f = assert(io.open(here .. "/../fixtures/autograd/model_grads.json"))
     want_all = json.decode(f:read("a"))
     f:close()
     weights = tc.load(root .. "/tests/fixtures/parity/models.safetensors")

@@ -1,5 +1,5 @@
 -- Gradients against PyTorch's (fixtures: tests/fixtures/gen_autograd.py ->
--- tests/fixtures/autograd_grads.json, made with Debian's torch 1.13): the same functions in Lua
+-- tests/fixtures/autograd/grads.json, made with Debian's torch 1.13): the same functions in Lua
 -- (indices 1-based), loss = sum(out * cos(0..n-1)), every input's gradient compared.
 local tc = require "tc"
 local json = require "json"
@@ -8,7 +8,7 @@ local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
 local cases
 local function load()
   if cases then return cases end
-  local f = assert(io.open(here .. "/../fixtures/autograd_grads.json"))
+  local f = assert(io.open(here .. "/../fixtures/autograd/grads.json"))
   cases = json.decode(f:read("a"))
   f:close()
   return cases
