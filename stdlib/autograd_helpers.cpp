@@ -2,6 +2,7 @@
 // line, written in tc ops (like PyTorch's FunctionsManual.cpp), and decompose().
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
 
 #include "autograd_internal.h"
@@ -382,6 +383,92 @@ Value h_conv_transpose2d_backward(Env& e, const Stack& a) {
   return Value(out);
 }
 
+// einsum: the gradient of operand i is an einsum of grad and the other operands back to operand
+// i's subscripts; its labels that appear nowhere else were summed out, so they are broadcast back.
+Value h_einsum_backward(Env& e, const Stack& a) {
+  const Tensor& g = T(a[0]);
+  std::string eq;
+  for (char c : a[1].str())
+    if (c != ' ') eq += c;
+  const TensorList& ops = a[2].tensors();
+  size_t arrow = eq.find("->");
+  std::vector<std::string> terms;
+  std::string lhs = eq.substr(0, arrow);
+  for (size_t p = 0;;) {
+    size_t q = lhs.find(',', p);
+    terms.push_back(lhs.substr(p, q == std::string::npos ? std::string::npos : q - p));
+    if (q == std::string::npos) break;
+    p = q + 1;
+  }
+  std::string out;
+  if (arrow != std::string::npos) {
+    out = eq.substr(arrow + 2);
+  } else {  // implicit output: "..." first, then the letters used once, sorted
+    std::string letters;
+    bool ellipsis = false;
+    for (auto& t : terms) {
+      ellipsis |= t.find("...") != std::string::npos;
+      for (char c : t)
+        if (std::isalpha((unsigned char)c)) letters += c;
+    }
+    std::string once;
+    for (char c : letters)
+      if (std::count(letters.begin(), letters.end(), c) == 1) once += c;
+    std::sort(once.begin(), once.end());
+    out = (ellipsis ? "..." : "") + once;
+  }
+  auto letters_of = [](const std::string& t) {
+    std::string r;
+    for (char c : t)
+      if (std::isalpha((unsigned char)c)) r += c;
+    return r;
+  };
+  TensorList grads(ops.size());
+  const auto& next = e.node.next;
+  int first = e.node.first_slot[1];
+  for (size_t i = 0; i < ops.size(); i++) {
+    if (!next[first + i].defined()) continue;
+    const std::string& ti = terms[i];
+    std::string li = letters_of(ti), elsewhere = letters_of(out);
+    for (size_t j = 0; j < ops.size(); j++)
+      if (j != i) elsewhere += letters_of(terms[j]);
+    bool repeated = false;
+    for (char c : li) repeated |= std::count(li.begin(), li.end(), c) > 1;
+    bool lost_ellipsis = ti.find("...") != std::string::npos && out.find("...") == std::string::npos;
+    TC_CHECK(!repeated && !lost_ellipsis, NotImplementedError,
+             "the derivative of einsum(\"%s\") is not implemented (repeated subscripts in an operand, or an "
+             "ellipsis summed out)", a[1].str().c_str());
+    std::string target;  // ti without the labels that appear nowhere else
+    for (size_t k = 0; k < ti.size(); k++)
+      if (!std::isalpha((unsigned char)ti[k]) || elsewhere.find(ti[k]) != std::string::npos) target += ti[k];
+    std::string geq = out;
+    TensorList gops{g};
+    for (size_t j = 0; j < ops.size(); j++)
+      if (j != i) {
+        geq += "," + terms[j];
+        gops.push_back(ops[j]);
+      }
+    geq += "->" + target;
+    Tensor r = op(Op::einsum, {geq, Value(gops)});
+    if (target != ti) {  // the summed-out labels come back as broadcast dims
+      size_t dim = 0;
+      for (size_t k = 0; k < ti.size();) {
+        if (ti.compare(k, 3, "...") == 0) {
+          dim += ops[i].dim() - li.size();
+          k += 3;
+          continue;
+        }
+        if (elsewhere.find(ti[k]) == std::string::npos) r = op(Op::unsqueeze, {r, (int64_t)dim + 1});
+        dim++;
+        k++;
+      }
+      r = op(Op::expand, {r, shape_of(ops[i])});
+    }
+    grads[i] = r;
+  }
+  return Value(grads);
+}
+
 // The op's decomposition, recomputed from the saved inputs and differentiated by the engine.
 Value h_decompose(Env& e, const Stack&) {
   Node& n = e.node;
@@ -457,6 +544,7 @@ const Helper kHelpers[] = {
     {"linear_weight_backward", 0, h_linear_weight_backward},
     {"conv2d_backward", 0, h_conv2d_backward},
     {"conv_transpose2d_backward", 0, h_conv_transpose2d_backward},
+    {"einsum_backward", 0, h_einsum_backward},
     {"decompose", 0, h_decompose, true},
 };
 
