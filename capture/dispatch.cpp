@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "capture_state.h"
+#include "tc/autograd.h"
 #include "lua_binding.h"
 #include "resume.h"
 #include "tracer.h"
@@ -599,6 +600,9 @@ Outcome execute(lua_State* L, const Entry& e, CodeCache*& cc,
   Run r{base};
   if (e.graph.num_ops() > 0) {
     std::vector<Tensor> outs;
+    // A compiled graph records no autograd tape (compiled training is to come): its outputs
+    // require no grad, as before eager autograd existed.
+    GradModeGuard no_tape(false);
     if (e.lua_backend_ref != LUA_NOREF) {
       std::vector<int> slots;
       for (int s : e.input_sources) slots.push_back(GuardProgram::slot(base, s));
