@@ -45,13 +45,14 @@ struct GuardProgram::Memo {
   int64_t fast_hits = 0;
 };
 
-int GuardProgram::source(SrcKind kind, int parent, int64_t n, const std::string& name) {
-  auto key = std::make_tuple(int(kind), parent, n, kind == SrcKind::Field ? name : std::string());
-  auto it = dedup.find(key);
+int GuardProgram::source(SrcKind kind, int parent, int64_t n, std::string_view name) {
+  // the name is part of the key for fields only (an upvalue's name just describes it)
+  const std::string_view key = kind == SrcKind::Field ? name : std::string_view();
+  auto it = dedup.find(SourceKeyView{kind, parent, n, key});
   if (it != dedup.end()) return it->second;
-  sources.push_back({kind, parent, n, name});
-  int id = int(sources.size()) - 1;
-  dedup[key] = id;
+  sources.push_back({kind, parent, n, std::string(name)});
+  const int id = int(sources.size()) - 1;
+  dedup.emplace(SourceKey{kind, parent, n, std::string(key)}, id);
   return id;
 }
 
@@ -433,10 +434,7 @@ void GuardProgram::simplify() {
   std::vector<bool> strong(sources.size(), false);
   for (const Guard& g : guards)
     if (g.src >= 0 && g.kind != GuardKind::Type) strong[g.src] = true;
-  std::vector<Guard> kept;
-  for (Guard& g : guards)
-    if (!(g.kind == GuardKind::Type && strong[g.src])) kept.push_back(std::move(g));
-  guards = std::move(kept);
+  std::erase_if(guards, [&](const Guard& g) { return g.kind == GuardKind::Type && strong[g.src]; });
 }
 
 const char* guard_kind_name(GuardKind k) {
@@ -488,15 +486,6 @@ namespace {
 constexpr size_t kBytesPerRead = 1024;
 constexpr size_t kPinnedBytes = 4096;
 constexpr size_t kMaxSnapshotNodeBytes = 16384;
-
-// Pushes a new table with weak keys ("k") or weak values ("v").
-void push_weak_table(lua_State* L, const char* mode) {
-  lua_newtable(L);
-  lua_createtable(L, 0, 1);
-  lua_pushstring(L, mode);
-  lua_setfield(L, -2, "__mode");
-  lua_setmetatable(L, -2);
-}
 
 }  // namespace
 
@@ -739,6 +728,14 @@ void GuardProgram::build_memo(lua_State* L, int base, int nargs) const {
   m.vals_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_settop(L, vals - 1);
   m.ready = true;
+}
+
+void push_weak_table(lua_State* L, const char* mode) {
+  lua_newtable(L);
+  lua_createtable(L, 0, 1);
+  lua_pushstring(L, mode);
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
 }
 
 }  // namespace tc::capture

@@ -346,6 +346,7 @@ void Tracer::exec(Frame& f, const Ins& i) {
       // A tail call is traced as a call with all results; the RETURN A 0 after it returns them.
       const int end = i.b ? i.a + i.b : f.top;
       std::vector<Var> args;
+      args.reserve(std::max(0, end - i.a - 1));
       for (int r = i.a + 1; r < end; r++) args.push_back(reg(f, r));
       Var fn = reg(f, i.a);
       const int want = i.op == OpCode::TAILCALL ? -1 : i.c - 1;
@@ -355,6 +356,7 @@ void Tracer::exec(Frame& f, const Ins& i) {
     case OpCode::RETURN: {
       const int end = i.b ? i.a + i.b - 1 : f.top;
       std::vector<Var> res;
+      res.reserve(std::max(0, end - i.a));
       for (int r = i.a; r < end; r++) res.push_back(reg(f, r));
       deliver(std::move(res));
       break;

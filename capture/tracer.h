@@ -3,6 +3,7 @@
 // builtins in tracer_calls.cpp; the end of a trace (outputs, effects, breaks) in tracer_end.cpp.
 #pragma once
 #include <lua.hpp>
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <optional>
@@ -114,6 +115,8 @@ struct Frame {
   std::vector<std::optional<Var>> up;       // upvalues read so far
   int ret_a = 0, ret_n = -1;                // where results go in the caller (ret_n = -1: all)
   const std::vector<int>* lines = nullptr;  // line of each instruction
+  const std::string* chunk = nullptr;       // the chunk's short_src (errors name it)
+  bool tc_code = false;                     // a function of tc's own Lua code ("@[tc]...")
   std::string name;                         // for stacks: "bar"
   bool discard = false;  // the caller does not want results (a call made by the tracer)
   bool pcall = false;    // called through pcall: results get a leading true
@@ -176,7 +179,10 @@ class Tracer {
   std::vector<ModelTable> tables_;
   std::vector<SymClosure> closures_;
   std::vector<Var> cells_;
-  std::unordered_map<int, Var> by_source_;              // source id -> Var read (inputs, tables)
+  std::vector<std::optional<Var>> by_source_;           // source id -> Var read (inputs, tables)
+  const Var* known_source(int src) const {
+    return src < int(by_source_.size()) && by_source_[src] ? &*by_source_[src] : nullptr;
+  }
   std::unordered_map<const TensorImpl*, Ref> proxies_;  // fake impl -> graph ref
   std::map<std::pair<int, std::string>, Var> overlay_;  // writes to real tables: (obj, key)
   // Writes to upvalues of real closures, by upvalue identity (lua_upvalueid): a later frame of

@@ -24,10 +24,13 @@ Tracer::Tracer(lua_State* L, const vm::Proto* root, const vm::Analysis& analysis
 void Tracer::run() {
   lua_checkstack(L, 64);
   const int base = lua_gettop(L);
-  lua_newtable(L);
+  // sized for a small trace (one layer: about 20 objects, 70 constants) to spare the rehashes
+  lua_createtable(L, 32, 0);
   objs_ = lua_gettop(L);
-  lua_newtable(L);
+  lua_createtable(L, 64, 0);
   K_ = lua_gettop(L);
+  e_.guards.guards.reserve(64);
+  e_.guards.sources.reserve(64);
   struct Restore {
     lua_State* L;
     int top;
@@ -234,9 +237,7 @@ void Tracer::guard_aliasing() {
       written.push_back({pe.target.src, pe.target.obj});
   for (auto& [wsrc, wobj] : written)
     for (auto& [tsrc, tobj] : table_sources_) {
-      if (tsrc == wsrc || e_.guards.guarded.count({tsrc * 65536 + wsrc, int(GuardKind::SameAs)}))
-        continue;
-      e_.guards.guarded[{tsrc * 65536 + wsrc, int(GuardKind::SameAs)}] = true;
+      if (tsrc == wsrc || !e_.guards.first_same_as(tsrc, wsrc)) continue;
       Guard g{GuardKind::SameAs, tsrc};
       g.k = wsrc;
       g.bval = tobj == wobj;
@@ -260,9 +261,8 @@ void Tracer::finish_return(std::vector<Var> results) {
 int Tracer::user_line(std::string* file) const {
   for (size_t j = frames_.size(); j-- > 0;) {
     const Frame& f = frames_[j];
-    const std::string src = f.p->source.value_or("=?");
-    if (src.rfind("@[tc]", 0) == 0 && j > 0) continue;
-    *file = chunk_id(src);
+    if (f.tc_code && j > 0) continue;
+    *file = *f.chunk;
     return f.cur < int(f.lines->size()) ? (*f.lines)[f.cur] : -1;
   }
   return -1;
