@@ -64,31 +64,60 @@ static bool is_identifier(const std::string& s) {
 }
 
 std::string GuardProgram::describe(int src) const {
+  std::string out;
+  describe_into(src, &out);
+  return out;
+}
+
+// Appends the description: one string for the whole path, not one per level.
+void GuardProgram::describe_into(int src, std::string* out) const {
   const Source& s = sources[src];
   switch (s.kind) {
     case SrcKind::Arg:
-      return "arg[" + std::to_string(s.n) + "]";
+      *out += "arg[" + std::to_string(s.n) + "]";
+      return;
     case SrcKind::Fn:
-      return "fn";
-    case SrcKind::Upval: {
-      std::string up = s.name.empty() ? "upvalue " + std::to_string(s.n) : s.name;
-      return sources[s.parent].kind == SrcKind::Fn ? up
-                                                   : describe(s.parent) + ".<upvalue " + up + ">";
-    }
+      *out += "fn";
+      return;
+    case SrcKind::Upval:
+      if (sources[s.parent].kind != SrcKind::Fn) {
+        describe_into(s.parent, out);
+        *out += ".<upvalue ";
+      }
+      *out += s.name.empty() ? "upvalue " + std::to_string(s.n) : s.name;
+      if (sources[s.parent].kind != SrcKind::Fn) *out += ">";
+      return;
     case SrcKind::Field:
-      if (sources[s.parent].kind == SrcKind::Upval && sources[s.parent].name == "_ENV")
-        return s.name;  // a global
-      return describe(s.parent) + (is_identifier(s.name) ? "." + s.name : "[\"" + s.name + "\"]");
+      if (sources[s.parent].kind == SrcKind::Upval && sources[s.parent].name == "_ENV") {
+        *out += s.name;  // a global
+        return;
+      }
+      describe_into(s.parent, out);
+      if (is_identifier(s.name))
+        *out += "." + s.name;
+      else
+        *out += "[\"" + s.name + "\"]";
+      return;
     case SrcKind::Index:
-      return describe(s.parent) + "[" + std::to_string(s.n) + "]";
+      describe_into(s.parent, out);
+      *out += "[" + std::to_string(s.n) + "]";
+      return;
     case SrcKind::Metatable:
-      return "getmetatable(" + describe(s.parent) + ")";
+      *out += "getmetatable(";
+      describe_into(s.parent, out);
+      *out += ")";
+      return;
     case SrcKind::Pinned:
-      return s.name;
+      *out += s.name;
+      return;
     case SrcKind::Keyed:
-      return describe(s.parent) + "[" + describe(int(s.n)) + "]";
+      describe_into(s.parent, out);
+      *out += "[";
+      describe_into(int(s.n), out);
+      *out += "]";
+      return;
   }
-  return "?";
+  *out += "?";
 }
 
 static int64_t tensor_meta(DType dtype, Device device) {

@@ -142,6 +142,7 @@ struct GuardProgram {
 
   int source(SrcKind kind, int parent, int64_t n, std::string_view name = {});
   std::string describe(int src) const;  // "arg[1].layers[3].linear1.weight"
+  void describe_into(int src, std::string* out) const;  // appends it
 
   // Evaluation: pushes K then one slot per source above `base` (= lua_gettop on entry) and
   // returns true iff every guard passes. Leaves the slots on the stack (slot(i) = base+2+i).

@@ -226,6 +226,7 @@ class Tracer {
   void guard_equals(int src, int idx);
   void guard_identity(int src, int idx);
   Var read_source(int src);    // pushes nothing; Var for the source's current value
+  void push_source(int src);   // pushes the source's current value
   Var spec(const Var& v);      // an unspecialized number as its constant (guarded); v otherwise
   bool dynamic_number(int src) const;  // the source's number is unspecialized (opt_.dynamic)
   Var number_input(const Var& v);      // an unspecialized number as a graph input (0-dim)

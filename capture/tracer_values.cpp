@@ -236,14 +236,17 @@ Var Tracer::from_lua(int idx, int src) {
   return v;
 }
 
-static std::string input_name(const GuardProgram& g, int src, const vm::Proto* root) {
+// where: the source's description (g.describe(src))
+static std::string input_name(const GuardProgram& g, int src, const std::string& where,
+                              const vm::Proto* root) {
   const Source& s = g.sources[src];
   if (s.kind == SrcKind::Arg && s.n <= root->numparams) {
     std::string n = vm::local_name(*root, int(s.n) - 1, 0);
     if (!n.empty()) return n;
   }
-  std::string d = g.describe(src), out;
-  for (char c : d) {
+  std::string out;
+  out.reserve(where.size());
+  for (char c : where) {
     if (isalnum((unsigned char)c) || c == '_')
       out += c;
     else if (!out.empty() && out.back() != '_')
@@ -284,7 +287,7 @@ Var Tracer::tensor_input(int src, int idx) {
   e_.guards.first_guard(src, GuardKind::Tensor);
   Var v;
   v.k = Var::K::Tensor;
-  v.ref = e_.graph.add_input(input_name(e_.guards, src, root_), where, fake);
+  v.ref = e_.graph.add_input(input_name(e_.guards, src, where, root_), where, fake);
   v.input = int(e_.graph.inputs.size()) - 1;
   v.src = src;
   for (int d = 0; d < t.dim(); d++)
@@ -294,27 +297,33 @@ Var Tracer::tensor_input(int src, int idx) {
   return v;
 }
 
-// Pushes the current value of a source (guards do the same reads at run time).
-static void push_source(lua_State* L, const GuardProgram& g, int src, int fn_idx, int args_idx,
-                        int nargs, int K) {
-  const Source& s = g.sources[src];
+// Pushes the current value of a source (guards do the same reads at run time). A source read
+// before is its object (real values do not change while tracing: writes are recorded), so a deep
+// source (arg[1].layers[3].linear1.weight) costs one read, not one per level.
+void Tracer::push_source(int src) {
+  if (const Var* known = known_source(src); known && known->k == Var::K::Object) {
+    push_obj(known->obj);
+    return;
+  }
+  const Source& s = e_.guards.sources[src];
+  reserve_slot();
   switch (s.kind) {
     case SrcKind::Arg:
-      if (s.n <= nargs)
-        lua_pushvalue(L, args_idx + int(s.n) - 1);
+      if (s.n <= nargs_)
+        lua_pushvalue(L, args_idx_ + int(s.n) - 1);
       else
         lua_pushnil(L);
       return;
     case SrcKind::Fn:
-      lua_pushvalue(L, fn_idx);
+      lua_pushvalue(L, fn_idx_);
       return;
     case SrcKind::Pinned:
-      lua_rawgeti(L, K, s.n);
+      lua_rawgeti(L, K_, s.n);
       return;
     default:
       break;
   }
-  push_source(L, g, s.parent, fn_idx, args_idx, nargs, K);
+  push_source(s.parent);
   const int p = lua_gettop(L);
   switch (s.kind) {
     case SrcKind::Upval:
@@ -322,7 +331,7 @@ static void push_source(lua_State* L, const GuardProgram& g, int src, int fn_idx
       break;
     case SrcKind::Field:
       if (lua_type(L, p) == LUA_TTABLE) {
-        lua_rawgeti(L, K, s.n);
+        lua_rawgeti(L, K_, s.n);
         lua_rawget(L, p);
       } else {
         lua_pushnil(L);
@@ -338,7 +347,7 @@ static void push_source(lua_State* L, const GuardProgram& g, int src, int fn_idx
       if (!lua_getmetatable(L, p)) lua_pushnil(L);
       break;
     case SrcKind::Keyed:
-      push_source(L, g, int(s.n), fn_idx, args_idx, nargs, K);
+      push_source(int(s.n));
       if (lua_type(L, p) == LUA_TTABLE)
         lua_rawget(L, p);
       else
@@ -352,7 +361,7 @@ static void push_source(lua_State* L, const GuardProgram& g, int src, int fn_idx
 
 Var Tracer::read_source(int src) {
   if (const Var* known = known_source(src)) return *known;
-  push_source(L, e_.guards, src, fn_idx_, args_idx_, nargs_, K_);
+  push_source(src);
   Var v = from_lua(-1, src);
   lua_pop(L, 1);
   return v;
@@ -385,7 +394,8 @@ Var Tracer::number_input(const Var& v) {
   fake.impl()->wrapped_number = true;
   Var x;
   x.k = Var::K::Tensor;
-  x.ref = e_.graph.add_input(input_name(e_.guards, v.src, root_), e_.guards.describe(v.src), fake);
+  const std::string where = e_.guards.describe(v.src);
+  x.ref = e_.graph.add_input(input_name(e_.guards, v.src, where, root_), where, fake);
   x.input = int(e_.graph.inputs.size()) - 1;
   x.src = v.src;
   e_.input_sources.push_back(v.src);
