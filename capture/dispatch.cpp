@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "capture_state.h"
+#include "dump.h"
 #include "lua_binding.h"
 #include "resume.h"
 #include "tracer.h"
@@ -309,31 +310,123 @@ int cont_gc(lua_State* L) {
 // The function that makes a call at a break: `function(cont, f, ...) return pass(after_call(cont,
 // f(...))) end` (or `function(f, ...) return f(...) end` for a tail call), loaded once per call
 // site with the user's chunk name and line, so that error() and argument errors of the callee
-// name the user's line, as without compilation.
+// name the user's line, as without compilation. The callee's frame gets the name Lua's debug
+// interface finds for it in the user's code (luaL_argerror words "bad argument #1 to 'rep'" from
+// it, and leaves self out of the count for a method), through the form of the helper's own call:
 enum class Site { Call, TailCall, Compare };
+enum class Naming {
+  Param,      // `f` is a parameter of the callee's name (local, global, field, upvalue: the name)
+  Method,     // `self:name(...)`: Lua's method call, the method looked up again (see below)
+  Field,      // `t["name"](...)`, t = {["name"] = f}: names that are not Lua identifiers
+  Anonymous,  // `id(f)(...)`: no name (luaL_argerror then looks for a global function's name)
+};
 
-void push_site_helper(lua_State* L, const vm::Proto& p, int pc, Site site, const std::string& f) {
+bool lua_identifier(const std::string& s) {
+  static const char* const reserved[] = {
+      "and",  "break", "do",  "else",  "elseif", "end", "false", "for",    "function",   "goto",
+      "if",   "in",    "local", "nil", "not",    "or",  "repeat", "return", "then",      "true",
+      "until", "while", "cont", "pass", "after_call", "id"};  // the last: the helper's own names
+  if (s.empty() || std::isdigit((unsigned char)s[0])) return false;
+  for (char c : s)
+    if (!std::isalnum((unsigned char)c) && c != '_') return false;
+  for (const char* r : reserved)
+    if (s == r) return false;
+  return true;
+}
+
+std::string lua_quoted(const std::string& s) {
+  std::string q = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\' || c < 32 || c > 126) {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\%03d", int(c));
+      q += esc;
+    } else {
+      q += char(c);
+    }
+  }
+  return q + "\"";
+}
+
+// How the helper of entry e's CALL names its callee, given nargs arguments.
+Naming naming_of(const Entry& e, int nargs) {
+  if (e.callee_kind.empty()) return Naming::Anonymous;
+  if (e.callee_kind == "method" && nargs >= 1) return Naming::Method;
+  return lua_identifier(e.callee_name) ? Naming::Param : Naming::Field;
+}
+
+// The Method helper: its text says `self:name(...)`, whose SELF instruction is what Lua's debug
+// interface reads ("method 'name'": findsetreg takes the last instruction before the call that
+// sets the callee's register, ignoring jumps to beyond the call). The callee is f, found by the
+// trace; looking it up again could run an __index function twice. So the SELF is jumped over:
+//   k: JMP -> e      k+1: SELF A self "name"     k+2: (the arguments) ... CALL A
+//   e: MOVE A f      e+1: MOVE A+1 self          e+2: JMP -> k+2
+// It replaces the helper chunk on top of the stack with the patched one.
+void load_method_helper(lua_State* L, const std::string& chunkname, int f_reg) {
+  vm::Proto main = vm::read_chunk(vm::dump_function(L));
+  lua_pop(L, 1);
+  TC_ASSERT(main.protos.size() == 2, "method helper: unexpected chunk");
+  vm::Proto& h = main.protos[1];  // protos[0] is id
+  int k = -1;
+  for (int pc = 0; pc < int(h.code.size()); pc++)
+    if (vm::decode(h.code[pc]).op == vm::OpCode::SELF) k = pc;
+  TC_ASSERT(k >= 0, "method helper: no SELF");
+  const vm::Ins self_ins = vm::decode(h.code[k]);
+  std::vector<int> lines = vm::decode_lines(h);
+  const int line = lines[k];
+  h.code.insert(h.code.begin() + k, 0);  // the JMP, below
+  lines.insert(lines.begin() + k, line);
+  const int e = int(h.code.size());
+  h.code[k] = vm::make_sj(vm::OpCode::JMP, e - (k + 1));
+  h.code.push_back(vm::make_abc(vm::OpCode::MOVE, self_ins.a, f_reg, 0));
+  h.code.push_back(vm::make_abc(vm::OpCode::MOVE, self_ins.a + 1, self_ins.b, 0));
+  h.code.push_back(vm::make_sj(vm::OpCode::JMP, (k + 2) - (e + 3)));
+  lines.insert(lines.end(), 3, line);
+  vm::encode_lines(h, lines);
+  for (vm::LocVar& v : h.locvars) {
+    if (v.startpc > k) v.startpc++;
+    if (v.endpc > k) v.endpc++;
+  }
+  vm::load_binary(L, vm::write_chunk(main), chunkname.c_str());
+}
+
+void push_site_helper(lua_State* L, const vm::Proto& p, int pc, Site site, Naming naming,
+                      const std::string& name) {
   const std::vector<int> lines = vm::decode_lines(p);
   const int line = pc < int(lines.size()) && lines[pc] > 0 ? lines[pc] : 1;
   const std::string source = p.source.value_or("=?");
   static const char* const suffix[] = {":call", ":tail", ":compare"};
-  const std::string key = source + ":" + std::to_string(line) + ":" + f + suffix[int(site)];
+  const std::string key = source + ":" + std::to_string(line) + ":" +
+                          std::to_string(int(naming)) + name + suffix[int(site)];
   lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.sites");
   if (lua_getfield(L, -1, key.c_str()) == LUA_TFUNCTION) {
     lua_remove(L, -2);
     return;
   }
   lua_pop(L, 1);
+  std::string params, call;  // the callee and its arguments; the call of it
+  switch (naming) {
+    case Naming::Param:
+      params = name + ", ...", call = name + "(...)";
+      break;
+    case Naming::Method:  // patched by load_method_helper
+      params = "f, self, ...", call = "self:" + name + "(...)";
+      break;
+    case Naming::Field:
+      params = "f, ...", call = "({[" + lua_quoted(name) + "] = f})[" + lua_quoted(name) + "](...)";
+      break;
+    case Naming::Anonymous:
+      params = "f, ...", call = "id(f)(...)";
+      break;
+  }
   std::string text(line - 1, '\n');
-  // the parameter holding the callee carries its name: "bad argument #1 to 'rep'"; a comparison
-  // runs its metamethods and errors at the user's line
-  text += "local pass, after_call = ... ";
+  text += "local pass, after_call = ... local function id(f) return f end ";
   switch (site) {
     case Site::Call:
-      text += "return function(cont, " + f + ", ...) return pass(after_call(cont, " + f + "(...))) end";
+      text += "return function(cont, " + params + ") return pass(after_call(cont, " + call + ")) end";
       break;
     case Site::TailCall:
-      text += "return function(" + f + ", ...) return " + f + "(...) end";
+      text += "return function(" + params + ") return " + call + " end";
       break;
     case Site::Compare:
       text += "return function(kind, a, b) if kind == 0 then return a == b elseif kind == 1 then "
@@ -342,6 +435,7 @@ void push_site_helper(lua_State* L, const vm::Proto& p, int pc, Site site, const
   }
   int st = luaL_loadbufferx(L, text.data(), text.size(), source.c_str(), "t");
   TC_ASSERT(st == LUA_OK, "call-site helper does not load");
+  if (naming == Naming::Method) load_method_helper(L, source, site == Site::Call ? 1 : 0);
   lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.pass");
   lua_pushcfunction(L, l_after_call);
   lua_call(L, 2, 1);
@@ -396,7 +490,7 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
       const int nargs = i.b ? i.b - 1 : top - i.a - 1;
       const int call_base = lua_gettop(L);
       push_site_helper(L, p, e.pc, i.op == vm::OpCode::TAILCALL ? Site::TailCall : Site::Call,
-                       e.callee_name);
+                       naming_of(e, nargs), e.callee_name);
       lua_rawgeti(L, R, i.a + 1);  // not callable: eager's error, naming the value as Lua does
       if (push_call_error(L, p, e.pc, lua_gettop(L), call_base + 1)) return Outcome::Raise;
       lua_pop(L, 1);
@@ -478,7 +572,7 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
     case vm::OpCode::GEI: {
       // cmp(kind, a, b) is a Lua helper at the user's line: metamethods and their errors behave
       // as in stock Lua.
-      push_site_helper(L, p, e.pc, Site::Compare, "");
+      push_site_helper(L, p, e.pc, Site::Compare, Naming::Anonymous, "");
       int kind = 0;
       auto push_imm = [&] {
         if (i.c)

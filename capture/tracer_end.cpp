@@ -324,22 +324,8 @@ void Tracer::finish_break(const BreakSignal& b) {
   e_.end = EndKind::Break;
   const vm::Ins i = vm::decode(root_->code[pc]);
   auto fallback = [&](const std::string& why) { make_fallback(e_, why); };
-  if (i.op == vm::OpCode::CALL || i.op == vm::OpCode::TAILCALL) {
-    const Var& callee = reg(f, i.a);
-    if (callee.src >= 0) {
-      std::string d = e_.guards.describe(callee.src);
-      size_t cut = d.find_last_of(".:");
-      std::string name = cut == std::string::npos ? d : d.substr(cut + 1);
-      static const char* const reserved[] = {
-          "and",  "break", "do",    "else",  "elseif", "end",  "false",     "for",    "function",
-          "goto", "if",    "in",    "local", "nil",    "not",  "or",        "repeat", "return",
-          "then", "true",  "until", "while", "cont",   "pass", "after_call"};
-      bool ok = !name.empty() && !isdigit((unsigned char)name[0]);
-      for (char c : name) ok = ok && (isalnum((unsigned char)c) || c == '_');
-      for (const char* r : reserved) ok = ok && name != r;
-      if (ok) e_.callee_name = name;
-    }
-  }
+  if (i.op == vm::OpCode::CALL || i.op == vm::OpCode::TAILCALL)
+    e_.callee_kind = object_kind(*root_, pc, i.a, &e_.callee_name);
   switch (i.op) {
     case vm::OpCode::CALL:
       e_.resume_pcs = {pc + 1};

@@ -512,15 +512,9 @@ ProtoStore& protos() {
 constexpr const char* kProtoMemo = "tc.capture.protos";  // closure -> its ProtoItem (weak keys)
 }  // namespace
 
-static int dump_writer(lua_State*, const void* p, size_t sz, void* ud) {
-  static_cast<std::string*>(ud)->append(static_cast<const char*>(p), sz);
-  return 0;
-}
-
 static std::string dump_bytes(lua_State* L, int idx) {
-  std::string out;
   lua_pushvalue(L, idx);
-  lua_dump(L, dump_writer, &out, 0);
+  std::string out = vm::dump_function(L);
   lua_pop(L, 1);
   return out;
 }
