@@ -428,9 +428,9 @@ void push_site_helper(lua_State* L, const vm::Proto& p, int pc, Site site, Namin
     case Site::TailCall:
       text += "return function(" + params + ") return " + call + " end";
       break;
-    case Site::Compare:
-      text += "return function(kind, a, b) if kind == 0 then return a == b elseif kind == 1 then "
-              "return a < b else return a <= b end end";
+    case Site::Compare:  // mm: the metamethod Lua would call, compiled (compare_metamethod)
+      text += "return function(kind, a, b, mm) if mm then return not not mm(a, b) elseif kind == 0 "
+              "then return a == b elseif kind == 1 then return a < b else return a <= b end end";
       break;
   }
   int st = luaL_loadbufferx(L, text.data(), text.size(), source.c_str(), "t");
@@ -461,6 +461,125 @@ void push_resume_call(lua_State* L, CodeCache*& cc, int fn_idx, int R, int VA, i
   const int n = lua_gettop(L) - fn + 1;
   keep_top(L, n);
   cc = uncompiled ? nullptr : rc;
+}
+
+// A Lua __tostring called compiled: luaL_tolstring's value of the value at idx, pushed.
+// `cfg` lives in the caller's upvalue (no C++ object may live across a Lua error here).
+const char* tolstring(lua_State* L, int idx, const std::shared_ptr<CompileConfig>& cfg) {
+  idx = lua_absindex(L, idx);
+  if (luaL_getmetafield(L, idx, "__tostring") != LUA_TNIL) {
+    if (lua_type(L, -1) == LUA_TFUNCTION && !lua_iscfunction(L, -1)) {
+      push_wrapper(L, lua_gettop(L), cfg);
+      lua_remove(L, -2);
+      lua_pushvalue(L, idx);
+      lua_call(L, 1, 1);
+      if (!lua_isstring(L, -1)) luaL_error(L, "'__tostring' must return a string");
+      return lua_tostring(L, -1);
+    }
+    lua_pop(L, 1);
+  }
+  return luaL_tolstring(L, idx, nullptr);
+}
+
+constexpr const char* kConfigMeta = "tc.CompileConfig";  // a userdata holding one (upvalues)
+
+const std::shared_ptr<CompileConfig>& upvalue_config(lua_State* L) {
+  return *static_cast<std::shared_ptr<CompileConfig>*>(lua_touserdata(L, lua_upvalueindex(1)));
+}
+
+// tostring and print as the base library's, with a Lua __tostring called compiled.
+int l_tostring(lua_State* L) {
+  luaL_checkany(L, 1);
+  tolstring(L, 1, upvalue_config(L));
+  return 1;
+}
+
+int l_print(lua_State* L) {
+  const int n = lua_gettop(L);
+  for (int i = 1; i <= n; i++) {
+    size_t len;
+    tolstring(L, i, upvalue_config(L));
+    const char* s = lua_tolstring(L, -1, &len);
+    if (i > 1) std::fwrite("\t", 1, 1, stdout);
+    std::fwrite(s, 1, len, stdout);
+    lua_pop(L, 1);
+  }
+  std::fwrite("\n", 1, 1, stdout);
+  std::fflush(stdout);
+  return 0;
+}
+
+// The base library's tostring or print at idx, replaced by l_tostring or l_print.
+void replace_tostring(lua_State* L, int idx, const std::shared_ptr<CompileConfig>& cfg) {
+  const Known& kn = known();
+  const lua_CFunction cf = lua_tocfunction(L, idx);
+  if (!cf || (cf != kn.tostring && cf != kn.print)) return;
+  void* mem = lua_newuserdatauv(L, sizeof(std::shared_ptr<CompileConfig>), 0);
+  new (mem) std::shared_ptr<CompileConfig>(cfg);
+  if (luaL_newmetatable(L, kConfigMeta)) {
+    lua_pushcfunction(L, [](lua_State* L) {
+      static_cast<std::shared_ptr<CompileConfig>*>(lua_touserdata(L, 1))->~shared_ptr();
+      return 0;
+    });
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_setmetatable(L, -2);
+  lua_pushcclosure(L, cf == kn.tostring ? l_tostring : l_print, 1);
+  lua_replace(L, idx);
+}
+
+// Compile-all, at a call of the C function at `callee` (its arguments above it) made at a break:
+// the Lua functions it will call go through the compiler too. The function argument of pcall,
+// sort, gsub, coroutine.create/wrap (Known::calls_arg); a callable table given to pcall or xpcall
+// (called as its __call, the table inserted as Lua inserts it); a Lua __tostring of tostring's or
+// print's arguments (those two are replaced by l_tostring and l_print).
+void compile_called_from_c(lua_State* L, int callee, const std::shared_ptr<CompileConfig>& cfg) {
+  const Known& kn = known();
+  const lua_CFunction cf = lua_tocfunction(L, callee);
+  auto it = kn.calls_arg.find(cf);
+  const int a = it == kn.calls_arg.end() ? 0 : callee + it->second;
+  if (a && a <= lua_gettop(L) && lua_type(L, a) == LUA_TFUNCTION && !lua_iscfunction(L, a)) {
+    push_wrapper(L, a, cfg);
+    lua_replace(L, a);
+  } else if (auto v = kn.calls_value.find(cf);
+             v != kn.calls_value.end() && a && a + v->second - 1 <= lua_gettop(L) &&
+             lua_type(L, a) != LUA_TFUNCTION && luaL_getmetafield(L, a, "__call") != LUA_TNIL) {
+    // (xpcall without its handler raises as it is)
+    if (lua_type(L, -1) == LUA_TFUNCTION && !lua_iscfunction(L, -1)) {
+      push_wrapper(L, lua_gettop(L), cfg);
+      lua_remove(L, -2);
+      lua_pushvalue(L, a);  // [f, obj, (handler,) args..., wrapper, obj]
+      lua_insert(L, a + v->second);
+      lua_replace(L, a);
+    } else {
+      lua_pop(L, 1);
+    }
+  }
+  replace_tostring(L, callee, cfg);
+  if (kn.calls_value.count(cf) && a && a <= lua_gettop(L)) replace_tostring(L, a, cfg);  // pcall(print, x)
+}
+
+// Under compile-all, the metamethod a comparison (kind 0 ==, 1 <, 2 <=) of the values at a and
+// a + 1 makes Lua call, when it is a Lua function: pushed compiled (true), as Lua finds it (raw
+// fields of the first operand's metatable, then the second's; __eq only between two tables or
+// two full userdata that are not the same object). Nothing pushed otherwise (false).
+bool push_compare_metamethod(lua_State* L, int kind, int a,
+                             const std::shared_ptr<CompileConfig>& cfg) {
+  if (!state().compile_all) return false;
+  const int b = a + 1, ta = lua_type(L, a), tb = lua_type(L, b);
+  if (kind == 0 ? ta != tb || (ta != LUA_TTABLE && ta != LUA_TUSERDATA) || lua_rawequal(L, a, b)
+                : (ta == LUA_TNUMBER && tb == LUA_TNUMBER) || (ta == LUA_TSTRING && tb == LUA_TSTRING))
+    return false;
+  const char* event = kind == 0 ? "__eq" : kind == 1 ? "__lt" : "__le";
+  if (luaL_getmetafield(L, a, event) == LUA_TNIL && luaL_getmetafield(L, b, event) == LUA_TNIL)
+    return false;
+  if (lua_type(L, -1) != LUA_TFUNCTION || lua_iscfunction(L, -1)) {
+    lua_pop(L, 1);
+    return false;
+  }
+  push_wrapper(L, lua_gettop(L), cfg);
+  lua_remove(L, -2);
+  return true;
 }
 
 // Runs the breaking instruction on the rebuilt registers and leaves [next function, args...]
@@ -530,15 +649,7 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
         }
       }
       for (int j = 0; j < nargs; j++) lua_rawgeti(L, R, i.a + 2 + j);
-      // compile-all: the Lua function a C function will call (pcall's, sort's ...) compiled too
-      if (state().compile_all && lua_iscfunction(L, callee)) {
-        auto it = known().calls_arg.find(lua_tocfunction(L, callee));
-        const int a = it == known().calls_arg.end() ? 0 : callee + it->second;
-        if (a && a <= lua_gettop(L) && lua_type(L, a) == LUA_TFUNCTION && !lua_iscfunction(L, a)) {
-          push_wrapper(L, a, cfg);
-          lua_replace(L, a);
-        }
-      }
+      if (state().compile_all && lua_iscfunction(L, callee)) compile_called_from_c(L, callee, cfg);
       // [after, cont,] f, args...: Lua makes the call (a tail call for TAILCALL)
       const int n = lua_gettop(L) - call_base;
       keep_top(L, n);
@@ -630,8 +741,8 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
           lua_rawgeti(L, R, i.a + 1);
           break;
       }
-      (void)kind;
-      if (lua_pcall(L, 3, 1, 0) != LUA_OK) return Outcome::Raise;
+      const int nargs = push_compare_metamethod(L, kind, lua_gettop(L) - 1, cfg) ? 4 : 3;
+      if (lua_pcall(L, nargs, 1, 0) != LUA_OK) return Outcome::Raise;
       const bool cond = lua_toboolean(L, -1);
       lua_pop(L, 1);
       next = cond != i.k ? e.pc + 2 : e.pc + 2 + vm::decode(p.code[e.pc + 1]).sj;

@@ -129,6 +129,11 @@ struct Known {
   std::unordered_map<lua_CFunction, std::string> builtins;  // "math.sqrt", "type", "size" ...
   // C functions that call a function argument, and which (1-based): pcall's 1, table.sort's 2 ...
   std::unordered_map<lua_CFunction, int> calls_arg;
+  // Of those, the ones that call any value (pcall, xpcall), and how many of their arguments come
+  // before the arguments of the call (1, 2): a callable table is called as its __call with itself
+  // inserted there.
+  std::unordered_map<lua_CFunction, int> calls_value;
+  lua_CFunction tostring = nullptr, print = nullptr;  // the base library's (luaL_tolstring users)
 };
 Known& known();
 
