@@ -307,6 +307,25 @@ int cont_gc(lua_State* L) {
   return 0;
 }
 
+// Pushes the cont of a call at the break at pc: the registers R, the varargs VA and the function
+// (stack index 1) as its user values.
+void push_cont(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileConfig>& cfg, int pc,
+               int R, int VA) {
+  void* mem = lua_newuserdatauv(L, sizeof(Cont), 3);
+  new (mem) Cont{state().caches.at(cc->key), cfg, pc};
+  if (luaL_newmetatable(L, kContMeta)) {
+    lua_pushcfunction(L, cont_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_setmetatable(L, -2);
+  lua_pushvalue(L, R);
+  lua_setiuservalue(L, -2, 1);
+  lua_pushvalue(L, VA);
+  lua_setiuservalue(L, -2, 2);
+  lua_pushvalue(L, 1);
+  lua_setiuservalue(L, -2, 3);
+}
+
 // The function that makes a call at a break: `function(cont, f, ...) return pass(after_call(cont,
 // f(...))) end` (or `function(f, ...) return f(...) end` for a tail call), loaded once per call
 // site with the user's chunk name and line, so that error() and argument errors of the callee
@@ -463,6 +482,88 @@ void push_resume_call(lua_State* L, CodeCache*& cc, int fn_idx, int R, int VA, i
   cc = uncompiled ? nullptr : rc;
 }
 
+// An indexing instruction (GETTABUP, GETTABLE, GETI, GETFIELD, SELF) at a break, run as Lua runs
+// it: raw reads along the __index chain of tables; an __index function is called through the
+// call-site helper (a Lua one compiled, with its own caches) and its result goes to R[A] when it
+// returns (l_after_call). Done: R[A] holds the value, resume after the instruction. Call: the
+// stack holds [helper, cont, handler, object, key] for Lua to call. Stock: the instruction would
+// raise (indexing a value without __index, a chain of 2000 hops), or hits a value tc does not
+// read raw: the resume function runs it in stock Lua, with eager's message.
+enum class IndexRun { Done, Call, Stock };
+
+IndexRun index_at_break(lua_State* L, const vm::Proto& p, const Entry& e, CodeCache* cc,
+                        const std::shared_ptr<CompileConfig>& cfg, int R, int VA) {
+  const vm::Ins i = vm::decode(p.code[e.pc]);
+  const int base = lua_gettop(L);
+  switch (i.op) {  // push t, key
+    case vm::OpCode::GETTABUP:
+      if (!lua_getupvalue(L, 1, i.b + 1)) lua_pushnil(L);
+      push_constant(L, p.k[i.c]);
+      break;
+    case vm::OpCode::GETTABLE:
+      lua_rawgeti(L, R, i.b + 1);
+      lua_rawgeti(L, R, i.c + 1);
+      break;
+    case vm::OpCode::GETI:
+      lua_rawgeti(L, R, i.b + 1);
+      lua_pushinteger(L, i.c);
+      break;
+    case vm::OpCode::GETFIELD:
+      lua_rawgeti(L, R, i.b + 1);
+      push_constant(L, p.k[i.c]);
+      break;
+    default:  // SELF: R[A+1] = t
+      lua_rawgeti(L, R, i.b + 1);
+      if (i.k)
+        push_constant(L, p.k[i.c]);
+      else
+        lua_rawgeti(L, R, i.c + 1);
+      lua_pushvalue(L, -2);
+      lua_rawseti(L, R, i.a + 2);
+      break;
+  }
+  const int key = lua_gettop(L);
+  lua_pushvalue(L, key - 1);  // cur: the object indexed now
+  for (int hop = 0; hop < 2000; hop++) {
+    if (lua_type(L, -1) == LUA_TTABLE) {
+      lua_pushvalue(L, key);
+      if (lua_rawget(L, -2) != LUA_TNIL) break;  // found
+      lua_pop(L, 1);
+    }
+    if (luaL_getmetafield(L, -1, "__index") == LUA_TNIL) {
+      if (lua_type(L, -1) != LUA_TTABLE) {  // indexing a value without __index: Lua raises
+        lua_settop(L, base);
+        return IndexRun::Stock;
+      }
+      lua_pushnil(L);
+      break;
+    }
+    if (lua_type(L, -1) == LUA_TFUNCTION) {  // h(cur, key) through the call site helper
+      push_site_helper(L, p, e.pc, Site::Call, Naming::Param, "index");
+      push_cont(L, cc, cfg, e.pc, R, VA);
+      lua_pushvalue(L, -3);  // h
+      if (!lua_iscfunction(L, -1)) {
+        push_wrapper(L, lua_gettop(L), cfg);
+        lua_remove(L, -2);
+      }
+      lua_pushvalue(L, -5);  // cur
+      lua_pushvalue(L, key);
+      const int n = 5;
+      lua_rotate(L, base + 1, n);  // [helper, cont, h', cur, key] at base + 1
+      lua_settop(L, base + n);
+      return IndexRun::Call;
+    }
+    lua_remove(L, -2);  // cur = the __index value
+  }
+  if (lua_gettop(L) == key + 1) {  // 2000 hops: Lua raises
+    lua_settop(L, base);
+    return IndexRun::Stock;
+  }
+  lua_rawseti(L, R, i.a + 1);
+  lua_settop(L, base);
+  return IndexRun::Done;
+}
+
 // A Lua __tostring called compiled: luaL_tolstring's value of the value at idx, pushed.
 // `cfg` lives in the caller's upvalue (no C++ object may live across a Lua error here).
 const char* tolstring(lua_State* L, int idx, const std::shared_ptr<CompileConfig>& cfg) {
@@ -613,21 +714,7 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
       lua_rawgeti(L, R, i.a + 1);  // not callable: eager's error, naming the value as Lua does
       if (push_call_error(L, p, e.pc, lua_gettop(L), call_base + 1)) return Outcome::Raise;
       lua_pop(L, 1);
-      if (i.op == vm::OpCode::CALL) {
-        void* mem = lua_newuserdatauv(L, sizeof(Cont), 3);
-        new (mem) Cont{state().caches.at(cc->key), cfg, e.pc};
-        if (luaL_newmetatable(L, kContMeta)) {
-          lua_pushcfunction(L, cont_gc);
-          lua_setfield(L, -2, "__gc");
-        }
-        lua_setmetatable(L, -2);
-        lua_pushvalue(L, R);
-        lua_setiuservalue(L, -2, 1);
-        lua_pushvalue(L, VA);
-        lua_setiuservalue(L, -2, 2);
-        lua_pushvalue(L, 1);
-        lua_setiuservalue(L, -2, 3);
-      }
+      if (i.op == vm::OpCode::CALL) push_cont(L, cc, cfg, e.pc, R, VA);
       lua_rawgeti(L, R, i.a + 1);
       const int callee = lua_gettop(L);
       // Lua functions called at a break go through the compiler too (regional compilation),
@@ -749,6 +836,22 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
       break;
     }
     default:
+
+      if (e.index_at_break) {
+        switch (index_at_break(L, p, e, cc, cfg, R, VA)) {
+          case IndexRun::Done:
+            next = e.pc + 1;
+            break;
+          case IndexRun::Call:  // [helper, cont, h, object, key]
+            keep_top(L, 5);
+            cc = nullptr;
+            return Outcome::Call;
+          case IndexRun::Stock:
+            next = e.pc;
+            break;
+        }
+        break;
+      }
       if (e.arith >= 0) {  // arithmetic on strings (arith_at_break): Lua's own, then resume
         lua_pushcfunction(L, [](lua_State* L) {
           lua_arith(L, int(lua_tointeger(L, 1)));
@@ -777,7 +880,7 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
       break;  // resumed uncompiled: the resume function runs the instruction
   }
   // The next function: the resume function at `next`, with the live registers as arguments.
-  push_resume_call(L, cc, 1, R, VA, top, next, e.resume_uncompiled);
+  push_resume_call(L, cc, 1, R, VA, top, next, e.resume_uncompiled || (e.index_at_break && next == e.pc));
   return Outcome::Call;
 }
 
@@ -1027,6 +1130,10 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
       e->brk.action =
           "the break is inside a called function: the graph so far runs, the call runs through the "
           "compiler (its own graphs), then a resume function continues after it";
+    else if (e->index_at_break)
+      e->brk.action =
+          "the graph so far runs, the indexing runs at the break (an __index function through "
+          "the compiler), then a resume function continues after it";
     else if (bi.op == vm::OpCode::CALL || bi.op == vm::OpCode::TAILCALL)
       e->brk.action =
           "the graph so far runs, the call runs in stock Lua, then a resume function continues "
@@ -1258,7 +1365,8 @@ int l_after_call(lua_State* L) {
     const int VA = lua_gettop(L);
     lua_getiuservalue(L, 1, 3);
     const int F = lua_gettop(L);
-    const int want = i.c ? i.c - 1 : nres;
+    // a CALL's results; an indexing run at the break (index_at_break) delivers one, to R[A]
+    const int want = i.op != vm::OpCode::CALL ? 1 : i.c ? i.c - 1 : nres;
     for (int j = 0; j < want; j++) {
       if (j < nres)
         lua_pushvalue(L, 2 + j);

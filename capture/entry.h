@@ -85,6 +85,7 @@ struct Entry {
   std::vector<int> resume_pcs;  // legal successors checked at trace time
   bool resume_uncompiled = false;
   int arith = -1;  // a lua_arith operator: the breaking instruction is that arithmetic (run_break)
+  bool index_at_break = false;  // the breaking instruction is an indexing run at the break
   // CALL breaks: the callee's name as Lua finds it in the bytecode ("method", "rep"; kind ""
   // when it has none), for argument errors worded as eager's (dispatch.cpp's call-site helpers)
   std::string callee_kind, callee_name;

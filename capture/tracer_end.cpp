@@ -347,6 +347,21 @@ void Tracer::finish_break(const BreakSignal& b) {
       e_.resume_pcs = {pc + 2, pc + 2 + j.sj};
       break;
     }
+    case vm::OpCode::GETTABUP:
+    case vm::OpCode::GETTABLE:
+    case vm::OpCode::GETI:
+    case vm::OpCode::GETFIELD:
+    case vm::OpCode::SELF:
+      // run at the break (an __index function through the compiler), then resumed compiled after
+      // it; or, where Lua would raise, by the resume function at pc in stock Lua (run_break)
+      if (vm::plan_resume(*root_, an_, pc + 1).ok()) {
+        e_.index_at_break = true;
+        e_.resume_pcs = {pc + 1, pc};
+        break;
+      }
+      e_.resume_uncompiled = true;
+      e_.resume_pcs = {pc};
+      break;
     default:
       if (arith_at_break(f, i)) {
         e_.arith = arith_op(i.op);
