@@ -482,18 +482,25 @@ void push_resume_call(lua_State* L, CodeCache*& cc, int fn_idx, int R, int VA, i
   cc = uncompiled ? nullptr : rc;
 }
 
-// An indexing instruction (GETTABUP, GETTABLE, GETI, GETFIELD, SELF) at a break, run as Lua runs
-// it: raw reads along the __index chain of tables; an __index function is called through the
-// call-site helper (a Lua one compiled, with its own caches) and its result goes to R[A] when it
-// returns (l_after_call). Done: R[A] holds the value, resume after the instruction. Call: the
-// stack holds [helper, cont, handler, object, key] for Lua to call. Stock: the instruction would
-// raise (indexing a value without __index, a chain of 2000 hops), or hits a value tc does not
-// read raw: the resume function runs it in stock Lua, with eager's message.
+// An indexing instruction at a break (GETTABUP, GETTABLE, GETI, GETFIELD, SELF: t[k] into R[A];
+// SETTABUP, SETTABLE, SETI, SETFIELD: t[k] = v), run as Lua runs it: raw reads and writes along
+// the __index/__newindex chain of tables; a metamethod function is called through the call-site
+// helper (a Lua one compiled, with its own caches), and when it returns l_after_call puts its
+// result in R[A] (reads). Done: the instruction is done, resume after it. Call: the stack holds
+// [helper, cont, handler, object, key(, value)] for Lua to call. Stock: Lua would raise (indexing
+// a value without the metamethod, a nil or NaN key written, a chain of 2000 hops): the resume
+// function at the instruction runs it in stock Lua, with eager's message.
 enum class IndexRun { Done, Call, Stock };
+
+bool is_write(vm::OpCode op) {
+  return op == vm::OpCode::SETTABUP || op == vm::OpCode::SETTABLE || op == vm::OpCode::SETI ||
+         op == vm::OpCode::SETFIELD;
+}
 
 IndexRun index_at_break(lua_State* L, const vm::Proto& p, const Entry& e, CodeCache* cc,
                         const std::shared_ptr<CompileConfig>& cfg, int R, int VA) {
   const vm::Ins i = vm::decode(p.code[e.pc]);
+  const bool write = is_write(i.op);
   const int base = lua_gettop(L);
   switch (i.op) {  // push t, key
     case vm::OpCode::GETTABUP:
@@ -512,7 +519,7 @@ IndexRun index_at_break(lua_State* L, const vm::Proto& p, const Entry& e, CodeCa
       lua_rawgeti(L, R, i.b + 1);
       push_constant(L, p.k[i.c]);
       break;
-    default:  // SELF: R[A+1] = t
+    case vm::OpCode::SELF:  // and R[A+1] = t
       lua_rawgeti(L, R, i.b + 1);
       if (i.k)
         push_constant(L, p.k[i.c]);
@@ -521,47 +528,87 @@ IndexRun index_at_break(lua_State* L, const vm::Proto& p, const Entry& e, CodeCa
       lua_pushvalue(L, -2);
       lua_rawseti(L, R, i.a + 2);
       break;
+    case vm::OpCode::SETTABUP:
+      if (!lua_getupvalue(L, 1, i.a + 1)) lua_pushnil(L);
+      push_constant(L, p.k[i.b]);
+      break;
+    case vm::OpCode::SETTABLE:
+      lua_rawgeti(L, R, i.a + 1);
+      lua_rawgeti(L, R, i.b + 1);
+      break;
+    case vm::OpCode::SETI:
+      lua_rawgeti(L, R, i.a + 1);
+      lua_pushinteger(L, i.b);
+      break;
+    default:  // SETFIELD
+      lua_rawgeti(L, R, i.a + 1);
+      push_constant(L, p.k[i.b]);
+      break;
   }
   const int key = lua_gettop(L);
+  if (write) {  // the value: RK(C)
+    if (i.k)
+      push_constant(L, p.k[i.c]);
+    else
+      lua_rawgeti(L, R, i.c + 1);
+  }
+  const int val = write ? lua_gettop(L) : 0;
+  const char* event = write ? "__newindex" : "__index";
   lua_pushvalue(L, key - 1);  // cur: the object indexed now
   for (int hop = 0; hop < 2000; hop++) {
     if (lua_type(L, -1) == LUA_TTABLE) {
       lua_pushvalue(L, key);
-      if (lua_rawget(L, -2) != LUA_TNIL) break;  // found
+      if (lua_rawget(L, -2) != LUA_TNIL) {  // found: read it, or overwrite it raw
+        if (!write) {
+          lua_rawseti(L, R, i.a + 1);
+        } else {
+          lua_pop(L, 1);
+          lua_pushvalue(L, key);
+          lua_pushvalue(L, val);
+          lua_rawset(L, -3);
+        }
+        lua_settop(L, base);
+        return IndexRun::Done;
+      }
       lua_pop(L, 1);
     }
-    if (luaL_getmetafield(L, -1, "__index") == LUA_TNIL) {
-      if (lua_type(L, -1) != LUA_TTABLE) {  // indexing a value without __index: Lua raises
-        lua_settop(L, base);
-        return IndexRun::Stock;
+    if (luaL_getmetafield(L, -1, event) == LUA_TNIL) {
+      const bool table = lua_type(L, -1) == LUA_TTABLE;
+      const bool bad_key = lua_isnil(L, key) || (lua_type(L, key) == LUA_TNUMBER &&
+                                                 lua_tonumber(L, key) != lua_tonumber(L, key));
+      if (!table || (write && bad_key)) break;  // Lua raises
+      if (write) {  // a new key, raw
+        lua_pushvalue(L, key);
+        lua_pushvalue(L, val);
+        lua_rawset(L, -3);
+      } else {
+        lua_pushnil(L);
+        lua_rawseti(L, R, i.a + 1);
       }
-      lua_pushnil(L);
-      break;
+      lua_settop(L, base);
+      return IndexRun::Done;
     }
-    if (lua_type(L, -1) == LUA_TFUNCTION) {  // h(cur, key) through the call site helper
-      push_site_helper(L, p, e.pc, Site::Call, Naming::Param, "index");
+    if (lua_type(L, -1) == LUA_TFUNCTION) {  // h(cur, key(, value)) through the call-site helper
+      const int h = lua_gettop(L), cur = h - 1;
+      push_site_helper(L, p, e.pc, Site::Call, Naming::Param, event + 2);  // "index", "newindex"
       push_cont(L, cc, cfg, e.pc, R, VA);
-      lua_pushvalue(L, -3);  // h
+      lua_pushvalue(L, h);
       if (!lua_iscfunction(L, -1)) {
         push_wrapper(L, lua_gettop(L), cfg);
         lua_remove(L, -2);
       }
-      lua_pushvalue(L, -5);  // cur
+      lua_pushvalue(L, cur);
       lua_pushvalue(L, key);
-      const int n = 5;
-      lua_rotate(L, base + 1, n);  // [helper, cont, h', cur, key] at base + 1
+      if (write) lua_pushvalue(L, val);
+      const int n = write ? 6 : 5;
+      lua_rotate(L, base + 1, n);  // the call to the bottom of what this function pushed
       lua_settop(L, base + n);
       return IndexRun::Call;
     }
-    lua_remove(L, -2);  // cur = the __index value
+    lua_remove(L, -2);  // cur = the metamethod value, indexed in turn
   }
-  if (lua_gettop(L) == key + 1) {  // 2000 hops: Lua raises
-    lua_settop(L, base);
-    return IndexRun::Stock;
-  }
-  lua_rawseti(L, R, i.a + 1);
   lua_settop(L, base);
-  return IndexRun::Done;
+  return IndexRun::Stock;
 }
 
 // A Lua __tostring called compiled: luaL_tolstring's value of the value at idx, pushed.
@@ -838,12 +885,13 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
     default:
 
       if (e.index_at_break) {
+        const int top_before_index = lua_gettop(L);
         switch (index_at_break(L, p, e, cc, cfg, R, VA)) {
           case IndexRun::Done:
             next = e.pc + 1;
             break;
-          case IndexRun::Call:  // [helper, cont, h, object, key]
-            keep_top(L, 5);
+          case IndexRun::Call:  // [helper, cont, h, object, key(, value)]
+            keep_top(L, lua_gettop(L) - top_before_index);
             cc = nullptr;
             return Outcome::Call;
           case IndexRun::Stock:
@@ -1132,8 +1180,8 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
           "compiler (its own graphs), then a resume function continues after it";
     else if (e->index_at_break)
       e->brk.action =
-          "the graph so far runs, the indexing runs at the break (an __index function through "
-          "the compiler), then a resume function continues after it";
+          "the graph so far runs, the indexing runs at the break (an __index or __newindex "
+          "function through the compiler), then a resume function continues after it";
     else if (bi.op == vm::OpCode::CALL || bi.op == vm::OpCode::TAILCALL)
       e->brk.action =
           "the graph so far runs, the call runs in stock Lua, then a resume function continues "
@@ -1365,8 +1413,9 @@ int l_after_call(lua_State* L) {
     const int VA = lua_gettop(L);
     lua_getiuservalue(L, 1, 3);
     const int F = lua_gettop(L);
-    // a CALL's results; an indexing run at the break (index_at_break) delivers one, to R[A]
-    const int want = i.op != vm::OpCode::CALL ? 1 : i.c ? i.c - 1 : nres;
+    // a CALL's results; an indexing run at the break (index_at_break) delivers one, to R[A], a
+    // write none
+    const int want = i.op == vm::OpCode::CALL ? (i.c ? i.c - 1 : nres) : is_write(i.op) ? 0 : 1;
     for (int j = 0; j < want; j++) {
       if (j < nres)
         lua_pushvalue(L, 2 + j);

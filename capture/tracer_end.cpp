@@ -352,7 +352,11 @@ void Tracer::finish_break(const BreakSignal& b) {
     case vm::OpCode::GETI:
     case vm::OpCode::GETFIELD:
     case vm::OpCode::SELF:
-      // run at the break (an __index function through the compiler), then resumed compiled after
+    case vm::OpCode::SETTABUP:
+    case vm::OpCode::SETTABLE:
+    case vm::OpCode::SETI:
+    case vm::OpCode::SETFIELD:
+      // run at the break (a metamethod function through the compiler), then resumed compiled after
       // it; or, where Lua would raise, by the resume function at pc in stock Lua (run_break)
       if (vm::plan_resume(*root_, an_, pc + 1).ok()) {
         e_.index_at_break = true;

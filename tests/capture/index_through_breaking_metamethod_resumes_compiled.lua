@@ -1,7 +1,8 @@
--- An indexing whose __index function breaks (a C call inside it) runs at the graph break: the
--- __index function through the compiler (a code cache of its own), the rest of the frame in a
+-- An indexing whose __index or __newindex function breaks (a C call inside it) runs at the graph
+-- break: the metamethod through the compiler (a code cache of its own), the rest of the frame in a
 -- resume function that is compiled too (its tensor ops form a graph), with eager's results,
--- yields and errors. For every indexing instruction: GETFIELD, GETTABUP, GETTABLE, GETI, SELF.
+-- yields and errors. For every indexing instruction: GETFIELD, GETTABUP, GETTABLE, GETI, SELF,
+-- SETFIELD, SETTABUP, SETTABLE, SETI.
 local tc = require "tc"
 local h = require "helpers"
 
@@ -41,7 +42,8 @@ for _, name in ipairs(names) do
   local caches, resumed_graph = {}, false
   for _, t in ipairs(report.compile_times) do caches[#caches + 1] = t["function"] end
   local all = table.concat(caches, "\n")
-  assert(all:find("function <[^>]*:9>"), name .. ": the __index function is compiled:\n" .. all)
+  assert(all:find("function <[^>]*:" .. debug.getinfo(mt.__index, "S").linedefined .. ">"),
+         name .. ": the __index function is compiled:\n" .. all)
   assert(all:find("resume of function"), name .. ": the rest is compiled:\n" .. all)
   for i, ops in ipairs(report.ops_per_graph) do
     if table.concat(ops, ","):find("add") then resumed_graph = true end
@@ -69,3 +71,48 @@ local ok3, e3 = pcall(index_raises, tc.ones(1))
 local ok4, e4 = pcall(tc.compile(index_raises), tc.ones(1))
 h.eq(ok4, ok3, "__index raising fails")
 h.eq(e4, e3, "__index raising: eager's message")
+
+-- writes through a __newindex function that breaks, and raw writes at the break
+local writes, store = {}, {}
+local proxy = setmetatable({}, {__index = store, __newindex = function(t, k, v)
+  io.write("")
+  writes[#writes + 1] = tostring(k)
+  store[k] = v
+end})
+local existing = setmetatable({kept = 0}, getmetatable(proxy))
+local function write_all(x, k)
+  local y = x + 1
+  proxy.a = 1            -- SETTABUP (proxy is an upvalue)
+  local p = proxy
+  p.b = 2                -- SETFIELD
+  p[k] = 3               -- SETTABLE
+  p[4] = 4               -- SETI
+  p.a = 5                -- through __newindex again: a is not a raw key of proxy
+  local q = existing
+  q.kept = 6             -- a raw key: written raw, no metamethod
+  return y * 2, p.a
+end
+local want_y, want_a = write_all(tc.ones(2), "c")
+local eager_writes = table.concat(writes, ",")
+writes, store = {}, {}
+getmetatable(proxy).__index = store
+existing.kept = 0
+tc.compiler.reset()
+local report = tc.compiler.explain(write_all)(tc.ones(2), "c")
+local caches = {}
+for _, t in ipairs(report.compile_times) do caches[#caches + 1] = t["function"] end
+assert(table.concat(caches, "\n"):find("function <[^>]*:" .. debug.getinfo(getmetatable(proxy).__newindex, "S").linedefined .. ">"),
+       "the __newindex function is compiled:\n" .. table.concat(caches, "\n"))
+h.eq(table.concat(writes, ","), eager_writes, "the __newindex function runs as often as in eager")
+h.eq(store.a, 5, "a")
+h.eq(store.c, 3, "written through the key in a register")
+h.eq(store[4], 4, "written through the integer key")
+h.eq(existing.kept, 6, "a raw key written raw")
+h.eq(rawget(existing, "kept"), 6, "raw")
+local cy, ca = tc.compile(write_all)(tc.ones(2), "c")
+h.close(cy, want_y, "result")
+h.eq(ca, want_a, "read back through __index")
+local ok5, e5 = pcall(write_all, tc.ones(2), nil)
+local ok6, e6 = pcall(tc.compile(write_all), tc.ones(2), nil)
+h.eq(ok6, ok5, "a nil key fails")
+h.eq(e6, e5, "a nil key: eager's message")
