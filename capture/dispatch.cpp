@@ -502,48 +502,23 @@ IndexRun index_at_break(lua_State* L, const vm::Proto& p, const Entry& e, CodeCa
   const vm::Ins i = vm::decode(p.code[e.pc]);
   const bool write = is_write(i.op);
   const int base = lua_gettop(L);
-  switch (i.op) {  // push t, key
-    case vm::OpCode::GETTABUP:
-      if (!lua_getupvalue(L, 1, i.b + 1)) lua_pushnil(L);
-      push_constant(L, p.k[i.c]);
-      break;
-    case vm::OpCode::GETTABLE:
-      lua_rawgeti(L, R, i.b + 1);
-      lua_rawgeti(L, R, i.c + 1);
-      break;
-    case vm::OpCode::GETI:
-      lua_rawgeti(L, R, i.b + 1);
-      lua_pushinteger(L, i.c);
-      break;
-    case vm::OpCode::GETFIELD:
-      lua_rawgeti(L, R, i.b + 1);
-      push_constant(L, p.k[i.c]);
-      break;
-    case vm::OpCode::SELF:  // and R[A+1] = t
-      lua_rawgeti(L, R, i.b + 1);
-      if (i.k)
-        push_constant(L, p.k[i.c]);
-      else
-        lua_rawgeti(L, R, i.c + 1);
-      lua_pushvalue(L, -2);
-      lua_rawseti(L, R, i.a + 2);
-      break;
-    case vm::OpCode::SETTABUP:
-      if (!lua_getupvalue(L, 1, i.a + 1)) lua_pushnil(L);
-      push_constant(L, p.k[i.b]);
-      break;
-    case vm::OpCode::SETTABLE:
-      lua_rawgeti(L, R, i.a + 1);
-      lua_rawgeti(L, R, i.b + 1);
-      break;
-    case vm::OpCode::SETI:
-      lua_rawgeti(L, R, i.a + 1);
-      lua_pushinteger(L, i.b);
-      break;
-    default:  // SETFIELD
-      lua_rawgeti(L, R, i.a + 1);
-      push_constant(L, p.k[i.b]);
-      break;
+  // push t, key: reads index R[B] (or upvalue B) with C, writes R[A] (or upvalue A) with B
+  const int tab = write ? i.a : i.b, k = write ? i.b : i.c;
+  if (i.op == vm::OpCode::GETTABUP || i.op == vm::OpCode::SETTABUP) {
+    if (!lua_getupvalue(L, 1, tab + 1)) lua_pushnil(L);
+  } else {
+    lua_rawgeti(L, R, tab + 1);
+  }
+  if (i.op == vm::OpCode::GETTABLE || i.op == vm::OpCode::SETTABLE ||
+      (i.op == vm::OpCode::SELF && !i.k))
+    lua_rawgeti(L, R, k + 1);
+  else if (i.op == vm::OpCode::GETI || i.op == vm::OpCode::SETI)
+    lua_pushinteger(L, k);
+  else
+    push_constant(L, p.k[k]);
+  if (i.op == vm::OpCode::SELF) {  // R[A+1] = t
+    lua_pushvalue(L, -2);
+    lua_rawseti(L, R, i.a + 2);
   }
   const int key = lua_gettop(L);
   if (write) {  // the value: RK(C)
