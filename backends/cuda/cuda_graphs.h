@@ -14,8 +14,12 @@
 // Outputs are fresh tensors on every call (a copy of the graph's static outputs after the
 // replay), never overwritten by a later call; an output that is a view of an input is that view.
 // A recording that meets something that cannot be recorded (a host read of device values, a
-// synchronization, a host copy) is abandoned: that graph then runs plain launches, with one
-// warning. CPU graphs, and graphs with random ops or calls of Lua functions, run unchanged.
+// synchronization) is abandoned: that graph then runs plain launches, with one warning. Host
+// data that ops upload is recorded with its bytes (tc/cuda_graph.h). Ops whose checks run on the
+// device (index ranges) set the device error word in a replay; the wrapper then reads it after
+// each replay (one wait for the device per call, only for such graphs) and, if set, runs the call
+// plainly so that the op raises its own error, as eager. CPU graphs, and graphs with random ops
+// or calls of Lua functions (a perf hint says so), run unchanged.
 #pragma once
 #include <string>
 

@@ -16,6 +16,7 @@
 // shared cache; the graph's replays write only there. Blocks of the shared cache freed during the
 // capture are held by the pool until it is released: the recorded kernels may read them.
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -142,6 +143,7 @@ struct GraphPool {
   std::vector<std::pair<CUdeviceptr, size_t>> held;            // shared blocks freed while capturing
   int64_t bytes = 0;                                           // driver memory of the pool
   bool device_checks = false;  // kernels recorded in it flag errors in the device error word
+  std::vector<void*> host;     // pinned copies of the host data its recorded copies upload
 };
 
 namespace {
@@ -191,6 +193,7 @@ void pool_collect(GraphPool* gp) {
     }
   }
   for (auto& [p, cls] : gp->held) pool.cached[key(0, cls)].push_back(p);  // stream 0 after a full sync
+  for (void* h : gp->host) drv().MemFreeHost(h);
   delete gp;
 }
 
@@ -222,6 +225,20 @@ bool note_device_check_in_capture() {
   return true;
 }
 bool graph_pool_has_device_checks(const GraphPool* p) { return p && p->device_checks; }
+
+const void* stage_host_bytes_in_capture(const void* src, size_t n) {
+  TC_CHECK(t_capture, DeviceError, "internal: staging host bytes outside a capture");
+  void* h = nullptr;
+  CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+  drv().ThreadExchangeStreamCaptureMode(&m);
+  CUresult r = drv().MemHostAlloc(&h, n, 0);
+  drv().ThreadExchangeStreamCaptureMode(&m);
+  if (r != CUDA_SUCCESS) forbid_in_capture("pinned host memory for a copy to the device");
+  std::memcpy(h, src, n);
+  std::lock_guard<std::mutex> lock(mu());
+  t_capture->host.push_back(h);
+  return h;
+}
 const char* capture_broken_by() { return t_broken; }
 void clear_capture_broken() { t_broken = nullptr; }
 

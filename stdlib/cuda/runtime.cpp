@@ -108,6 +108,8 @@ bool load_driver(std::string* why) {
   get("cuGraphExecDestroy", d.GraphExecDestroy);
   get("cuGraphDestroy", d.GraphDestroy);
   get("cuGraphGetNodes", d.GraphGetNodes);
+  get("cuMemHostAlloc", d.MemHostAlloc);
+  get("cuMemFreeHost", d.MemFreeHost);
   if (!all) {
     *why = "the CUDA driver lacks entry points: " + missing;
     return false;
@@ -138,7 +140,9 @@ void free_hook(void* p, Device d) { raw_free(p, d.index); }
 void copy_hook(void* dst, Device dd, const void* src, Device sd, size_t n) {
   if (n == 0) return;
   const Driver& D = G().d;
-  if (dd.is_cuda() != sd.is_cuda() || dd.index != sd.index) forbid_in_capture("a copy between the host and a device, or between devices");
+  if (dd.is_cuda() && sd.is_cpu() && capturing()) src = stage_host_bytes_in_capture(src, n);
+  else if (dd.is_cuda() != sd.is_cuda() || dd.index != sd.index)
+    forbid_in_capture("a copy from a device to the host, or between devices");
   if (dd.is_cuda() && sd.is_cpu()) {  // from pageable memory: returns once the source was read
     check(D.MemcpyHtoDAsync((CUdeviceptr)dst, src, n, current(dd.index)), "copy host to device");
   } else if (dd.is_cpu() && sd.is_cuda()) {

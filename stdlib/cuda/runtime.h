@@ -60,6 +60,8 @@ struct Driver {
   CUresult (*GraphExecDestroy)(CUgraphExec);
   CUresult (*GraphDestroy)(CUgraph);
   CUresult (*GraphGetNodes)(CUgraph, CUgraphNode*, size_t*);
+  CUresult (*MemHostAlloc)(void**, size_t, unsigned);
+  CUresult (*MemFreeHost)(void*);
 };
 const Driver& drv();  // ensure_initialized() first
 
@@ -117,6 +119,11 @@ void set_capture_pool(GraphPool* p);  // null: capture over (the calling thread)
 // and throws DeviceError, so that the capture is abandoned instead of recording a wrong graph.
 void forbid_in_capture(const char* what);
 bool capturing();                     // whether the calling thread is capturing
+// A host-to-device copy under capture: the source bytes copied into pinned memory that the
+// capturing graph owns, whose address the recorded copy reads at every replay. Host data that a
+// GPU graph uploads is made from shapes, constants and addresses (all fixed for the graph:
+// reading device values would have abandoned the capture), so the recorded bytes stay right.
+const void* stage_host_bytes_in_capture(const void* src, size_t n);
 // take_device_error under capture: the graph notes that its replays must read the device error
 // word (true), instead of a synchronization inside the capture. False when not capturing.
 bool note_device_check_in_capture();

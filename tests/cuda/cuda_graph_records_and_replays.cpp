@@ -1,7 +1,7 @@
 // tc::cuda::CudaGraph (tc/cuda_graph.h): a recorded function replays with the current contents
 // of its inputs and equals running it; memory it allocated comes from the graph's pool and is
-// freed with the graph; a function that reads device values on the host or synchronizes is not
-// recorded (capture abandoned, naming why) and leaves the stream usable; device-side index checks
+// freed with the graph; host data uploaded inside is recorded with its bytes; a function that
+// reads device values on the host or synchronizes is not recorded (capture abandoned, naming why) and leaves the stream usable; device-side index checks
 // recorded in a graph are reported by device_error() after the replay. Skips without a GPU.
 #include <gtest/gtest.h>
 
@@ -68,7 +68,7 @@ TEST_F(CudaGraphTest, AHostReadAbandonsTheCaptureAndTheStreamStaysUsable) {
   cuda::CudaGraph g;
   std::string why;
   EXPECT_FALSE(g.capture(0, [&] { call1(Op::mul, {x, call1(Op::sum, {x}).item_double()}); }, &why));
-  EXPECT_NE(why.find("copy between the host"), std::string::npos) << why;
+  EXPECT_NE(why.find("to the host"), std::string::npos) << why;
   EXPECT_FALSE(g.ready());
   EXPECT_EQ(cuda::cuda_graph_stats().abandoned, abandoned + 1);
   // the stream works as before
@@ -79,6 +79,23 @@ TEST_F(CudaGraphTest, AHostReadAbandonsTheCaptureAndTheStreamStaysUsable) {
   EXPECT_FALSE(h.capture(0, [&] { cuda::synchronize(); }, &why));
   EXPECT_NE(why.find("synchronize"), std::string::npos) << why;
   EXPECT_LT(max_diff(call1(Op::sin, {x}), on_gpu(call1(Op::sin, {on_cpu(x)}))), 1e-5);
+}
+
+TEST_F(CudaGraphTest, HostDataUploadedInsideIsRecordedWithItsBytes) {
+  Tensor x = on_gpu(call1(Op::randn, {(int64_t)256}));
+  Tensor host = call1(Op::randn, {(int64_t)256});
+  Tensor out;
+  cuda::CudaGraph g;
+  std::string why;
+  ASSERT_TRUE(g.capture(0, [&] {
+    Tensor scratch = call1(Op::mul, {host, 1.0});  // a host temporary, gone after the capture
+    out = call1(Op::add, {x, on_gpu(scratch)});
+  }, &why)) << why;
+  for (int i = 0; i < 2; i++) {
+    x.copy_from(on_gpu(call1(Op::randn, {(int64_t)256})));
+    g.replay();
+    EXPECT_LT(max_diff(out, call1(Op::add, {x, on_gpu(host)})), 1e-6) << "replay " << i;
+  }
 }
 
 TEST_F(CudaGraphTest, ErrorsOfTheFunctionItselfAreRaised) {
