@@ -9,7 +9,9 @@
 --   gpt2           GPT-2 small on 8x256 token ids: likewise
 --   kernels        a 10-op pointwise chain on 64M floats, softmax and layer_norm over the rows of
 --                  [16384, 1024]: ms (GB/s are worked out by the shell script)
--- Prints "key value" lines (ms).
+-- Prints "key value" lines (ms; <prefix>_ro_graphs_recorded / _abandoned: CUDA graphs so far).
+-- A compiled mode's first call follows the eager runs (eager's kernels already built) and, for
+-- reduce-overhead, the default mode's compile in the same process.
 local tc = require "tc"
 package.path = "scripts/models/?.lua;" .. package.path
 
@@ -60,6 +62,9 @@ local function three_ways(prefix, model, x, iters)
       say(key .. "_first_call_ms", first_call_ms(cm, x))
       say(key .. "_ms", median_ms(cm, iters, x))
     end
+    local g = tc.cuda.graph_stats()
+    say(prefix .. "_ro_graphs_recorded", g.captures)
+    say(prefix .. "_ro_graphs_abandoned", g.abandoned)
   end)
 end
 

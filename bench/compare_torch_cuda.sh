@@ -50,6 +50,10 @@ for m in resnet50 densenet121 gpt2; do
   row "$m: per call" ${m}_eager_ms ${m}_default_ms ${m}_ro_ms ${m}_eager_ms ${m}_default_ms ${m}_ro_ms
   row "$m: cold compile (first call)" - ${m}_default_first_call_ms ${m}_ro_first_call_ms - ${m}_default_first_call_ms ${m}_ro_first_call_ms
 done
+for m in seed resnet50 densenet121 gpt2; do
+  r=$(v ${m}_ro_graphs_recorded "$tmp/all_tc"); a=$(v ${m}_ro_graphs_abandoned "$tmp/all_tc")
+  [ -n "$r" ] && printf "  tc %s reduce-overhead: %.0f CUDA graphs recorded, %.0f recordings abandoned\n" "$m" "$r" "$a"
+done
 # bandwidths: the chain reads and writes 64M floats once when fused; softmax and layer_norm read
 # and write [16384, 1024] once
 n=$((64 * 1024 * 1024)); chain_b=$((8 * n)); rows_b=$((8 * 16384 * 1024))
