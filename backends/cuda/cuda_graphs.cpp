@@ -125,14 +125,16 @@ bool has_key(const Entry& e, capture::GraphInputs in) {  // key_of(in) == e.key,
   return true;
 }
 
-Tensor view_of(const Tensor& base, const Shape& sizes, const Shape& strides, int64_t offset) {
+// A plain tensor (no autograd state) over `storage`.
+Tensor view_of(std::shared_ptr<Storage> storage, const Shape& sizes, const Shape& strides, int64_t offset, DType dt,
+               Device d) {
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = base.storage();
+  impl->storage = std::move(storage);
   impl->sizes = sizes;
   impl->strides = strides;
   impl->offset = offset;
-  impl->dtype = base.dtype();
-  impl->device = base.device();
+  impl->dtype = dt;
+  impl->device = d;
   return Tensor(std::move(impl));
 }
 
@@ -150,7 +152,7 @@ std::vector<Tensor> fresh_outputs(const Entry& e, capture::GraphInputs in) {
         out[i] = base;  // the input itself, as eager returns it
         continue;
       }
-      out[i] = view_of(base, al.sizes, al.strides, base.offset() + al.offset);
+      out[i] = view_of(base.storage(), al.sizes, al.strides, base.offset() + al.offset, base.dtype(), base.device());
       continue;
     }
     const Tensor& o = e.outputs[i];
@@ -166,9 +168,7 @@ std::vector<Tensor> fresh_outputs(const Entry& e, capture::GraphInputs in) {
       a->copy(s->data(), o.device(), o.storage()->data(), o.device(), o.storage()->nbytes());
       copied.emplace_back(o.storage().get(), s);
     }
-    auto impl = std::make_shared<TensorImpl>(*o.impl());
-    impl->storage = s;
-    out[i] = Tensor(std::move(impl));
+    out[i] = view_of(s, o.sizes(), o.strides(), o.offset(), o.dtype(), o.device());
   }
   return out;
 }
