@@ -4,9 +4,10 @@
 # allowed in both, each number the median of N calls synchronized per call
 # (bench/compare_torch_cuda.lua and bench/peer_torch_compare_cuda.py, same sections and keys).
 # Usage: bench/compare_torch_cuda.sh [-b BUILD_DIR] [-k BACKEND] [-p PYTHON] [SECTION...]
-#   SECTION: seed_whole seed_regional resnet50 densenet121 gpt2 kernels (default: all of them;
-#   torch.compile's cold compiles take tens of seconds per model, so on the device's 600 s per call
-#   run them in two or three calls and keep the raw lines with -o DIR).
+#   SECTION: seed_whole seed_regional resnet50 densenet121 gpt2 kernels (default: all of them).
+#   torch.compile's cold compiles take tens of seconds per model: within the device's 600 s per
+#   call, run "seed_whole seed_regional kernels gpt2" (about 180 s on an H100) and
+#   "resnet50 densenet121" as two calls.
 #   -o DIR: also keep the raw "key value" files there (tc.SECTION, torch.SECTION).
 # Compiles are cold: a fresh TC_CACHE_DIR and TORCHINDUCTOR_CACHE_DIR per section.
 set -uo pipefail
