@@ -1209,7 +1209,9 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
     } else {
       TC_CHECK(st.compiler.compile, CompileError,
                "no graph compiler is installed (tc::capture::install was given none)");
-      Compiled c = st.compiler.compile(e->graph, cfg->backend, cfg->backend_options());
+      CompileOptions options = cfg->backend_options();
+      options.cudagraph_max_sizes = config_int(L, "cudagraph_max_sizes", options.cudagraph_max_sizes);
+      Compiled c = st.compiler.compile(e->graph, cfg->backend, options);
       e->run = std::move(c.run);
       report = std::move(c.report);
       note_backend_report(L, cache_name(cc), report);
