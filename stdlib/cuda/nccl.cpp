@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "library.h"
 #include "runtime.h"
 #include "tc/cuda.h"
 #include "tc/distributed.h"
@@ -38,12 +37,13 @@ struct Nccl {
 const Nccl& nccl() {
   static Nccl* n = [] {
     auto* n = new Nccl{};
-    std::vector<std::string> cands;
-    if (const char* e = std::getenv("TC_NCCL_PATH")) cands.push_back(e);
-    cands.push_back("libnccl.so.2");
-    cands.push_back("libnccl.so");
     std::string errs;
-    void* h = cuda::open_first(cands, &errs);
+    void* h = nullptr;
+    if (const char* e = std::getenv("TC_NCCL_PATH")) {
+      h = dlopen(e, RTLD_NOW | RTLD_LOCAL);
+      if (!h && dlerror()) errs = std::string("TC_NCCL_PATH=") + e + " does not load";
+    }
+    if (!h) h = cuda::open_toolkit_library("libnccl.so.2", &errs);
     if (!h) {
       n->why = "cannot load NCCL (libnccl.so.2; set TC_NCCL_PATH to its path): " + errs;
       return n;
