@@ -241,7 +241,7 @@ void backward(const TensorList& outputs, const TensorList& grads, const TensorLi
     Edge e = edge_of(inputs[i]);
     if (e.leaf) {
       to_leaf(leaf, e, task.captured[i]);
-    } else if (retains_grad(inputs[i])) {
+    } else {  // a non-leaf named in inputs gets its .grad, as in PyTorch
       auto& slot = inputs[i].impl()->grad;
       slot = accumulate(slot ? Tensor(slot) : Tensor(), task.captured[i]).impl_ptr();
     }

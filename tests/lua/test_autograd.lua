@@ -128,6 +128,16 @@ function T.dtype_conversion_converts_the_gradient_back()
   close(x.grad, {2, 2})
 end
 
+function T.half_precision_gradients()
+  local x = tc.tensor({1, 2, 3}, {dtype = tc.float16, requires_grad = true})
+  ;(x * x):sum():backward()
+  assert(x.grad.dtype == tc.float16)
+  close(x.grad, {2, 4, 6}, 1e-3)
+  local b = tc.tensor({1, -2}, {dtype = tc.bfloat16, requires_grad = true})
+  tc.relu(b):sum():backward()
+  close(b.grad, {1, 0}, 1e-3)
+end
+
 function T.no_grad_stops_recording()
   local x = tc.randn(3, {requires_grad = true})
   local y
@@ -255,6 +265,10 @@ function T.backward_with_inputs_accumulates_only_those()
   local w = tc.tensor({2}, {dtype = tc.float64, requires_grad = true})
   ;(x * w):sum():backward(nil, {inputs = {w}})
   close(w.grad, {1})
+  assert(x.grad == nil)
+  local h = x * 3
+  ;(h * w):sum():backward(nil, {inputs = {h}})
+  close(h.grad, {2})
   assert(x.grad == nil)
 end
 
