@@ -192,7 +192,8 @@ std::vector<std::pair<Edge, Tensor>> make_roots(const TensorList& outputs, const
     const Tensor& o = outputs[i];
     TC_CHECK(o.requires_grad(), ValueError,
              "element %zu of tensors does not require grad and does not have a grad_fn (did the computation "
-             "run under tc.no_grad(), or does no input have requires_grad=true?)",
+             "run under tc.no_grad(), does no input have requires_grad=true, or did a function compiled with "
+             "tc.compile compute it? compiled graphs do not record for backward yet)",
              i + 1);
     Tensor g = i < grads.size() ? grads[i] : Tensor();
     if (!g.defined()) {
