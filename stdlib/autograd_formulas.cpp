@@ -315,6 +315,7 @@ SaveNeeds save_needs(const OpGrad& g, Op op, const std::vector<bool>& active) {
 }
 
 std::vector<Tensor> apply_formulas(Node& n, const std::vector<Tensor>& grads, bool create_graph) {
+  if (n.custom) return n.custom(n, grads, create_graph);
   const OpGrad& g = *n.rule;
   TC_CHECK(g.kind == Differentiability::Formula, NotImplementedError,
            "the derivative for '%s' is not implemented (it is listed as not implemented in derivatives.def); "
