@@ -364,7 +364,17 @@ void remove_hook(const Tensor& t, int id) {
     std::erase_if(v, [id](const auto& p) { return p.first == id; });
   };
   drop(m->hooks);
+  std::erase_if(m->post_hooks, [id](const auto& p) { return p.first == id; });
   if (m->grad_fn) drop(m->grad_fn->pre_hooks[m->output_nr]);
+}
+
+int register_post_accumulate_grad_hook(const Tensor& t, PostAccumulateHook h) {
+  TC_CHECK(t.requires_grad(), ValueError, "cannot register a hook on a tensor that doesn't require gradient");
+  AutogradMeta& m = meta_of(t);
+  TC_CHECK(!m.grad_fn, ValueError, "post accumulate grad hooks cannot be registered on non-leaf tensors");
+  int id = g_next_hook++;
+  m.post_hooks.emplace_back(id, std::move(h));
+  return id;
 }
 
 }  // namespace autograd

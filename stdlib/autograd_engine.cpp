@@ -66,7 +66,28 @@ void to_leaf(Task& task, const Edge& e, Tensor g) {
   } else {
     slot = accumulate(Tensor(slot), g).impl_ptr();
   }
+  if (task.run_hooks && leaf->autograd && !leaf->autograd->post_hooks.empty()) {
+    auto hooks = leaf->autograd->post_hooks;  // a hook may remove hooks
+    Tensor t(e.leaf);
+    for (const auto& [id, h] : hooks) h(t);
+  }
 }
+
+// The callbacks queued during the innermost running backward (queue_callback); run when it ends.
+thread_local std::vector<std::vector<std::function<void()>>*> t_callbacks;
+
+// Scopes one user-level backward: callbacks queued inside it run when the walk succeeded.
+struct CallbackScope {
+  std::vector<std::function<void()>> queued;
+  CallbackScope() { t_callbacks.push_back(&queued); }
+  ~CallbackScope() { t_callbacks.pop_back(); }
+  void run() {
+    for (size_t i = 0; i < queued.size(); i++) {  // a callback may queue more
+      std::function<void()> f = queued[i];
+      f();
+    }
+  }
+};
 
 int target_of(const Task& task, const Edge& e) {
   for (size_t i = 0; i < task.targets.size(); i++) {
@@ -223,7 +244,20 @@ std::vector<Edge> make_targets(const TensorList& inputs) {
 
 }  // namespace
 
+void backward_walk(const TensorList& outputs, const TensorList& grads, const TensorList& inputs, Options o);
+
+void queue_callback(std::function<void()> fn) {
+  TC_CHECK(!t_callbacks.empty(), ValueError, "queue_callback: no backward is running (call it from a hook)");
+  t_callbacks.back()->push_back(std::move(fn));
+}
+
 void backward(const TensorList& outputs, const TensorList& grads, const TensorList& inputs, Options o) {
+  CallbackScope callbacks;
+  backward_walk(outputs, grads, inputs, o);
+  callbacks.run();
+}
+
+void backward_walk(const TensorList& outputs, const TensorList& grads, const TensorList& inputs, Options o) {
   Task task;
   task.keep_graph = o.retain_graph || o.create_graph;
   task.create_graph = o.create_graph;
@@ -250,6 +284,7 @@ void backward(const TensorList& outputs, const TensorList& grads, const TensorLi
 }
 
 TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs, Options o) {
+  CallbackScope callbacks;
   Task task;
   task.keep_graph = o.retain_graph || o.create_graph;
   task.create_graph = o.create_graph;
@@ -261,6 +296,7 @@ TensorList grad(const TensorList& outputs, const TensorList& inputs, const Tenso
              "input %zu of the differentiated tensors appears to not have been used in the graph (pass "
              "allow_unused=true if this is expected)",
              i + 1);
+  callbacks.run();
   return task.captured;
 }
 

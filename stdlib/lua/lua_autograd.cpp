@@ -198,27 +198,73 @@ int handle_remove(lua_State* L) {
   });
 }
 
+// The Lua function at `idx` kept in the registry (ValueError naming `what` if not callable).
+std::shared_ptr<LuaRef> function_ref(lua_State* L, int idx, const char* what) {
+  TC_CHECK(lua_type(L, idx) == LUA_TFUNCTION || (lua_type(L, idx) == LUA_TTABLE && luaL_getmetafield(L, idx, "__call") != LUA_TNIL),
+           ValueError, "%s: expected a function, got %s", what, luaL_typename(L, idx));
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  lua_State* main = lua_tothread(L, -1);
+  lua_pop(L, 1);
+  lua_pushvalue(L, idx);
+  return std::shared_ptr<LuaRef>(new LuaRef{main, luaL_ref(L, LUA_REGISTRYINDEX)});
+}
+
+// Calls fn(args pushed by push_args) on the running backward's thread; a Lua error becomes a
+// ValueError naming `what`.
+template <class PushArgs>
+void call_ref(const std::shared_ptr<LuaRef>& fn, const char* what, PushArgs push_args) {
+  lua_State* L = t_backward_L ? t_backward_L : fn->main;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, fn->ref);
+  int n = push_args(L);
+  if (lua_pcall(L, n, 0, 0) != LUA_OK) {
+    std::string msg = luaL_tolstring(L, -1, nullptr);
+    lua_pop(L, 2);
+    TC_FAIL(ValueError, "error in %s: %s", what, msg.c_str());
+  }
+}
+
+int push_hook_handle(lua_State* L, int tensor_idx, int id) {
+  lua_createtable(L, 0, 3);
+  lua_pushvalue(L, tensor_idx);
+  lua_setfield(L, -2, "_tensor");
+  lua_pushinteger(L, id);
+  lua_setfield(L, -2, "_id");
+  lua_pushcfunction(L, handle_remove);
+  lua_setfield(L, -2, "remove");
+  return 1;
+}
+
+// x:register_post_accumulate_grad_hook(fn) -> handle: fn(x) after backward accumulated x.grad.
+int m_register_post_accumulate_grad_hook(lua_State* L) {
+  return guarded(L, [](lua_State* L) {
+    const Tensor& t = check_tensor(L, 1, "register_post_accumulate_grad_hook(): self");
+    std::shared_ptr<LuaRef> fn = function_ref(L, 2, "register_post_accumulate_grad_hook()");
+    int id = autograd::register_post_accumulate_grad_hook(t, [fn](const Tensor& leaf) {
+      call_ref(fn, "a post-accumulate-grad hook", [&leaf](lua_State* L) {
+        push_tensor(L, leaf);
+        return 1;
+      });
+    });
+    return push_hook_handle(L, 1, id);
+  });
+}
+
+// tc.autograd.queue_callback(fn): from a hook, fn() runs once when the running backward ends.
+int l_queue_callback(lua_State* L) {
+  return guarded(L, [](lua_State* L) {
+    std::shared_ptr<LuaRef> fn = function_ref(L, 1, "tc.autograd.queue_callback()");
+    autograd::queue_callback([fn] { call_ref(fn, "a backward callback", [](lua_State*) { return 0; }); });
+    return 0;
+  });
+}
+
 // x:register_hook(fn) -> handle (handle:remove())
 int m_register_hook(lua_State* L) {
   return guarded(L, [](lua_State* L) {
     const Tensor& t = check_tensor(L, 1, "register_hook(): self");
-    TC_CHECK(lua_type(L, 2) == LUA_TFUNCTION || (lua_type(L, 2) == LUA_TTABLE && luaL_getmetafield(L, 2, "__call") != LUA_TNIL),
-             ValueError, "register_hook(): expected a function, got %s", luaL_typename(L, 2));
-    lua_settop(L, 2);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
-    lua_State* main = lua_tothread(L, -1);
-    lua_pop(L, 1);
-    lua_pushvalue(L, 2);
-    std::shared_ptr<LuaRef> fn(new LuaRef{main, luaL_ref(L, LUA_REGISTRYINDEX)});
+    std::shared_ptr<LuaRef> fn = function_ref(L, 2, "register_hook()");
     int id = autograd::register_hook(t, [fn](const Tensor& g) { return call_hook(fn, g); });
-    lua_createtable(L, 0, 3);
-    lua_pushvalue(L, 1);
-    lua_setfield(L, -2, "_tensor");
-    lua_pushinteger(L, id);
-    lua_setfield(L, -2, "_id");
-    lua_pushcfunction(L, handle_remove);
-    lua_setfield(L, -2, "remove");
-    return 1;
+    return push_hook_handle(L, 1, id);
   });
 }
 
@@ -258,11 +304,13 @@ void open_autograd(lua_State* L) {
   const luaL_Reg methods[] = {{"backward", m_backward},
                               {"retain_grad", m_retain_grad},
                               {"register_hook", m_register_hook},
+                              {"register_post_accumulate_grad_hook", m_register_post_accumulate_grad_hook},
                               {nullptr, nullptr}};
   luaL_setfuncs(L, methods, 0);
   lua_pop(L, 1);
   lua_newtable(L);
-  const luaL_Reg fns[] = {{"grad", l_grad}, {"backward", l_backward}, {nullptr, nullptr}};
+  const luaL_Reg fns[] = {
+      {"grad", l_grad}, {"backward", l_backward}, {"queue_callback", l_queue_callback}, {nullptr, nullptr}};
   luaL_setfuncs(L, fns, 0);
   lua_setfield(L, -2, "autograd");
 }

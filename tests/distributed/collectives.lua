@@ -3,6 +3,8 @@
 local dist = require "tc.distributed"
 local tc = require "tc"
 local device = arg[1] or "cpu"
+-- one GPU per rank, as torchrun scripts do with LOCAL_RANK
+if device == "cuda" then device = "cuda:" .. os.getenv("LOCAL_RANK") end
 dist.init_process_group{backend = device == "cpu" and "gloo" or "nccl"}
 local rank, world = dist.get_rank(), dist.get_world_size()
 assert(rank == tonumber(os.getenv("RANK")) and world == tonumber(os.getenv("WORLD_SIZE")))

@@ -38,6 +38,9 @@ namespace autograd {
 struct Node;
 // A tensor hook gets the gradient and returns a replacement (or an undefined tensor to keep it).
 using Hook = std::function<Tensor(const Tensor&)>;
+// Runs after backward accumulated a leaf's .grad (torch's register_post_accumulate_grad_hook); gets
+// the leaf.
+using PostAccumulateHook = std::function<void(const Tensor&)>;
 
 struct AutogradMeta {
   std::shared_ptr<Node> grad_fn;  // null: a leaf
@@ -46,6 +49,7 @@ struct AutogradMeta {
   std::vector<std::pair<int, Hook>> hooks;  // leaf hooks (non-leaf hooks live on the node)
   uint32_t rebases = 0;       // a base: in-place writes through its views so far
   uint32_t base_rebases = 0;  // a view: its base's count when the view's history was made
+  std::vector<std::pair<int, PostAccumulateHook>> post_hooks;  // leaves only
 };
 
 // ---- the dispatcher's side (ops.cpp) -------------------------------------------------------------
@@ -84,7 +88,12 @@ void retain_grad(const Tensor& t);
 bool retains_grad(const Tensor& t);
 // Returns an id for remove_hook.
 int register_hook(const Tensor& t, Hook h);
-void remove_hook(const Tensor& t, int id);
+void remove_hook(const Tensor& t, int id);  // either kind of hook
+// A leaf's post-accumulate hook (ValueError for a non-leaf or a tensor that requires no grad).
+int register_post_accumulate_grad_hook(const Tensor& t, PostAccumulateHook h);
+// Called from a hook during backward/grad: `fn` runs once after the walk ends, before backward
+// returns (torch's queue_callback; DDP waits for its all-reduces there). ValueError outside one.
+void queue_callback(std::function<void()> fn);
 // The backward name of a node ("MulBackward0") and its next nodes (for x.grad_fn.next_functions).
 std::string node_name(const Node& n);
 
