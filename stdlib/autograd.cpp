@@ -20,13 +20,24 @@ namespace autograd {
 
 std::atomic<uint64_t> g_next_seq{1};
 
-namespace {
-
 AutogradMeta& meta_of(const Tensor& t) {
   auto& m = t.impl()->autograd;
   if (!m) m = std::make_shared<AutogradMeta>();
   return *m;
 }
+
+void link_output(const Tensor& t, const std::shared_ptr<Node>& n, uint32_t nr) {
+  AutogradMeta& m = meta_of(t);
+  m.grad_fn = n;
+  m.output_nr = nr;
+  if (t.impl()->view_base) {
+    const auto& bm = t.impl()->view_base->autograd;
+    m.base_rebases = bm ? bm->rebases : 0;
+  }
+  if (!t.requires_grad()) Tensor(t).set_requires_grad(true);
+}
+
+namespace {
 
 const std::shared_ptr<Node> kNoNode;
 
@@ -52,6 +63,7 @@ const std::shared_ptr<Node>& grad_fn(const Tensor& t) {
 bool is_leaf(const Tensor& t) { return !grad_fn(t); }
 
 std::string node_name(const Node& n) {
+  if (n.custom_name) return n.custom_name;
   std::string s;
   bool up = true;
   for (const char* c = op_name(n.op); *c; c++) {
@@ -88,8 +100,8 @@ bool should_record(const Stack& args) {
   bool any = false, fake = false;
   for_each_tensor(args, [&](size_t, const Tensor& t) {
     if (!t.defined()) return;
-    any |= t.requires_grad();
     fake |= t.is_fake();
+    any |= t.impl()->view_base && !fake ? refresh_view(t) : t.requires_grad();
   });
   return any && !fake;  // capture traces fake tensors: nothing to record there
 }
@@ -121,10 +133,7 @@ void check_inplace(Op op, const Stack& args) {
              s.name);
     bool others = false;
     for_each_tensor(args, [&](size_t j, const Tensor& u) { others |= j != i && u.defined() && u.requires_grad(); });
-    TC_CHECK(!(t.impl()->is_view && (t.requires_grad() || others)), NotImplementedError,
-             "%s(): in-place modification of a view that takes part in autograd is not supported yet "
-             "(write into the base tensor, or use out-of-place ops such as cat, where, index_select)",
-             s.name);
+    if (t.impl()->view_base && (t.requires_grad() || others)) check_view_inplace(s.name, t);
   }
 }
 
@@ -145,7 +154,7 @@ void mark_outputs(Op op, const Stack& args, Stack& out, bool keep_requires_grad)
     bool is_arg = false;
     for_each_tensor(args, [&](size_t, const Tensor& a) { is_arg |= a.defined() && a.same(o); });
     if (is_arg) return;
-    if (view) o.impl()->is_view = true;
+    if (view) note_view(args[0].tensor(), o);
     if (!keep_requires_grad && o.impl()->requires_grad) o.impl()->requires_grad = false;  // a new impl: no epoch bump
   };
   for (const Value& v : out) {
@@ -202,8 +211,13 @@ void record(Op op, const Stack& args, Stack& out) {
   const OpSchema& s = schema(op);
   bool inplace = false;
   for (const ArgSpec& a : s.args) inplace |= a.mutated && op != Op::batch_norm;
+  const Tensor* written = inplace && args[0].is_tensor() ? &args[0].tensor() : nullptr;
+  bool into_view = written && written->impl()->view_base && written->requires_grad();
   if (g.kind == Differentiability::NonDifferentiable) {
-    if (inplace && !leaf_or_view_of_leaf(args[0].tensor())) cut_history(args, out);
+    if (into_view && !leaf_or_view_of_leaf(*written))
+      rebase_view(*written, nullptr);
+    else if (inplace && !leaf_or_view_of_leaf(args[0].tensor()))
+      cut_history(args, out);
     mark_outputs(op, args, out, false);
     return;
   }
@@ -232,7 +246,10 @@ void record(Op op, const Stack& args, Stack& out) {
   }
   bool any = std::find(slot_needs.begin(), slot_needs.end(), true) != slot_needs.end();
   if (!any) {
-    if (inplace) cut_history(args, out);
+    if (into_view)
+      rebase_view(*written, nullptr);
+    else if (inplace)
+      cut_history(args, out);
     mark_outputs(op, args, out, false);
     return;
   }
@@ -279,10 +296,11 @@ void record(Op op, const Stack& args, Stack& out) {
       if (o.impl()->requires_grad) Tensor(o).set_requires_grad(false);
       continue;
     }
-    AutogradMeta& m = meta_of(o);
-    m.grad_fn = node;
-    m.output_nr = (uint32_t)k;
-    if (!o.requires_grad()) Tensor(o).set_requires_grad(true);
+    if (written && o.same(*written) && o.impl()->view_base) {
+      rebase_view(o, node);  // an in-place write into a view: the base's history changes
+      continue;
+    }
+    link_output(o, node, (uint32_t)k);
   }
 }
 

@@ -213,7 +213,8 @@ std::vector<std::pair<Edge, Tensor>> make_roots(const TensorList& outputs, const
     const Tensor& o = outputs[i];
     TC_CHECK(o.requires_grad(), ValueError,
              "element %zu of tensors does not require grad and does not have a grad_fn (did the computation "
-             "run under tc.no_grad(), or does no input have requires_grad=true?)",
+             "run under tc.no_grad(), does no input have requires_grad=true, or did a function compiled with "
+             "tc.compile compute it? compiled graphs do not record for backward yet)",
              i + 1);
     Tensor g = i < grads.size() ? grads[i] : Tensor();
     if (!g.defined()) {
@@ -275,7 +276,7 @@ void backward_walk(const TensorList& outputs, const TensorList& grads, const Ten
     Edge e = edge_of(inputs[i]);
     if (e.leaf) {
       to_leaf(leaf, e, task.captured[i]);
-    } else if (retains_grad(inputs[i])) {
+    } else {  // a non-leaf named in inputs gets its .grad, as in PyTorch
       auto& slot = inputs[i].impl()->grad;
       slot = accumulate(slot ? Tensor(slot) : Tensor(), task.captured[i]).impl_ptr();
     }

@@ -1,6 +1,7 @@
 // The rows of derivatives.def: parsed once into expression trees, evaluated by calling tc ops
 // (through the dispatcher, so they record when the backward builds a graph) and the helpers of
 // autograd_helpers.cpp.
+#include <algorithm>
 #include <cstring>
 
 #include "autograd_internal.h"
@@ -25,6 +26,7 @@ struct Expr {
 struct Formula {
   std::vector<int> inputs;  // argument indices
   Expr expr;
+  SaveNeeds reads;  // what expr reads (computed once, after parsing)
 };
 const std::vector<int>& formula_inputs(const Formula& f) { return f.inputs; }
 
@@ -152,6 +154,8 @@ void resolve(Expr& e, Op op) {
   for (Expr& a : e.args) resolve(a, op);
 }
 
+void collect(const Expr& e, Op op, bool meta, SaveNeeds& n, bool* decompose);
+
 std::vector<OpGrad> build_table() {
   std::vector<OpGrad> t(kNumOps);
   std::vector<bool> seen(kNumOps, false);
@@ -185,6 +189,11 @@ std::vector<OpGrad> build_table() {
       ps.ws();
       if (*ps.s) ps.fail("trailing text");
       resolve(f->expr, op);
+      bool decompose = false;
+      f->reads.args.assign(schema(op).args.size(), 0);
+      collect(f->expr, op, false, f->reads, &decompose);
+      if (decompose)
+        for (auto& a : f->reads.args) a = 2;
       g.formulas.push_back(f);
     }
   };
@@ -297,15 +306,16 @@ SaveNeeds save_needs(const OpGrad& g, Op op, const std::vector<bool>& active) {
   n.args.assign(schema(op).args.size(), 0);
   for (size_t f = 0; f < g.formulas.size(); f++) {
     if (!active[f]) continue;
-    bool decompose = false;
-    collect(g.formulas[f]->expr, op, false, n, &decompose);
-    if (decompose)
-      for (auto& a : n.args) a = 2;
+    const SaveNeeds& r = g.formulas[f]->reads;
+    for (size_t i = 0; i < n.args.size(); i++) n.args[i] = std::max(n.args[i], r.args[i]);
+    if (n.results.size() < r.results.size()) n.results.resize(r.results.size(), 0);
+    for (size_t k = 0; k < r.results.size(); k++) n.results[k] = std::max(n.results[k], r.results[k]);
   }
   return n;
 }
 
 std::vector<Tensor> apply_formulas(Node& n, const std::vector<Tensor>& grads, bool create_graph) {
+  if (n.custom) return n.custom(n, grads, create_graph);
   const OpGrad& g = *n.rule;
   TC_CHECK(g.kind == Differentiability::Formula, NotImplementedError,
            "the derivative for '%s' is not implemented (it is listed as not implemented in derivatives.def); "

@@ -2,6 +2,7 @@
 // (autograd_formulas.cpp) and the decompositions (autograd_decompose.cpp).
 #pragma once
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,6 +54,9 @@ struct Node {
   std::vector<std::vector<std::pair<int, Hook>>> pre_hooks;  // per output
   std::vector<std::weak_ptr<TensorImpl>> retained;          // per output, for retain_grad()
   bool released = false;
+  // nodes that are not an op's row (autograd_views.cpp): their backward and name
+  std::function<std::vector<Tensor>(Node&, const std::vector<Tensor>&, bool create_graph)> custom;
+  const char* custom_name = nullptr;
 };
 
 extern std::atomic<uint64_t> g_next_seq;
@@ -70,6 +74,19 @@ struct Task {
 };
 void run_backward(Task& task, const std::vector<std::pair<Edge, Tensor>>& roots);
 Edge edge_of(const Tensor& t);
+
+// autograd_views.cpp: in-place writes into views (PyTorch's CopySlices) and views made stale by them.
+void note_view(const Tensor& input, const Tensor& view);  // a View op's output
+// Before an in-place write into view v that takes part in autograd: errors for what is unsupported.
+void check_view_inplace(const char* op, const Tensor& v);
+// A view of a base written in place through another view since the view's history was made gets
+// a history from the base's current one. Returns whether t requires grad now.
+bool refresh_view(const Tensor& t);
+// After an in-place write into view v: the base's history becomes "copy the new region in" (inner:
+// the write's own node with its inputs' edges, or null for writes of constants), v's a view of it.
+void rebase_view(const Tensor& v, std::shared_ptr<Node> inner);
+AutogradMeta& meta_of(const Tensor& t);
+void link_output(const Tensor& t, const std::shared_ptr<Node>& n, uint32_t nr);
 
 // autograd_formulas.cpp: the parsed rows and their evaluation.
 struct Formula;

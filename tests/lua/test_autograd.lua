@@ -128,6 +128,16 @@ function T.dtype_conversion_converts_the_gradient_back()
   close(x.grad, {2, 2})
 end
 
+function T.half_precision_gradients()
+  local x = tc.tensor({1, 2, 3}, {dtype = tc.float16, requires_grad = true})
+  ;(x * x):sum():backward()
+  assert(x.grad.dtype == tc.float16)
+  close(x.grad, {2, 4, 6}, 1e-3)
+  local b = tc.tensor({1, -2}, {dtype = tc.bfloat16, requires_grad = true})
+  tc.relu(b):sum():backward()
+  close(b.grad, {1, 0}, 1e-3)
+end
+
 function T.no_grad_stops_recording()
   local x = tc.randn(3, {requires_grad = true})
   local y
@@ -232,6 +242,44 @@ function T.in_place_on_a_non_leaf_is_recorded()
   assert(y.grad_fn ~= nil)
 end
 
+function T.in_place_write_into_a_view_reroutes_gradients()
+  local x = tc.arange(1, 13, {dtype = tc.float64}):view(3, 4):requires_grad_()
+  local h = x * 2
+  h[{ {}, 2 }] = 0
+  assert(h.grad_fn:name() == "CopySlices", h.grad_fn:name())
+  ;(h * h):sum():backward()
+  local want = x:detach() * 8
+  want[{ {}, 2 }] = 0
+  close(x.grad, want)
+end
+
+function T.assigning_a_tensor_into_a_buffer_records_it()
+  local y = tc.tensor({3, 4}, {dtype = tc.float64, requires_grad = true})
+  local buf = tc.zeros(3, 2, {dtype = tc.float64})
+  buf[2] = y
+  assert(buf.requires_grad and not buf.is_leaf)
+  ;(buf * tc.tensor({{1, 2}, {3, 4}, {5, 6}}, {dtype = tc.float64})):sum():backward()
+  close(y.grad, {3, 4})
+end
+
+function T.in_place_op_on_a_view_and_a_view_taken_before()
+  local x = tc.tensor({{1, -2}, {-3, 4}, {5, -6}}, {dtype = tc.float64, requires_grad = true})
+  local h = x * 1
+  local first = h[1]          -- taken before the write: its history is renewed when used
+  h[{ {2, 3} }]:relu_()
+  h[{ 3 }] = 7
+  local loss = (first * 10):sum() + (h * h):sum()
+  loss:backward()
+  -- row 1: 10 + 2x; row 2: relu'(x) * 2 relu(x); row 3: overwritten by a constant
+  close(x.grad, {{12, 6}, {0, 8}, {0, 0}})
+end
+
+function T.in_place_write_into_a_view_of_a_leaf_is_an_error()
+  local x = tc.zeros(2, 2, {requires_grad = true})
+  local kind, msg = err_kind(function() x[1] = tc.ones(2, {requires_grad = true}) end)
+  assert(kind == "ValueError" and msg:find("view of a leaf", 1, true), msg)
+end
+
 function T.backward_of_a_non_scalar_needs_a_gradient()
   local x = tc.randn(3, {requires_grad = true})
   local kind, msg = err_kind(function() (x * 2):backward() end)
@@ -255,6 +303,10 @@ function T.backward_with_inputs_accumulates_only_those()
   local w = tc.tensor({2}, {dtype = tc.float64, requires_grad = true})
   ;(x * w):sum():backward(nil, {inputs = {w}})
   close(w.grad, {1})
+  assert(x.grad == nil)
+  local h = x * 3
+  ;(h * w):sum():backward(nil, {inputs = {h}})
+  close(h.grad, {2})
   assert(x.grad == nil)
 end
 

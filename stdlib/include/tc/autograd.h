@@ -47,6 +47,8 @@ struct AutogradMeta {
   uint32_t output_nr = 0;         // which output of grad_fn this tensor is
   bool retains_grad = false;
   std::vector<std::pair<int, Hook>> hooks;  // leaf hooks (non-leaf hooks live on the node)
+  uint32_t rebases = 0;       // a base: in-place writes through its views so far
+  uint32_t base_rebases = 0;  // a view: its base's count when the view's history was made
   std::vector<std::pair<int, PostAccumulateHook>> post_hooks;  // leaves only
 };
 

@@ -93,7 +93,8 @@ struct TensorImpl {
   Device device;
   bool requires_grad = false;
   bool wrapped_number = false;  // a Lua number turned into a 0-dim tensor for an op
-  bool is_view = false;         // made by a View op (shares another tensor's storage)
+  // The tensor a View op's result views (the root of a chain of views), null for others.
+  std::shared_ptr<TensorImpl> view_base;
   std::shared_ptr<TensorImpl> grad;
   std::shared_ptr<autograd::AutogradMeta> autograd;  // null for leaves without hooks
 };
