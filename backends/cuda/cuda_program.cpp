@@ -1,0 +1,357 @@
+// Loop IR to a loaded CUDA module and the launch list that runs it (cuda_program.h).
+#include "cuda_program.h"
+
+#include <llvm/Support/xxhash.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <unordered_map>
+
+#include "cpu/disk_cache.h"
+#include "cuda/runtime.h"
+#include "tc/cuda.h"
+#include "tc/error.h"
+
+namespace tc::backends::cuda {
+
+using lower::Buffer;
+using lower::BufferView;
+namespace drv = tc::cuda;
+
+namespace {
+
+constexpr int kCodegenVersion = 1;
+
+double ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+std::string hash_name(const std::string& text) {
+  llvm::XXH128_hash_t h = llvm::xxh3_128bits(llvm::ArrayRef<uint8_t>((const uint8_t*)text.data(), text.size()));
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "tck_%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
+  return buf;
+}
+
+bool log_output_code() {
+  static const bool on = [] {
+    const char* d = std::getenv("TC_DEBUG");
+    const char* l = std::getenv("TC_LOGS");
+    return (d && std::atoi(d) >= 3) || (l && (std::strstr(l, "output_code") || std::strstr(l, "all")));
+  }();
+  return on;
+}
+
+std::string join(const std::vector<int>& v) {
+  std::string s;
+  for (int x : v) s += (s.empty() ? "" : ", ") + std::to_string(x);
+  return s;
+}
+
+// Whether a kernel's parameters may be __restrict__: no launch binds a written parameter to a
+// graph input (user memory may overlap) or to a buffer another parameter also gets.
+std::vector<bool> noalias_kernels(const lower::LoweredGraph& g) {
+  std::vector<bool> ok(g.kernels.size(), true);
+  for (const lower::Step& s : g.steps) {
+    if (s.kind != lower::Step::Kind::Launch) continue;
+    const lower::Kernel& k = g.kernels[s.launch.kernel];
+    for (size_t i = 0; i < k.buffers.size(); i++) {
+      if (!k.buffers[i].written) continue;
+      bool bad = g.buffers[s.launch.buffers[i]].kind == Buffer::Kind::Input;
+      for (size_t j = 0; j < k.buffers.size(); j++) bad |= j != i && s.launch.buffers[j] == s.launch.buffers[i];
+      if (bad) ok[s.launch.kernel] = false;
+    }
+  }
+  return ok;
+}
+
+// Loaded modules of this process: program hash -> function per kernel name.
+struct Loaded {
+  std::string source;  // guards against a hash collision
+  std::map<std::string, void*> functions;
+};
+std::mutex g_mu;
+std::unordered_map<std::string, Loaded>& loaded() {
+  static auto* m = new std::unordered_map<std::string, Loaded>;
+  return *m;
+}
+
+// The cubin of `source` for sm_<arch>: from the disk cache, else NVRTC (then cached).
+std::string cubin_for(const std::string& source, int arch, capture::CompileReport& r, int distinct) {
+  const std::string key = "tc " TC_VERSION " cuda codegen " + std::to_string(kCodegenVersion) + " nvrtc " +
+                          drv::nvrtc_version() + " sm_" + std::to_string(arch) + "\n" + source;
+  auto t0 = std::chrono::steady_clock::now();
+  std::string cubin;
+  if (cpu::cache_read(key, &cubin, "cuda") == cpu::CacheRead::Hit) {
+    r.cached_kernels += distinct;
+    r.compile_ms += ms_since(t0);
+    return cubin;
+  }
+  cubin = drv::compile_cubin(source, arch);
+  r.compile_ms += ms_since(t0);
+  cpu::cache_write(key, cubin, "cuda");
+  return cubin;
+}
+
+Tensor view_of(const std::shared_ptr<Storage>& storage, int64_t offset, DType dtype, const BufferView& v,
+               const std::vector<int64_t>& syms) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = storage;
+  impl->offset = offset + v.offset.eval(syms);
+  for (const lower::SymInt& s : v.sizes) impl->sizes.push_back(s.eval(syms));
+  for (const lower::SymInt& s : v.strides) impl->strides.push_back(s.eval(syms));
+  impl->dtype = dtype;
+  impl->device = storage->device();
+  return Tensor(std::move(impl));
+}
+
+// Whether an extern's result `t` can stand for the whole buffer that view `v` writes: a Temp or
+// Output buffer written entirely, contiguously, in its dtype.
+bool rebindable(const lower::LoweredGraph& g, const BufferView& v, const Tensor& t, const std::vector<int64_t>& syms) {
+  const Buffer& b = g.buffers[v.buffer];
+  if (b.kind == Buffer::Kind::Input || t.dtype() != b.dtype || !t.is_contiguous() || v.offset.eval(syms) != 0)
+    return false;
+  if (t.numel() != b.numel.eval(syms) || (int64_t)v.sizes.size() != t.dim()) return false;
+  int64_t stride = 1;
+  for (size_t d = v.sizes.size(); d-- > 0;) {
+    const int64_t n = v.sizes[d].eval(syms);
+    if (n != t.size((int64_t)d) || (n > 1 && v.strides[d].eval(syms) != stride)) return false;
+    stride *= n;
+  }
+  return t.storage() != nullptr;
+}
+
+}  // namespace
+
+Program compile_lowered(const lower::LoweredGraph& g, int device, capture::CompileReport* report) {
+  capture::CompileReport local;
+  capture::CompileReport& r = report ? *report : local;
+  auto t0 = std::chrono::steady_clock::now();
+  Program p;
+  p.graph = g;
+  p.device = device;
+  for (const lower::Step& s : g.steps) r.kernels += s.kind == lower::Step::Kind::Launch;
+  std::vector<bool> noalias = noalias_kernels(g);
+  // One function per distinct source: kernels that lowering kept apart but that generate the
+  // same code (or the same kernel twice) are emitted once.
+  std::vector<std::string> names;
+  std::map<std::string, std::string> sources;  // name -> source, in name order (reproducible)
+  std::string listing;
+  for (size_t i = 0; i < g.kernels.size(); i++) {
+    const lower::Kernel& k = g.kernels[i];
+    p.shapes.push_back(plan_kernel(k, noalias[i]));
+    std::string src = emit_kernel(k, "TC_KERNEL_NAME", p.shapes.back());
+    const std::string name = hash_name(src);
+    src.replace(src.find("TC_KERNEL_NAME"), 14, name);
+    names.push_back(name);
+    listing += "// " + name + " = kernel " + k.name;
+    if (!k.source_nodes.empty()) listing += ": graph nodes " + join(k.source_nodes);
+    if (!k.source_lines.empty()) listing += " (lines " + join(k.source_lines) + ")";
+    listing += "\n";
+    sources.emplace(name, std::move(src));
+  }
+  r.distinct_kernels += (int)sources.size();
+  p.source = drv::prelude() + codegen_prelude();
+  for (const auto& [name, src] : sources) p.source += "\n" + src;
+  r.codegen_ms += ms_since(t0);
+  if (log_output_code())
+    std::fprintf(stderr, "// ---- tc cuda backend: generated CUDA C++ ----\n%s%s\n", listing.c_str(), p.source.c_str());
+  p.functions.assign(g.kernels.size(), nullptr);
+  if (sources.empty()) return p;
+  const std::string program_key = hash_name(p.source);
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto it = loaded().find(std::to_string(device) + program_key);
+  if (it == loaded().end() || it->second.source != p.source) {
+    drv::DeviceState& ds = drv::dev(device);
+    std::string cubin = cubin_for(p.source, ds.cc_major * 10 + ds.cc_minor, r, (int)sources.size());
+    Loaded l;
+    l.source = p.source;
+    if (!drv::compile_only()) {
+      CUmodule mod;
+      drv::check(drv::drv().ModuleLoadData(&mod, cubin.data()), "loading a generated CUDA module");
+      for (const auto& [name, src] : sources) {
+        CUfunction f;
+        drv::check(drv::drv().ModuleGetFunction(&f, mod, name.c_str()), "finding a generated kernel");
+        l.functions[name] = (void*)f;
+      }
+    }
+    it = loaded().insert_or_assign(std::to_string(device) + program_key, std::move(l)).first;
+  } else {
+    r.cached_kernels += (int)sources.size();
+  }
+  for (size_t i = 0; i < names.size(); i++) {
+    auto f = it->second.functions.find(names[i]);
+    if (f != it->second.functions.end()) p.functions[i] = f->second;
+  }
+  p.prepare_static_launches();
+  return p;
+}
+
+unsigned Program::grid(int kernel, int64_t n_outer) const {
+  const KernelShape& sh = shapes[kernel];
+  const int64_t rows_per_block = sh.block / sh.threads_per_row;
+  const int64_t blocks = (n_outer + rows_per_block - 1) / rows_per_block;
+  const int64_t cap = (int64_t)drv::dev(device).sm_count * std::max(1, 2048 / sh.block) * 4;
+  return (unsigned)std::max<int64_t>(1, std::min(blocks, cap));
+}
+
+void Program::prepare_static_launches() {
+  static_launches.clear();
+  if (!graph.symbols.empty()) return;
+  const std::vector<int64_t> none;
+  static_launches.resize(graph.steps.size());
+  for (size_t i = 0; i < graph.steps.size(); i++) {
+    const lower::Step& s = graph.steps[i];
+    if (s.kind != lower::Step::Kind::Launch) continue;
+    StaticLaunch& sl = static_launches[i];
+    for (const lower::SymInt& v : s.launch.sizes) sl.sizes.push_back(v.eval(none));
+    std::optional<KernelWork> w = kernel_work(graph.kernels[s.launch.kernel], &sl.sizes);
+    TC_CHECK(w.has_value(), CompileError, "cuda backend: the launch size of %s is not computable on the host",
+             graph.kernels[s.launch.kernel].name.c_str());
+    sl.n_outer = w->outer;
+    sl.grid = grid(s.launch.kernel, w->outer);
+  }
+}
+
+std::shared_ptr<Storage> Program::arena(int64_t bytes) const {
+  bytes = std::max<int64_t>(bytes, 1);
+  const Device d{DeviceType::CUDA, device};
+  if (graph.arena_bytes_static < 0) return Storage::allocate((size_t)bytes, d);
+  const int stream = drv::current_stream_id(device);
+  std::lock_guard<std::mutex> lock(kept->mu);
+  if (kept->storage && kept->storage.use_count() == 1 && kept->stream == stream) return kept->storage;
+  std::shared_ptr<Storage> s = Storage::allocate((size_t)bytes, d);
+  if (!kept->storage || kept->storage.use_count() == 1) {
+    kept->storage = s;
+    kept->stream = stream;
+  }
+  return s;
+}
+
+std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
+  const lower::LoweredGraph& g = graph;
+  std::vector<int64_t> syms;
+  for (const lower::Symbol& s : g.symbols) syms.push_back(inputs[s.input]->size(s.dim));
+  int64_t arena_bytes = g.arena_bytes_static;
+  if (arena_bytes < 0) {
+    arena_bytes = 0;
+    for (const Buffer& b : g.buffers)
+      if (b.kind != Buffer::Kind::Input && b.offset >= 0)
+        arena_bytes = std::max<int64_t>(arena_bytes, b.offset + b.numel.eval(syms) * (int64_t)itemsize(b.dtype));
+  }
+  std::shared_ptr<Storage> arena = this->arena(arena_bytes);
+  struct Place {
+    std::shared_ptr<Storage> storage;
+    int64_t offset = 0;  // elements
+    void* ptr = nullptr;
+  };
+  std::vector<Place> places(g.buffers.size());
+  const Device dev{DeviceType::CUDA, device};
+  for (size_t i = 0; i < g.buffers.size(); i++) {
+    const Buffer& b = g.buffers[i];
+    Place& p = places[i];
+    const int64_t item = (int64_t)itemsize(b.dtype);
+    if (b.kind == Buffer::Kind::Input) {
+      const Tensor& t = *inputs[b.io];
+      p.storage = t.storage();
+      p.offset = t.offset();
+      p.ptr = t.data_ptr();
+    } else if (b.offset >= 0) {
+      TC_ASSERT(b.offset % item == 0, "memory plan: a buffer's arena offset is not aligned to its dtype");
+      p.storage = arena;
+      p.offset = b.offset / item;
+      p.ptr = static_cast<char*>(arena->data()) + b.offset;
+    } else {
+      p.storage = Storage::allocate((size_t)std::max<int64_t>(1, b.numel.eval(syms)) * item, dev);
+      p.ptr = p.storage->data();
+    }
+  }
+  std::vector<void*> ptrs;
+  std::vector<int64_t> sizes;
+  std::vector<void*> args;
+  for (size_t step = 0; step < g.steps.size(); step++) {
+    const lower::Step& s = g.steps[step];
+    if (s.kind == lower::Step::Kind::Launch) {
+      const int k = s.launch.kernel;
+      int64_t n_outer = 0;
+      unsigned blocks = 0;
+      if (!static_launches.empty()) {
+        const StaticLaunch& sl = static_launches[step];
+        sizes = sl.sizes;
+        n_outer = sl.n_outer;
+        blocks = sl.grid;
+      } else {
+        sizes.clear();
+        for (const lower::SymInt& v : s.launch.sizes) sizes.push_back(v.eval(syms));
+        std::optional<KernelWork> w = kernel_work(g.kernels[k], &sizes);
+        TC_CHECK(w.has_value(), CompileError, "cuda backend: the launch size of %s is not computable on the host",
+                 g.kernels[k].name.c_str());
+        n_outer = w->outer;
+        blocks = grid(k, n_outer);
+      }
+      if (n_outer <= 0 || !functions[k]) continue;
+      ptrs.clear();
+      for (int b : s.launch.buffers) ptrs.push_back(places[b].ptr);
+      args.clear();
+      for (void*& p : ptrs) args.push_back(&p);
+      for (int64_t& v : sizes) args.push_back(&v);
+      args.push_back(&n_outer);
+      try {
+        drv::launch(device, (CUfunction)functions[k], blocks, (unsigned)shapes[k].block, args.data());
+      } catch (const Error& e) {
+        if (e.kind() == ErrorKind::OutOfMemoryError) throw;
+        throw LaunchFailed(e.what());
+      }
+      continue;
+    }
+    const lower::Extern& e = s.ext;
+    std::vector<Tensor> ins;
+    for (const BufferView& v : e.inputs)
+      ins.push_back(view_of(places[v.buffer].storage, places[v.buffer].offset, g.buffers[v.buffer].dtype, v, syms));
+    Stack a = lower::extern_args(e, ins);
+    std::vector<Tensor> out;
+    try {
+      if (e.external) {
+        out = e.external->call(a);
+      } else {
+        for (const Value& v : call(e.op, a)) out.push_back(v.tensor());
+      }
+    } catch (const capture::NodeError&) {
+      throw;
+    } catch (const Error& err) {
+      if (e.node < 0) throw;
+      throw capture::NodeError(err, e.node);  // capture names the node's user line
+    }
+    const char* what = e.external ? e.external->name.c_str() : op_name(e.op);
+    TC_CHECK(out.size() == 1 + e.more_outputs.size(), CompileError, "cuda backend: %s gave %zu results", what,
+             out.size());
+    for (size_t i = 0; i < out.size(); i++) {
+      const BufferView& v = i == 0 ? e.output : e.more_outputs[i - 1];
+      Place& place = places[v.buffer];
+      if (rebindable(g, v, out[i], syms) &&
+          std::none_of(places.begin(), places.end(), [&](const Place& q) { return q.storage == out[i].storage(); })) {
+        // A fresh result covering the whole buffer: later steps read it where it is (no copy).
+        place.storage = out[i].storage();
+        place.offset = out[i].offset();
+        place.ptr = out[i].data_ptr();
+        continue;
+      }
+      Tensor dst = view_of(place.storage, place.offset, g.buffers[v.buffer].dtype, v, syms);
+      if (out[i].storage() == dst.storage() && out[i].offset() == dst.offset() && out[i].sizes() == dst.sizes() &&
+          out[i].strides() == dst.strides())
+        continue;  // an in-place op returns the view it wrote
+      dst.copy_from(out[i]);
+    }
+  }
+  std::vector<Tensor> outs;
+  outs.reserve(g.outputs.size());
+  for (const BufferView& v : g.outputs)
+    outs.push_back(view_of(places[v.buffer].storage, places[v.buffer].offset, g.buffers[v.buffer].dtype, v, syms));
+  return outs;
+}
+
+}  // namespace tc::backends::cuda
