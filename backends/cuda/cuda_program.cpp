@@ -157,6 +157,9 @@ Program compile_lowered(const lower::LoweredGraph& g, int device, capture::Compi
   r.distinct_kernels += (int)sources.size();
   p.source = drv::prelude() + codegen_prelude();
   for (const auto& [name, src] : sources) p.source += "\n" + src;
+  // Testing the fallback: a program NVRTC must reject.
+  if (const char* f = std::getenv("TC_CUDA_FAIL_NVRTC"); f && *f && *f != '0')
+    p.source += "\n#error \"TC_CUDA_FAIL_NVRTC is set\"\n";
   r.codegen_ms += ms_since(t0);
   if (log_output_code())
     std::fprintf(stderr, "// ---- tc cuda backend: generated CUDA C++ ----\n%s%s\n", listing.c_str(), p.source.c_str());

@@ -151,3 +151,40 @@ TEST_F(CudaCodegen, KernelCounts) {
 }
 
 }  // namespace
+
+namespace {
+
+// A program NVRTC rejects (forced by TC_CUDA_FAIL_NVRTC): the graph runs on eager after one
+// warning naming the reason; under fullgraph the compile raises CompileError. Never a crash.
+TEST(CudaCodegenFallback, NvrtcFailureRunsOnEagerOrRaisesUnderFullgraph) {
+  if (!nvrtc_ok()) GTEST_SKIP() << "NVRTC cannot be loaded";
+  cuda::set_compile_only(true);
+  setenv("TC_CACHE_DIR", "", 1);
+  setenv("TC_CUDA_FAIL_NVRTC", "1", 1);
+  vm::Runtime rt("cuda_fallback");
+  capture::install(rt.state(), backends::graph_compiler());
+  testing::internal::CaptureStderr();
+  vm::Results r = rt.run_string(R"(
+    local tc = require "tc"
+    tc.compiler.reset()
+    local x = tc.randn(4, 5, {device = "cuda"})
+    local f = tc.compile(function(v) return tc.exp(v) * 2 + 1 end, {backend = "cuda"})
+    local y = f(x)
+    local stats = tc.compiler.stats()
+    local g = tc.compile(function(v) return tc.sin(v) - 1 end, {backend = "cuda", fullgraph = true})
+    local ok, err = pcall(g, x)
+    return stats, tostring(y.device), ok, type(err) == "table" and err.kind or tostring(err)
+  )");
+  const std::string log = testing::internal::GetCapturedStderr();
+  unsetenv("TC_CUDA_FAIL_NVRTC");
+  cuda::set_compile_only(false);
+  EXPECT_EQ(r[1].string(), "cuda:0");
+  EXPECT_EQ(r[0]["fallback_nodes"].integer(), 3);  // exp, mul, add ran on eager
+  EXPECT_EQ(r[0]["kernels"].integer(), 0);
+  EXPECT_NE(log.find("tc: cuda backend: running a graph on the eager backend"), std::string::npos) << log;
+  EXPECT_NE(log.find("TC_CUDA_FAIL_NVRTC is set"), std::string::npos) << log;
+  EXPECT_FALSE(r[2].boolean());
+  EXPECT_EQ(r[3].string(), "CompileError");
+}
+
+}  // namespace
