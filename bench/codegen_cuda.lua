@@ -5,6 +5,7 @@
 --                  layer_norm over rows, sums over the last and the leading dim
 --   seed_whole     the 64-layer seed model compiled whole: first call (compile), then per call
 --   seed_regional  the same with each Layer compiled (regional)
+--   models         ResNet-50, DenseNet-121, GPT-2 small: first call (compile) and per call
 -- Prints "key value" lines; times in ms, each the median of N calls (the stream synchronized after
 -- each call).
 local tc = require "tc"
@@ -56,7 +57,7 @@ local sections = {}
 
 local function compare(name, f, iters, ...)
   local e = median_ms(f, iters, ...)
-  local c = median_ms(tc.compile(f, {backend = backend}), iters, ...)
+  local c = median_ms(tc.compile(f, {backend = backend, dynamic = false}), iters, ...)
   say(name .. "_eager_ms", e)
   say(name .. "_compiled_ms", c)
   return e, c
@@ -113,6 +114,31 @@ local function seed(regional)
     say(prefix .. "_eager_ms", median_ms(plain, 200, x))
   end)
 end
+-- ResNet-50 and DenseNet-121 (batch 16, 3x128x128), GPT-2 small (batch 8 x 256 tokens): the first
+-- call (cold compile) and per call, TF32 allowed.
+function sections.models()
+  tc.set_float32_matmul_precision("high")
+  local specs = {
+    {"resnet50", function() return require("resnet").resnet50() end, function() return tc.randn(16, 3, 128, 128) end},
+    {"densenet121", function() return require("densenet").densenet121() end, function() return tc.randn(16, 3, 128, 128) end},
+    {"gpt2_small", function() return require("gpt2").gpt2() end, function() return tc.randint(1, 50258, {8, 256}) end},
+  }
+  for _, s in ipairs(specs) do
+    tc.set_default_device("cuda")
+    tc.manual_seed(0)
+    local model = s[2]()
+    model:eval()
+    local x = s[3]()
+    tc.set_default_device("cpu")
+    tc.no_grad(function()
+      local cm = tc.compile(model, {backend = backend})
+      report_compile(s[1], first_call(cm, x))
+      say(s[1] .. "_compiled_ms", median_ms(cm, 20, x))
+      say(s[1] .. "_eager_ms", median_ms(model, 20, x))
+    end)
+  end
+end
+
 function sections.seed_whole() seed(false) end
 function sections.seed_regional() seed(true) end
 

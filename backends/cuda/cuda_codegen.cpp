@@ -566,10 +566,21 @@ std::string Emitter::emit(const std::string& name) {
   for (Val v : k_.preamble) emit_instr(v);
   std::vector<std::string> ext;
   for (Val e : k_.outer) ext.push_back(cast(get(e), ty(e), Ty::I64));
-  const std::string rows_per_block = std::to_string(B / R);
-  line("for (" + I + " f = (" + I + ")blockIdx.x * " + rows_per_block + " + threadIdx.x / " + std::to_string(R) +
-       "; f < (" + I + ")n_outer; f += (" + I + ")gridDim.x * " + rows_per_block + ") {");
-  ind_++;
+  const std::string rows_per_block = std::to_string(B / R * sh_.unroll);
+  if (sh_.unroll > 1) {  // pointwise: `unroll` iterations per step, `block` apart (coalesced)
+    line("for (" + I + " base = (" + I + ")blockIdx.x * " + rows_per_block + " + threadIdx.x; base < (" + I +
+         ")n_outer; base += (" + I + ")gridDim.x * " + rows_per_block + ") {");
+    ind_++;
+    line("#pragma unroll");
+    line("for (int u = 0; u < " + std::to_string(sh_.unroll) + "; u++) {");
+    ind_++;
+    line("const " + I + " f = base + (" + I + ")(u * " + std::to_string(B) + ");");
+    line("if (f >= (" + I + ")n_outer) break;");
+  } else {
+    line("for (" + I + " f = (" + I + ")blockIdx.x * " + rows_per_block + " + threadIdx.x / " + std::to_string(R) +
+         "; f < (" + I + ")n_outer; f += (" + I + ")gridDim.x * " + rows_per_block + ") {");
+    ind_++;
+  }
   outer_vars_.assign(ext.size(), "");
   if (!ext.empty()) {
     line(I + " r = f;");
@@ -595,6 +606,10 @@ std::string Emitter::emit(const std::string& name) {
   }
   ind_--;
   line("}");
+  if (sh_.unroll > 1) {
+    ind_--;
+    line("}");
+  }
   std::string params;
   for (size_t i = 0; i < k_.buffers.size(); i++) {
     const lower::BufferParam& p = k_.buffers[i];
@@ -683,26 +698,37 @@ std::optional<KernelWork> kernel_work(const Kernel& k, const std::vector<int64_t
   return w;
 }
 
-KernelShape plan_kernel(const Kernel& k, bool noalias) {
+constexpr int64_t kWarpRow = 4096;  // rows up to this long: a warp each
+
+std::vector<KernelShape> plan_kernel(const Kernel& k, bool noalias) {
   KernelShape sh;
   sh.noalias = noalias;
   bool loops = false;
   for (const Stmt& s : k.body) loops |= s.kind == Stmt::Kind::Loop;
   std::optional<KernelWork> w = kernel_work(k, nullptr);
   if (w) sh.index32 = w->outer < (int64_t(1) << 31);
-  if (!loops) return sh;
-  if (!w) {  // row length known only at run time: a warp per row
-    sh.threads_per_row = 32;
-    return sh;
+  if (!loops) {  // unrolled where it pays (large static sizes): it costs NVRTC time
+    if (w && w->outer >= (int64_t(1) << 18)) sh.unroll = 4;
+    return {sh};
   }
-  if (w->row <= 16) return sh;
-  if (w->row <= 4096) {
+  if (!w) {  // row length known only at launch: a warp per row, or a block per row for long rows
+    KernelShape block = sh;
     sh.threads_per_row = 32;
-    return sh;
+    block.threads_per_row = block.block = 256;
+    return {sh, block};
+  }
+  if (w->row <= 16) return {sh};
+  if (w->row <= kWarpRow) {
+    sh.threads_per_row = 32;
+    return {sh};
   }
   sh.block = w->row >= 65536 || w->outer < 264 ? 1024 : 256;
   sh.threads_per_row = sh.block;
-  return sh;
+  return {sh};
+}
+
+int choose_shape(const std::vector<KernelShape>& shapes, const KernelWork& w) {
+  return shapes.size() > 1 && w.row > kWarpRow ? 1 : 0;
 }
 
 std::string emit_kernel(const Kernel& k, const std::string& name, const KernelShape& shape) {

@@ -5,8 +5,8 @@
 //
 // Kernel ABI: one pointer per buffer parameter (in Kernel::buffers order; bool as u8), then one
 // i64 per size parameter, then `i64 n_outer` (the number of outer iterations). Launch with
-// `block` threads per block and grid_for(n_outer * threads_per_row / block) blocks (or fewer): the
-// kernel walks its outer iterations grid-stride.
+// `block` threads per block and ceil(n_outer * threads_per_row / (block * unroll)) blocks (or
+// fewer): the kernel walks its outer iterations grid-stride.
 //
 // Strategies (KernelShape::threads_per_row):
 //   1      pointwise kernels (no Loop stmt), and row kernels whose rows are tiny: one thread per
@@ -32,6 +32,9 @@ struct KernelShape {
   int block = 256;
   bool index32 = false;  // the outer index space fits 31 bits: 32-bit index decomposition
   bool noalias = false;  // no written parameter aliases another parameter (__restrict__)
+  // Pointwise kernels: outer iterations per thread and grid-stride step, `block` apart (unrolled,
+  // so that the loads of several iterations are in flight at once).
+  int unroll = 1;
 };
 
 // Integer value of a preamble instruction given the size parameters (nullopt when it depends on a
@@ -46,9 +49,12 @@ struct KernelWork {
 };
 std::optional<KernelWork> kernel_work(const lower::Kernel& k, const std::vector<int64_t>* sizes);
 
-// Chooses the strategy from the kernel's work when it is known at compile time (no size
-// parameters), else a warp per row for row kernels and 64-bit indices.
-KernelShape plan_kernel(const lower::Kernel& k, bool noalias);
+// The strategies to compile for a kernel: one, chosen from its work when that is known at compile
+// time; for a row kernel whose row length depends on dynamic sizes, two (a warp per row, a block
+// per row) between which each launch chooses (choose_shape). 64-bit indices when the outer size
+// is not known to fit 31 bits.
+std::vector<KernelShape> plan_kernel(const lower::Kernel& k, bool noalias);
+int choose_shape(const std::vector<KernelShape>& shapes, const KernelWork& w);
 
 // The CUDA C++ of `k` as `extern "C" __global__ void <name>(...)`. Throws tc::Error
 // (CompileError) for a construct it cannot generate.

@@ -138,21 +138,24 @@ Program compile_lowered(const lower::LoweredGraph& g, int device, capture::Compi
   std::vector<bool> noalias = noalias_kernels(g);
   // One function per distinct source: kernels that lowering kept apart but that generate the
   // same code (or the same kernel twice) are emitted once.
-  std::vector<std::string> names;
+  std::vector<std::vector<std::string>> names;  // per kernel, per shape
   std::map<std::string, std::string> sources;  // name -> source, in name order (reproducible)
   std::string listing;
   for (size_t i = 0; i < g.kernels.size(); i++) {
     const lower::Kernel& k = g.kernels[i];
     p.shapes.push_back(plan_kernel(k, noalias[i]));
-    std::string src = emit_kernel(k, "TC_KERNEL_NAME", p.shapes.back());
-    const std::string name = hash_name(src);
-    src.replace(src.find("TC_KERNEL_NAME"), 14, name);
-    names.push_back(name);
-    listing += "// " + name + " = kernel " + k.name;
-    if (!k.source_nodes.empty()) listing += ": graph nodes " + join(k.source_nodes);
-    if (!k.source_lines.empty()) listing += " (lines " + join(k.source_lines) + ")";
-    listing += "\n";
-    sources.emplace(name, std::move(src));
+    names.emplace_back();
+    for (const KernelShape& sh : p.shapes.back()) {
+      std::string src = emit_kernel(k, "TC_KERNEL_NAME", sh);
+      const std::string name = hash_name(src);
+      src.replace(src.find("TC_KERNEL_NAME"), 14, name);
+      names.back().push_back(name);
+      listing += "// " + name + " = kernel " + k.name;
+      if (!k.source_nodes.empty()) listing += ": graph nodes " + join(k.source_nodes);
+      if (!k.source_lines.empty()) listing += " (lines " + join(k.source_lines) + ")";
+      listing += "\n";
+      sources.emplace(name, std::move(src));
+    }
   }
   r.distinct_kernels += (int)sources.size();
   p.source = drv::prelude() + codegen_prelude();
@@ -163,7 +166,7 @@ Program compile_lowered(const lower::LoweredGraph& g, int device, capture::Compi
   r.codegen_ms += ms_since(t0);
   if (log_output_code())
     std::fprintf(stderr, "// ---- tc cuda backend: generated CUDA C++ ----\n%s%s\n", listing.c_str(), p.source.c_str());
-  p.functions.assign(g.kernels.size(), nullptr);
+  for (const auto& n : names) p.functions.emplace_back(n.size(), nullptr);
   if (sources.empty()) return p;
   const std::string program_key = hash_name(p.source);
   std::lock_guard<std::mutex> lock(g_mu);
@@ -186,17 +189,17 @@ Program compile_lowered(const lower::LoweredGraph& g, int device, capture::Compi
   } else {
     r.cached_kernels += (int)sources.size();
   }
-  for (size_t i = 0; i < names.size(); i++) {
-    auto f = it->second.functions.find(names[i]);
-    if (f != it->second.functions.end()) p.functions[i] = f->second;
-  }
+  for (size_t i = 0; i < names.size(); i++)
+    for (size_t j = 0; j < names[i].size(); j++) {
+      auto f = it->second.functions.find(names[i][j]);
+      if (f != it->second.functions.end()) p.functions[i][j] = f->second;
+    }
   p.prepare_static_launches();
   return p;
 }
 
-unsigned Program::grid(int kernel, int64_t n_outer) const {
-  const KernelShape& sh = shapes[kernel];
-  const int64_t rows_per_block = sh.block / sh.threads_per_row;
+unsigned Program::grid(const KernelShape& sh, int64_t n_outer) const {
+  const int64_t rows_per_block = sh.block / sh.threads_per_row * sh.unroll;
   const int64_t blocks = (n_outer + rows_per_block - 1) / rows_per_block;
   const int64_t cap = (int64_t)drv::dev(device).sm_count * std::max(1, 2048 / sh.block) * 4;
   return (unsigned)std::max<int64_t>(1, std::min(blocks, cap));
@@ -216,7 +219,8 @@ void Program::prepare_static_launches() {
     TC_CHECK(w.has_value(), CompileError, "cuda backend: the launch size of %s is not computable on the host",
              graph.kernels[s.launch.kernel].name.c_str());
     sl.n_outer = w->outer;
-    sl.grid = grid(s.launch.kernel, w->outer);
+    sl.shape = choose_shape(shapes[s.launch.kernel], *w);
+    sl.grid = grid(shapes[s.launch.kernel][sl.shape], w->outer);
   }
 }
 
@@ -282,11 +286,13 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
       const int k = s.launch.kernel;
       int64_t n_outer = 0;
       unsigned blocks = 0;
+      int shape = 0;
       if (!static_launches.empty()) {
         const StaticLaunch& sl = static_launches[step];
         sizes = sl.sizes;
         n_outer = sl.n_outer;
         blocks = sl.grid;
+        shape = sl.shape;
       } else {
         sizes.clear();
         for (const lower::SymInt& v : s.launch.sizes) sizes.push_back(v.eval(syms));
@@ -294,9 +300,11 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
         TC_CHECK(w.has_value(), CompileError, "cuda backend: the launch size of %s is not computable on the host",
                  g.kernels[k].name.c_str());
         n_outer = w->outer;
-        blocks = grid(k, n_outer);
+        shape = choose_shape(shapes[k], *w);
+        blocks = grid(shapes[k][shape], n_outer);
       }
-      if (n_outer <= 0 || !functions[k]) continue;
+      void* fn = functions[k][shape];
+      if (n_outer <= 0 || !fn) continue;
       ptrs.clear();
       for (int b : s.launch.buffers) ptrs.push_back(places[b].ptr);
       args.clear();
@@ -304,7 +312,7 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
       for (int64_t& v : sizes) args.push_back(&v);
       args.push_back(&n_outer);
       try {
-        drv::launch(device, (CUfunction)functions[k], blocks, (unsigned)shapes[k].block, args.data());
+        drv::launch(device, (CUfunction)fn, blocks, (unsigned)shapes[k][shape].block, args.data());
       } catch (const Error& e) {
         if (e.kind() == ErrorKind::OutOfMemoryError) throw;
         throw LaunchFailed(e.what());

@@ -23,8 +23,10 @@ namespace tc::backends::cuda {
 struct Program {
   lower::LoweredGraph graph;
   int device = 0;
-  std::vector<void*> functions;       // CUfunction per graph.kernels entry (null: compile-only)
-  std::vector<KernelShape> shapes;    // per graph.kernels entry
+  // Per graph.kernels entry, per strategy compiled for it (plan_kernel): the shape and the
+  // CUfunction (null in compile-only mode).
+  std::vector<std::vector<KernelShape>> shapes;
+  std::vector<std::vector<void*>> functions;
   std::string source;                 // the NVRTC program
 
   std::vector<Tensor> run(capture::GraphInputs inputs) const;
@@ -34,6 +36,7 @@ struct Program {
     std::vector<int64_t> sizes;
     int64_t n_outer = 0;
     unsigned grid = 0;
+    int shape = 0;
   };
   std::vector<StaticLaunch> static_launches;
   void prepare_static_launches();
@@ -47,7 +50,7 @@ struct Program {
 
  private:
   std::shared_ptr<Storage> arena(int64_t bytes) const;
-  unsigned grid(int kernel, int64_t n_outer) const;
+  unsigned grid(const KernelShape& sh, int64_t n_outer) const;
 };
 
 // Thrown by Program::run when the driver refuses a launch (the backend then runs the graph on
