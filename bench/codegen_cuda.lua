@@ -80,6 +80,8 @@ function sections.kernels()
     say("copy_GBps", 2 * 4 * n / copy / 1e6)
     local _, c = compare("chain", chain, 20, x)
     say("chain_compiled_GBps", 2 * 4 * n / c / 1e6)
+    local cc = tc.compile(chain, {backend = backend, dynamic = false})
+    say("chain_max_abs_diff_vs_eager", (cc(x) - chain(x)):abs():max():item())
     for _, shape in ipairs({{8192, 1024}, {4096, 4096}, {1024, 32768}}) do
       local m = tc.randn(shape[1], shape[2], {device = "cuda"})
       local w, b = tc.randn(shape[2], {device = "cuda"}), tc.randn(shape[2], {device = "cuda"})

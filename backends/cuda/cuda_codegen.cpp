@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "cuda/runtime.h"
 #include "tc/error.h"
 
 namespace tc::backends::cuda {
@@ -37,20 +38,9 @@ const char* tyname(Ty t) {
   return "?";
 }
 
-// Storage type of a buffer element (bool as a byte: any nonzero byte reads as true).
-const char* storage_type(DType d) {
-  switch (d) {
-    case DType::Float32: return "float";
-    case DType::Float64: return "double";
-    case DType::Float16: return "f16";
-    case DType::BFloat16: return "bf16";
-    case DType::Int64: return "i64";
-    case DType::Int32: return "int";
-    case DType::UInt8: return "u8";
-    case DType::Bool: return "u8";
-  }
-  return "?";
-}
+// Storage type of a buffer element: stdlib/cuda's names, bool as a byte (any nonzero byte reads
+// as true).
+const char* storage_type(DType d) { return d == DType::Bool ? "u8" : tc::cuda::ctype(d); }
 
 int arity(ScalarOp op) {
   switch (op) {
