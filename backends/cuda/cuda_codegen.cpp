@@ -566,6 +566,10 @@ std::string Emitter::emit(const std::string& name) {
     ind_++;
     line("const " + I + " f = base + (" + I + ")(u * " + std::to_string(B) + ");");
     line("if (f >= (" + I + ")n_outer) break;");
+  } else if (sh_.device_fn) {
+    TC_CHECK(R == 1, CompileError, "cuda codegen: a tiny graph's step with %d threads per row", R);
+    line("for (" + I + " f = threadIdx.x; f < (" + I + ")n_outer; f += blockDim.x) {");
+    ind_++;
   } else {
     line("for (" + I + " f = (" + I + ")blockIdx.x * " + rows_per_block + " + threadIdx.x / " + std::to_string(R) +
          "; f < (" + I + ")n_outer; f += (" + I + ")gridDim.x * " + rows_per_block + ") {");
@@ -608,8 +612,9 @@ std::string Emitter::emit(const std::string& name) {
   }
   for (int i = 0; i < k_.num_size_params; i++) params += std::string(params.empty() ? "" : ", ") + "i64 s" + std::to_string(i);
   params += std::string(params.empty() ? "" : ", ") + "i64 n_outer";
-  std::string src = "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(B) + ") " + name + "(" + params +
-                    ") {\n";
+  std::string src = (sh_.device_fn ? "__device__ __noinline__ void "
+                                   : "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(B) + ") ") +
+                    name + "(" + params + ") {\n";
   src += shared_;
   src += "  const int lane = " + std::string(R == 1 ? "0" : R == 32 ? "threadIdx.x & 31" : "threadIdx.x") + ";\n";
   src += "  (void)lane;\n";
@@ -720,6 +725,8 @@ std::vector<KernelShape> plan_kernel(const Kernel& k, bool noalias) {
 int choose_shape(const std::vector<KernelShape>& shapes, const KernelWork& w) {
   return shapes.size() > 1 && w.row > kWarpRow ? 1 : 0;
 }
+
+const char* buffer_type(DType d) { return storage_type(d); }
 
 std::string emit_kernel(const Kernel& k, const std::string& name, const KernelShape& shape) {
   return Emitter(k, shape).emit(name);

@@ -35,6 +35,9 @@ struct KernelShape {
   // Pointwise kernels: outer iterations per thread and grid-stride step, `block` apart (unrolled,
   // so that the loads of several iterations are in flight at once).
   int unroll = 1;
+  // A `__device__` function run by one block (its threads stride over the outer iterations):
+  // a step of a tiny graph's single kernel (threads_per_row 1).
+  bool device_fn = false;
 };
 
 // Integer value of a preamble instruction given the size parameters (nullopt when it depends on a
@@ -55,6 +58,9 @@ std::optional<KernelWork> kernel_work(const lower::Kernel& k, const std::vector<
 // is not known to fit 31 bits.
 std::vector<KernelShape> plan_kernel(const lower::Kernel& k, bool noalias);
 int choose_shape(const std::vector<KernelShape>& shapes, const KernelWork& w);
+
+// The C type of a buffer element in generated code (bool as u8).
+const char* buffer_type(DType d);
 
 // The CUDA C++ of `k` as `extern "C" __global__ void <name>(...)`. Throws tc::Error
 // (CompileError) for a construct it cannot generate.

@@ -125,6 +125,63 @@ bool rebindable(const lower::LoweredGraph& g, const BufferView& v, const Tensor&
   return t.storage() != nullptr;
 }
 
+constexpr int kTinyBlock = 256;
+
+// Whether `g` may run as one kernel of one block (opt-in, TC_CUDA_TINY_GRAPH=1): static sizes,
+// only generated steps, each small enough for one block.
+bool tiny_eligible(const lower::LoweredGraph& g) {
+  const char* on = std::getenv("TC_CUDA_TINY_GRAPH");
+  if (!on || !*on || *on == '0' || !g.symbols.empty() || g.steps.size() < 2) return false;
+  int io = 0;  // pointer parameters of the graph kernel (4 KiB of parameters at most)
+  for (const Buffer& b : g.buffers) io += b.kind != Buffer::Kind::Temp;
+  if (io > 400) return false;
+  const std::vector<int64_t> none;
+  for (const lower::Step& s : g.steps) {
+    if (s.kind != lower::Step::Kind::Launch) return false;
+    std::vector<int64_t> sizes;
+    for (const lower::SymInt& v : s.launch.sizes) sizes.push_back(v.eval(none));
+    std::optional<KernelWork> w = kernel_work(g.kernels[s.launch.kernel], &sizes);
+    if (!w || w->outer > 16 * kTinyBlock || w->row > 256) return false;
+    for (int b : s.launch.buffers)
+      if (g.buffers[b].kind == Buffer::Kind::Temp && g.buffers[b].offset < 0) return false;
+  }
+  return true;
+}
+
+// The tiny graph's kernel: each step's device function called in launch order.
+std::string tiny_graph_source(const lower::LoweredGraph& g, const std::vector<std::vector<std::string>>& names,
+                              std::vector<int>* params) {
+  std::string sig = "char* arena", body;
+  std::vector<bool> param(g.buffers.size(), false);
+  const std::vector<int64_t> none;
+  for (size_t i = 0; i < g.steps.size(); i++) {
+    const lower::Launch& l = g.steps[i].launch;
+    const lower::Kernel& k = g.kernels[l.kernel];
+    std::string call = names[l.kernel][0] + "(";
+    for (size_t j = 0; j < l.buffers.size(); j++) {
+      const int b = l.buffers[j];
+      const std::string T = std::string(k.buffers[j].written ? "" : "const ") + buffer_type(k.buffers[j].dtype) + "*";
+      if (g.buffers[b].kind == Buffer::Kind::Temp) {
+        call += "(" + T + ")(arena + " + std::to_string(g.buffers[b].offset) + "), ";
+      } else {
+        if (!param[b]) {
+          param[b] = true;
+          params->push_back(b);
+          sig += ", void* p" + std::to_string(b);
+        }
+        call += "(" + T + ")p" + std::to_string(b) + ", ";
+      }
+    }
+    std::vector<int64_t> sizes;
+    for (const lower::SymInt& v : l.sizes) sizes.push_back(v.eval(none));
+    for (int64_t v : sizes) call += std::to_string(v) + "ll, ";
+    call += std::to_string(kernel_work(k, &sizes)->outer) + "ll);";
+    body += (i ? "  __syncthreads();\n  " : "  ") + call + "\n";
+  }
+  return "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(kTinyBlock) + ") TC_KERNEL_NAME(" + sig +
+         ") {\n" + body + "}\n";
+}
+
 }  // namespace
 
 Program compile_lowered(const lower::LoweredGraph& g, int device, capture::CompileReport* report) {
@@ -141,9 +198,16 @@ Program compile_lowered(const lower::LoweredGraph& g, int device, capture::Compi
   std::vector<std::vector<std::string>> names;  // per kernel, per shape
   std::map<std::string, std::string> sources;  // name -> source, in name order (reproducible)
   std::string listing;
+  p.tiny_graph = tiny_eligible(g);
   for (size_t i = 0; i < g.kernels.size(); i++) {
     const lower::Kernel& k = g.kernels[i];
     p.shapes.push_back(plan_kernel(k, noalias[i]));
+    if (p.tiny_graph) {
+      KernelShape& sh = p.shapes.back()[0];
+      p.shapes.back().resize(1);
+      sh.threads_per_row = 1, sh.block = kTinyBlock, sh.unroll = 1, sh.index32 = true, sh.device_fn = true;
+      sh.noalias = false;  // no __restrict__: a later step reads what an earlier one wrote (no .nc loads)
+    }
     names.emplace_back();
     for (const KernelShape& sh : p.shapes.back()) {
       std::string src = emit_kernel(k, "TC_KERNEL_NAME", sh);
@@ -157,9 +221,20 @@ Program compile_lowered(const lower::LoweredGraph& g, int device, capture::Compi
       sources.emplace(name, std::move(src));
     }
   }
+  std::string tiny_name;
+  if (p.tiny_graph) {
+    std::string src = tiny_graph_source(g, names, &p.tiny_params);
+    tiny_name = hash_name(src);
+    src.replace(src.find("TC_KERNEL_NAME"), 14, tiny_name);
+    listing += "// " + tiny_name + " = the whole graph in one block (TC_CUDA_TINY_GRAPH)\n";
+    sources.emplace(tiny_name, std::move(src));
+    r.kernels -= (int)g.steps.size() - 1;  // one launch per call
+  }
   r.distinct_kernels += (int)sources.size();
   p.source = drv::prelude() + codegen_prelude();
-  for (const auto& [name, src] : sources) p.source += "\n" + src;
+  for (const auto& [name, src] : sources)  // device functions before the graph kernel calling them
+    if (name != tiny_name) p.source += "\n" + src;
+  if (p.tiny_graph) p.source += "\n" + sources.at(tiny_name);
   // Testing the fallback: a program NVRTC must reject.
   if (const char* f = std::getenv("TC_CUDA_FAIL_NVRTC"); f && *f && *f != '0')
     p.source += "\n#error \"TC_CUDA_FAIL_NVRTC is set\"\n";
@@ -180,6 +255,7 @@ Program compile_lowered(const lower::LoweredGraph& g, int device, capture::Compi
       CUmodule mod;
       drv::check(drv::drv().ModuleLoadData(&mod, cubin.data()), "loading a generated CUDA module");
       for (const auto& [name, src] : sources) {
+        if (src.rfind("__device__", 0) == 0) continue;  // a tiny graph's step: no entry point
         CUfunction f;
         drv::check(drv::drv().ModuleGetFunction(&f, mod, name.c_str()), "finding a generated kernel");
         l.functions[name] = (void*)f;
@@ -188,6 +264,10 @@ Program compile_lowered(const lower::LoweredGraph& g, int device, capture::Compi
     it = loaded().insert_or_assign(std::to_string(device) + program_key, std::move(l)).first;
   } else {
     r.cached_kernels += (int)sources.size();
+  }
+  if (p.tiny_graph) {
+    auto f = it->second.functions.find(tiny_name);
+    if (f != it->second.functions.end()) p.tiny = f->second;
   }
   for (size_t i = 0; i < names.size(); i++)
     for (size_t j = 0; j < names[i].size(); j++) {
@@ -280,7 +360,18 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
   std::vector<void*> ptrs;
   std::vector<int64_t> sizes;
   std::vector<void*> args;
-  for (size_t step = 0; step < g.steps.size(); step++) {
+  if (tiny_graph) {
+    ptrs = {arena->data()};
+    for (int b : tiny_params) ptrs.push_back(places[b].ptr);
+    for (void*& p : ptrs) args.push_back(&p);
+    try {
+      if (tiny) drv::launch(device, (CUfunction)tiny, 1, (unsigned)kTinyBlock, args.data());
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::OutOfMemoryError) throw;
+      throw LaunchFailed(e.what());
+    }
+  }
+  for (size_t step = 0; !tiny_graph && step < g.steps.size(); step++) {
     const lower::Step& s = g.steps[step];
     if (s.kind == lower::Step::Kind::Launch) {
       const int k = s.launch.kernel;

@@ -28,6 +28,12 @@ struct Program {
   std::vector<std::vector<KernelShape>> shapes;
   std::vector<std::vector<void*>> functions;
   std::string source;                 // the NVRTC program
+  // A tiny graph (TC_CUDA_TINY_GRAPH=1: static, no externs, every step small) runs as one kernel
+  // of one block that calls each step's __device__ function in turn, __syncthreads() between
+  // them; its parameters are the arena, then the graph buffers `tiny_params`.
+  bool tiny_graph = false;
+  void* tiny = nullptr;  // its CUfunction (null in compile-only mode)
+  std::vector<int> tiny_params;
 
   std::vector<Tensor> run(capture::GraphInputs inputs) const;
 

@@ -80,6 +80,22 @@ TEST_P(CudaBackendModels, MatchEager) {
   EXPECT_LE(err, 1e-3);
 }
 
+// TC_CUDA_TINY_GRAPH=1: the seed model's graph as one kernel of one block equals eager.
+TEST(CudaBackendTinyGraph, SeedModelInOneLaunchMatchesEager) {
+  std::string why;
+  if (!cuda::is_available(&why)) GTEST_SKIP() << "CUDA not available: " << why;
+  setenv("TC_CUDA_TINY_GRAPH", "1", 1);
+  vm::Runtime rt("cuda_tiny_graph");
+  capture::install(rt.state(), strict_compiler());
+  vm::Ref run = rt.run_string(kScript, "=models")[0];
+  vm::Results r = run(std::string("seed_64_layers"), std::string("cuda"));
+  unsetenv("TC_CUDA_TINY_GRAPH");
+  printf("seed model as one kernel: max relative error vs eager %.3g, %lld launches per call\n", r[0].number(),
+         (long long)r[1]["kernels"].integer());
+  EXPECT_EQ(r[1]["kernels"].integer(), 1);
+  EXPECT_LE(r[0].number(), 1e-5);
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, CudaBackendModels,
                          testing::Combine(testing::Values("seed_64_layers", "my_module", "resnet18", "resnet50",
                                                           "densenet121", "inception_v3", "gpt2"),

@@ -148,6 +148,13 @@ TEST_F(CudaCodegen, KernelCounts) {
   EXPECT_EQ(k64.second, k1.second) << "distinct kernels of 64 layers vs 1 layer";
   printf("seed model: 1 layer %lld launches / %lld distinct, 64 layers %lld launches / %lld distinct\n",
          (long long)k1.first, (long long)k1.second, (long long)k64.first, (long long)k64.second);
+  // TC_CUDA_TINY_GRAPH=1: the whole 64-layer model is one launch (one layer's step functions and
+  // the graph kernel calling them).
+  setenv("TC_CUDA_TINY_GRAPH", "1", 1);
+  auto tiny = kernels(many.c_str(), {"{10, 10}"});
+  unsetenv("TC_CUDA_TINY_GRAPH");
+  EXPECT_EQ(tiny.first, 1);
+  EXPECT_EQ(tiny.second, k1.second + 1);
 }
 
 }  // namespace
