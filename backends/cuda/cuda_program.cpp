@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <thread>
 #include <unordered_map>
 
 #include "cpu/disk_cache.h"
@@ -81,18 +82,16 @@ std::unordered_map<std::string, Loaded>& loaded() {
 }
 
 // The cubin of `source` for sm_<arch>: from the disk cache, else NVRTC (then cached).
+// `r.cached_kernels` gets `distinct` added on a hit. Called from several threads at once.
 std::string cubin_for(const std::string& source, int arch, capture::CompileReport& r, int distinct) {
   const std::string key = "tc " TC_VERSION " cuda codegen " + std::to_string(kCodegenVersion) + " nvrtc " +
                           drv::nvrtc_version() + " sm_" + std::to_string(arch) + "\n" + source;
-  auto t0 = std::chrono::steady_clock::now();
   std::string cubin;
   if (cpu::cache_read(key, &cubin, "cuda") == cpu::CacheRead::Hit) {
     r.cached_kernels += distinct;
-    r.compile_ms += ms_since(t0);
     return cubin;
   }
   cubin = drv::compile_cubin(source, arch);
-  r.compile_ms += ms_since(t0);
   cpu::cache_write(key, cubin, "cuda");
   return cubin;
 }
@@ -126,6 +125,7 @@ bool rebindable(const lower::LoweredGraph& g, const BufferView& v, const Tensor&
 }
 
 constexpr int kTinyBlock = 256;
+constexpr size_t kKernelsPerProgram = 4;  // at least this many kernels per NVRTC program
 
 // Whether `g` may run as one kernel of one block (opt-in, TC_CUDA_TINY_GRAPH=1): static sizes,
 // only generated steps, each small enough for one block.
@@ -231,13 +231,22 @@ Program compile_lowered(const lower::LoweredGraph& g, int device, capture::Compi
     r.kernels -= (int)g.steps.size() - 1;  // one launch per call
   }
   r.distinct_kernels += (int)sources.size();
-  p.source = drv::prelude() + codegen_prelude();
-  for (const auto& [name, src] : sources)  // device functions before the graph kernel calling them
-    if (name != tiny_name) p.source += "\n" + src;
-  if (p.tiny_graph) p.source += "\n" + sources.at(tiny_name);
+  std::string header = drv::prelude() + codegen_prelude();
   // Testing the fallback: a program NVRTC must reject.
   if (const char* f = std::getenv("TC_CUDA_FAIL_NVRTC"); f && *f && *f != '0')
-    p.source += "\n#error \"TC_CUDA_FAIL_NVRTC is set\"\n";
+    header += "\n#error \"TC_CUDA_FAIL_NVRTC is set\"\n";
+  // The kernels in name order (a tiny graph's kernel after the step functions it calls), cut into
+  // programs that NVRTC compiles in parallel (a tiny graph: one program).
+  std::vector<std::string> order;
+  for (const auto& [name, src] : sources)
+    if (name != tiny_name) order.push_back(name);
+  if (p.tiny_graph) order.push_back(tiny_name);
+  const size_t threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+  const size_t programs = p.tiny_graph ? 1 : std::min(threads, (order.size() + kKernelsPerProgram - 1) / kKernelsPerProgram);
+  std::vector<std::string> chunks(std::max<size_t>(programs, 1), header);
+  for (size_t i = 0; i < order.size(); i++) chunks[i * chunks.size() / order.size()] += "\n" + sources.at(order[i]);
+  p.source = header;
+  for (const std::string& name : order) p.source += "\n" + sources.at(name);
   r.codegen_ms += ms_since(t0);
   if (log_output_code())
     std::fprintf(stderr, "// ---- tc cuda backend: generated CUDA C++ ----\n%s%s\n", listing.c_str(), p.source.c_str());
@@ -248,19 +257,43 @@ Program compile_lowered(const lower::LoweredGraph& g, int device, capture::Compi
   auto it = loaded().find(std::to_string(device) + program_key);
   if (it == loaded().end() || it->second.source != p.source) {
     drv::DeviceState& ds = drv::dev(device);
-    std::string cubin = cubin_for(p.source, ds.cc_major * 10 + ds.cc_minor, r, (int)sources.size());
+    const int arch = ds.cc_major * 10 + ds.cc_minor;
+    std::vector<std::string> cubins(chunks.size());
+    std::vector<capture::CompileReport> reports(chunks.size());
+    std::vector<std::exception_ptr> errors(chunks.size());
+    auto compile = [&](size_t i) {
+      try {
+        cubins[i] = cubin_for(chunks[i], arch, reports[i], 1);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    };
+    auto t1 = std::chrono::steady_clock::now();
+    std::vector<std::thread> pool;
+    for (size_t i = 1; i < chunks.size(); i++) pool.emplace_back(compile, i);
+    compile(0);
+    for (std::thread& t : pool) t.join();
+    for (const std::exception_ptr& e : errors)
+      if (e) std::rethrow_exception(e);
+    r.compile_ms += ms_since(t1);  // wall time: the programs compile side by side
+    bool all_cached = true;
+    for (const capture::CompileReport& c : reports) all_cached &= c.cached_kernels > 0;
+    if (all_cached) r.cached_kernels += (int)sources.size();
     Loaded l;
     l.source = p.source;
-    if (!drv::compile_only()) {
+    for (const std::string& cubin : cubins) {
+      if (drv::compile_only()) break;
       CUmodule mod;
       drv::check(drv::drv().ModuleLoadData(&mod, cubin.data()), "loading a generated CUDA module");
       for (const auto& [name, src] : sources) {
         if (src.rfind("__device__", 0) == 0) continue;  // a tiny graph's step: no entry point
         CUfunction f;
-        drv::check(drv::drv().ModuleGetFunction(&f, mod, name.c_str()), "finding a generated kernel");
-        l.functions[name] = (void*)f;
+        if (drv::drv().ModuleGetFunction(&f, mod, name.c_str()) == CUDA_SUCCESS) l.functions[name] = (void*)f;
       }
     }
+    for (const auto& [name, src] : sources)
+      TC_CHECK(drv::compile_only() || src.rfind("__device__", 0) == 0 || l.functions.count(name), CompileError,
+               "cuda backend: the generated kernel %s is in no loaded module", name.c_str());
     it = loaded().insert_or_assign(std::to_string(device) + program_key, std::move(l)).first;
   } else {
     r.cached_kernels += (int)sources.size();

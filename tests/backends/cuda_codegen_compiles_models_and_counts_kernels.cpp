@@ -87,9 +87,11 @@ TEST_P(CudaCodegenModels, EveryProgramCompiles) {
   vm::Results r = run(GetParam());
   EXPECT_EQ(r[1].string(), "cuda:0");
   EXPECT_GT(r[0]["kernels"].integer(), 0) << "no generated kernel";
-  printf("%s: %lld graphs, %lld kernel launches per call, %lld distinct kernels\n", GetParam().c_str(),
-         (long long)r[0]["backend_compiles"].integer(), (long long)r[0]["kernels"].integer(),
-         (long long)r[0]["distinct_kernels"].integer());
+  printf("%s: %lld graphs, %lld kernel launches per call, %lld distinct kernels; lower %.1f ms, codegen %.1f ms, NVRTC "
+         "%.1f ms\n",
+         GetParam().c_str(), (long long)r[0]["backend_compiles"].integer(), (long long)r[0]["kernels"].integer(),
+         (long long)r[0]["distinct_kernels"].integer(), r[0]["lower_ms"].number(), r[0]["codegen_ms"].number(),
+         r[0]["compile_ms"].number());
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaCodegenModels,
