@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher.h"
 #include "llvm/Config/llvm-config.h"
 #include "tc/backends.h"
 #include "tc/capture.h"
@@ -36,6 +37,10 @@ const char* kUsage =
     "                          graph_code, output_code, perf_hints, all (stderr)\n"
     "  --cache-dir=DIR         compiled-kernel cache (default $TC_CACHE_DIR or ~/.cache/tc)\n"
     "  --no-cache              do not read or write the kernel cache\n"
+    "  --nproc-per-node N      run N ranks of the script (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR,\n"
+    "                          MASTER_PORT set as torchrun does) for tc.distributed; a failing rank\n"
+    "                          stops the others and its exit status is tcrun's\n"
+    "  --master-addr A, --master-port P   the rendezvous address (default 127.0.0.1, a free port)\n"
     "  --bytecode FILE         print FILE's Lua bytecode like `luac5.4 -l -l` and exit\n"
     "  --split-check FILE      run the resume-synthesis check harness on FILE and exit\n"
     "  -e STAT                 execute string STAT (before the script)\n"
@@ -55,6 +60,8 @@ const char* kUsage =
 struct Options {
   std::vector<std::pair<char, std::string>> pre;  // -e / -l in command-line order
   std::string explain, backend, device, mode, log, cache_dir, bytecode, split_check;
+  std::string nproc, master_addr, master_port;  // the launcher's (vm/launcher.h)
+  std::vector<std::string> child_args;          // argv[1..] without the launcher's options
   bool fullgraph = false, eager = false, compile_all = false, no_cache = false, warnings = false, version = false, help = false;
   int script = 0;  // index of the script in argv, 0 if none
 };
@@ -103,7 +110,12 @@ Options parse(int argc, char** argv) {
   };
   for (; i < argc; i++) {
     std::string a = argv[i];
+    int first = i;
+    if (value(a, "nproc-per-node", &o.nproc) || value(a, "nproc_per_node", &o.nproc) ||
+        value(a, "master-addr", &o.master_addr) || value(a, "master-port", &o.master_port))
+      continue;
     if (a == "--") {
+      o.child_args.push_back(a);
       i++;
       break;
     }
@@ -148,8 +160,10 @@ Options parse(int argc, char** argv) {
     } else {
       usage_error("unrecognized option '" + a + "'");
     }
+    for (int k = first; k <= i; k++) o.child_args.push_back(argv[k]);
   }
   if (i < argc) o.script = i;
+  for (int k = i; k < argc; k++) o.child_args.push_back(argv[k]);
   return o;
 }
 
@@ -205,6 +219,20 @@ int main(int argc, char** argv) {
   }
   if (o.version) std::printf("%s\n", version_string().c_str());
   if (!o.bytecode.empty()) return tc::vm::print_bytecode(o.bytecode.c_str(), std::cout);
+  if (!o.nproc.empty()) {
+    tc::vm::LaunchOptions lo;
+    char* end = nullptr;
+    lo.nproc = (int)std::strtol(o.nproc.c_str(), &end, 10);
+    if (*end || lo.nproc < 1) usage_error("--nproc-per-node takes a positive integer, not '" + o.nproc + "'");
+    if (!o.master_port.empty()) {
+      lo.master_port = (int)std::strtol(o.master_port.c_str(), &end, 10);
+      if (*end || lo.master_port < 1 || lo.master_port > 65535) usage_error("--master-port takes a port, not '" + o.master_port + "'");
+    }
+    lo.master_addr = o.master_addr;
+    lo.argv0 = argv[0];
+    if (!o.script) usage_error("no script given");
+    return tc::vm::launch_ranks(lo, o.child_args);
+  }
   try {
     tc::vm::Runtime rt("tcrun");
     tc::capture::install(rt.state(), tc::backends::graph_compiler());  // tc.compile, tc.compiler

@@ -272,7 +272,13 @@ void KernelEmitter::emit_loop(const Stmt& s) {
         case ReduceOp::Sum:
         case ReduceOp::Prod: {
           bool sum = r.op == ReduceOp::Sum;
-          if (fl) {
+          if (fl && r.ordered_fma) {  // in order, fused: BLAS's rounding (loop_ir.h)
+            const Instr& mul = k_.instrs.at(r.input);
+            TC_CHECK(mul.op == Opc::Math && mul.sop == lower::ScalarOp::mul, CompileError,
+                     "cpu codegen: %s: an ordered fma reduction of something other than a product", k_.name.c_str());
+            next = b_.CreateIntrinsic(llvm::Intrinsic::fma, {math_.type(a.ty)},
+                                      {math_.cast(get(mul.a), ty(mul.a), a.ty), math_.cast(get(mul.b), ty(mul.b), a.ty), cur});
+          } else if (fl) {
             next = sum ? b_.CreateFAdd(cur, x) : b_.CreateFMul(cur, x);
             llvm::FastMathFlags fmf;
             fmf.setAllowReassoc();
@@ -509,7 +515,7 @@ std::string kernel_key(const Kernel& k, bool noalias) {
     put_vals(s, st.extents);
     put_vals(s, st.body);
     put(s, st.reductions.size());
-    for (const lower::Reduction& r : st.reductions) put(s, r.op, r.input, r.index, r.result, r.value);
+    for (const lower::Reduction& r : st.reductions) put(s, r.op, r.input, r.index, r.result, r.value, r.ordered_fma);
     put(s, st.stores.size());
     for (const lower::Store& x : st.stores) put(s, x.buffer, x.index, x.value);
   }

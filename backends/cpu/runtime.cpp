@@ -47,21 +47,23 @@ void Program::prepare_static_launches() {
 
 namespace {
 
-// Where a graph buffer lives during one call: a storage and the element offset of its start.
+// Where a graph buffer lives during one call: a storage (held by the input, the arena or `own`:
+// not copied per buffer, whose reference counts are atomic) and the element offset of its start.
 struct Place {
-  std::shared_ptr<Storage> storage;
+  const std::shared_ptr<Storage>* storage = nullptr;
+  std::shared_ptr<Storage> own;  // an unplanned buffer's
   int64_t offset = 0;  // elements
   char* ptr = nullptr;
 };
 
 Tensor view_of(const Place& p, DType dtype, const BufferView& v, const std::vector<int64_t>& syms) {
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = p.storage;
+  impl->storage = *p.storage;
   impl->offset = p.offset + v.offset.eval(syms);
   for (const lower::SymInt& s : v.sizes) impl->sizes.push_back(s.eval(syms));
   for (const lower::SymInt& s : v.strides) impl->strides.push_back(s.eval(syms));
   impl->dtype = dtype;
-  impl->device = p.storage->device();
+  impl->device = (*p.storage)->device();
   return Tensor(std::move(impl));
 }
 
@@ -97,17 +99,18 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
     const int64_t item = (int64_t)itemsize(b.dtype);
     if (b.kind == Buffer::Kind::Input) {
       const Tensor& t = *inputs[b.io];
-      p.storage = t.storage();
+      p.storage = &t.storage();
       p.offset = t.offset();
       p.ptr = static_cast<char*>(t.data_ptr());
     } else if (b.offset >= 0) {
       TC_ASSERT(b.offset % item == 0, "memory plan: a buffer's arena offset is not aligned to its dtype");
-      p.storage = arena;
+      p.storage = &arena;
       p.offset = b.offset / item;
       p.ptr = static_cast<char*>(arena->data()) + b.offset;
     } else {
-      p.storage = Storage::allocate((size_t)std::max<int64_t>(1, b.numel.eval(syms)) * item, Device{});
-      p.ptr = static_cast<char*>(p.storage->data());
+      p.own = Storage::allocate((size_t)std::max<int64_t>(1, b.numel.eval(syms)) * item, Device{});
+      p.storage = &p.own;
+      p.ptr = static_cast<char*>(p.own->data());
     }
   }
   std::vector<void*> ptrs;

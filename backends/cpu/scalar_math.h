@@ -30,6 +30,14 @@ class ScalarMath {
   llvm::Value* binary(lower::ScalarOp op, lower::Ty t, llvm::Value* x, llvm::Value* y, const double* const_b);
   llvm::Value* libm(const char* f32_name, const char* f64_name, lower::Ty t, llvm::Value* x);
   llvm::Value* exp_f32(llvm::Value* x);
+  llvm::Value* tanh_f32(llvm::Value* x);
+  llvm::Value* log_f32(llvm::Value* x, bool base2);
+  llvm::Value* log1p_f32(llvm::Value* x);
+  llvm::Value* expm1_f32(llvm::Value* x);
+  llvm::Value* erf_f32(llvm::Value* x);
+  llvm::Value* poly(llvm::Value* x, std::initializer_list<float> coefs);  // Horner, c0 first
+  llvm::Value* fma(llvm::Value* a, llvm::Value* b, llvm::Value* c);       // llvm.fmuladd
+  llvm::Value* fconst(float v);
   llvm::Value* int_div(lower::ScalarOp op, llvm::Value* x, llvm::Value* y);
   llvm::Value* float_div_floor(llvm::Value* x, llvm::Value* y);
   llvm::Value* int_pow(llvm::Value* x, llvm::Value* y);

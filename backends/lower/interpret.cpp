@@ -263,6 +263,13 @@ void run_kernel(const Kernel& k, const std::vector<char*>& bufs, const std::vect
         for (Val x : s.body) eval(x);
         for (size_t r = 0; r < s.reductions.size(); r++) {
           const Reduction& red = s.reductions[r];
+          if (red.ordered_fma) {  // as codegen: fma of the product's operands, in the input's type
+            const Instr& mul = k.instrs[red.input];
+            double a = v[mul.a].f, b = v[mul.b].f;
+            accs[r].v.f = mul.ty == Ty::F32 ? (double)std::fmaf((float)a, (float)b, (float)accs[r].v.f)
+                                            : std::fma(a, b, accs[r].v.f);
+            continue;
+          }
           combine(accs[r], red.op, k.instrs[red.input].ty, v[red.input], red.index >= 0 ? v[red.index].i : 0);
         }
         do_stores(s);

@@ -156,10 +156,14 @@ void KernelBuilder::open_loop(const std::vector<SymInt>& extents) {
   loops_.push_back(std::move(l));
 }
 
-Val KernelBuilder::reduce(ReduceOp op, Val input, Val index, Val* value) {
+Val KernelBuilder::reduce(ReduceOp op, Val input, Val index, Val* value, bool ordered_fma) {
   TC_LOWER_CHECK(!loops_.empty(), "reduce outside a loop");
+  TC_LOWER_CHECK(!ordered_fma || (op == ReduceOp::Sum && k_.instrs[input].op == Opc::Math &&
+                                  k_.instrs[input].sop == ScalarOp::mul),
+                 "an ordered fma reduction of something other than a product");
   Stmt& s = loops_.back().stmt;
   Reduction r{op, input, index};
+  r.ordered_fma = ordered_fma;
   int ri = int(s.reductions.size());
   auto acc = [&](Ty t, int which) {
     Val v = Val(k_.instrs.size());

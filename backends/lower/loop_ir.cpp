@@ -162,6 +162,7 @@ uint64_t Kernel::structural_hash() const {
       h.pod(r.index);
       h.pod(r.result);
       h.pod(r.value);
+      h.pod(r.ordered_fma);
     }
     h.pod(s.stores.size());
     for (const Store& st : s.stores) {
@@ -278,7 +279,7 @@ std::string print(const Kernel& k) {
     for (Val x : st.body) s += ind + print_instr(k, x) + "\n";
     for (size_t r = 0; r < st.reductions.size(); r++) {
       const Reduction& red = st.reductions[r];
-      s += ind + "r" + std::to_string(r) + ": " + reduce_name(red.op) + " " + v(red.input);
+      s += ind + "r" + std::to_string(r) + ": " + reduce_name(red.op) + (red.ordered_fma ? " fma " : " ") + v(red.input);
       if (red.index != kNoVal) s += " at " + v(red.index);
       s += " -> " + v(red.result);
       if (red.value != kNoVal) s += ", " + v(red.value);

@@ -97,6 +97,10 @@ struct Reduction {
   Val index = kNoVal;  // ArgMax/ArgMin: the candidate index (I64) paired with `input`
   Val result = kNoVal; // the Acc instr holding the result after the loop
   Val value = kNoVal;  // ArgMax/ArgMin: an Acc holding the extreme value (max_dim), or kNoVal
+  // Sum whose input is a Math mul: acc = fma(a, b, acc) in the loop's order, in the input's type,
+  // never reassociated (the rounding of BLAS's sgemm kernels: tiny matmuls equal eager's to the
+  // bit). Other float sums and products may be reassociated (vectorized).
+  bool ordered_fma = false;
   bool operator==(const Reduction&) const = default;
 };
 

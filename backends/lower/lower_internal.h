@@ -60,13 +60,14 @@ class KernelBuilder {
   Val load(int buffer, Val index);             // graph buffer
   void store(int buffer, Val index, Val value);
   Ty ty(Val v) const { return k_.instrs[v].ty; }
+  const Instr& instr(Val v) const { return k_.instrs[v]; }
   int level(Val v) const { return level_[v]; }  // 0 preamble, 1 outer, 2 loop
   bool is_const(Val v, int64_t* out = nullptr) const;
   int num_outer() const { return int(outer_vars_.size()); }
 
   void open_loop(const std::vector<SymInt>& extents);
   // Adds a reduction to the innermost open loop; returns its result's Acc (and `value`'s).
-  Val reduce(ReduceOp op, Val input, Val index = kNoVal, Val* value = nullptr);
+  Val reduce(ReduceOp op, Val input, Val index = kNoVal, Val* value = nullptr, bool ordered_fma = false);
   void close_loop();
   int open_loops() const { return int(loops_.size()); }
 
@@ -126,6 +127,7 @@ struct LV {
   bool keepdim = false;
   ReduceOp rop = ReduceOp::Sum;
   bool take_value = false;
+  bool blas_order = false;  // a tiny matmul's Sum of products: Reduction::ordered_fma
   int memo_id = -1;  // reductions sharing one loop (max_dim's values and indices) share it
   int node = -1;     // the graph node (sources)
 };
@@ -161,6 +163,8 @@ class Lowering {
   void push_kernel(KernelBuilder& kb);
   void hint(int node, const std::string& what);  // a perf_hints line
   bool check_indices(int n);
+  bool check_divisor(int n, int id);
+  void add_check(int n, int id, std::shared_ptr<capture::ExternalFn> fn);
   // The first value reached from `id` (itself, then what lazy values read, and a reduction's
   // input unless `stop_at_reductions`), each once, for which `hit` is true; -1 if none.
   int find_reached(int id, bool stop_at_reductions, const std::function<bool(int, const LV&)>& hit);

@@ -149,7 +149,7 @@ Val Lowering::emit(KernelBuilder& kb, int id, const Idx& idx) {
     bool logical = v.rop == ReduceOp::Any || v.rop == ReduceOp::All;
     bool arg = (v.rop == ReduceOp::ArgMax || v.rop == ReduceOp::ArgMin) && !v.take_value;
     Ty t = logical ? Ty::Bool : arg ? Ty::I64 : compute_type(v.dtype);
-    if ((v.rop == ReduceOp::Sum || v.rop == ReduceOp::Prod) && t == Ty::F32) t = Ty::F64;
+    if ((v.rop == ReduceOp::Sum || v.rop == ReduceOp::Prod) && t == Ty::F32 && !v.blas_order) t = Ty::F64;
     return t == Ty::F32 || t == Ty::F64 ? kb.cf(0, t) : kb.ci(0, t);
   }
   auto key = std::make_pair(v.memo_id, rows);
@@ -173,13 +173,16 @@ Val Lowering::emit(KernelBuilder& kb, int id, const Idx& idx) {
     Val x = emit(kb, v.input, in);
     bool arg = v.rop == ReduceOp::ArgMax || v.rop == ReduceOp::ArgMin;
     bool logical = v.rop == ReduceOp::Any || v.rop == ReduceOp::All;
-    // Float sums and products accumulate in float64, as eager's kernels do.
+    // Float sums and products accumulate in float64, as eager's kernels do; a tiny matmul's sum
+    // of products as eager's sgemm (ordered fused multiply-adds in the compute type).
     Ty acc = compute_type(v.dtype);
-    if ((v.rop == ReduceOp::Sum || v.rop == ReduceOp::Prod) && acc == Ty::F32) acc = Ty::F64;
+    if ((v.rop == ReduceOp::Sum || v.rop == ReduceOp::Prod) && acc == Ty::F32 && !v.blas_order) acc = Ty::F64;
     if (logical) x = kb.cast(x, Ty::Bool);
     else if (!arg) x = kb.cast(x, acc);
     Val value = kNoVal;
-    Val r = kb.reduce(v.rop, x, arg ? lin : kNoVal, arg ? &value : nullptr);
+    const Instr& xi = kb.instr(x);
+    bool fma = v.blas_order && xi.op == Opc::Math && xi.sop == ScalarOp::mul;  // (else a folded product)
+    Val r = kb.reduce(v.rop, x, arg ? lin : kNoVal, arg ? &value : nullptr, fma);
     kb.close_loop();
     it = kb.memo.emplace(key, std::make_pair(r, value)).first;
   }
@@ -401,20 +404,41 @@ bool Lowering::check_indices(int n) {
       return std::vector<Tensor>{in[0].tensor()};
     };
   }
-  int id = value_of_.at({node.args[index_arg].refs[0].node, node.args[index_arg].refs[0].elem >= 0
-                                                                ? node.args[index_arg].refs[0].elem
-                                                                : node.args[index_arg].refs[0].out});
+  const capture::Ref& r = node.args[index_arg].refs[0];
+  add_check(n, value_of_.at({r.node, r.elem >= 0 ? r.elem : r.out}), std::move(fn));
+  return true;
+}
+
+// A step that runs `fn` on value `id` (realized into a buffer first) before the kernels reading it:
+// its error is node n's error, at the user's line.
+void Lowering::add_check(int n, int id, std::shared_ptr<capture::ExternalFn> fn) {
   realize(id);
   const LV& v = lvs_[id];
   Step step;
   step.kind = Step::Kind::Extern;
-  step.ext.op = op;
+  step.ext.op = g.nodes[n].op;
   step.ext.node = origin[n];
-  step.ext.external = fn;
+  step.ext.external = std::move(fn);
   step.ext.inputs = {{v.buffer, v.offset, v.shape, v.strides}};
-  step.ext.output = step.ext.inputs[0];  // the index itself: checked, not written
+  step.ext.output = step.ext.inputs[0];  // the value itself: checked, not written
   step.ext.arg_kinds = {Extern::kTensorArg};
   lg.steps.push_back(std::move(step));
+}
+
+// Integer division by zero: generated code cannot raise (it gives 0), eager raises ZeroDivisionError
+// before computing. So the divisor `id` of an integer division is checked by a step first, with
+// eager's error. False when that is not possible (the runner calls no functions): an extern then.
+bool Lowering::check_divisor(int n, int id) {
+  if (!opt.externals) return false;
+  auto fn = std::make_shared<capture::ExternalFn>();
+  fn->name = std::string("zero check of ") + op_name(g.nodes[n].op) + "'s divisor";
+  fn->call = [](const Stack& in) {
+    Tensor d = in[0].tensor().to(DType::Int64).contiguous();
+    const int64_t* p = d.data<int64_t>();
+    for (int64_t i = 0; i < d.numel(); i++) TC_CHECK(p[i] != 0, ValueError, "ZeroDivisionError");
+    return std::vector<Tensor>{in[0].tensor()};
+  };
+  add_check(n, id, std::move(fn));
   return true;
 }
 

@@ -87,6 +87,8 @@ int64_t static_size(const SymInt& s, const char* what) {
 
 }  // namespace
 
+constexpr int kLazyCatPieces = 4;
+
 bool tiny_matmul(const capture::Graph& g, int n, const LowerOptions& opt) {
   const capture::Node& node = g.nodes[n];
   if (node.kind != capture::NodeKind::Op) return false;
@@ -237,6 +239,19 @@ std::vector<int> Lowering::lower_op(int n) {
       if (node.op == Op::where || node.op == Op::masked_fill) ct = compute_type(om.dtype);
       Ty out = compute_type(om.dtype);
       bool wrap_u8 = om.dtype == DType::UInt8;
+      // Integer division and remainder raise eager's ZeroDivisionError for a zero divisor.
+      bool int_div = (node.op == Op::remainder || (node.op == Op::div && !a[2].is_none())) &&
+                     (ct == Ty::I32 || ct == Ty::I64);
+      if (int_div && node.args[1].kind != capture::NodeArg::Kind::Ref) {
+        bool zero = a[1].is_double() ? a[1].to_double() == 0 : !a[1].is_tensor() && a[1].to_int() == 0;
+        if (a[1].is_tensor()) {  // a wrapped number (or any constant tensor)
+          Tensor d = a[1].tensor().to(DType::Int64).contiguous();
+          for (int64_t i = 0; i < d.numel(); i++) zero = zero || d.data<int64_t>()[i] == 0;
+        }
+        if (zero) return add_extern(n, false);  // raises on every call, as eager
+      } else if (int_div && !check_divisor(n, in(1))) {
+        return add_extern(n, false);
+      }
       std::vector<int> srcs(node.args.size(), -1), deps;
       std::vector<DType> dts(node.args.size(), DType::Float32);
       for (size_t i = 0; i < node.args.size(); i++) {
@@ -462,6 +477,10 @@ std::vector<int> Lowering::lower_op(int n) {
         ends.push_back(at);
       }
       if (srcs.empty()) return {lazy(base(), {}, [](KernelBuilder& kb, const Idx&) { return kb.ci(0); })};
+      // Read lazily, a piece costs every element of the result a load and a select (each piece is
+      // read at a clamped index): many pieces (DenseNet's) are copied by eager's cat instead, and
+      // each consumer kernel reads one buffer (fewer, smaller, faster kernels).
+      if (int(srcs.size()) > kLazyCatPieces) return add_extern(n, false);
       Ty t = compute_type(om.dtype);
       bool stack = node.op == Op::stack;
       return {lazy(base(), srcs, [this, srcs, ends, d, t, stack](KernelBuilder& kb, const Idx& idx) {
@@ -619,6 +638,19 @@ std::vector<int> Lowering::lower_op(int n) {
       int xs = in(0), ys = in(1);
       bool lin = node.op == Op::linear, batched = node.op == Op::bmm;
       int64_t K = x.sizes().back();
+      if (lin) {
+        // linear's weight [N, K] read along k for each output j would be gathered (stride K) when
+        // the kernel vectorizes over j: it is transposed into a [K, N] buffer first (a small
+        // kernel), read along j with contiguous loads.
+        LV wt;
+        wt.dtype = lv(ys).dtype;
+        wt.shape = {lv(ys).shape[1], lv(ys).shape[0]};
+        wt.node = n;
+        int w = ys;
+        ys = lazy(wt, {w}, [this, w](KernelBuilder& kb, const Idx& idx) { return emit(kb, w, {idx[1], idx[0]}); });
+        realize(ys);
+        lin = false;
+      }
       Ty t = compute_type(om.dtype);
       LV p = base();
       p.shape.push_back(SymInt::of(K));
@@ -630,7 +662,9 @@ std::vector<int> Lowering::lower_op(int n) {
         Idx yi = lin ? Idx{j, k} : batched ? Idx{idx[0], k, j} : Idx{k, j};
         return kb.math(ScalarOp::mul, kb.cast(emit(kb, xs, xi), t), kb.cast(emit(kb, ys, yi), t));
       });
-      return {reduce(prodv, {int(p.shape.size()) - 1}, false, ReduceOp::Sum, om.dtype, om.sizes)};
+      int sum = reduce(prodv, {int(p.shape.size()) - 1}, false, ReduceOp::Sum, om.dtype, om.sizes);
+      lv(sum).blas_order = is_floating(om.dtype);  // as eager's sgemm / dgemm round
+      return {sum};
     }
     case Op::addmm: case Op::baddbmm: case Op::einsum: case Op::conv1d: case Op::conv2d:
     case Op::conv_transpose2d:

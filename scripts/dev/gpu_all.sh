@@ -21,6 +21,9 @@ for suite in tests/lua/run.lua tests/capture/run.lua; do
   if "$B/tcrun" "$suite" > "$LOG/$(basename "$(dirname "$suite")")_lua.log" 2>&1; then r=pass; else r=FAIL; tail -40 "$LOG/$(basename "$(dirname "$suite")")_lua.log"; fi
   summary+=("$(printf '%-48s %-5s %4ss' "tcrun $suite" "$r" "$(( $(date +%s) - t0 ))")")
 done
+t0=$(date +%s)
+if tests/distributed/run.sh "$B/tcrun" cuda > "$LOG/distributed.log" 2>&1; then r=pass; else r=FAIL; tail -40 "$LOG/distributed.log"; fi
+summary+=("$(printf '%-48s %-5s %4ss' "tests/distributed/run.sh (nccl)" "$r" "$(( $(date +%s) - t0 ))")")
 echo "== bench/run_cuda.sh"
 bench/run_cuda.sh "$B" 2>&1 | tee "$LOG/run_cuda.log"
 echo "== capture dispatch (CPU of this machine)"

@@ -16,6 +16,8 @@
 // (SSE3 kernels, ~4x slower sgemm). These entry points exist only in DYNAMIC_ARCH builds.
 extern "C" __attribute__((weak)) void gotoblas_dynamic_init(void);
 extern "C" __attribute__((weak)) void gotoblas_dynamic_quit(void);
+extern "C" __attribute__((weak)) void openblas_read_env(void);
+extern "C" __attribute__((weak)) int blas_thread_shutdown_(void);
 
 namespace tc::cpu {
 namespace {
@@ -47,6 +49,20 @@ const char* fix_openblas_core() {
   return want;
 }
 [[maybe_unused]] const char* const openblas_core_fixed = fix_openblas_core();
+
+// OpenBLAS's idle threads spin (sched_yield) for 2^28 cycles after every call before they sleep:
+// on a machine with few cores they take the CPU from tc's pool, which runs the generated kernels
+// between GEMMs. Unless the user set OPENBLAS_THREAD_TIMEOUT: 2^16 cycles (tens of microseconds),
+// then sleep. Its threads are stopped here and restart, with that timeout, at the next call.
+bool shorten_openblas_spin() {
+  if (!openblas_read_env || !blas_thread_shutdown_ || std::getenv("OPENBLAS_THREAD_TIMEOUT")) return false;
+  setenv("OPENBLAS_THREAD_TIMEOUT", "16", 0);
+  openblas_read_env();
+  blas_thread_shutdown_();
+  unsetenv("OPENBLAS_THREAD_TIMEOUT");
+  return true;
+}
+[[maybe_unused]] const bool openblas_spin_shortened = shorten_openblas_spin();
 
 // OpenBLAS runs GEMMs up to this many multiply-adds on the calling thread only (its
 // GEMM_MULTITHREAD_THRESHOLD * 65536), so below it we may parallelise over a batch ourselves.

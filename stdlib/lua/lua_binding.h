@@ -70,6 +70,7 @@ void open_ops(lua_State* L);           // lua_ops.cpp: one function per ops.def 
 // lua_ops.cpp: if the value at idx is one of the op functions made by open_ops (tc.sin,
 // x.add ...), which op it calls; nullopt for any other value. Pushes nothing.
 std::optional<Op> op_of(lua_State* L, int idx);
+void open_distributed(lua_State* L);  // lua_distributed.cpp: tc._C.dist_* (tc.distributed.lua)
 void open_errors(lua_State* L);        // lua_errors.cpp: tc.ShapeError ... metatables
 void open_create(lua_State* L);        // lua_create.cpp: tc.tensor, x:tolist(), x:item()
 std::string format_tensor(const Tensor& t);  // tensor_format.cpp: PyTorch's repr

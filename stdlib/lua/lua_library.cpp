@@ -392,6 +392,7 @@ extern "C" int tc_open_library(lua_State* L) {
       {"live_bytes", l_live_bytes}, {"set_cpu_limit", l_set_cpu_limit}, {nullptr, nullptr}};
   set_funcs(L, "memory", memory);
   open_cuda(L);
+  open_distributed(L);
   const luaL_Reg prims[] = {{"dtype", c_dtype},   {"is_dtype", c_is_dtype}, {"device", c_device},
                             {"host", c_host},     {"footer", c_footer},     {"is_tensor", l_is_tensor},
                             {"wrap_functions", c_wrap_functions}, {"wrap", c_wrap},

@@ -130,9 +130,13 @@ return function(nn, tc, F)
   end
 
   -- Normalisation ----------------------------------------------------------------------------------
+  -- momentum = false is PyTorch's momentum=None: the running statistics are the cumulative
+  -- average of the batches' (factor 1/num_batches_tracked).
+  local MOMENTUM = {what = "a number or false (a cumulative average)",
+    ok = function(v) return type(v) == "number" or v == false end}
   local function batchnorm_class(name)
     local B = layer(name, {
-      {"num_features", K.natural}, {"eps", K.nonnegative, 1e-5}, {"momentum", K.number, 0.1},
+      {"num_features", K.natural}, {"eps", K.nonnegative, 1e-5}, {"momentum", MOMENTUM, 0.1},
       {"affine", K.bool, true}, {"track_running_stats", K.bool, true}, DEVICE, DTYPE,
     }, function(self, a)
       local n = a.num_features
@@ -155,11 +159,13 @@ return function(nn, tc, F)
           name == "BatchNorm1d" and "2D or 3D" or "4D", x:dim()))
       end
       local use_batch = self.training or not self.track_running_stats
+      local momentum = self.momentum
       if self.training and self.track_running_stats then
         self.num_batches_tracked:add_(1)
+        if momentum == false then momentum = 1 / self.num_batches_tracked:item() end
       end
       return F.batch_norm(x, self.weight, self.bias, self.running_mean, self.running_var, use_batch,
-        self.momentum, self.eps)
+        momentum or 0, self.eps)
     end
     return B
   end

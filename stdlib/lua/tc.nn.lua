@@ -315,7 +315,18 @@ function Module:apply(fn)
   return self
 end
 
--- Applies fn to every parameter and buffer, replacing them (keeps requires_grad of parameters).
+-- Parameters that m:to()/cuda()/half() ... replaced by a converted copy: old -> new (weak keys).
+-- An optimizer built before the conversion follows it (tc.optim: the new parameter and its state
+-- take the old one's place), as PyTorch's optimizers keep working after model.cuda().
+local replaced = setmetatable({}, {__mode = "k"})
+function nn._replacement(p)
+  local r = replaced[p]
+  while r ~= nil and replaced[r] ~= nil do r = replaced[r] end
+  return r
+end
+
+-- Applies fn to every parameter and buffer, replacing them (keeps requires_grad of parameters,
+-- converts their .grad the same way).
 function Module:_apply(fn)
   for _, m in self:named_modules() do
     local kinds = rawget(m, "_kind")
@@ -324,7 +335,12 @@ function Module:_apply(fn)
       if v ~= nil and k ~= "module" then
         local nv = fn(v)
         if not rawequal(nv, v) then
-          if k == "param" then nv = nn.Parameter(nv, v.requires_grad) end
+          if k == "param" then
+            nv = nn.Parameter(nv, v.requires_grad)
+            local g = v.grad
+            if g ~= nil then nv.grad = fn(g) end
+            replaced[v] = nv
+          end
           rawset(m, name, nv)
         end
       end
@@ -343,9 +359,8 @@ function Module:float() return self:_apply(function(t) return t.dtype.is_floatin
 function Module:double() return self:_apply(function(t) return t.dtype.is_floating_point and t:double() or t end) end
 function Module:half() return self:_apply(function(t) return t.dtype.is_floating_point and t:half() or t end) end
 
-function Module:zero_grad()
-  for _, p in ipairs(self:parameters()) do p.grad = nil end
-end
+-- m:zero_grad({set_to_none = true}): gradients become nil, or are zeroed in place with false.
+function Module:zero_grad(opts) nn.utils.zero_grad(self:parameters(), opts) end
 
 function Module:register_forward_hook(fn)
   local hooks = rawget(self, "_forward_hooks") or {}
@@ -373,4 +388,5 @@ Module.training_mode = Module.train
 Module.evaluate = Module.eval
 
 require("tc.nn.layers")(nn, tc, F)
+nn.utils = require "tc.nn.utils"
 return nn

@@ -1,7 +1,8 @@
 -- Errors raised from compiled code carry eager's message, kind and user line: a call of a value
 -- that is not callable at a graph break names it as Lua does (method, global, field, upvalue),
 -- an op that fails while its graph runs reports the line that made the node (not the caller's),
--- a comparison run at a break raises at its own line. --log=bogus and TC_LOGS=bogus are clear
+-- a comparison run at a break raises at its own line, an integer division by zero raises
+-- ZeroDivisionError as eager does (generated code would give 0). --log=bogus and TC_LOGS=bogus are clear
 -- errors listing the valid log names.
 local tc = require "tc"
 local h = require "helpers"
@@ -23,6 +24,11 @@ local cases = {
   end,
   function(x) local y = x:exp(); return y:view(7) end,
   function(x) local y = x + 1; return y + tc.ones(3) end,
+  -- integer division by zero: eager's ZeroDivisionError, also where generated code divides
+  function(x) local i = x:to(tc.int64); local d = i - 1; return (i + 1) // d end,
+  function(x) local i = x:to(tc.int64); return tc.remainder(i * 3, i - 1) end,
+  function(x) local i = x:to(tc.int32); return tc.div(i, i - 1, {rounding_mode = "trunc"}) + 1 end,
+  function(x) local i = x:to(tc.int64); return (i + 2) // 0 end,
 }
 
 local function describe(e)

@@ -6,19 +6,10 @@
 local tc = require "tc"
 local nn = require "tc.nn"
 local json = require "json"
+local fixtures = require "fixtures"
 local check = require "check"
 
-local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
-
-local fixture
-local function signatures()
-  if fixture == nil then
-    local f = assert(io.open(here .. "/../fixtures/api/nn_signatures.json"))
-    fixture = json.decode(f:read("a"))
-    f:close()
-  end
-  return fixture.layers
-end
+local function signatures() return fixtures.json("api/nn_signatures.json").layers end
 
 -- The value given to each parameter (by name; per layer where needed). The values of one layer's
 -- parameters differ from each other where they can (booleans alternate), so a swap of two in

@@ -1,69 +1,108 @@
--- tc.optim against torch.optim (fixtures: tests/fixtures/gen_nn_parity.py ->
--- tests/fixtures/parity/optim.safetensors): two parameters, three steps with hand-set gradients,
--- the parameters after each step compared with PyTorch's.
+-- tc.optim against torch.optim (fixture: tests/fixtures/train/optim.json from gen_optim.py): three
+-- parameters, several steps with hand-set gradients (some cases leave grads unset at some steps),
+-- the parameters after every step compared with PyTorch's; every case runs parameter by parameter
+-- (foreach=false) and on the flat buckets (foreach=true).
 local tc = require "tc"
 local optim = require "tc.optim"
+local check = require "check"
+local OF = require "fixtures"
 
-local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
-local FIXTURE = here .. "/../fixtures/parity/optim.safetensors"
-local fx
-local function F() fx = fx or tc.load(FIXTURE); return fx end
+local function P() return OF.optim().params end
 
--- mirrors OPT_CASES of the generator
-local cases = {
-  sgd = {"SGD", {lr = 0.1}},
-  sgd_momentum = {"SGD", {lr = 0.1, momentum = 0.9}},
-  sgd_dampening_wd = {"SGD", {lr = 0.05, momentum = 0.8, dampening = 0.3, weight_decay = 0.1}},
-  sgd_nesterov_wd = {"SGD", {lr = 0.1, momentum = 0.9, nesterov = true, weight_decay = 0.01}},
-  sgd_maximize = {"SGD", {lr = 0.1, momentum = 0.5, maximize = true}},
-  adam = {"Adam", {lr = 0.01}},
-  adam_wd_betas = {"Adam", {lr = 0.02, betas = {0.8, 0.99}, eps = 1e-6, weight_decay = 0.1}},
-  adam_amsgrad = {"Adam", {lr = 0.01, amsgrad = true}},
-  adamw = {"AdamW", {lr = 0.01}},
-  adamw_wd_amsgrad = {"AdamW", {lr = 0.05, weight_decay = 0.3, amsgrad = true}},
-}
-
-local function assert_close(got, want, what)
-  local diff = (got:double() - want:double()):abs()
-  local excess = (diff - (want:double():abs() * 1e-5 + 1e-6)):amax():item()
-  if excess > 0 or excess ~= excess then
-    error(("%s: max |difference| %.3g"):format(what, diff:amax():item()), 2)
-  end
-end
-
-local function params()
+local function params(device)
   local ps = {}
-  for i = 1, 2 do
-    ps[i] = F()["init/" .. i]:clone()
+  for i, shape in ipairs(P().shapes) do
+    ps[i] = OF.tensor(P().init[i], shape):to(device or "cpu")
     ps[i].requires_grad = true
   end
   return ps
 end
 
-local function set_grads(ps, step)
-  for i, p in ipairs(ps) do p.grad = F()["grad/" .. step .. "/" .. i]:clone() end
+-- Gradients of (1-based) step `step`; with skip, the fixture's params.skip ones stay nil.
+local function set_grads(ps, step, skip)
+  local none = {}
+  for _, i in ipairs(skip and P().skip[tostring(step)] or {}) do none[i] = true end
+  for i, p in ipairs(ps) do
+    p.grad = not none[i] and OF.tensor(P().grads[step][i], P().shapes[i]):to(p.device) or nil
+  end
+end
+
+local function copy(t)
+  local c = {}
+  for k, v in pairs(t) do c[k] = type(v) == "table" and copy(v) or v end
+  return c
+end
+
+-- The optimizer of fixture case c over ps, with extra options.
+local function build(c, ps, extra)
+  local opts = copy(c.options)
+  for k, v in pairs(extra or {}) do opts[k] = v end
+  if c.groups then
+    local spec = {}
+    for gi, g in ipairs(c.groups) do
+      spec[gi] = copy(g.options or {})
+      spec[gi].params = {}
+      for _, i in ipairs(g.params) do table.insert(spec[gi].params, ps[i]) end
+    end
+    return optim[c.class](spec, opts)
+  end
+  return optim[c.class](ps, opts)
+end
+
+local function run_case(name, c, foreach, from_step, ps, opt, device)
+  ps = ps or params(device)
+  opt = opt or build(c, ps, {foreach = foreach})
+  for step = from_step or 1, #c.steps do
+    set_grads(ps, step, c.skip)
+    opt:step()
+    for i, p in ipairs(ps) do
+      OF.assert_close(p:cpu(), OF.tensor(c.steps[step][i], P().shapes[i]),
+        ("%s (foreach=%s) step %d param %d"):format(name, tostring(foreach), step, i))
+    end
+  end
+  return ps, opt
 end
 
 local tests = {}
-for name, c in pairs(cases) do
-  tests["parity_" .. name] = function()
-    local ps = params()
-    local opt = optim[c[1]](ps, c[2])
-    for step = 1, 3 do
-      set_grads(ps, step)
-      opt:step()
-      for i, p in ipairs(ps) do
-        assert_close(p, F()[name .. "/step" .. step .. "/" .. i], ("%s step %d param %d"):format(name, step, i))
-      end
-    end
-  end
+
+function tests.every_optimizer_case_matches_pytorch_per_parameter()
+  local n = 0
+  for name, c in pairs(OF.optim().optimizers) do run_case(name, c, false); n = n + 1 end
+  assert(n >= 20, "the fixture has the optimizer cases")
 end
 
-function tests.every_fixture_case_is_tested()
-  for key in pairs(F()) do
-    local name = key:match("^([^/]+)/step")
-    if name then assert(cases[name], "fixture case " .. name .. " has no Lua test") end
+function tests.every_optimizer_case_matches_pytorch_on_flat_buckets()
+  for name, c in pairs(OF.optim().optimizers) do run_case(name, c, true) end
+end
+
+-- On CUDA the default (foreach = nil) is the flat path; skipped without a GPU.
+function tests.every_optimizer_case_matches_pytorch_on_cuda()
+  if not tc.cuda.is_available() then
+    print("SKIP test_optim_steps:every_optimizer_case_matches_pytorch_on_cuda: no CUDA device")
+    return
   end
+  for name, c in pairs(OF.optim().optimizers) do run_case(name, c, nil, nil, nil, nil, "cuda") end
+end
+
+function tests.fixture_covers_every_optimizer_class()
+  local seen = {}
+  for _, c in pairs(OF.optim().optimizers) do seen[c.class] = true end
+  for _, cls in ipairs {"SGD", "Adam", "AdamW", "RMSprop", "Adagrad"} do assert(seen[cls], cls .. " has no fixture case") end
+end
+
+-- The flat path really is one bucket per group: state tensors of a group's parameters are views
+-- of one buffer, and after a foreach step the per-parameter view shows the new state.
+function tests.state_tensors_are_views_of_one_flat_buffer_per_group()
+  local ps = params()
+  local opt = optim.Adam(ps, {lr = 0.01, foreach = true})
+  set_grads(ps, 1)
+  opt:step()
+  local b = opt._slot[ps[1]].bucket
+  assert(opt._slot[ps[2]].bucket == b and opt._slot[ps[3]].bucket == b, "one bucket for the group")
+  check.eq(b.buffers.exp_avg:numel(), 12 + 5 + 6)
+  check.same(opt.state[ps[2]].exp_avg.shape, {5})
+  OF.assert_close(opt.state[ps[2]].exp_avg, b.buffers.exp_avg:narrow(1, 13, 5), "view of the flat buffer")
+  check.eq(opt.state[ps[3]].step, 1)
 end
 
 function tests.zero_grad_sets_grads_to_nil_and_step_skips_them()
@@ -75,66 +114,165 @@ function tests.zero_grad_sets_grads_to_nil_and_step_skips_them()
   local before = ps[1]:clone()
   opt:step()
   assert(ps[1]:eq(before):all():item(), "a parameter without grad is left alone")
+  assert(next(opt.state) == nil, "no state for parameters that never had a gradient")
+end
+
+function tests.zero_grad_set_to_none_false_zeroes_in_place()
+  local ps = params()
+  local opt = optim.SGD(ps, {lr = 0.1})
+  set_grads(ps, 1)
+  local g = ps[1].grad
+  opt:zero_grad({set_to_none = false})
+  assert(rawequal(ps[1].grad, g), "the same gradient tensor")
+  check.eq(g:abs():sum():item(), 0)
+  opt:zero_grad({set_to_none = true})
+  assert(ps[1].grad == nil)
 end
 
 function tests.step_updates_in_place()
   local ps = params()
-  local opt = optim.Adam(ps)
+  local opt = optim.Adam(ps, {foreach = true})
   local p1 = ps[1]
   set_grads(ps, 1)
   opt:step()
   assert(rawequal(ps[1], p1) and p1.requires_grad, "the parameter object is the same leaf tensor")
 end
 
--- Two steps, state_dict into a fresh optimizer, the third step matches the uninterrupted run.
+function tests.step_calls_the_closure_and_returns_its_loss()
+  local ps = params()
+  local opt = optim.SGD(ps, {lr = 0.1})
+  local calls = 0
+  local loss = opt:step(function() calls = calls + 1; set_grads(ps, 1); return 42 end)
+  check.eq(calls, 1)
+  check.eq(loss, 42)
+  OF.assert_close(ps[1], OF.tensor(OF.optim().optimizers.sgd.steps[1][1], P().shapes[1]), "stepped with the closure's grads")
+end
+
+-- Two steps, state_dict into a fresh optimizer (other lr), the rest matches the uninterrupted run.
 function tests.state_dict_round_trip_resumes_exactly()
-  for _, name in ipairs {"sgd_nesterov_wd", "adam_amsgrad", "adamw"} do
-    local c = cases[name]
-    local ps = params()
-    local opt = optim[c[1]](ps, c[2])
-    for step = 1, 2 do set_grads(ps, step); opt:step() end
-    local sd = opt:state_dict()
-    local opt2 = optim[c[1]](ps, {lr = 123})
-    opt2:load_state_dict(sd)
-    assert(opt2.param_groups[1].lr == c[2].lr, "hyper-parameters come back")
-    set_grads(ps, 3)
-    opt2:step()
-    for i, p in ipairs(ps) do assert_close(p, F()[name .. "/step3/" .. i], name .. " resumed param " .. i) end
+  for _, name in ipairs {"sgd_nesterov_wd", "adam_amsgrad", "adamw", "rmsprop_centered_momentum", "adagrad_decay_wd_init",
+                         "adam_skip", "groups_adam"} do
+    local c = OF.optim().optimizers[name]
+    for _, foreach in ipairs {false, true} do
+      local ps = params()
+      local opt = build(c, ps, {foreach = foreach})
+      for step = 1, 2 do set_grads(ps, step, c.skip); opt:step() end
+      local sd = opt:state_dict()
+      local opt2 = build(c, ps, {lr = 123, foreach = foreach})
+      opt2:load_state_dict(sd)
+      check.eq(opt2.param_groups[1].lr, opt.param_groups[1].lr, "hyper-parameters come back")
+      -- the saved state is a copy: stepping the old optimizer does not change it
+      set_grads(ps, 3, c.skip)
+      local keep = {}
+      for i, p in ipairs(ps) do keep[i] = p:clone() end
+      opt:step()
+      for i, p in ipairs(ps) do p:detach():copy_(keep[i]) end
+      run_case(name, c, foreach, 3, ps, opt2)
+    end
   end
 end
 
--- Parameter groups with their own options: group 1 plain SGD, group 2 with momentum.
+function tests.load_state_dict_rejects_mismatched_state()
+  local ps = params()
+  local opt = optim.Adam(ps, {lr = 0.01})
+  set_grads(ps, 1)
+  opt:step()
+  local sd = opt:state_dict()
+  sd.state[2].exp_avg = tc.zeros(4)
+  local e = check.raises("ValueError", function() optim.Adam(params()):load_state_dict(sd) end)
+  assert(e.message:find("state 'exp_avg' of parameter 2 has shape %(4,%), the parameter has shape %(5,%)"), e.message)
+  sd = opt:state_dict()
+  sd.state[1].exp_avg_sq = nil
+  e = check.raises("ValueError", function() optim.Adam(params()):load_state_dict(sd) end)
+  assert(e.message:find("parameter 1 has no tensor 'exp_avg_sq'"), e.message)
+  e = check.raises("ValueError", function() optim.Adam({ps[1], ps[2]}):load_state_dict(opt:state_dict()) end)
+  assert(e.message:find("has 3 parameters, the optimizer's 2"), e.message)
+  e = check.raises("ValueError", function() optim.Adam({{params = {ps[1]}}, {params = {ps[2], ps[3]}}}):load_state_dict(opt:state_dict()) end)
+  assert(e.message:find("1 parameter groups, the optimizer 2"), e.message)
+  -- the saved group options win: a plain Adam state loads into an amsgrad one, which becomes plain
+  local opt2 = optim.Adam(params(), {amsgrad = true})
+  opt2:load_state_dict(opt:state_dict())
+  check.eq(opt2.param_groups[1].amsgrad, false)
+end
+
+-- Parameter groups with their own options; add_param_group checks duplicates and options.
 function tests.param_groups_have_their_own_options()
   local ps = params()
   local opt = optim.SGD({{params = {ps[1]}}, {params = {ps[2]}, momentum = 0.9}}, {lr = 0.1})
   assert(#opt.param_groups == 2 and opt.param_groups[2].lr == 0.1 and opt.param_groups[1].momentum == 0)
-  for step = 1, 3 do
-    set_grads(ps, step)
-    opt:step()
-  end
-  assert_close(ps[1], F()["sgd/step3/1"], "group 1 (sgd)")
-  assert_close(ps[2], F()["sgd_momentum/step3/2"], "group 2 (momentum 0.9)")
-  local ok, e = pcall(opt.add_param_group, opt, {params = {ps[1]}})
-  assert(not ok and e.kind == "ValueError" and e.message:find("more than one parameter group"), tostring(e))
-  local q = tc.zeros(2)
-  opt:add_param_group({params = {q}, lr = 0.5})
+  local e = check.raises("ValueError", function() opt:add_param_group({params = {ps[1]}}) end)
+  assert(e.message:find("more than one parameter group"), e.message)
+  opt:add_param_group({params = {ps[3]}, lr = 0.5})
   assert(opt.param_groups[3].lr == 0.5 and opt.param_groups[3].momentum == 0)
-  ok, e = pcall(optim.Adam, {{params = {ps[1]}, betas = {0.9, 1.5}}})
-  assert(not ok and e.kind == "ValueError" and e.message:find("invalid betas"), tostring(e))
+  for step = 1, 2 do set_grads(ps, step); opt:step() end
+  local fx = OF.optim().optimizers
+  OF.assert_close(ps[1], OF.tensor(fx.sgd.steps[2][1], P().shapes[1]), "group 1 (sgd)")
+  OF.assert_close(ps[2], OF.tensor(fx.sgd_momentum.steps[2][2], P().shapes[2]), "group 2 (momentum 0.9)")
+  e = check.raises("ValueError", function() optim.Adam({{params = {ps[1]}, betas = {0.9, 1.5}}}) end)
+  assert(e.message:find("invalid betas"), e.message)
 end
 
 function tests.bad_options_raise_value_errors()
   local ps = params()
   local function raises(f, pattern)
-    local ok, e = pcall(f)
-    assert(not ok and type(e) == "table" and e.kind == "ValueError", "expected a ValueError, got " .. tostring(e))
+    local e = check.raises("ValueError", f)
     assert(e.message:find(pattern), e.message)
   end
   raises(function() return optim.SGD(ps, {lr = 0.1, nesterov = true}) end, "nesterov")
   raises(function() return optim.SGD(ps, {lr = -1}) end, "invalid learning rate")
+  raises(function() return optim.SGD(ps, {momentum = -1}) end, "invalid momentum")
   raises(function() return optim.Adam(ps, {betas = {1.0, 0.9}}) end, "invalid beta")
   raises(function() return optim.Adam(ps, {lrr = 0.1}) end, "unknown option 'lrr'")
+  raises(function() return optim.Adam(ps, {eps = -1}) end, "invalid epsilon")
+  raises(function() return optim.RMSprop(ps, {alpha = -0.5}) end, "invalid alpha")
+  raises(function() return optim.Adagrad(ps, {lr_decay = -0.5}) end, "invalid lr_decay")
+  raises(function() return optim.AdamW(ps, {weight_decay = -1}) end, "invalid weight_decay")
   raises(function() return optim.AdamW({}, {}) end, "empty parameter list")
+  raises(function() return optim.SGD({ps[1], ps[2], ps[1]}) end, "parameter 3 appears twice in one parameter group")
+  raises(function() return optim.SGD(ps, {foreach = "yes"}) end, "foreach must be true, false or nil")
+end
+
+function tests.printing_an_optimizer_shows_its_groups()
+  local ps = params()
+  local text = tostring(optim.Adam({{params = {ps[1]}}, {params = {ps[2]}, lr = 0.5}}, {lr = 0.01}))
+  assert(text:find("^Adam %(\nParameter Group 1\n    amsgrad: false\n    betas: {0.9, 0.999}\n"), text)
+  assert(text:find("Parameter Group 2\n[^)]*    lr: 0.5\n"), text)
+end
+
+-- Options changed between steps take effect: momentum switched on later gets its buffer.
+function tests.options_changed_between_steps_take_effect()
+  for _, foreach in ipairs {false, true} do
+    local ps = params()
+    local opt = optim.RMSprop(ps, {lr = 0.01, foreach = foreach})
+    set_grads(ps, 1)
+    opt:step()
+    assert(opt.state[ps[1]].momentum_buffer == nil)
+    opt.param_groups[1].momentum = 0.9
+    opt.param_groups[1].lr = 0.02
+    set_grads(ps, 2)
+    opt:step()
+    check.same(opt.state[ps[3]].momentum_buffer.shape, {2, 1, 3})
+    assert(opt.state[ps[3]].momentum_buffer:abs():sum():item() > 0, "the new buffer was used")
+  end
+end
+
+-- A parameter of another dtype gets its own bucket; foreach still matches per-parameter results.
+function tests.mixed_dtypes_get_separate_buckets()
+  local results = {}
+  for _, foreach in ipairs {false, true} do
+    local ps = params()
+    ps[2] = ps[2]:double()
+    ps[2].requires_grad = true
+    local opt = optim.Adam(ps, {lr = 0.01, foreach = foreach})
+    for step = 1, 3 do
+      for i, p in ipairs(ps) do p.grad = OF.tensor(P().grads[step][i], P().shapes[i]):to(p.dtype) end
+      opt:step()
+    end
+    if foreach then assert(opt._slot[ps[1]].bucket ~= opt._slot[ps[2]].bucket, "one bucket per dtype") end
+    results[foreach] = ps
+  end
+  for i = 1, 3 do OF.assert_close(results[true][i], results[false][i], "param " .. i) end
+  check.eq(results[true][2].dtype, tc.float64)
 end
 
 return tests

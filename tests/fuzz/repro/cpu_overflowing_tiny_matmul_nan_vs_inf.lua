@@ -1,6 +1,8 @@
--- cpu backend, not fixed: after overflow, a generated tiny matmul (products summed in float64,
--- then rounded) gives nan where OpenBLAS's float32 sums give -inf (inf - inf in another order).
--- Both are overflow artefacts; the float64 reference is finite. Found on the H100 host (seed 5795).
+-- cpu backend, fixed: after overflow, a generated tiny matmul (products summed in float64, then
+-- rounded) gave nan where OpenBLAS's float32 sums gave -inf: the program is chaotic (each step
+-- cancels), so any other rounding diverges. Generated tiny matmuls now round as sgemm does
+-- (ordered fused multiply-adds, loop_ir.h Reduction::ordered_fma) and equal eager to the bit.
+-- Found on the H100 host (seed 5795).
 -- mismatch, shrunk from seed 5795 by tests/fuzz/shrink.lua (163 checks, 5s)
 -- reproduce: tcrun tests/fuzz/check.lua --file /tmp/min5795.lua --backends eager,cpu
 -- FAIL 5795 mismatch: [cpu] R.2.1: tensors differ
