@@ -6,6 +6,7 @@
 #if TC_HAVE_CUDA
 #include "cuda/cuda_backend.h"
 #endif
+#include "cuda/cuda_graphs.h"
 #include "eager/eager.h"
 #include "lower/loopir_backend.h"
 #include "partitioned.h"
@@ -94,7 +95,10 @@ Compiled compile_graph(const capture::Graph& g, const std::string& backend,
     TC_CHECK(std::ranges::find(known, key) != known.end(), ValueError,
              "backend \"%s\" has no option '%s' (its options: %s)", backend.c_str(), key.c_str(),
              joined(known).c_str());
-  return compile_partitioned(b, find("eager"), g, o);
+  Compiled c = compile_partitioned(b, find("eager"), g, o);
+  // every backend's GPU graphs replay as CUDA graphs under this mode (cuda/cuda_graphs.h)
+  if (o.mode == "reduce-overhead") c = with_cuda_graphs(std::move(c), g, o);
+  return c;
 }
 
 capture::GraphCompiler graph_compiler() {

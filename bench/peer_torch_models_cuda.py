@@ -12,28 +12,7 @@ torch.manual_seed(0)
 wanted = set(sys.argv[1:])
 d = torch.device("cuda")
 
-
-class Layer(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.linear1, self.relu1 = nn.Linear(10, 10), nn.ReLU()
-        self.linear2, self.relu2 = nn.Linear(10, 10), nn.ReLU()
-
-    def forward(self, x):
-        return self.relu2(self.linear2(torch.sigmoid(self.relu1(self.linear1(x)))))
-
-
-class SeedModel(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.linear = nn.Linear(10, 10)
-        self.layers = nn.ModuleList([Layer() for _ in range(64)])
-
-    def forward(self, x):
-        x = self.linear(x)
-        for layer in self.layers:
-            x = layer(x)
-        return x
+from torch_models import SeedModel  # noqa: E402
 
 
 class ConvLoop(nn.Module):

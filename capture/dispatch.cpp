@@ -7,8 +7,10 @@
 #include <cstring>
 
 #include "capture_state.h"
+#include "dump.h"
 #include "lua_binding.h"
 #include "resume.h"
+#include "tc/autograd.h"
 #include "tracer.h"
 #include "verifier.h"
 
@@ -306,42 +308,154 @@ int cont_gc(lua_State* L) {
   return 0;
 }
 
+// Pushes the cont of a call at the break at pc: the registers R, the varargs VA and the function
+// (stack index 1) as its user values.
+void push_cont(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileConfig>& cfg, int pc,
+               int R, int VA) {
+  void* mem = lua_newuserdatauv(L, sizeof(Cont), 3);
+  new (mem) Cont{state().caches.at(cc->key), cfg, pc};
+  if (luaL_newmetatable(L, kContMeta)) {
+    lua_pushcfunction(L, cont_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_setmetatable(L, -2);
+  lua_pushvalue(L, R);
+  lua_setiuservalue(L, -2, 1);
+  lua_pushvalue(L, VA);
+  lua_setiuservalue(L, -2, 2);
+  lua_pushvalue(L, 1);
+  lua_setiuservalue(L, -2, 3);
+}
+
 // The function that makes a call at a break: `function(cont, f, ...) return pass(after_call(cont,
 // f(...))) end` (or `function(f, ...) return f(...) end` for a tail call), loaded once per call
 // site with the user's chunk name and line, so that error() and argument errors of the callee
-// name the user's line, as without compilation.
+// name the user's line, as without compilation. The callee's frame gets the name Lua's debug
+// interface finds for it in the user's code (luaL_argerror words "bad argument #1 to 'rep'" from
+// it, and leaves self out of the count for a method), through the form of the helper's own call:
 enum class Site { Call, TailCall, Compare };
+enum class Naming {
+  Param,      // `f` is a parameter of the callee's name (local, global, field, upvalue: the name)
+  Method,     // `self:name(...)`: Lua's method call, the method looked up again (see below)
+  Field,      // `t["name"](...)`, t = {["name"] = f}: names that are not Lua identifiers
+  Anonymous,  // `id(f)(...)`: no name (luaL_argerror then looks for a global function's name)
+};
 
-void push_site_helper(lua_State* L, const vm::Proto& p, int pc, Site site, const std::string& f) {
+bool lua_identifier(const std::string& s) {
+  static const char* const reserved[] = {
+      "and",  "break", "do",  "else",  "elseif", "end", "false", "for",    "function",   "goto",
+      "if",   "in",    "local", "nil", "not",    "or",  "repeat", "return", "then",      "true",
+      "until", "while", "cont", "pass", "after_call", "id"};  // the last: the helper's own names
+  if (s.empty() || std::isdigit((unsigned char)s[0])) return false;
+  for (char c : s)
+    if (!std::isalnum((unsigned char)c) && c != '_') return false;
+  for (const char* r : reserved)
+    if (s == r) return false;
+  return true;
+}
+
+std::string lua_quoted(const std::string& s) {
+  std::string q = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\' || c < 32 || c > 126) {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\%03d", int(c));
+      q += esc;
+    } else {
+      q += char(c);
+    }
+  }
+  return q + "\"";
+}
+
+// How the helper of entry e's CALL names its callee, given nargs arguments.
+Naming naming_of(const Entry& e, int nargs) {
+  if (e.callee_kind.empty()) return Naming::Anonymous;
+  if (e.callee_kind == "method" && nargs >= 1) return Naming::Method;
+  return lua_identifier(e.callee_name) ? Naming::Param : Naming::Field;
+}
+
+// The Method helper: its text says `self:name(...)`, whose SELF instruction is what Lua's debug
+// interface reads ("method 'name'": findsetreg takes the last instruction before the call that
+// sets the callee's register, ignoring jumps to beyond the call). The callee is f, found by the
+// trace; looking it up again could run an __index function twice. So the SELF is jumped over:
+//   k: JMP -> e      k+1: SELF A self "name"     k+2: (the arguments) ... CALL A
+//   e: MOVE A f      e+1: MOVE A+1 self          e+2: JMP -> k+2
+// It replaces the helper chunk on top of the stack with the patched one.
+void load_method_helper(lua_State* L, const std::string& chunkname, int f_reg) {
+  vm::Proto main = vm::read_chunk(vm::dump_function(L));
+  lua_pop(L, 1);
+  TC_ASSERT(main.protos.size() == 2, "method helper: unexpected chunk");
+  vm::Proto& h = main.protos[1];  // protos[0] is id
+  int k = -1;
+  for (int pc = 0; pc < int(h.code.size()); pc++)
+    if (vm::decode(h.code[pc]).op == vm::OpCode::SELF) k = pc;
+  TC_ASSERT(k >= 0, "method helper: no SELF");
+  const vm::Ins self_ins = vm::decode(h.code[k]);
+  std::vector<int> lines = vm::decode_lines(h);
+  const int line = lines[k];
+  h.code.insert(h.code.begin() + k, 0);  // the JMP, below
+  lines.insert(lines.begin() + k, line);
+  const int e = int(h.code.size());
+  h.code[k] = vm::make_sj(vm::OpCode::JMP, e - (k + 1));
+  h.code.push_back(vm::make_abc(vm::OpCode::MOVE, self_ins.a, f_reg, 0));
+  h.code.push_back(vm::make_abc(vm::OpCode::MOVE, self_ins.a + 1, self_ins.b, 0));
+  h.code.push_back(vm::make_sj(vm::OpCode::JMP, (k + 2) - (e + 3)));
+  lines.insert(lines.end(), 3, line);
+  vm::encode_lines(h, lines);
+  for (vm::LocVar& v : h.locvars) {
+    if (v.startpc > k) v.startpc++;
+    if (v.endpc > k) v.endpc++;
+  }
+  vm::load_binary(L, vm::write_chunk(main), chunkname.c_str());
+}
+
+void push_site_helper(lua_State* L, const vm::Proto& p, int pc, Site site, Naming naming,
+                      const std::string& name) {
   const std::vector<int> lines = vm::decode_lines(p);
   const int line = pc < int(lines.size()) && lines[pc] > 0 ? lines[pc] : 1;
   const std::string source = p.source.value_or("=?");
   static const char* const suffix[] = {":call", ":tail", ":compare"};
-  const std::string key = source + ":" + std::to_string(line) + ":" + f + suffix[int(site)];
+  const std::string key = source + ":" + std::to_string(line) + ":" +
+                          std::to_string(int(naming)) + name + suffix[int(site)];
   lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.sites");
   if (lua_getfield(L, -1, key.c_str()) == LUA_TFUNCTION) {
     lua_remove(L, -2);
     return;
   }
   lua_pop(L, 1);
+  std::string params, call;  // the callee and its arguments; the call of it
+  switch (naming) {
+    case Naming::Param:
+      params = name + ", ...", call = name + "(...)";
+      break;
+    case Naming::Method:  // patched by load_method_helper
+      params = "f, self, ...", call = "self:" + name + "(...)";
+      break;
+    case Naming::Field:
+      params = "f, ...", call = "({[" + lua_quoted(name) + "] = f})[" + lua_quoted(name) + "](...)";
+      break;
+    case Naming::Anonymous:
+      params = "f, ...", call = "id(f)(...)";
+      break;
+  }
   std::string text(line - 1, '\n');
-  // the parameter holding the callee carries its name: "bad argument #1 to 'rep'"; a comparison
-  // runs its metamethods and errors at the user's line
-  text += "local pass, after_call = ... ";
+  text += "local pass, after_call = ... local function id(f) return f end ";
   switch (site) {
     case Site::Call:
-      text += "return function(cont, " + f + ", ...) return pass(after_call(cont, " + f + "(...))) end";
+      text += "return function(cont, " + params + ") return pass(after_call(cont, " + call + ")) end";
       break;
     case Site::TailCall:
-      text += "return function(" + f + ", ...) return " + f + "(...) end";
+      text += "return function(" + params + ") return " + call + " end";
       break;
-    case Site::Compare:
-      text += "return function(kind, a, b) if kind == 0 then return a == b elseif kind == 1 then "
-              "return a < b else return a <= b end end";
+    case Site::Compare:  // mm: the metamethod Lua would call, compiled (compare_metamethod)
+      text += "return function(kind, a, b, mm) if mm then return not not mm(a, b) elseif kind == 0 "
+              "then return a == b elseif kind == 1 then return a < b else return a <= b end end";
       break;
   }
   int st = luaL_loadbufferx(L, text.data(), text.size(), source.c_str(), "t");
   TC_ASSERT(st == LUA_OK, "call-site helper does not load");
+  if (naming == Naming::Method) load_method_helper(L, source, site == Site::Call ? 1 : 0);
   lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.pass");
   lua_pushcfunction(L, l_after_call);
   lua_call(L, 2, 1);
@@ -367,6 +481,229 @@ void push_resume_call(lua_State* L, CodeCache*& cc, int fn_idx, int R, int VA, i
   const int n = lua_gettop(L) - fn + 1;
   keep_top(L, n);
   cc = uncompiled ? nullptr : rc;
+}
+
+// An indexing instruction at a break (GETTABUP, GETTABLE, GETI, GETFIELD, SELF: t[k] into R[A];
+// SETTABUP, SETTABLE, SETI, SETFIELD: t[k] = v), run as Lua runs it: raw reads and writes along
+// the __index/__newindex chain of tables; a metamethod function is called through the call-site
+// helper (a Lua one compiled, with its own caches), and when it returns l_after_call puts its
+// result in R[A] (reads). Done: the instruction is done, resume after it. Call: the stack holds
+// [helper, cont, handler, object, key(, value)] for Lua to call. Stock: Lua would raise (indexing
+// a value without the metamethod, a nil or NaN key written, a chain of 2000 hops): the resume
+// function at the instruction runs it in stock Lua, with eager's message.
+enum class IndexRun { Done, Call, Stock };
+
+bool is_write(vm::OpCode op) {
+  return op == vm::OpCode::SETTABUP || op == vm::OpCode::SETTABLE || op == vm::OpCode::SETI ||
+         op == vm::OpCode::SETFIELD;
+}
+
+IndexRun index_at_break(lua_State* L, const vm::Proto& p, const Entry& e, CodeCache* cc,
+                        const std::shared_ptr<CompileConfig>& cfg, int R, int VA) {
+  const vm::Ins i = vm::decode(p.code[e.pc]);
+  const bool write = is_write(i.op);
+  const int base = lua_gettop(L);
+  // push t, key: reads index R[B] (or upvalue B) with C, writes R[A] (or upvalue A) with B
+  const int tab = write ? i.a : i.b, k = write ? i.b : i.c;
+  if (i.op == vm::OpCode::GETTABUP || i.op == vm::OpCode::SETTABUP) {
+    if (!lua_getupvalue(L, 1, tab + 1)) lua_pushnil(L);
+  } else {
+    lua_rawgeti(L, R, tab + 1);
+  }
+  if (i.op == vm::OpCode::GETTABLE || i.op == vm::OpCode::SETTABLE ||
+      (i.op == vm::OpCode::SELF && !i.k))
+    lua_rawgeti(L, R, k + 1);
+  else if (i.op == vm::OpCode::GETI || i.op == vm::OpCode::SETI)
+    lua_pushinteger(L, k);
+  else
+    push_constant(L, p.k[k]);
+  if (i.op == vm::OpCode::SELF) {  // R[A+1] = t
+    lua_pushvalue(L, -2);
+    lua_rawseti(L, R, i.a + 2);
+  }
+  const int key = lua_gettop(L);
+  if (write) {  // the value: RK(C)
+    if (i.k)
+      push_constant(L, p.k[i.c]);
+    else
+      lua_rawgeti(L, R, i.c + 1);
+  }
+  const int val = write ? lua_gettop(L) : 0;
+  const char* event = write ? "__newindex" : "__index";
+  lua_pushvalue(L, key - 1);  // cur: the object indexed now
+  for (int hop = 0; hop < 2000; hop++) {
+    if (lua_type(L, -1) == LUA_TTABLE) {
+      lua_pushvalue(L, key);
+      if (lua_rawget(L, -2) != LUA_TNIL) {  // found: read it, or overwrite it raw
+        if (!write) {
+          lua_rawseti(L, R, i.a + 1);
+        } else {
+          lua_pop(L, 1);
+          lua_pushvalue(L, key);
+          lua_pushvalue(L, val);
+          lua_rawset(L, -3);
+        }
+        lua_settop(L, base);
+        return IndexRun::Done;
+      }
+      lua_pop(L, 1);
+    }
+    if (luaL_getmetafield(L, -1, event) == LUA_TNIL) {
+      const bool table = lua_type(L, -1) == LUA_TTABLE;
+      const bool bad_key = lua_isnil(L, key) || (lua_type(L, key) == LUA_TNUMBER &&
+                                                 lua_tonumber(L, key) != lua_tonumber(L, key));
+      if (!table || (write && bad_key)) break;  // Lua raises
+      if (write) {  // a new key, raw
+        lua_pushvalue(L, key);
+        lua_pushvalue(L, val);
+        lua_rawset(L, -3);
+      } else {
+        lua_pushnil(L);
+        lua_rawseti(L, R, i.a + 1);
+      }
+      lua_settop(L, base);
+      return IndexRun::Done;
+    }
+    if (lua_type(L, -1) == LUA_TFUNCTION) {  // h(cur, key(, value)) through the call-site helper
+      const int h = lua_gettop(L), cur = h - 1;
+      push_site_helper(L, p, e.pc, Site::Call, Naming::Param, event + 2);  // "index", "newindex"
+      push_cont(L, cc, cfg, e.pc, R, VA);
+      lua_pushvalue(L, h);
+      if (!lua_iscfunction(L, -1)) {
+        push_wrapper(L, lua_gettop(L), cfg);
+        lua_remove(L, -2);
+      }
+      lua_pushvalue(L, cur);
+      lua_pushvalue(L, key);
+      if (write) lua_pushvalue(L, val);
+      const int n = write ? 6 : 5;
+      lua_rotate(L, base + 1, n);  // the call to the bottom of what this function pushed
+      lua_settop(L, base + n);
+      return IndexRun::Call;
+    }
+    lua_remove(L, -2);  // cur = the metamethod value, indexed in turn
+  }
+  lua_settop(L, base);
+  return IndexRun::Stock;
+}
+
+// A Lua __tostring called compiled: luaL_tolstring's value of the value at idx, pushed.
+// `cfg` lives in the caller's upvalue (no C++ object may live across a Lua error here).
+const char* tolstring(lua_State* L, int idx, const std::shared_ptr<CompileConfig>& cfg) {
+  idx = lua_absindex(L, idx);
+  if (luaL_getmetafield(L, idx, "__tostring") != LUA_TNIL) {
+    if (lua_type(L, -1) == LUA_TFUNCTION && !lua_iscfunction(L, -1)) {
+      push_wrapper(L, lua_gettop(L), cfg);
+      lua_remove(L, -2);
+      lua_pushvalue(L, idx);
+      lua_call(L, 1, 1);
+      if (!lua_isstring(L, -1)) luaL_error(L, "'__tostring' must return a string");
+      return lua_tostring(L, -1);
+    }
+    lua_pop(L, 1);
+  }
+  return luaL_tolstring(L, idx, nullptr);
+}
+
+constexpr const char* kConfigMeta = "tc.CompileConfig";  // a userdata holding one (upvalues)
+
+const std::shared_ptr<CompileConfig>& upvalue_config(lua_State* L) {
+  return *static_cast<std::shared_ptr<CompileConfig>*>(lua_touserdata(L, lua_upvalueindex(1)));
+}
+
+// tostring and print as the base library's, with a Lua __tostring called compiled.
+int l_tostring(lua_State* L) {
+  luaL_checkany(L, 1);
+  tolstring(L, 1, upvalue_config(L));
+  return 1;
+}
+
+int l_print(lua_State* L) {
+  const int n = lua_gettop(L);
+  for (int i = 1; i <= n; i++) {
+    size_t len;
+    tolstring(L, i, upvalue_config(L));
+    const char* s = lua_tolstring(L, -1, &len);
+    if (i > 1) std::fwrite("\t", 1, 1, stdout);
+    std::fwrite(s, 1, len, stdout);
+    lua_pop(L, 1);
+  }
+  std::fwrite("\n", 1, 1, stdout);
+  std::fflush(stdout);
+  return 0;
+}
+
+// The base library's tostring or print at idx, replaced by l_tostring or l_print.
+void replace_tostring(lua_State* L, int idx, const std::shared_ptr<CompileConfig>& cfg) {
+  const Known& kn = known();
+  const lua_CFunction cf = lua_tocfunction(L, idx);
+  if (!cf || (cf != kn.tostring && cf != kn.print)) return;
+  void* mem = lua_newuserdatauv(L, sizeof(std::shared_ptr<CompileConfig>), 0);
+  new (mem) std::shared_ptr<CompileConfig>(cfg);
+  if (luaL_newmetatable(L, kConfigMeta)) {
+    lua_pushcfunction(L, [](lua_State* L) {
+      static_cast<std::shared_ptr<CompileConfig>*>(lua_touserdata(L, 1))->~shared_ptr();
+      return 0;
+    });
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_setmetatable(L, -2);
+  lua_pushcclosure(L, cf == kn.tostring ? l_tostring : l_print, 1);
+  lua_replace(L, idx);
+}
+
+// Compile-all, at a call of the C function at `callee` (its arguments above it) made at a break:
+// the Lua functions it will call go through the compiler too. The function argument of pcall,
+// sort, gsub, coroutine.create/wrap (Known::calls_arg); a callable table given to pcall or xpcall
+// (called as its __call, the table inserted as Lua inserts it); a Lua __tostring of tostring's or
+// print's arguments (those two are replaced by l_tostring and l_print).
+void compile_called_from_c(lua_State* L, int callee, const std::shared_ptr<CompileConfig>& cfg) {
+  const Known& kn = known();
+  const lua_CFunction cf = lua_tocfunction(L, callee);
+  auto it = kn.calls_arg.find(cf);
+  const int a = it == kn.calls_arg.end() ? 0 : callee + it->second;
+  if (a && a <= lua_gettop(L) && lua_type(L, a) == LUA_TFUNCTION && !lua_iscfunction(L, a)) {
+    push_wrapper(L, a, cfg);
+    lua_replace(L, a);
+  } else if (auto v = kn.calls_value.find(cf);
+             v != kn.calls_value.end() && a && a + v->second - 1 <= lua_gettop(L) &&
+             lua_type(L, a) != LUA_TFUNCTION && luaL_getmetafield(L, a, "__call") != LUA_TNIL) {
+    // (xpcall without its handler raises as it is)
+    if (lua_type(L, -1) == LUA_TFUNCTION && !lua_iscfunction(L, -1)) {
+      push_wrapper(L, lua_gettop(L), cfg);
+      lua_remove(L, -2);
+      lua_pushvalue(L, a);  // [f, obj, (handler,) args..., wrapper, obj]
+      lua_insert(L, a + v->second);
+      lua_replace(L, a);
+    } else {
+      lua_pop(L, 1);
+    }
+  }
+  replace_tostring(L, callee, cfg);
+  if (kn.calls_value.count(cf) && a && a <= lua_gettop(L)) replace_tostring(L, a, cfg);  // pcall(print, x)
+}
+
+// Under compile-all, the metamethod a comparison (kind 0 ==, 1 <, 2 <=) of the values at a and
+// a + 1 makes Lua call, when it is a Lua function: pushed compiled (true), as Lua finds it (raw
+// fields of the first operand's metatable, then the second's; __eq only between two tables or
+// two full userdata that are not the same object). Nothing pushed otherwise (false).
+bool push_compare_metamethod(lua_State* L, int kind, int a,
+                             const std::shared_ptr<CompileConfig>& cfg) {
+  if (!state().compile_all) return false;
+  const int b = a + 1, ta = lua_type(L, a), tb = lua_type(L, b);
+  if (kind == 0 ? ta != tb || (ta != LUA_TTABLE && ta != LUA_TUSERDATA) || lua_rawequal(L, a, b)
+                : (ta == LUA_TNUMBER && tb == LUA_TNUMBER) || (ta == LUA_TSTRING && tb == LUA_TSTRING))
+    return false;
+  const char* event = kind == 0 ? "__eq" : kind == 1 ? "__lt" : "__le";
+  if (luaL_getmetafield(L, a, event) == LUA_TNIL && luaL_getmetafield(L, b, event) == LUA_TNIL)
+    return false;
+  if (lua_type(L, -1) != LUA_TFUNCTION || lua_iscfunction(L, -1)) {
+    lua_pop(L, 1);
+    return false;
+  }
+  push_wrapper(L, lua_gettop(L), cfg);
+  lua_remove(L, -2);
+  return true;
 }
 
 // Runs the breaking instruction on the rebuilt registers and leaves [next function, args...]
@@ -396,25 +733,11 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
       const int nargs = i.b ? i.b - 1 : top - i.a - 1;
       const int call_base = lua_gettop(L);
       push_site_helper(L, p, e.pc, i.op == vm::OpCode::TAILCALL ? Site::TailCall : Site::Call,
-                       e.callee_name);
+                       naming_of(e, nargs), e.callee_name);
       lua_rawgeti(L, R, i.a + 1);  // not callable: eager's error, naming the value as Lua does
       if (push_call_error(L, p, e.pc, lua_gettop(L), call_base + 1)) return Outcome::Raise;
       lua_pop(L, 1);
-      if (i.op == vm::OpCode::CALL) {
-        void* mem = lua_newuserdatauv(L, sizeof(Cont), 3);
-        new (mem) Cont{state().caches.at(cc->key), cfg, e.pc};
-        if (luaL_newmetatable(L, kContMeta)) {
-          lua_pushcfunction(L, cont_gc);
-          lua_setfield(L, -2, "__gc");
-        }
-        lua_setmetatable(L, -2);
-        lua_pushvalue(L, R);
-        lua_setiuservalue(L, -2, 1);
-        lua_pushvalue(L, VA);
-        lua_setiuservalue(L, -2, 2);
-        lua_pushvalue(L, 1);
-        lua_setiuservalue(L, -2, 3);
-      }
+      if (i.op == vm::OpCode::CALL) push_cont(L, cc, cfg, e.pc, R, VA);
       lua_rawgeti(L, R, i.a + 1);
       const int callee = lua_gettop(L);
       // Lua functions called at a break go through the compiler too (regional compilation),
@@ -436,15 +759,7 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
         }
       }
       for (int j = 0; j < nargs; j++) lua_rawgeti(L, R, i.a + 2 + j);
-      // compile-all: the Lua function a C function will call (pcall's, sort's ...) compiled too
-      if (state().compile_all && lua_iscfunction(L, callee)) {
-        auto it = known().calls_arg.find(lua_tocfunction(L, callee));
-        const int a = it == known().calls_arg.end() ? 0 : callee + it->second;
-        if (a && a <= lua_gettop(L) && lua_type(L, a) == LUA_TFUNCTION && !lua_iscfunction(L, a)) {
-          push_wrapper(L, a, cfg);
-          lua_replace(L, a);
-        }
-      }
+      if (state().compile_all && lua_iscfunction(L, callee)) compile_called_from_c(L, callee, cfg);
       // [after, cont,] f, args...: Lua makes the call (a tail call for TAILCALL)
       const int n = lua_gettop(L) - call_base;
       keep_top(L, n);
@@ -478,7 +793,7 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
     case vm::OpCode::GEI: {
       // cmp(kind, a, b) is a Lua helper at the user's line: metamethods and their errors behave
       // as in stock Lua.
-      push_site_helper(L, p, e.pc, Site::Compare, "");
+      push_site_helper(L, p, e.pc, Site::Compare, Naming::Anonymous, "");
       int kind = 0;
       auto push_imm = [&] {
         if (i.c)
@@ -536,14 +851,31 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
           lua_rawgeti(L, R, i.a + 1);
           break;
       }
-      (void)kind;
-      if (lua_pcall(L, 3, 1, 0) != LUA_OK) return Outcome::Raise;
+      const int nargs = push_compare_metamethod(L, kind, lua_gettop(L) - 1, cfg) ? 4 : 3;
+      if (lua_pcall(L, nargs, 1, 0) != LUA_OK) return Outcome::Raise;
       const bool cond = lua_toboolean(L, -1);
       lua_pop(L, 1);
       next = cond != i.k ? e.pc + 2 : e.pc + 2 + vm::decode(p.code[e.pc + 1]).sj;
       break;
     }
     default:
+
+      if (e.index_at_break) {
+        const int top_before_index = lua_gettop(L);
+        switch (index_at_break(L, p, e, cc, cfg, R, VA)) {
+          case IndexRun::Done:
+            next = e.pc + 1;
+            break;
+          case IndexRun::Call:  // [helper, cont, h, object, key(, value)]
+            keep_top(L, lua_gettop(L) - top_before_index);
+            cc = nullptr;
+            return Outcome::Call;
+          case IndexRun::Stock:
+            next = e.pc;
+            break;
+        }
+        break;
+      }
       if (e.arith >= 0) {  // arithmetic on strings (arith_at_break): Lua's own, then resume
         lua_pushcfunction(L, [](lua_State* L) {
           lua_arith(L, int(lua_tointeger(L, 1)));
@@ -572,7 +904,7 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
       break;  // resumed uncompiled: the resume function runs the instruction
   }
   // The next function: the resume function at `next`, with the live registers as arguments.
-  push_resume_call(L, cc, 1, R, VA, top, next, e.resume_uncompiled);
+  push_resume_call(L, cc, 1, R, VA, top, next, e.resume_uncompiled || (e.index_at_break && next == e.pc));
   return Outcome::Call;
 }
 
@@ -599,6 +931,9 @@ Outcome execute(lua_State* L, const Entry& e, CodeCache*& cc,
   Run r{base};
   if (e.graph.num_ops() > 0) {
     std::vector<Tensor> outs;
+    // A compiled graph records no autograd tape (compiled training is to come): its outputs
+    // require no grad, as before eager autograd existed.
+    GradModeGuard no_tape(false);
     if (e.lua_backend_ref != LUA_NOREF) {
       std::vector<int> slots;
       for (int s : e.input_sources) slots.push_back(GuardProgram::slot(base, s));
@@ -822,6 +1157,10 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
       e->brk.action =
           "the break is inside a called function: the graph so far runs, the call runs through the "
           "compiler (its own graphs), then a resume function continues after it";
+    else if (e->index_at_break)
+      e->brk.action =
+          "the graph so far runs, the indexing runs at the break (an __index or __newindex "
+          "function through the compiler), then a resume function continues after it";
     else if (bi.op == vm::OpCode::CALL || bi.op == vm::OpCode::TAILCALL)
       e->brk.action =
           "the graph so far runs, the call runs in stock Lua, then a resume function continues "
@@ -870,7 +1209,9 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
     } else {
       TC_CHECK(st.compiler.compile, CompileError,
                "no graph compiler is installed (tc::capture::install was given none)");
-      Compiled c = st.compiler.compile(e->graph, cfg->backend, cfg->backend_options());
+      CompileOptions options = cfg->backend_options();
+      options.cudagraph_max_sizes = config_int(L, "cudagraph_max_sizes", options.cudagraph_max_sizes);
+      Compiled c = st.compiler.compile(e->graph, cfg->backend, options);
       e->run = std::move(c.run);
       report = std::move(c.report);
       note_backend_report(L, cache_name(cc), report);
@@ -1053,7 +1394,9 @@ int l_after_call(lua_State* L) {
     const int VA = lua_gettop(L);
     lua_getiuservalue(L, 1, 3);
     const int F = lua_gettop(L);
-    const int want = i.c ? i.c - 1 : nres;
+    // a CALL's results; an indexing run at the break (index_at_break) delivers one, to R[A], a
+    // write none
+    const int want = i.op == vm::OpCode::CALL ? (i.c ? i.c - 1 : nres) : is_write(i.op) ? 0 : 1;
     for (int j = 0; j < want; j++) {
       if (j < nres)
         lua_pushvalue(L, 2 + j);

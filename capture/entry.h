@@ -85,8 +85,10 @@ struct Entry {
   std::vector<int> resume_pcs;  // legal successors checked at trace time
   bool resume_uncompiled = false;
   int arith = -1;  // a lua_arith operator: the breaking instruction is that arithmetic (run_break)
-  std::string callee_name = "f";  // CALL breaks: the callee's name, for Lua's error messages  //
-                                  // the instruction is not one the executor runs: resume at pc raw
+  bool index_at_break = false;  // the breaking instruction is an indexing run at the break
+  // CALL breaks: the callee's name as Lua finds it in the bytecode ("method", "rep"; kind ""
+  // when it has none), for argument errors worded as eager's (dispatch.cpp's call-site helpers)
+  std::string callee_kind, callee_name;
   GraphBreak brk;
   std::string fallback_reason;
   int trace_id = 0;

@@ -45,13 +45,14 @@ struct GuardProgram::Memo {
   int64_t fast_hits = 0;
 };
 
-int GuardProgram::source(SrcKind kind, int parent, int64_t n, const std::string& name) {
-  auto key = std::make_tuple(int(kind), parent, n, kind == SrcKind::Field ? name : std::string());
-  auto it = dedup.find(key);
+int GuardProgram::source(SrcKind kind, int parent, int64_t n, std::string_view name) {
+  // the name is part of the key for fields only (an upvalue's name just describes it)
+  const std::string_view key = kind == SrcKind::Field ? name : std::string_view();
+  auto it = dedup.find(SourceKeyView{kind, parent, n, key});
   if (it != dedup.end()) return it->second;
-  sources.push_back({kind, parent, n, name});
-  int id = int(sources.size()) - 1;
-  dedup[key] = id;
+  sources.push_back({kind, parent, n, std::string(name)});
+  const int id = int(sources.size()) - 1;
+  dedup.emplace(SourceKey{kind, parent, n, std::string(key)}, id);
   return id;
 }
 
@@ -63,31 +64,60 @@ static bool is_identifier(const std::string& s) {
 }
 
 std::string GuardProgram::describe(int src) const {
+  std::string out;
+  describe_into(src, &out);
+  return out;
+}
+
+// Appends the description: one string for the whole path, not one per level.
+void GuardProgram::describe_into(int src, std::string* out) const {
   const Source& s = sources[src];
   switch (s.kind) {
     case SrcKind::Arg:
-      return "arg[" + std::to_string(s.n) + "]";
+      *out += "arg[" + std::to_string(s.n) + "]";
+      return;
     case SrcKind::Fn:
-      return "fn";
-    case SrcKind::Upval: {
-      std::string up = s.name.empty() ? "upvalue " + std::to_string(s.n) : s.name;
-      return sources[s.parent].kind == SrcKind::Fn ? up
-                                                   : describe(s.parent) + ".<upvalue " + up + ">";
-    }
+      *out += "fn";
+      return;
+    case SrcKind::Upval:
+      if (sources[s.parent].kind != SrcKind::Fn) {
+        describe_into(s.parent, out);
+        *out += ".<upvalue ";
+      }
+      *out += s.name.empty() ? "upvalue " + std::to_string(s.n) : s.name;
+      if (sources[s.parent].kind != SrcKind::Fn) *out += ">";
+      return;
     case SrcKind::Field:
-      if (sources[s.parent].kind == SrcKind::Upval && sources[s.parent].name == "_ENV")
-        return s.name;  // a global
-      return describe(s.parent) + (is_identifier(s.name) ? "." + s.name : "[\"" + s.name + "\"]");
+      if (sources[s.parent].kind == SrcKind::Upval && sources[s.parent].name == "_ENV") {
+        *out += s.name;  // a global
+        return;
+      }
+      describe_into(s.parent, out);
+      if (is_identifier(s.name))
+        *out += "." + s.name;
+      else
+        *out += "[\"" + s.name + "\"]";
+      return;
     case SrcKind::Index:
-      return describe(s.parent) + "[" + std::to_string(s.n) + "]";
+      describe_into(s.parent, out);
+      *out += "[" + std::to_string(s.n) + "]";
+      return;
     case SrcKind::Metatable:
-      return "getmetatable(" + describe(s.parent) + ")";
+      *out += "getmetatable(";
+      describe_into(s.parent, out);
+      *out += ")";
+      return;
     case SrcKind::Pinned:
-      return s.name;
+      *out += s.name;
+      return;
     case SrcKind::Keyed:
-      return describe(s.parent) + "[" + describe(int(s.n)) + "]";
+      describe_into(s.parent, out);
+      *out += "[";
+      describe_into(int(s.n), out);
+      *out += "]";
+      return;
   }
-  return "?";
+  *out += "?";
 }
 
 static int64_t tensor_meta(DType dtype, Device device) {
@@ -433,10 +463,7 @@ void GuardProgram::simplify() {
   std::vector<bool> strong(sources.size(), false);
   for (const Guard& g : guards)
     if (g.src >= 0 && g.kind != GuardKind::Type) strong[g.src] = true;
-  std::vector<Guard> kept;
-  for (Guard& g : guards)
-    if (!(g.kind == GuardKind::Type && strong[g.src])) kept.push_back(std::move(g));
-  guards = std::move(kept);
+  std::erase_if(guards, [&](const Guard& g) { return g.kind == GuardKind::Type && strong[g.src]; });
 }
 
 const char* guard_kind_name(GuardKind k) {
@@ -488,15 +515,6 @@ namespace {
 constexpr size_t kBytesPerRead = 1024;
 constexpr size_t kPinnedBytes = 4096;
 constexpr size_t kMaxSnapshotNodeBytes = 16384;
-
-// Pushes a new table with weak keys ("k") or weak values ("v").
-void push_weak_table(lua_State* L, const char* mode) {
-  lua_newtable(L);
-  lua_createtable(L, 0, 1);
-  lua_pushstring(L, mode);
-  lua_setfield(L, -2, "__mode");
-  lua_setmetatable(L, -2);
-}
 
 }  // namespace
 
@@ -739,6 +757,14 @@ void GuardProgram::build_memo(lua_State* L, int base, int nargs) const {
   m.vals_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_settop(L, vals - 1);
   m.ready = true;
+}
+
+void push_weak_table(lua_State* L, const char* mode) {
+  lua_newtable(L);
+  lua_createtable(L, 0, 1);
+  lua_pushstring(L, mode);
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
 }
 
 }  // namespace tc::capture

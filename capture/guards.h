@@ -2,10 +2,12 @@
 // relied on), compiled to a flat program evaluated on the Lua stack without allocation.
 #pragma once
 #include <lua.hpp>
-#include <map>
+#include <algorithm>
 #include <memory>
 #include <string>
-#include <tuple>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "tc/tensor.h"
@@ -93,11 +95,54 @@ struct GuardProgram {
   mutable int nargs_ = 0;  // of the last check (ArgCount guards, failure messages)
 
   // Builder side (while tracing; K is the table at stack index `k_idx`).
-  std::map<std::tuple<int, int, int64_t, std::string>, int> dedup;
-  std::map<std::pair<int, int>, bool> guarded;  // (src, kind) already guarded
+  struct SourceKey {  // what makes a source (name: the key of a Field, empty otherwise)
+    SrcKind kind;
+    int parent;
+    int64_t n;
+    std::string name;
+  };
+  struct SourceKeyView {
+    SrcKind kind;
+    int parent;
+    int64_t n;
+    std::string_view name;
+  };
+  struct SourceKeyOps {  // hash and equality of keys and views (lookups allocate nothing)
+    using is_transparent = void;
+    static SourceKeyView view(const SourceKey& k) { return {k.kind, k.parent, k.n, k.name}; }
+    static const SourceKeyView& view(const SourceKeyView& k) { return k; }
+    template <class A>
+    size_t operator()(const A& a) const {
+      const SourceKeyView& k = view(a);
+      return std::hash<std::string_view>()(k.name) ^
+             (size_t(k.parent) * 0x9e3779b97f4a7c15ULL + size_t(k.n) * 31 + size_t(k.kind));
+    }
+    template <class A, class B>
+    bool operator()(const A& a0, const B& b0) const {
+      const SourceKeyView &a = view(a0), &b = view(b0);
+      return a.kind == b.kind && a.parent == b.parent && a.n == b.n && a.name == b.name;
+    }
+  };
+  std::unordered_map<SourceKey, int, SourceKeyOps, SourceKeyOps> dedup;  // one source per key
+  std::unordered_map<const void*, int> pinned;              // object -> its Pinned source
+  std::vector<uint8_t> guarded;                             // per source: a bit per kind guarded
+  std::unordered_set<uint64_t> same_as;                     // (src, src) already guarded
+  // True the first time (the guard is to be made), false after.
+  bool first_guard(int src, GuardKind k) {
+    static_assert(int(GuardKind::KeyOrder) < 8);
+    if (int(guarded.size()) <= src) guarded.resize(std::max<size_t>(src + 1, 2 * guarded.size()));
+    const uint8_t bit = uint8_t(1u << int(k));
+    if (guarded[src] & bit) return false;
+    guarded[src] |= bit;
+    return true;
+  }
+  bool first_same_as(int a, int b) {
+    return same_as.insert(uint64_t(uint32_t(a)) << 32 | uint32_t(b)).second;
+  }
 
-  int source(SrcKind kind, int parent, int64_t n, const std::string& name = "");
+  int source(SrcKind kind, int parent, int64_t n, std::string_view name = {});
   std::string describe(int src) const;  // "arg[1].layers[3].linear1.weight"
+  void describe_into(int src, std::string* out) const;  // appends it
 
   // Evaluation: pushes K then one slot per source above `base` (= lua_gettop on entry) and
   // returns true iff every guard passes. Leaves the slots on the stack (slot(i) = base+2+i).
@@ -170,5 +215,7 @@ struct GuardProgram {
 };
 
 std::string tensor_spec_string(const TensorSpec& t);
+// Pushes a new table with weak keys ("k") or weak values ("v").
+void push_weak_table(lua_State* L, const char* mode);
 
 }  // namespace tc::capture

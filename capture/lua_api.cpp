@@ -412,8 +412,15 @@ void collect_builtins(lua_State* L) {
       if (!lua_istable(L, -1)) break;
     }
     if (lua_iscfunction(L, -1)) k.calls_arg[lua_tocfunction(L, -1)] = arg;
+    if (lua_iscfunction(L, -1) && std::strstr(path, "pcall"))
+      k.calls_value[lua_tocfunction(L, -1)] = path[0] == 'x' ? 2 : 1;
     lua_pop(L, 1);
   }
+  lua_getglobal(L, "tostring");
+  k.tostring = lua_tocfunction(L, -1);
+  lua_getglobal(L, "print");
+  k.print = lua_tocfunction(L, -1);
+  lua_pop(L, 2);
   // unpack is table.unpack; the ipairs iterator
   lua_getglobal(L, "ipairs");
   lua_newtable(L);

@@ -134,9 +134,24 @@ void Tracer::exec(Frame& f, const Ins& i) {
       jump_next();
   };
   auto arith2 = [&](const Var& a, const Var& b) {
-    f.pc++;  // the MMBIN* that follows only runs when the operation needs a metamethod
+    // The MMBIN* that follows runs only when the operation needs a metamethod, with operands and
+    // event of its own, as the source wrote them: `t - 3` is ADDI t -3 then MMBINI t 3 __sub,
+    // `5.2 + t` is ADDK t 5.2 then MMBINK t 5.2 __add with k set (the constant first). Numbers and
+    // tensors keep the instruction's (the same value); anything else takes the MMBIN's.
+    const Ins mm = vm::decode(f.p->code[f.pc++]);
     Var out;
-    if (arith(arith_op(i.op), a, b, &out, i.a)) reg(f, i.a) = out;
+    if (a.k == Var::K::Tensor || b.k == Var::K::Tensor || a.unspec || b.unspec ||
+        (a.is_number() && b.is_number())) {
+      if (arith(arith_op(i.op), a, b, &out, i.a)) reg(f, i.a) = out;
+      return;
+    }
+    constexpr int kFirstArithEvent = 6;  // TM_ADD in Lua's TMS; TM_ADD.. follow LUA_OPADD..
+    const Var x = reg(f, mm.a);
+    const Var y = mm.op == OpCode::MMBIN ? reg(f, mm.b)
+                  : mm.op == OpCode::MMBINI ? Var::integer(mm.sb())
+                                            : konst(f, mm.b);
+    const bool flip = mm.op != OpCode::MMBIN && mm.k;
+    if (arith(mm.c - kFirstArithEvent, flip ? y : x, flip ? x : y, &out, i.a)) reg(f, i.a) = out;
   };
   switch (i.op) {
     case OpCode::MOVE:
@@ -346,6 +361,7 @@ void Tracer::exec(Frame& f, const Ins& i) {
       // A tail call is traced as a call with all results; the RETURN A 0 after it returns them.
       const int end = i.b ? i.a + i.b : f.top;
       std::vector<Var> args;
+      args.reserve(std::max(0, end - i.a - 1));
       for (int r = i.a + 1; r < end; r++) args.push_back(reg(f, r));
       Var fn = reg(f, i.a);
       const int want = i.op == OpCode::TAILCALL ? -1 : i.c - 1;
@@ -355,6 +371,7 @@ void Tracer::exec(Frame& f, const Ins& i) {
     case OpCode::RETURN: {
       const int end = i.b ? i.a + i.b - 1 : f.top;
       std::vector<Var> res;
+      res.reserve(std::max(0, end - i.a));
       for (int r = i.a; r < end; r++) res.push_back(reg(f, r));
       deliver(std::move(res));
       break;

@@ -3,6 +3,7 @@
 // builtins in tracer_calls.cpp; the end of a trace (outputs, effects, breaks) in tracer_end.cpp.
 #pragma once
 #include <lua.hpp>
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <optional>
@@ -114,6 +115,8 @@ struct Frame {
   std::vector<std::optional<Var>> up;       // upvalues read so far
   int ret_a = 0, ret_n = -1;                // where results go in the caller (ret_n = -1: all)
   const std::vector<int>* lines = nullptr;  // line of each instruction
+  const std::string* chunk = nullptr;       // the chunk's short_src (errors name it)
+  bool tc_code = false;                     // a function of tc's own Lua code ("@[tc]...")
   std::string name;                         // for stacks: "bar"
   bool discard = false;  // the caller does not want results (a call made by the tracer)
   bool pcall = false;    // called through pcall: results get a leading true
@@ -126,6 +129,11 @@ struct Known {
   std::unordered_map<lua_CFunction, std::string> builtins;  // "math.sqrt", "type", "size" ...
   // C functions that call a function argument, and which (1-based): pcall's 1, table.sort's 2 ...
   std::unordered_map<lua_CFunction, int> calls_arg;
+  // Of those, the ones that call any value (pcall, xpcall), and how many of their arguments come
+  // before the arguments of the call (1, 2): a callable table is called as its __call with itself
+  // inserted there.
+  std::unordered_map<lua_CFunction, int> calls_value;
+  lua_CFunction tostring = nullptr, print = nullptr;  // the base library's (luaL_tolstring users)
 };
 Known& known();
 
@@ -176,7 +184,10 @@ class Tracer {
   std::vector<ModelTable> tables_;
   std::vector<SymClosure> closures_;
   std::vector<Var> cells_;
-  std::unordered_map<int, Var> by_source_;              // source id -> Var read (inputs, tables)
+  std::vector<std::optional<Var>> by_source_;           // source id -> Var read (inputs, tables)
+  const Var* known_source(int src) const {
+    return src < int(by_source_.size()) && by_source_[src] ? &*by_source_[src] : nullptr;
+  }
   std::unordered_map<const TensorImpl*, Ref> proxies_;  // fake impl -> graph ref
   std::map<std::pair<int, std::string>, Var> overlay_;  // writes to real tables: (obj, key)
   // Writes to upvalues of real closures, by upvalue identity (lua_upvalueid): a later frame of
@@ -220,6 +231,7 @@ class Tracer {
   void guard_equals(int src, int idx);
   void guard_identity(int src, int idx);
   Var read_source(int src);    // pushes nothing; Var for the source's current value
+  void push_source(int src);   // pushes the source's current value
   Var spec(const Var& v);      // an unspecialized number as its constant (guarded); v otherwise
   bool dynamic_number(int src) const;  // the source's number is unspecialized (opt_.dynamic)
   Var number_input(const Var& v);      // an unspecialized number as a graph input (0-dim)

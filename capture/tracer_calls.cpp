@@ -103,15 +103,16 @@ Var Tracer::raw_get(const Var& t, const Var& key_in) {
     int j = model_find(m, key);
     return j >= 0 ? m.hash[j].second : Var::nil();
   }
-  const std::string ks = key_string(key);
-  if (!ks.empty())
-    if (auto it = overlay_.find({t.obj, ks}); it != overlay_.end()) return it->second;
+  if (!overlay_.empty())
+    if (const std::string ks = key_string(key); !ks.empty())
+      if (auto it = overlay_.find({t.obj, ks}); it != overlay_.end()) return it->second;
   int src;
   if (key.k == Var::K::Str || key.k == Var::K::Bool) {
     // A Field source reads K[n] as the key; n at creation (-1 for booleans) keeps t[true]
     // and t["true"] apart, then becomes the key's K index.
     const int64_t tag = key.k == Var::K::Bool ? -1 : 0;
-    src = e_.guards.source(SrcKind::Field, t.src, tag, key.k == Var::K::Bool ? ks.substr(1) : key.s);
+    src = e_.guards.source(SrcKind::Field, t.src, tag,
+                           key.k == Var::K::Bool ? (key.b ? "true" : "false") : key.s);
     if (e_.guards.sources[src].n == tag) {
       push_var(key);
       e_.guards.sources[src].n = add_k(-1);
@@ -621,9 +622,7 @@ void Tracer::guard_identity(const Var& a, const Var& b, bool same) {
   if (a.src < 0 || b.src < 0)
     throw BreakSignal{BreakCode::UnsupportedBytecode, "identity test of a value without a source"};
   if (a.src == b.src) return;
-  const int key = a.src * 65536 + b.src;
-  if (e_.guards.guarded.count({key, int(GuardKind::SameAs)})) return;
-  e_.guards.guarded[{key, int(GuardKind::SameAs)}] = true;
+  if (!e_.guards.first_same_as(a.src, b.src)) return;
   Guard g{GuardKind::SameAs, a.src};
   g.k = b.src;
   g.bval = same;

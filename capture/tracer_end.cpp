@@ -24,10 +24,13 @@ Tracer::Tracer(lua_State* L, const vm::Proto* root, const vm::Analysis& analysis
 void Tracer::run() {
   lua_checkstack(L, 64);
   const int base = lua_gettop(L);
-  lua_newtable(L);
+  // sized for a small trace (one layer: about 20 objects, 70 constants) to spare the rehashes
+  lua_createtable(L, 32, 0);
   objs_ = lua_gettop(L);
-  lua_newtable(L);
+  lua_createtable(L, 64, 0);
   K_ = lua_gettop(L);
+  e_.guards.guards.reserve(64);
+  e_.guards.sources.reserve(64);
   struct Restore {
     lua_State* L;
     int top;
@@ -234,9 +237,7 @@ void Tracer::guard_aliasing() {
       written.push_back({pe.target.src, pe.target.obj});
   for (auto& [wsrc, wobj] : written)
     for (auto& [tsrc, tobj] : table_sources_) {
-      if (tsrc == wsrc || e_.guards.guarded.count({tsrc * 65536 + wsrc, int(GuardKind::SameAs)}))
-        continue;
-      e_.guards.guarded[{tsrc * 65536 + wsrc, int(GuardKind::SameAs)}] = true;
+      if (tsrc == wsrc || !e_.guards.first_same_as(tsrc, wsrc)) continue;
       Guard g{GuardKind::SameAs, tsrc};
       g.k = wsrc;
       g.bval = tobj == wobj;
@@ -260,9 +261,8 @@ void Tracer::finish_return(std::vector<Var> results) {
 int Tracer::user_line(std::string* file) const {
   for (size_t j = frames_.size(); j-- > 0;) {
     const Frame& f = frames_[j];
-    const std::string src = f.p->source.value_or("=?");
-    if (src.rfind("@[tc]", 0) == 0 && j > 0) continue;
-    *file = chunk_id(src);
+    if (f.tc_code && j > 0) continue;
+    *file = *f.chunk;
     return f.cur < int(f.lines->size()) ? (*f.lines)[f.cur] : -1;
   }
   return -1;
@@ -324,22 +324,8 @@ void Tracer::finish_break(const BreakSignal& b) {
   e_.end = EndKind::Break;
   const vm::Ins i = vm::decode(root_->code[pc]);
   auto fallback = [&](const std::string& why) { make_fallback(e_, why); };
-  if (i.op == vm::OpCode::CALL || i.op == vm::OpCode::TAILCALL) {
-    const Var& callee = reg(f, i.a);
-    if (callee.src >= 0) {
-      std::string d = e_.guards.describe(callee.src);
-      size_t cut = d.find_last_of(".:");
-      std::string name = cut == std::string::npos ? d : d.substr(cut + 1);
-      static const char* const reserved[] = {
-          "and",  "break", "do",    "else",  "elseif", "end",  "false",     "for",    "function",
-          "goto", "if",    "in",    "local", "nil",    "not",  "or",        "repeat", "return",
-          "then", "true",  "until", "while", "cont",   "pass", "after_call"};
-      bool ok = !name.empty() && !isdigit((unsigned char)name[0]);
-      for (char c : name) ok = ok && (isalnum((unsigned char)c) || c == '_');
-      for (const char* r : reserved) ok = ok && name != r;
-      if (ok) e_.callee_name = name;
-    }
-  }
+  if (i.op == vm::OpCode::CALL || i.op == vm::OpCode::TAILCALL)
+    e_.callee_kind = object_kind(*root_, pc, i.a, &e_.callee_name);
   switch (i.op) {
     case vm::OpCode::CALL:
       e_.resume_pcs = {pc + 1};
@@ -361,6 +347,25 @@ void Tracer::finish_break(const BreakSignal& b) {
       e_.resume_pcs = {pc + 2, pc + 2 + j.sj};
       break;
     }
+    case vm::OpCode::GETTABUP:
+    case vm::OpCode::GETTABLE:
+    case vm::OpCode::GETI:
+    case vm::OpCode::GETFIELD:
+    case vm::OpCode::SELF:
+    case vm::OpCode::SETTABUP:
+    case vm::OpCode::SETTABLE:
+    case vm::OpCode::SETI:
+    case vm::OpCode::SETFIELD:
+      // run at the break (a metamethod function through the compiler), then resumed compiled after
+      // it; or, where Lua would raise, by the resume function at pc in stock Lua (run_break)
+      if (vm::plan_resume(*root_, an_, pc + 1).ok()) {
+        e_.index_at_break = true;
+        e_.resume_pcs = {pc + 1, pc};
+        break;
+      }
+      e_.resume_uncompiled = true;
+      e_.resume_pcs = {pc};
+      break;
     default:
       if (arith_at_break(f, i)) {
         e_.arith = arith_op(i.op);

@@ -976,9 +976,7 @@ std::vector<Var> Tracer::iterate_real_table(const std::string& name, const Var& 
   }
   lua_settop(L, base);
   const std::vector<Var>& keys = known->second.keys;
-  const auto guarded = std::make_pair(t.src, int(GuardKind::KeyOrder));
-  if (!e_.guards.guarded.count(guarded)) {
-    e_.guards.guarded[guarded] = true;
+  if (e_.guards.first_guard(t.src, GuardKind::KeyOrder)) {
     Guard g{GuardKind::KeyOrder, t.src};
     g.k = known->second.k;
     g.expected = "the keys of " + std::to_string(keys.size()) + " entries, in the order seen";

@@ -2,6 +2,7 @@
 // inputs, upvalues, frames and the delivery of results.
 #include <cstring>
 
+#include "capture_state.h"
 #include "dump.h"
 #include "lua_binding.h"
 #include "tracer.h"
@@ -97,9 +98,7 @@ static std::string value_string(lua_State* L, int idx) {
 }
 
 void Tracer::guard_type(int src, int type) {
-  auto key = std::make_pair(src, int(GuardKind::Type));
-  if (e_.guards.guarded.count(key)) return;
-  e_.guards.guarded[key] = true;
+  if (!e_.guards.first_guard(src, GuardKind::Type)) return;
   Guard g{GuardKind::Type, src};
   g.type = type;
   g.expected = std::string("a ") + lua_typename(L, type);
@@ -107,9 +106,7 @@ void Tracer::guard_type(int src, int type) {
 }
 
 void Tracer::guard_equals(int src, int idx) {
-  auto key = std::make_pair(src, int(GuardKind::Equals));
-  if (e_.guards.guarded.count(key)) return;
-  e_.guards.guarded[key] = true;
+  if (!e_.guards.first_guard(src, GuardKind::Equals)) return;
   Guard g{GuardKind::Equals, src};
   g.k = add_k(idx);
   GuardProgram::capture_value(L, idx, g);
@@ -119,9 +116,7 @@ void Tracer::guard_equals(int src, int idx) {
 
 void Tracer::guard_identity(int src, int idx) {
   if (e_.guards.sources[src].kind == SrcKind::Pinned) return;  // a pinned object is itself
-  auto key = std::make_pair(src, int(GuardKind::Identity));
-  if (e_.guards.guarded.count(key)) return;
-  e_.guards.guarded[key] = true;
+  if (!e_.guards.first_guard(src, GuardKind::Identity)) return;
   Guard g{GuardKind::Identity, src};
   g.k = add_k(idx);
   GuardProgram::capture_value(L, idx, g);
@@ -137,19 +132,13 @@ static std::string object_name(lua_State* L, int idx) {
 
 int Tracer::pin(int idx, const std::string& what) {
   idx = lua_absindex(L, idx);
-  int k = add_k(idx);
-  std::string name = what.empty() ? object_name(L, idx) : what;
   // One pinned source per object: the same class reached from 64 instances is read once.
-  const void* p = lua_topointer(L, idx);
-  char key[32];
-  std::snprintf(key, sizeof key, "%p", p);
-  auto found =
-      e_.guards.dedup.find(std::make_tuple(int(SrcKind::Pinned), -1, int64_t(0), std::string(key)));
-  if (found != e_.guards.dedup.end()) return found->second;
-  e_.guards.sources.push_back({SrcKind::Pinned, -1, k, name});
-  int id = int(e_.guards.sources.size()) - 1;
-  e_.guards.dedup[std::make_tuple(int(SrcKind::Pinned), -1, int64_t(0), std::string(key))] = id;
-  return id;
+  auto [it, fresh] = e_.guards.pinned.try_emplace(lua_topointer(L, idx), -1);
+  if (!fresh) return it->second;
+  const int k = add_k(idx);
+  e_.guards.sources.push_back({SrcKind::Pinned, -1, k, what.empty() ? object_name(L, idx) : what});
+  it->second = int(e_.guards.sources.size()) - 1;
+  return it->second;
 }
 
 int Tracer::push_var(const Var& v) {
@@ -205,8 +194,7 @@ Var Tracer::from_lua_unguarded(int idx) {
 
 Var Tracer::from_lua(int idx, int src) {
   idx = lua_absindex(L, idx);
-  auto it = by_source_.find(src);
-  if (it != by_source_.end()) return it->second;
+  if (const Var* known = known_source(src)) return *known;
   Var v;
   const int t = lua_type(L, idx);
   switch (t) {
@@ -243,18 +231,22 @@ Var Tracer::from_lua(int idx, int src) {
       if (t == LUA_TTABLE) table_sources_.push_back({src, v.obj});
       break;
   }
+  if (int(by_source_.size()) <= src) by_source_.resize(std::max<size_t>(src + 1, 2 * by_source_.size()));
   by_source_[src] = v;
   return v;
 }
 
-static std::string input_name(const GuardProgram& g, int src, const vm::Proto* root) {
+// where: the source's description (g.describe(src))
+static std::string input_name(const GuardProgram& g, int src, const std::string& where,
+                              const vm::Proto* root) {
   const Source& s = g.sources[src];
   if (s.kind == SrcKind::Arg && s.n <= root->numparams) {
     std::string n = vm::local_name(*root, int(s.n) - 1, 0);
     if (!n.empty()) return n;
   }
-  std::string d = g.describe(src), out;
-  for (char c : d) {
+  std::string out;
+  out.reserve(where.size());
+  for (char c : where) {
     if (isalnum((unsigned char)c) || c == '_')
       out += c;
     else if (!out.empty() && out.back() != '_')
@@ -292,10 +284,10 @@ Var Tracer::tensor_input(int src, int idx) {
   lua_pop(L, 1);
   g.expected = tensor_spec_string(g.tensor);
   e_.guards.guards.push_back(g);
-  e_.guards.guarded[{src, int(GuardKind::Tensor)}] = true;
+  e_.guards.first_guard(src, GuardKind::Tensor);
   Var v;
   v.k = Var::K::Tensor;
-  v.ref = e_.graph.add_input(input_name(e_.guards, src, root_), where, fake);
+  v.ref = e_.graph.add_input(input_name(e_.guards, src, where, root_), where, fake);
   v.input = int(e_.graph.inputs.size()) - 1;
   v.src = src;
   for (int d = 0; d < t.dim(); d++)
@@ -305,27 +297,33 @@ Var Tracer::tensor_input(int src, int idx) {
   return v;
 }
 
-// Pushes the current value of a source (guards do the same reads at run time).
-static void push_source(lua_State* L, const GuardProgram& g, int src, int fn_idx, int args_idx,
-                        int nargs, int K) {
-  const Source& s = g.sources[src];
+// Pushes the current value of a source (guards do the same reads at run time). A source read
+// before is its object (real values do not change while tracing: writes are recorded), so a deep
+// source (arg[1].layers[3].linear1.weight) costs one read, not one per level.
+void Tracer::push_source(int src) {
+  if (const Var* known = known_source(src); known && known->k == Var::K::Object) {
+    push_obj(known->obj);
+    return;
+  }
+  const Source& s = e_.guards.sources[src];
+  reserve_slot();
   switch (s.kind) {
     case SrcKind::Arg:
-      if (s.n <= nargs)
-        lua_pushvalue(L, args_idx + int(s.n) - 1);
+      if (s.n <= nargs_)
+        lua_pushvalue(L, args_idx_ + int(s.n) - 1);
       else
         lua_pushnil(L);
       return;
     case SrcKind::Fn:
-      lua_pushvalue(L, fn_idx);
+      lua_pushvalue(L, fn_idx_);
       return;
     case SrcKind::Pinned:
-      lua_rawgeti(L, K, s.n);
+      lua_rawgeti(L, K_, s.n);
       return;
     default:
       break;
   }
-  push_source(L, g, s.parent, fn_idx, args_idx, nargs, K);
+  push_source(s.parent);
   const int p = lua_gettop(L);
   switch (s.kind) {
     case SrcKind::Upval:
@@ -333,7 +331,7 @@ static void push_source(lua_State* L, const GuardProgram& g, int src, int fn_idx
       break;
     case SrcKind::Field:
       if (lua_type(L, p) == LUA_TTABLE) {
-        lua_rawgeti(L, K, s.n);
+        lua_rawgeti(L, K_, s.n);
         lua_rawget(L, p);
       } else {
         lua_pushnil(L);
@@ -349,7 +347,7 @@ static void push_source(lua_State* L, const GuardProgram& g, int src, int fn_idx
       if (!lua_getmetatable(L, p)) lua_pushnil(L);
       break;
     case SrcKind::Keyed:
-      push_source(L, g, int(s.n), fn_idx, args_idx, nargs, K);
+      push_source(int(s.n));
       if (lua_type(L, p) == LUA_TTABLE)
         lua_rawget(L, p);
       else
@@ -362,9 +360,8 @@ static void push_source(lua_State* L, const GuardProgram& g, int src, int fn_idx
 }
 
 Var Tracer::read_source(int src) {
-  auto it = by_source_.find(src);
-  if (it != by_source_.end()) return it->second;
-  push_source(L, e_.guards, src, fn_idx_, args_idx_, nargs_, K_);
+  if (const Var* known = known_source(src)) return *known;
+  push_source(src);
   Var v = from_lua(-1, src);
   lua_pop(L, 1);
   return v;
@@ -397,7 +394,8 @@ Var Tracer::number_input(const Var& v) {
   fake.impl()->wrapped_number = true;
   Var x;
   x.k = Var::K::Tensor;
-  x.ref = e_.graph.add_input(input_name(e_.guards, v.src, root_), e_.guards.describe(v.src), fake);
+  const std::string where = e_.guards.describe(v.src);
+  x.ref = e_.graph.add_input(input_name(e_.guards, v.src, where, root_), where, fake);
   x.input = int(e_.graph.inputs.size()) - 1;
   x.src = v.src;
   e_.input_sources.push_back(v.src);
@@ -412,7 +410,7 @@ Var Tracer::upval(Frame& f, int n) {
   if (f.fn.k != Var::K::Closure && !upval_overlay_.empty())
     if (auto w = upval_overlay_.find(upvalue_id(f, n)); w != upval_overlay_.end()) return w->second;
   if (n < int(f.up.size()) && f.up[n]) return *f.up[n];
-  if (int(f.up.size()) <= n) f.up.resize(n + 1);
+  if (int(f.up.size()) <= n) f.up.resize(std::max<size_t>(n + 1, f.p->upvalues.size()));
   Var v;
   if (f.fn.k == Var::K::Closure) {
     const int c = closures_[f.fn.id].cells[n];
@@ -461,11 +459,20 @@ void Tracer::push_frame(const Var& fn, const vm::Proto* p, std::vector<Var> args
   for (int i = 0; i < p->numparams; i++) f.R[i] = i < int(args.size()) ? args[i] : Var::nil();
   if (p->is_vararg)
     for (size_t i = p->numparams; i < args.size(); i++) f.va.push_back(args[i]);
-  static std::unordered_map<const vm::Proto*, std::vector<int>>
-      lines;  // protos live for the process
-  auto it = lines.find(p);
-  if (it == lines.end()) it = lines.emplace(p, vm::decode_lines(*p)).first;
-  f.lines = &it->second;
+  struct Info {
+    std::vector<int> lines;
+    std::string chunk;  // short_src
+    bool tc;            // tc's own Lua code
+  };
+  static std::unordered_map<const vm::Proto*, Info> infos;  // protos live for the process
+  auto it = infos.find(p);
+  if (it == infos.end()) {
+    const std::string src = p->source.value_or("=?");
+    it = infos.emplace(p, Info{vm::decode_lines(*p), chunk_id(src), src.rfind("@[tc]", 0) == 0}).first;
+  }
+  f.lines = &it->second.lines;
+  f.chunk = &it->second.chunk;
+  f.tc_code = it->second.tc;
   frames_.push_back(std::move(f));
 }
 
@@ -491,30 +498,28 @@ void Tracer::assign(int ret_a, int ret_n, const std::vector<Var>& results) {
 
 // ---- protos ----------------------------------------------------------------------------------
 namespace {
+struct ProtoItem {
+  std::string key;  // the content key (hash of the dump, its length)
+  std::unique_ptr<vm::Proto> proto;
+};
 struct ProtoStore {
-  std::unordered_map<std::string, std::unique_ptr<vm::Proto>> by_key;
+  std::unordered_map<std::string, std::unique_ptr<ProtoItem>> by_key;  // items live for the process
 };
 ProtoStore& protos() {
   static ProtoStore s;
   return s;
 }
+constexpr const char* kProtoMemo = "tc.capture.protos";  // closure -> its ProtoItem (weak keys)
 }  // namespace
 
-static int dump_writer(lua_State*, const void* p, size_t sz, void* ud) {
-  static_cast<std::string*>(ud)->append(static_cast<const char*>(p), sz);
-  return 0;
-}
-
 static std::string dump_bytes(lua_State* L, int idx) {
-  std::string out;
   lua_pushvalue(L, idx);
-  lua_dump(L, dump_writer, &out, 0);
+  std::string out = vm::dump_function(L);
   lua_pop(L, 1);
   return out;
 }
 
-std::string dump_key(lua_State* L, int idx) {
-  std::string bytes = dump_bytes(L, lua_absindex(L, idx));
+static std::string content_key(const std::string& bytes) {
   // FNV-1a 64 over the dump, plus its length: the prototype's content key.
   uint64_t h = 1469598103934665603ULL;
   for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ULL;
@@ -523,21 +528,43 @@ std::string dump_key(lua_State* L, int idx) {
   return buf;
 }
 
+std::string dump_key(lua_State* L, int idx) { return content_key(dump_bytes(L, lua_absindex(L, idx))); }
+
+// A closure's prototype never changes, so the closure itself is the memo's key: a table with weak
+// keys (an entry goes with its closure, so a reused address is never seen) maps it to the item.
+// Dumping and hashing the function happens once per closure, not once per trace.
 const vm::Proto* Tracer::proto_of(lua_State* L, int idx, std::string* key) {
   idx = lua_absindex(L, idx);
-  std::string bytes = dump_bytes(L, idx);
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ULL;
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%016llx-%zu", (unsigned long long)h, bytes.size());
-  if (key) *key = buf;
+  if (lua_getfield(L, LUA_REGISTRYINDEX, kProtoMemo) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    push_weak_table(L, "k");
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, kProtoMemo);
+  }
+  lua_pushvalue(L, idx);
+  if (lua_rawget(L, -2) == LUA_TLIGHTUSERDATA) {
+    const auto* item = static_cast<const ProtoItem*>(lua_touserdata(L, -1));
+    lua_pop(L, 2);
+    if (key) *key = item->key;
+    return item->proto.get();
+  }
+  lua_pop(L, 1);
+  const std::string bytes = dump_bytes(L, idx);
+  std::string k = content_key(bytes);
   auto& store = protos().by_key;
-  auto it = store.find(buf);
-  if (it != store.end()) return it->second.get();
-  auto p = std::make_unique<vm::Proto>(vm::read_chunk(bytes));
-  const vm::Proto* out = p.get();
-  store[buf] = std::move(p);
-  return out;
+  auto it = store.find(k);
+  if (it == store.end()) {
+    auto item = std::make_unique<ProtoItem>();
+    item->key = k;
+    item->proto = std::make_unique<vm::Proto>(vm::read_chunk(bytes));
+    it = store.emplace(k, std::move(item)).first;
+  }
+  lua_pushvalue(L, idx);
+  lua_pushlightuserdata(L, it->second.get());
+  lua_rawset(L, -3);
+  lua_pop(L, 1);
+  if (key) *key = std::move(k);
+  return it->second->proto.get();
 }
 
 }  // namespace tc::capture

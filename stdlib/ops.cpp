@@ -2,9 +2,12 @@
 // meta rule then device kernel.
 #include "tc/ops.h"
 
+#include "tc/autograd.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 
 namespace tc {
 namespace {
@@ -382,6 +385,27 @@ Device common_device(Op op, const Stack& args, bool* any_fake) {
   return dev.value_or(Device{});
 }
 
+Stack run_kernel(Op op, const Stack& args, const Metas& m, Device dev) {
+  const OpSchema& s = schema(op);
+#ifdef TC_HAVE_CUDA
+  if (op != Op::copy_ && op != Op::to_device && (dev.is_cuda() || (!m.empty() && m[0].device.is_cuda())))
+    return cuda_dispatch(op, args, m);
+#endif
+  if (!dev.is_cpu()) {
+    TC_FAIL(DeviceError, "%s(): no kernel for device %s yet", s.name, dev.str().c_str());
+  }
+  switch (s.group) {
+    case OpGroup::pointwise: return cpu_pointwise(op, args, m);
+    case OpGroup::reduction: return cpu_reduction(op, args, m);
+    case OpGroup::view: return cpu_view(op, args, m);
+    case OpGroup::movement: return cpu_movement(op, args, m);
+    case OpGroup::linalg: return cpu_linalg(op, args, m);
+    case OpGroup::nn: return cpu_nn(op, args, m);
+    case OpGroup::creation: return cpu_creation(op, args, m);
+  }
+  TC_ASSERT(false, "bad op group");
+}
+
 }  // namespace
 
 Stack call(Op op, const Stack& args) {
@@ -405,23 +429,23 @@ Stack call(Op op, const Stack& args) {
     return out;
   }
   Metas m = infer_meta(op, args);
-#ifdef TC_HAVE_CUDA
-  if (op != Op::copy_ && op != Op::to_device && (dev.is_cuda() || (!m.empty() && m[0].device.is_cuda())))
-    return cuda_dispatch(op, args, m);
-#endif
-  if (!dev.is_cpu()) {
-    TC_FAIL(DeviceError, "%s(): no kernel for device %s yet", s.name, dev.str().c_str());
+  bool record = autograd::should_record(args);
+  Stack out;
+  if (record) {
+    autograd::check_inplace(op, args);
+    if (autograd::forward_decomposed(op, args, out)) return out;
   }
-  switch (s.group) {
-    case OpGroup::pointwise: return cpu_pointwise(op, args, m);
-    case OpGroup::reduction: return cpu_reduction(op, args, m);
-    case OpGroup::view: return cpu_view(op, args, m);
-    case OpGroup::movement: return cpu_movement(op, args, m);
-    case OpGroup::linalg: return cpu_linalg(op, args, m);
-    case OpGroup::nn: return cpu_nn(op, args, m);
-    case OpGroup::creation: return cpu_creation(op, args, m);
+  {
+    // kernels that call other ops (composites) must not record those: the op records as a whole
+    std::optional<GradModeGuard> below;
+    if (grad_enabled()) below.emplace(false);
+    out = run_kernel(op, args, m, dev);
   }
-  TC_ASSERT(false, "bad op group");
+  if (record)
+    autograd::record(op, args, out);
+  else if (s.kind == OpKind::View)  // views of tensors that require grad: not without a record
+    autograd::mark_new_outputs(op, args, out);
+  return out;
 }
 
 Tensor call1(Op op, Stack positional, std::vector<std::pair<std::string, Value>> keywords) {

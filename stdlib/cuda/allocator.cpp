@@ -10,7 +10,13 @@
 // (record_stream) is held back at its free until an event recorded then on each of those
 // streams has completed (PyTorch's semantics). On out-of-memory the device is synchronized,
 // every cached block released and the allocation retried once.
+//
+// While a CUDA graph is captured (graphs.cpp), allocations of the capturing thread come from that
+// graph's private pool (GraphPool): fresh driver memory or the pool's own freed blocks, never the
+// shared cache; the graph's replays write only there. Blocks of the shared cache freed during the
+// capture are held by the pool until it is released: the recorded kernels may read them.
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -52,6 +58,9 @@ struct Pool {
   int64_t allocated = 0, peak = 0, reserved = 0;
 };
 
+thread_local GraphPool* t_capture = nullptr;  // the calling thread's capture
+thread_local const char* t_broken = nullptr;   // what broke it (forbid_in_capture)
+
 uint64_t key(int stream, size_t cls) { return (uint64_t)cls * 64 + (uint64_t)stream; }
 
 std::mutex& mu() {
@@ -82,6 +91,7 @@ void collect_pending(Pool& pool) {
 
 // Waits for every stream of the device and frees every cached block to the driver (mu() held).
 void release_all(int device) {
+  forbid_in_capture("freeing cached memory to the driver");
   Pool& pool = pools()[device];
   dev(device);  // its context current
   drv().CtxSynchronize();
@@ -125,12 +135,132 @@ void defer(Pool& pool, CUdeviceptr p, const Block& b, int device) {
 
 }  // namespace
 
+struct GraphPool {
+  int device = 0;
+  bool released = false;
+  std::unordered_map<size_t, std::vector<CUdeviceptr>> free;  // by class
+  std::unordered_map<CUdeviceptr, size_t> live;                // class of each block handed out
+  std::vector<std::pair<CUdeviceptr, size_t>> held;            // shared blocks freed while capturing
+  int64_t bytes = 0;                                           // driver memory of the pool
+  bool device_checks = false;  // kernels recorded in it flag errors in the device error word
+  std::vector<void*> host;     // pinned copies of the host data its recorded copies upload
+};
+
+namespace {
+
+std::unordered_map<CUdeviceptr, GraphPool*>& pool_blocks() {  // every pool's blocks (mu() held)
+  static auto* m = new std::unordered_map<CUdeviceptr, GraphPool*>;
+  return *m;
+}
+
+// A block of the capturing pool: its own freed block of that class, else new driver memory. The
+// driver call runs in relaxed capture mode (cuMemAlloc is no stream work; the thread's capture
+// mode would refuse it).
+CUdeviceptr pool_alloc(GraphPool& gp, size_t cls, size_t nbytes) {
+  CUdeviceptr p = 0;
+  auto it = gp.free.find(cls);
+  if (it != gp.free.end() && !it->second.empty()) {
+    p = it->second.back();
+    it->second.pop_back();
+  } else {
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    drv().ThreadExchangeStreamCaptureMode(&m);
+    CUresult r = drv().MemAlloc(&p, cls);
+    drv().ThreadExchangeStreamCaptureMode(&m);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+      t_broken = "out of memory in the graph's private pool";
+      TC_FAIL(OutOfMemoryError, "CUDA out of memory: tried to allocate %s on cuda:%d for a CUDA graph being captured",
+              mib((int64_t)nbytes).c_str(), gp.device);
+    }
+    check(r, "cuMemAlloc (graph pool)");
+    pool_blocks()[p] = &gp;
+    gp.bytes += (int64_t)cls;
+    pools()[gp.device].reserved += (int64_t)cls;
+  }
+  gp.live[p] = cls;
+  return p;
+}
+
+// Frees a released pool's memory once none of it is live (mu() held).
+void pool_collect(GraphPool* gp) {
+  if (!gp->released || !gp->live.empty()) return;
+  Pool& pool = pools()[gp->device];
+  for (auto& [cls, v] : gp->free) {
+    for (CUdeviceptr p : v) {
+      drv().MemFree(p);
+      pool_blocks().erase(p);
+      pool.reserved -= (int64_t)cls;
+    }
+  }
+  for (auto& [p, cls] : gp->held) pool.cached[key(0, cls)].push_back(p);  // stream 0 after a full sync
+  for (void* h : gp->host) drv().MemFreeHost(h);
+  delete gp;
+}
+
+}  // namespace
+
+GraphPool* graph_pool_create(int device) {
+  auto* gp = new GraphPool;
+  gp->device = device;
+  return gp;
+}
+
+void graph_pool_release(GraphPool* gp) {
+  if (!gp) return;
+  std::lock_guard<std::mutex> lock(mu());
+  try {
+    dev(gp->device);
+    drv().CtxSynchronize();  // replays may still run
+  } catch (const Error&) {
+  }
+  gp->released = true;
+  pool_collect(gp);
+}
+
+void set_capture_pool(GraphPool* gp) { t_capture = gp; }
+bool capturing() { return t_capture != nullptr; }
+bool note_device_check_in_capture() {
+  if (!t_capture) return false;
+  t_capture->device_checks = true;
+  return true;
+}
+bool graph_pool_has_device_checks(const GraphPool* p) { return p && p->device_checks; }
+
+const void* stage_host_bytes_in_capture(const void* src, size_t n) {
+  TC_CHECK(t_capture, DeviceError, "internal: staging host bytes outside a capture");
+  void* h = nullptr;
+  CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+  drv().ThreadExchangeStreamCaptureMode(&m);
+  CUresult r = drv().MemHostAlloc(&h, n, 0);
+  drv().ThreadExchangeStreamCaptureMode(&m);
+  if (r != CUDA_SUCCESS) forbid_in_capture("pinned host memory for a copy to the device");
+  std::memcpy(h, src, n);
+  std::lock_guard<std::mutex> lock(mu());
+  t_capture->host.push_back(h);
+  return h;
+}
+const char* capture_broken_by() { return t_broken; }
+void clear_capture_broken() { t_broken = nullptr; }
+
+void forbid_in_capture(const char* what) {
+  if (!t_capture) return;
+  if (!t_broken) t_broken = what;
+  TC_FAIL(DeviceError, "%s cannot be recorded in a CUDA graph", what);
+}
+
 void* raw_alloc(size_t nbytes, int device) {
   int stream = current_stream_id(device);
   stream_handle(device, stream);  // the device's context current, the stream made
   size_t cls = size_class(nbytes);
   std::lock_guard<std::mutex> lock(mu());
   Pool& pool = pools()[device];
+  if (t_capture) {
+    if (t_capture->device != device) forbid_in_capture("an allocation on another device");
+    CUdeviceptr p = pool_alloc(*t_capture, cls, nbytes);
+    pool.allocated += (int64_t)cls;
+    if (pool.allocated > pool.peak) pool.peak = pool.allocated;
+    return reinterpret_cast<void*>(p);
+  }
   if (!pool.pending.empty()) collect_pending(pool);
   CUdeviceptr p = 0;
   auto it = pool.cached.find(key(stream, cls));
@@ -166,10 +296,25 @@ void raw_free(void* ptr, int device) {
   std::lock_guard<std::mutex> lock(mu());
   Pool& pool = pools()[device];
   auto it = pool.live.find((CUdeviceptr)ptr);
-  if (it == pool.live.end()) return;
+  if (it == pool.live.end()) {
+    auto pb = pool_blocks().find((CUdeviceptr)ptr);
+    if (pb == pool_blocks().end()) return;
+    GraphPool* gp = pb->second;
+    auto l = gp->live.find((CUdeviceptr)ptr);
+    if (l == gp->live.end()) return;
+    gp->free[l->second].push_back((CUdeviceptr)ptr);
+    pool.allocated -= (int64_t)l->second;
+    gp->live.erase(l);
+    pool_collect(gp);
+    return;
+  }
   Block b = it->second;
   pool.live.erase(it);
   pool.allocated -= (int64_t)b.cls;
+  if (t_capture && t_capture->device == device) {  // the graph may read it: held until the pool goes
+    t_capture->held.emplace_back((CUdeviceptr)ptr, b.cls);
+    return;
+  }
   if (!b.uses) {
     pool.cached[key(b.stream, b.cls)].push_back((CUdeviceptr)ptr);
     return;

@@ -14,6 +14,7 @@
 #include "cuda/runtime.h"
 #include "tc/config.h"
 #include "tc/cuda.h"
+#include "tc/cuda_blaslt.h"
 
 namespace tc::cuda {
 namespace {
@@ -39,20 +40,8 @@ struct Cublas {
 Cublas& cb() {
   static Cublas* c = [] {
     auto* c = new Cublas{};
-    void* h = nullptr;
     std::string errs;
-    std::vector<std::string> cands;
-    for (const char* env : {"TC_CUDA_PATH", "CUDA_PATH", "CUDA_HOME"})
-      if (const char* e = std::getenv(env)) cands.push_back(std::string(e) + "/lib64/libcublas.so.13");
-    cands.push_back("/usr/local/cuda/lib64/libcublas.so.13");
-    cands.push_back("libcublas.so.13");
-    cands.push_back("libcublas.so");
-    for (auto& n : cands) {
-      h = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (h) break;
-      const char* e = dlerror();
-      if (errs.empty() && e) errs = e;
-    }
+    void* h = open_toolkit_library("libcublas.so.13", &errs);
     if (!h) {
       c->why = "cannot load cuBLAS (libcublas.so.13): " + errs;
       return c;
@@ -231,6 +220,11 @@ bool linalg(Op op, const Stack& a, const Metas& m, Stack* result) {
       int64_t rows = shape_numel(Shape(x.sizes().begin(), x.sizes().end() - 1));
       x2 = x2.as_strided({rows, k}, {k, 1}, x2.offset());
       Tensor wt = w.as_strided({k, n}, {w.strides()[1], w.strides()[0]}, w.offset());
+      // with a bias: one cuBLASLt call with the bias epilogue instead of a broadcast copy into
+      // out and a product accumulating onto it
+      if (!a[2].is_none() && a[2].tensor().dim() == 1 && a[2].tensor().sizes()[0] == n &&
+          linear_act(out, x2, w, contiguous_as(a[2].tensor(), dt), Act::None))
+        return true;
       double beta = 0;
       if (!a[2].is_none()) {
         init_out(out, a[2].tensor());

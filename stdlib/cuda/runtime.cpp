@@ -99,6 +99,17 @@ bool load_driver(std::string* why) {
   get("cuEventDestroy", d.EventDestroy);
   get("cuGetErrorName", d.GetErrorName);
   get("cuGetErrorString", d.GetErrorString);
+  get("cuStreamBeginCapture", d.StreamBeginCapture);
+  get("cuStreamEndCapture", d.StreamEndCapture);
+  get("cuStreamIsCapturing", d.StreamIsCapturing);
+  get("cuThreadExchangeStreamCaptureMode", d.ThreadExchangeStreamCaptureMode);
+  get("cuGraphInstantiateWithFlags", d.GraphInstantiateWithFlags);
+  get("cuGraphLaunch", d.GraphLaunch);
+  get("cuGraphExecDestroy", d.GraphExecDestroy);
+  get("cuGraphDestroy", d.GraphDestroy);
+  get("cuGraphGetNodes", d.GraphGetNodes);
+  get("cuMemHostAlloc", d.MemHostAlloc);
+  get("cuMemFreeHost", d.MemFreeHost);
   if (!all) {
     *why = "the CUDA driver lacks entry points: " + missing;
     return false;
@@ -129,6 +140,9 @@ void free_hook(void* p, Device d) { raw_free(p, d.index); }
 void copy_hook(void* dst, Device dd, const void* src, Device sd, size_t n) {
   if (n == 0) return;
   const Driver& D = G().d;
+  if (dd.is_cuda() && sd.is_cpu() && capturing()) src = stage_host_bytes_in_capture(src, n);
+  else if (dd.is_cuda() != sd.is_cuda() || dd.index != sd.index)
+    forbid_in_capture("a copy from a device to the host, or between devices");
   if (dd.is_cuda() && sd.is_cpu()) {  // from pageable memory: returns once the source was read
     check(D.MemcpyHtoDAsync((CUdeviceptr)dst, src, n, current(dd.index)), "copy host to device");
   } else if (dd.is_cpu() && sd.is_cuda()) {
@@ -175,6 +189,23 @@ DeviceState& fake_state() {
 }  // namespace
 
 const Driver& drv() { return G().d; }
+
+void* open_toolkit_library(const std::string& soname, std::string* error) {
+  std::vector<std::string> cands;
+  for (const char* env : {"TC_CUDA_PATH", "CUDA_PATH", "CUDA_HOME"})
+    if (const char* e = std::getenv(env)) cands.push_back(std::string(e) + "/lib64/" + soname);
+  cands.push_back("/usr/local/cuda/lib64/" + soname);
+  cands.push_back(soname);
+  cands.push_back(soname.substr(0, soname.find(".so") + 3));
+  std::string errs;
+  for (const std::string& n : cands) {
+    if (void* h = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL)) return h;
+    const char* e = dlerror();
+    if (errs.empty() && e) errs = e;
+  }
+  if (error) *error = errs;
+  return nullptr;
+}
 
 void check(CUresult r, const char* what) {
   if (r == CUDA_SUCCESS) return;
@@ -249,6 +280,7 @@ DeviceState& dev(int index) {
 
 void synchronize(int device) {
   ensure_initialized();
+  forbid_in_capture("synchronize()");
   for (int i = 0; i < G().count; i++) {
     if (device >= 0 && i != device) continue;
     if (!G().devices[i] && device < 0) continue;
@@ -259,6 +291,7 @@ void synchronize(int device) {
 
 void sync_stream(int device) {
   if (g_compile_only) return;
+  forbid_in_capture("waiting for the stream");
   check(G().d.StreamSynchronize(current(device)), "synchronize");
 }
 
@@ -344,6 +377,8 @@ void launch3(int device, CUfunction f, unsigned gx, unsigned gy, unsigned gz, un
 
 int64_t take_device_error(int device, int64_t* detail) {
   if (g_compile_only) return 0;
+  // under capture the check is the graph's: its replays read the word (graphs.cpp)
+  if (note_device_check_in_capture()) return 0;
   CUstream st = current(device);
   CUdeviceptr word = dev(device).error_word;
   int64_t w[2] = {0, 0};

@@ -50,8 +50,25 @@ struct Driver {
   CUresult (*EventDestroy)(CUevent);
   CUresult (*GetErrorName)(CUresult, const char**);
   CUresult (*GetErrorString)(CUresult, const char**);
+  // stream capture and CUDA graphs (graphs.cpp)
+  CUresult (*StreamBeginCapture)(CUstream, CUstreamCaptureMode);
+  CUresult (*StreamEndCapture)(CUstream, CUgraph*);
+  CUresult (*StreamIsCapturing)(CUstream, CUstreamCaptureStatus*);
+  CUresult (*ThreadExchangeStreamCaptureMode)(CUstreamCaptureMode*);
+  CUresult (*GraphInstantiateWithFlags)(CUgraphExec*, CUgraph, unsigned long long);
+  CUresult (*GraphLaunch)(CUgraphExec, CUstream);
+  CUresult (*GraphExecDestroy)(CUgraphExec);
+  CUresult (*GraphDestroy)(CUgraph);
+  CUresult (*GraphGetNodes)(CUgraph, CUgraphNode*, size_t*);
+  CUresult (*MemHostAlloc)(void**, size_t, unsigned);
+  CUresult (*MemFreeHost)(void*);
 };
 const Driver& drv();  // ensure_initialized() first
+
+// dlopen of a CUDA toolkit library (cuBLAS, cuBLASLt: "libcublas.so.13") from $TC_CUDA_PATH,
+// $CUDA_PATH, $CUDA_HOME (their lib64/), /usr/local/cuda/lib64, then the loader's path (also
+// the unversioned name). Null with the loader's first error in `error` when none loads.
+void* open_toolkit_library(const std::string& soname, std::string* error);
 
 // Throws for a failed driver call: OutOfMemoryError for CUDA_ERROR_OUT_OF_MEMORY, else a
 // DeviceError naming `what` and the driver's error name and text.
@@ -82,6 +99,37 @@ inline CUstream current(int device) { return stream_handle(device, current_strea
 // (OutOfMemoryError with figures when exhausted even after freeing every cached block).
 void* raw_alloc(size_t nbytes, int device);
 void raw_free(void* p, int device);  // never throws (called from storage destructors)
+
+// ---- CUDA graph capture (graphs.cpp; the pool in allocator.cpp) -----------------------------
+// The private memory of one captured graph: while it is the calling thread's capture pool,
+// raw_alloc on its device takes blocks from it (new ones from the driver, never the shared
+// cache) and raw_free gives them back to it, so kernels recorded in the graph only ever touch
+// memory the graph owns; blocks of the shared cache freed meanwhile are held back until the
+// pool is released (the graph may read them). Nothing is synchronized or freed to the driver
+// while capturing.
+struct GraphPool;
+GraphPool* graph_pool_create(int device);
+// The graph is gone: the pool's blocks (and the held-back ones) go back to the driver after the
+// device finished its work, each once no tensor holds it. Never throws.
+void graph_pool_release(GraphPool* p);
+void set_capture_pool(GraphPool* p);  // null: capture over (the calling thread)
+// Called by everything that waits for the device or reads device memory on the host (stream and
+// event synchronization, device-to-host and host-to-device copies, the device error word, freeing
+// to the driver): while the calling thread captures a graph, marks the capture broken with `what`
+// and throws DeviceError, so that the capture is abandoned instead of recording a wrong graph.
+void forbid_in_capture(const char* what);
+bool capturing();                     // whether the calling thread is capturing
+// A host-to-device copy under capture: the source bytes copied into pinned memory that the
+// capturing graph owns, whose address the recorded copy reads at every replay. Host data that a
+// GPU graph uploads is made from shapes, constants and addresses (all fixed for the graph:
+// reading device values would have abandoned the capture), so the recorded bytes stay right.
+const void* stage_host_bytes_in_capture(const void* src, size_t n);
+// take_device_error under capture: the graph notes that its replays must read the device error
+// word (true), instead of a synchronization inside the capture. False when not capturing.
+bool note_device_check_in_capture();
+bool graph_pool_has_device_checks(const GraphPool* p);
+const char* capture_broken_by();      // the `what` of the last forbid_in_capture on this thread, or null
+void clear_capture_broken();
 
 // ---- kernels --------------------------------------------------------------------------------
 // Compiles `source` (all entry points of one op signature) for the device's architecture once

@@ -57,7 +57,10 @@ void* Stream::handle() const {
   return stream_handle(device, id);
 }
 
-void Stream::synchronize() const { check(drv().StreamSynchronize((CUstream)handle()), "stream synchronize"); }
+void Stream::synchronize() const {
+  forbid_in_capture("Stream:synchronize()");
+  check(drv().StreamSynchronize((CUstream)handle()), "stream synchronize");
+}
 
 bool Stream::query() const {
   CUresult r = drv().StreamQuery((CUstream)handle());
@@ -130,6 +133,7 @@ void Event::record(Stream s) {
 void Event::synchronize() const {
   if (!ev_) return;
   real_dev(device_);
+  forbid_in_capture("Event:synchronize()");
   check(drv().EventSynchronize((CUevent)ev_), "event synchronize");
 }
 

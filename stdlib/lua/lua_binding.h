@@ -73,6 +73,8 @@ std::optional<Op> op_of(lua_State* L, int idx);
 void open_distributed(lua_State* L);  // lua_distributed.cpp: tc._C.dist_* (tc.distributed.lua)
 void open_errors(lua_State* L);        // lua_errors.cpp: tc.ShapeError ... metatables
 void open_create(lua_State* L);        // lua_create.cpp: tc.tensor, x:tolist(), x:item()
+void open_autograd(lua_State* L);      // lua_autograd.cpp: x:backward(), tc.autograd, hooks
+void push_grad_fn(lua_State* L, const Tensor& t);  // lua_autograd.cpp: x.grad_fn
 std::string format_tensor(const Tensor& t);  // tensor_format.cpp: PyTorch's repr
 std::string tensor_footer(const Tensor& t);  // "[tc.float32 of size 2x3 on cpu]"
 
@@ -86,7 +88,7 @@ std::string tensor_footer(const Tensor& t);  // "[tc.float32 of size 2x3 on cpu]
 // otherwise pushes nothing and returns false.
 bool trampoline_target(lua_State* L, int idx);
 
-// Grad mode (tc.no_grad / tc.enable_grad); autograd will read it.
+// Grad mode (tc.no_grad / tc.enable_grad): tc::grad_enabled() of tc/autograd.h.
 bool grad_enabled();
 void set_grad_enabled(bool on);
 

@@ -1,13 +1,15 @@
 // tc.cuda: availability, synchronize, memory statistics, streams (tc.cuda.Stream, current_stream,
 // set_stream, use_stream), events (tc.cuda.Event) and x:record_stream(s). tc.cuda.stream(s, fn)
 // is Lua (tc._cuda.lua). Without a usable GPU, or in a build without the CUDA toolkit, everything
-// but is_available / device_count / the statistics raises DeviceError with the reason.
+// but is_available / device_count / the statistics (memory, tc.cuda.graph_stats()) raises
+// DeviceError with the reason.
 #include <cstring>
 #include <new>
 
 #include "lua_binding.h"
 #ifdef TC_HAVE_CUDA
 #include "tc/cuda.h"
+#include "tc/cuda_graph.h"
 #endif
 
 namespace tc::lua {
@@ -303,6 +305,16 @@ int l_unavailable(lua_State* L) {
 }
 #endif
 
+void push_graph_stats(lua_State* L, int64_t captures, int64_t abandoned, int64_t replays) {
+  lua_createtable(L, 0, 3);
+  lua_pushinteger(L, captures);
+  lua_setfield(L, -2, "captures");
+  lua_pushinteger(L, abandoned);
+  lua_setfield(L, -2, "abandoned");
+  lua_pushinteger(L, replays);
+  lua_setfield(L, -2, "replays");
+}
+
 }  // namespace
 
 void open_cuda(lua_State* L) {
@@ -362,6 +374,12 @@ void open_cuda(lua_State* L) {
     if (device_allocator(DeviceType::CUDA)) cuda::empty_cache();
     return 0;
   });
+  // {captures, abandoned, replays}: CUDA graphs of mode = "reduce-overhead" (tc/cuda_graph.h)
+  stat(L, "graph_stats", [](lua_State* L) {
+    const cuda::CudaGraphStats s = cuda::cuda_graph_stats();
+    push_graph_stats(L, s.captures, s.abandoned, s.replays);
+    return 1;
+  });
 #else
   for (const char* name : {"synchronize()", "Stream()", "current_stream()", "default_stream()", "set_stream()",
                            "use_stream()", "Event()"}) {
@@ -383,6 +401,11 @@ void open_cuda(lua_State* L) {
   }
   lua_pushcfunction(L, [](lua_State*) { return 0; });
   lua_setfield(L, -2, "empty_cache");
+  lua_pushcfunction(L, [](lua_State* L) {
+    push_graph_stats(L, 0, 0, 0);
+    return 1;
+  });
+  lua_setfield(L, -2, "graph_stats");
 #endif
   lua_setfield(L, -2, "cuda");
 }

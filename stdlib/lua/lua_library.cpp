@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "lua_binding.h"
+#include "tc/autograd.h"
 #include "tc/config.h"
 #include "tc/parallel.h"
 #include "tc/random.h"
@@ -24,8 +25,6 @@ const EmbeddedModule kModules[] = {
 };
 
 constexpr const char* kModuleKey = "tc.module";
-
-bool g_grad_enabled = true;
 
 // ---- embedded Lua ------------------------------------------------------------------------------
 int load_module(lua_State* L, const EmbeddedModule& m) {
@@ -203,13 +202,13 @@ int l_is_tensor(lua_State* L) {
   return 1;
 }
 int l_is_grad_enabled(lua_State* L) {
-  lua_pushboolean(L, g_grad_enabled);
+  lua_pushboolean(L, tc::grad_enabled());
   return 1;
 }
 int l_set_grad_enabled(lua_State* L) {
   return guarded(L, [](lua_State* L) {
     TC_CHECK(lua_type(L, 1) == LUA_TBOOLEAN, ValueError, "set_grad_enabled: expected a boolean, got %s", luaL_typename(L, 1));
-    g_grad_enabled = lua_toboolean(L, 1);
+    tc::set_grad_enabled(lua_toboolean(L, 1));
     return 0;
   });
 }
@@ -344,8 +343,8 @@ bool trampoline_target(lua_State* L, int idx) {
   return true;
 }
 
-bool grad_enabled() { return g_grad_enabled; }
-void set_grad_enabled(bool on) { g_grad_enabled = on; }
+bool grad_enabled() { return tc::grad_enabled(); }
+void set_grad_enabled(bool on) { tc::set_grad_enabled(on); }
 
 }  // namespace tc::lua
 
@@ -369,6 +368,7 @@ extern "C" int tc_open_library(lua_State* L) {
   open_tensor_type(L);
   open_ops(L);
   open_create(L);
+  open_autograd(L);
   open_safetensors(L);
 
   const luaL_Reg fns[] = {{"set_default_dtype", l_set_default_dtype},

@@ -4,6 +4,7 @@
 #include <new>
 
 #include "lua_binding.h"
+#include "tc/autograd.h"
 
 namespace tc::lua {
 namespace {
@@ -154,7 +155,11 @@ int property(lua_State* L) {
       lua_pushvalue(L, -1);
       lua_setiuservalue(L, 1, 1);
     } else if (k == "is_leaf") {
-      lua_pushboolean(L, true);  // no autograd graph yet: every tensor is a leaf
+      lua_pushboolean(L, autograd::is_leaf(t));
+    } else if (k == "grad_fn") {
+      push_grad_fn(L, t);
+    } else if (k == "retains_grad") {
+      lua_pushboolean(L, autograd::retains_grad(t));
     } else if (k == "ndim") {
       lua_pushinteger(L, t.dim());
     } else if (k == "T") {
@@ -195,6 +200,9 @@ int tensor_newindex(lua_State* L) {
         bool on = lua_toboolean(L, 3);
         TC_CHECK(!on || is_floating(t.dtype()), DTypeError,
                  "only tensors of floating point dtype can require gradients, got %s", dtype_name(t.dtype()));
+        TC_CHECK(autograd::is_leaf(t) || on, ValueError,
+                 "you can only change requires_grad flags of leaf tensors (x:detach() gives a tensor without "
+                 "history that does not require grad)");
         Tensor(t).set_requires_grad(on);
       } else if (k == "grad") {
         if (lua_isnil(L, 3)) {

@@ -96,6 +96,8 @@ tc.config = {
   backend = "tc", mode = "default", fullgraph = false, dynamic = nil, eager = false,
   explain = false, log = os.getenv("TC_LOGS") or "", cache_dir = os.getenv("TC_CACHE_DIR"),
   no_cache = false, recompile_limit = 8,
+  -- mode = "reduce-overhead": CUDA graphs per compiled graph, one per input size (more run without)
+  cudagraph_max_sizes = 8,
   -- bounds of one trace (past one: a graph break, TC0405/TC0406/TC0410, and the rest runs eagerly)
   trace_max_instructions = 50000, trace_max_depth = 64, trace_max_iterations = 5000,
 }

@@ -54,11 +54,16 @@ T.repeatTensor = T["repeat"]
 -- ---- in place: op_(x, ...) = x:copy_(op(x, ...)), correct even when arguments alias x ---------------
 local category = {bool = 0, uint8 = 1, int32 = 1, int64 = 1}
 local function rank(dt) return dt.is_floating_point and 2 or category[dt.name] end
-local copy_ = tc.copy_
+local copy_, is_grad_enabled = tc.copy_, tc.is_grad_enabled
 local function inplace(name)
   local f = T[name]
   T[name .. "_"] = function(x, ...)
-    local r = f(need(x, name .. "_(): self"), ...)
+    need(x, name .. "_(): self")
+    if x.requires_grad and x.is_leaf and is_grad_enabled() then
+      raise("ValueError", name .. "_(): a leaf tensor that requires grad is being used in an in-place operation "
+        .. "(modify it under tc.no_grad(), or work on x:detach())")
+    end
+    local r = f(x, ...)
     if rank(r.dtype) > rank(x.dtype) then
       raise("DTypeError", ("%s_(): result type %s can't be cast to the desired output type %s"):format(
         name, r.dtype.name, x.dtype.name))

@@ -389,4 +389,11 @@ Module.evaluate = Module.eval
 
 require("tc.nn.layers")(nn, tc, F)
 nn.utils = require "tc.nn.utils"
+-- nn.parallel (DistributedDataParallel) on first use: it needs tc.distributed and tc.nn itself.
+setmetatable(nn, {__index = function(t, k)
+  if k ~= "parallel" then return nil end
+  local m = require "tc.nn.parallel"
+  rawset(t, k, m)
+  return m
+end})
 return nn

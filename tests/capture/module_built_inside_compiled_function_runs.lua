@@ -1,4 +1,4 @@
--- A compiled function that builds an nn module, fills its parameters with p:copy_ and calls it
+-- A compiled function that builds an nn module, fills its parameters with p:detach():copy_ and calls it
 -- (regression: the tracer looped forever, re-reading the iterator's upvalue `i` that an earlier
 -- call of the same closure had written). Module construction breaks the graph (requires_grad
 -- writes, tc.nn's registration), but every iterator sees its own writes, no trace runs into the
@@ -9,7 +9,7 @@ local nn = tc.nn
 
 local function f(x)
   local m = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
-  for _, p in ipairs(m:parameters()) do p:copy_(tc.ones(p.shape)) end
+  for _, p in ipairs(m:parameters()) do p:detach():copy_(tc.ones(p.shape)) end
   return m(x)
 end
 

@@ -49,6 +49,12 @@ for n in 1 3; do
   else fail "gloo_collectives_match_their_definition_on_${n}_ranks" "$out"; fi
 done
 
+# 5b. DistributedDataParallel on gloo: training equals the one-process reference
+if out=$(timeout 120 "$TCRUN" --nproc-per-node 2 tests/distributed/ddp.lua cpu 2>&1) &&
+   [ "$(grep -c "ddp ok" <<<"$out")" -eq 2 ]; then
+  pass "ddp_training_equals_the_average_gradient_reference_on_gloo"
+else fail "ddp_training_equals_the_average_gradient_reference_on_gloo" "$out"; fi
+
 # 6. DistributedSampler
 if out=$("$TCRUN" tests/distributed/sampler.lua 2>&1) && grep -q "sampler ok" <<<"$out"; then
   pass "distributed_sampler_partitions_like_torch"
@@ -70,12 +76,19 @@ else
      grep -q "collectives ok" <<<"$out"; then
     pass "nccl_collectives_match_their_definition_on_1_rank"
   else fail "nccl_collectives_match_their_definition_on_1_rank" "$out"; fi
+  if out=$(timeout 120 "$TCRUN" --nproc-per-node 1 tests/distributed/ddp.lua cuda 2>&1) && grep -q "ddp ok" <<<"$out"; then
+    pass "ddp_training_equals_the_reference_on_nccl_1_rank"
+  else fail "ddp_training_equals_the_reference_on_nccl_1_rank" "$out"; fi
   gpus=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU")
   if [ "$gpus" -ge 2 ]; then
     if out=$(timeout 180 "$TCRUN" --nproc-per-node "$gpus" tests/distributed/collectives.lua cuda 2>&1) &&
        [ "$(grep -c "collectives ok" <<<"$out")" -eq "$gpus" ]; then
       pass "nccl_collectives_match_their_definition_on_${gpus}_gpus"
     else fail "nccl_collectives_match_their_definition_on_${gpus}_gpus" "$out"; fi
+    if out=$(timeout 180 "$TCRUN" --nproc-per-node "$gpus" tests/distributed/ddp.lua cuda 2>&1) &&
+       [ "$(grep -c "ddp ok" <<<"$out")" -eq "$gpus" ]; then
+      pass "ddp_training_equals_the_reference_on_${gpus}_gpus"
+    else fail "ddp_training_equals_the_reference_on_${gpus}_gpus" "$out"; fi
   fi
 fi
 

@@ -41,10 +41,10 @@ TEST(MovementInplace, CopyWritesThroughAViewIntoItsBase) {
   Tensor base = Tensor::empty({3, 4}, DType::Float32);
   base.copy_from(Tensor::scalar(0.0));
   Tensor col = base.as_strided({3}, {4}, 2);  // column 3
-  uint64_t v0 = col.impl()->version;
+  uint64_t v0 = col.version();
   Tensor r = call1(Op::copy_, {col, iota({3}, DType::Int64)});
   EXPECT_TRUE(r.same(col));
-  EXPECT_GT(col.impl()->version, v0);
+  EXPECT_GT(col.version(), v0);
   for (int64_t i = 0; i < 3; i++)
     for (int64_t j = 0; j < 4; j++)
       EXPECT_EQ(at(base, {i, j}), j == 2 ? (double)i : 0.0) << i << "," << j;

@@ -53,14 +53,14 @@ TEST(BatchNorm, TrainingUpdatesRunningStatsInPlace) {
 
 TEST(BatchNorm, UpdatesAccumulateOverCallsWithTheirMomentum) {
   Tensor rm = tensor({2}, {0.5, -0.5}), rv = tensor({2}, {2.0, 0.5});
-  uint64_t version = rm.impl()->version;
+  uint64_t version = rm.version();
   batch_norm(input(), Value(), Value(), rm, rv, true, 0.1);
   Tensor x2 = tensor(
       {3, 2, 2}, {2.0, 4.0, 1.0, -2.0, 6.0, -4.0, 8.0, 0.0, 0.0, 3.0, 5.0, 2.0});  // 2 * input()
   batch_norm(x2, Value(), Value(), rm, rv, true, 0.5);
   expect_near(values(rm), {1.1875, 1.0});
   expect_near(values(rv), {7.135416030883789, 6.921667098999023});
-  EXPECT_GT(rm.impl()->version, version);
+  EXPECT_GT(rm.version(), version);
 }
 
 TEST(BatchNorm, BFloat16InputUpdatesFloat32Stats) {
@@ -82,11 +82,11 @@ TEST(BatchNorm, NonContiguousRunningStatsAreWrittenThroughTheView) {
 
 TEST(BatchNorm, EvaluationLeavesRunningStatsAlone) {
   Tensor rm = tensor({2}, {0.5, -0.5}), rv = tensor({2}, {2.0, 0.5});
-  uint64_t version = rm.impl()->version;
+  uint64_t version = rm.version();
   Tensor out = batch_norm(input(), Value(), Value(), rm, rv, false, 0.1);
   expect_near(values(rm), {0.5, -0.5});
   expect_near(values(rv), {2.0, 0.5});
-  EXPECT_EQ(rm.impl()->version, version);
+  EXPECT_EQ(rm.version(), version);
   EXPECT_NEAR(values(out)[0], (1.0 - 0.5) / std::sqrt(2.0 + 1e-5), 1e-6);
 }
 

@@ -303,22 +303,22 @@ TEST(RandomStatistics, MultinomialWithoutReplacementDrawsDistinctCategories) {
 TEST(RandomOps, InPlaceOpsWriteSelfInElementOrder) {
   Tensor base = Tensor::empty({4, 3}, DType::Float32);
   Tensor t = base.as_strided({3, 4}, {1, 3}, 0);  // a transposed view
-  uint64_t v0 = t.impl()->version;
+  uint64_t v0 = t.version();
   manual_seed(21);
   Tensor r = call1(Op::uniform_, {t, 0.0, 1.0});
   EXPECT_TRUE(r.same(t));
-  EXPECT_GT(t.impl()->version, v0);
+  EXPECT_GT(t.version(), v0);
   manual_seed(21);
   auto want = values(rand({3, 4}));
   EXPECT_EQ(values(t), want);  // element i in row-major order of the view, not of memory
 
   Tensor c = Tensor::empty({5}, DType::Float64);
-  uint64_t v1 = c.impl()->version;
+  uint64_t v1 = c.version();
   EXPECT_TRUE(call1(Op::normal_, {c}).same(c));
-  EXPECT_EQ(c.impl()->version, v1 + 1);
+  EXPECT_EQ(c.version(), v1 + 1);
   Tensor f = call1(Op::fill_, {c, 2.5});
   EXPECT_TRUE(f.same(c));
-  EXPECT_EQ(c.impl()->version, v1 + 2);
+  EXPECT_EQ(c.version(), v1 + 2);
   for (double x : values(c)) EXPECT_EQ(x, 2.5);
 }
 

@@ -35,6 +35,9 @@ class Storage {
 
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
+  // Bumped by every in-place write through any view of this storage: autograd checks that a
+  // tensor saved for the backward was not changed since (PyTorch's version counter).
+  uint64_t version = 0;
   Device device() const { return device_; }
 
   // Bytes of owned storage alive in this process (the Lua binding reports it to the collector).
@@ -78,6 +81,10 @@ inline std::atomic<uint64_t> g_metadata_epoch{0};
 inline uint64_t metadata_epoch() { return g_metadata_epoch.load(std::memory_order_relaxed); }
 inline void bump_metadata_epoch() { g_metadata_epoch.fetch_add(1, std::memory_order_relaxed); }
 
+namespace autograd {
+struct AutogradMeta;  // tc/autograd.h: grad_fn, hooks, retain_grad
+}
+
 struct TensorImpl {
   std::shared_ptr<Storage> storage;  // null for a fake tensor
   Shape sizes, strides;
@@ -86,8 +93,9 @@ struct TensorImpl {
   Device device;
   bool requires_grad = false;
   bool wrapped_number = false;  // a Lua number turned into a 0-dim tensor for an op
+  bool is_view = false;         // made by a View op (shares another tensor's storage)
   std::shared_ptr<TensorImpl> grad;
-  uint64_t version = 0;  // bumped by in-place writes
+  std::shared_ptr<autograd::AutogradMeta> autograd;  // null for leaves without hooks
 };
 
 class Tensor {
@@ -139,7 +147,10 @@ class Tensor {
   Tensor clone() const;        // always a contiguous copy
   Tensor to(DType dtype) const;  // converted copy (self if already of that dtype)
   void copy_from(const Tensor& src);  // in place, broadcasting src, converting dtype
-  void bump_version() { impl_->version++; }
+  void bump_version() {
+    if (impl_->storage) impl_->storage->version++;
+  }
+  uint64_t version() const { return impl_->storage ? impl_->storage->version : 0; }
 
   // Single-element tensors read as Lua values (float dtypes -> double).
   double item_double() const;

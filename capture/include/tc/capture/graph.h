@@ -125,6 +125,9 @@ struct CompileOptions {
   // The backend's own options, tc.compile's `options = {...}` (sorted by key; booleans, numbers
   // and strings). Capture checked the keys against the backend's option_names().
   std::vector<std::pair<std::string, Value>> options;
+  // mode = "reduce-overhead": CUDA graphs kept per compiled graph, one per input size
+  // (tc.config.cudagraph_max_sizes); calls with further sizes run without one.
+  int cudagraph_max_sizes = 8;
   const Value* option(const std::string& key) const {
     for (const auto& [k, v] : options)
       if (k == key) return &v;

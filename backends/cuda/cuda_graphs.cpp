@@ -1,0 +1,294 @@
+// with_cuda_graphs (cuda_graphs.h): per input signature, a warm-up call, a recording into a
+// CUDA graph (tc::cuda::CudaGraph) over static input buffers, then replays with fresh outputs.
+#include "cuda_graphs.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+
+#ifdef TC_HAVE_CUDA
+#include "tc/cuda_graph.h"
+#endif
+
+namespace tc::backends {
+namespace {
+
+bool on_device(const Value& v, Device d) {
+  if (v.is_tensor()) return v.tensor().device() == d;
+  if (v.is_tensor_list()) {
+    for (const Tensor& t : v.tensors())
+      if (t.device() != d) return false;
+  }
+  return true;
+}
+
+const Value* const_arg(const capture::Node& n, const char* name) {
+  const OpSchema& s = schema(n.op);
+  for (size_t k = 0; k < s.args.size() && k < n.args.size(); k++)
+    if (s.args[k].name == name && n.args[k].kind == capture::NodeArg::Kind::Const) return &n.args[k].constant;
+  return nullptr;
+}
+
+// A random op draws new numbers per call; a graph would replay the recorded draw.
+bool draws_random(const capture::Node& n) {
+  if (n.op == Op::dropout) {
+    const Value* p = const_arg(n, "p");
+    const Value* training = const_arg(n, "training");
+    return !(p && p->to_double() == 0) && !(training && !training->to_bool());
+  }
+  if (n.op == Op::scaled_dot_product_attention) {
+    const Value* p = const_arg(n, "dropout_p");
+    return !(p && p->to_double() == 0);
+  }
+  return schema(n.op).kind == OpKind::Random;
+}
+
+bool writes_inputs(const capture::Graph& g) {
+  for (const capture::Node& n : g.nodes) {
+    if (n.kind != capture::NodeKind::Op) continue;
+    const OpSchema& s = schema(n.op);
+    for (size_t k = 0; k < s.args.size() && k < n.args.size(); k++)
+      if (s.args[k].mutated && n.args[k].kind != capture::NodeArg::Kind::Const) return true;
+  }
+  return false;
+}
+
+std::string where(const capture::Graph& g) {
+  for (const capture::Node& n : g.nodes)
+    if (n.line >= 0) return "the graph at " + n.file + ":" + std::to_string(n.line);
+  return "a graph";
+}
+
+}  // namespace
+
+bool on_one_gpu(const capture::Graph& g) {
+  if (g.inputs.empty()) return false;
+  const Device d = g.nodes[g.inputs[0]].fakes[0].tensor().device();
+  if (!d.is_cuda()) return false;
+  for (const capture::Node& n : g.nodes)
+    for (const Value& v : n.fakes)
+      if (!on_device(v, d)) return false;
+  return true;
+}
+
+std::string cuda_graphs_refusal(const capture::Graph& g) {
+  for (const capture::Node& n : g.nodes) {
+    if (n.kind == capture::NodeKind::External) return "it calls the Lua function " + n.ext->name;
+    if (n.kind == capture::NodeKind::Op && draws_random(n))
+      return std::string("it draws random numbers (") + op_name(n.op) + ")";
+  }
+  return "";
+}
+
+#ifdef TC_HAVE_CUDA
+namespace {
+
+// One input signature's graph.
+struct Entry {
+  std::vector<Shape> key;  // sizes then strides of each input
+  bool warmed = false;
+  bool plain = false;                   // recording abandoned: plain launches
+  std::vector<void*> warm_ptr;          // each input's address in the warm-up call
+  std::vector<bool> copy;               // per input: copied into a static buffer
+  std::vector<Tensor> statics;          // those buffers (undefined: the input is read in place)
+  std::vector<void*> kept_ptr;          // the address recorded for inputs read in place
+  std::unique_ptr<cuda::CudaGraph> graph;
+  std::vector<Tensor> outputs;          // the graph's outputs (its pool's memory)
+  struct Alias {                        // an output that views input `input`
+    int input = -1;
+    Shape sizes, strides;
+    int64_t offset = 0;                 // relative to the input's offset
+  };
+  std::vector<Alias> alias;
+};
+
+struct State {
+  capture::CompiledGraph run;
+  int device = 0;
+  bool writes = false;
+  int max_sizes = 8;
+  std::string name;
+  std::vector<std::unique_ptr<Entry>> entries;
+  bool warned_limit = false, warned_plain = false;
+};
+
+std::vector<Shape> key_of(capture::GraphInputs in) {
+  std::vector<Shape> k;
+  for (const Tensor* t : in) k.push_back(t->sizes()), k.push_back(t->strides());
+  return k;
+}
+
+bool has_key(const Entry& e, capture::GraphInputs in) {  // key_of(in) == e.key, without copies
+  if (e.key.size() != 2 * in.size()) return false;
+  for (size_t i = 0; i < in.size(); i++)
+    if (e.key[2 * i] != in[i]->sizes() || e.key[2 * i + 1] != in[i]->strides()) return false;
+  return true;
+}
+
+// A plain tensor (no autograd state) over `storage`.
+Tensor view_of(std::shared_ptr<Storage> storage, const Shape& sizes, const Shape& strides, int64_t offset, DType dt,
+               Device d) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::move(storage);
+  impl->sizes = sizes;
+  impl->strides = strides;
+  impl->offset = offset;
+  impl->dtype = dt;
+  impl->device = d;
+  return Tensor(std::move(impl));
+}
+
+// Copies of the graph's outputs in new memory, views among them kept (outputs that view one
+// storage share one copy of it).
+std::vector<Tensor> fresh_outputs(const Entry& e, capture::GraphInputs in) {
+  const DeviceAllocator* a = device_allocator(DeviceType::CUDA);
+  std::vector<Tensor> out(e.outputs.size());
+  std::vector<std::pair<const Storage*, std::shared_ptr<Storage>>> copied;
+  for (size_t i = 0; i < e.outputs.size(); i++) {
+    const Entry::Alias& al = e.alias[i];
+    if (al.input >= 0) {
+      const Tensor& base = *in[al.input];
+      if (al.sizes == base.sizes() && al.strides == base.strides() && al.offset == 0) {
+        out[i] = base;  // the input itself, as eager returns it
+        continue;
+      }
+      out[i] = view_of(base.storage(), al.sizes, al.strides, base.offset() + al.offset, base.dtype(), base.device());
+      continue;
+    }
+    const Tensor& o = e.outputs[i];
+    if (!o.storage()) {
+      out[i] = o;
+      continue;
+    }
+    std::shared_ptr<Storage> s;
+    for (auto& [from, to] : copied)
+      if (from == o.storage().get()) s = to;
+    if (!s) {
+      s = Storage::allocate(o.storage()->nbytes(), o.device());
+      a->copy(s->data(), o.device(), o.storage()->data(), o.device(), o.storage()->nbytes());
+      copied.emplace_back(o.storage().get(), s);
+    }
+    out[i] = view_of(s, o.sizes(), o.strides(), o.offset(), o.dtype(), o.device());
+  }
+  return out;
+}
+
+void warn(State& st, bool& once, const std::string& msg) {
+  if (once) return;
+  once = true;
+  std::fprintf(stderr, "tc warning: mode=\"reduce-overhead\": %s %s\n", st.name.c_str(), msg.c_str());
+}
+
+// Replays e's graph (inputs in place), writes copied inputs back if the graph writes inputs.
+std::vector<Tensor> replay(State& st, Entry& e, capture::GraphInputs in) {
+  e.graph->replay();
+  // a value check on the device failed (an index out of range ...): the plain run raises the
+  // op's own error, as eager does
+  if (e.graph->device_error()) return st.run(in);
+  if (st.writes)
+    for (size_t i = 0; i < in.size(); i++)
+      if (e.statics[i].defined()) Tensor(*in[i]).copy_from(e.statics[i]);
+  return fresh_outputs(e, in);
+}
+
+// Records e's graph on this call's inputs and replays it once for this call's results.
+std::vector<Tensor> record(State& st, Entry& e, capture::GraphInputs in) {
+  e.statics.assign(in.size(), Tensor());
+  e.kept_ptr.assign(in.size(), nullptr);
+  std::vector<const Tensor*> args(in.begin(), in.end());
+  for (size_t i = 0; i < in.size(); i++) {
+    if (!e.copy[i] && in[i]->data_ptr() != e.warm_ptr[i]) e.copy[i] = true;
+    if (!e.copy[i]) {
+      e.kept_ptr[i] = in[i]->data_ptr();
+      continue;
+    }
+    e.statics[i] = Tensor::empty_strided(in[i]->sizes(), in[i]->strides(), in[i]->dtype(), in[i]->device());
+    e.statics[i].copy_from(*in[i]);
+    args[i] = &e.statics[i];
+  }
+  auto g = std::make_unique<cuda::CudaGraph>();
+  std::vector<Tensor> outs;
+  std::string why;
+  if (!g->capture(st.device, [&] { outs = st.run(args); }, &why)) {
+    e.plain = true;
+    e.statics.clear();
+    warn(st, st.warned_plain, "cannot be recorded as a CUDA graph (" + why + "): it runs without one");
+    return st.run(in);
+  }
+  e.graph = std::move(g);
+  e.alias.assign(outs.size(), {});
+  e.outputs.assign(outs.size(), Tensor());
+  for (size_t i = 0; i < outs.size(); i++) {
+    for (size_t k = 0; k < args.size() && outs[i].storage(); k++) {
+      if (outs[i].storage() != args[k]->storage()) continue;
+      e.alias[i] = {int(k), outs[i].sizes(), outs[i].strides(), outs[i].offset() - args[k]->offset()};
+      break;
+    }
+    if (e.alias[i].input < 0) e.outputs[i] = std::move(outs[i]);  // views of inputs hold nothing
+  }
+  return replay(st, e, in);
+}
+
+std::vector<Tensor> call(State& st, capture::GraphInputs in) {
+  Entry* e = nullptr;
+  for (auto& x : st.entries)
+    if (has_key(*x, in)) e = x.get();
+  if (!e) {
+    if (int(st.entries.size()) >= st.max_sizes) {
+      warn(st, st.warned_limit,
+           "has CUDA graphs for " + std::to_string(st.max_sizes) +
+               " input sizes (tc.config.cudagraph_max_sizes): calls with other sizes run without one");
+      return st.run(in);
+    }
+    st.entries.push_back(std::make_unique<Entry>());
+    e = st.entries.back().get();
+    e->key = key_of(in);
+  }
+  if (e->plain) return st.run(in);
+  if (!e->warmed) {
+    e->warmed = true;
+    for (const Tensor* t : in) e->warm_ptr.push_back(t->data_ptr());
+    e->copy.assign(in.size(), false);
+    return st.run(in);
+  }
+  if (!e->graph) return record(st, *e, in);
+  for (size_t i = 0; i < in.size(); i++) {
+    if (e->statics[i].defined()) continue;
+    if (in[i]->data_ptr() == e->kept_ptr[i]) continue;
+    // an input read in place moved: record again with it copied
+    e->copy[i] = true;
+    e->graph.reset();
+    e->outputs.clear();
+    return record(st, *e, in);
+  }
+  for (size_t i = 0; i < in.size(); i++)
+    if (e->statics[i].defined()) e->statics[i].copy_from(*in[i]);
+  return replay(st, *e, in);
+}
+
+}  // namespace
+#endif
+
+Compiled with_cuda_graphs(Compiled c, const capture::Graph& g, const CompileOptions& o) {
+  if (!on_one_gpu(g)) return c;
+  const std::string refusal = cuda_graphs_refusal(g);
+  if (!refusal.empty()) {
+    c.report.perf_hints.push_back("mode=\"reduce-overhead\": " + where(g) + " runs without CUDA graphs: " + refusal);
+    return c;
+  }
+#ifdef TC_HAVE_CUDA
+  auto st = std::make_shared<State>();
+  st->run = std::move(c.run);
+  st->device = g.nodes[g.inputs[0]].fakes[0].tensor().device().index;
+  st->writes = writes_inputs(g);
+  st->max_sizes = std::max(0, o.cudagraph_max_sizes);
+  st->name = where(g);
+  c.run = [st](capture::GraphInputs in) { return call(*st, in); };
+#else
+  (void)o;
+  c.report.perf_hints.push_back("mode=\"reduce-overhead\": " + where(g) + " runs without CUDA graphs: tc was built without CUDA");
+#endif
+  return c;
+}
+
+}  // namespace tc::backends

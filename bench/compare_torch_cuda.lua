@@ -1,0 +1,141 @@
+-- tc's side of bench/compare_torch_cuda.sh (issue 12's table): eager, tc.compile default and
+-- mode = "reduce-overhead" on the GPU, float32 with TF32 allowed, each time the median of N calls
+-- synchronized per call. Usage: tcrun bench/compare_torch_cuda.lua SECTION [BACKEND]
+--   seed_whole     the 64-layer seed model (10x10): first call compiled whole (cold compile),
+--                  then per call for eager, default and reduce-overhead
+--   seed_regional  the same model with each Layer compiled: first call, then per call
+--   resnet50 | densenet121   batch 16, 3x128x128: per call (eager, default, reduce-overhead),
+--                  first call of each compiled mode (cold compile)
+--   gpt2           GPT-2 small on 8x256 token ids: likewise
+--   kernels        a 10-op pointwise chain on 64M floats, softmax and layer_norm over the rows of
+--                  [16384, 1024]: ms (GB/s are worked out by the shell script)
+-- Prints "key value" lines (ms; <prefix>_ro_graphs_recorded / _abandoned: CUDA graphs so far).
+-- A compiled mode's first call follows the eager runs (eager's kernels already built) and, for
+-- reduce-overhead, the default mode's compile in the same process.
+local tc = require "tc"
+package.path = "scripts/models/?.lua;" .. package.path
+
+local section, backend = arg[1], arg[2] or "tc"
+assert(section, "usage: tcrun bench/compare_torch_cuda.lua SECTION [BACKEND]")
+tc.set_float32_matmul_precision("high")
+tc.set_default_device("cuda")
+tc.manual_seed(0)
+local clock = tc.utils.perf_counter
+local sync = tc.cuda.synchronize
+
+local function say(key, value)
+  print(("%s %.4f"):format(key, value))
+  io.stdout:flush()
+end
+
+local function median_ms(f, iters, ...)
+  for _ = 1, 3 do f(...) end  -- warm-up (reduce-overhead: warm-up call, recording, first replay)
+  sync()
+  local t = {}
+  for i = 1, iters do
+    local t0 = clock()
+    f(...)
+    sync()
+    t[i] = (clock() - t0) * 1e3
+  end
+  table.sort(t)
+  return #t % 2 == 1 and t[(#t + 1) // 2] or (t[#t // 2] + t[#t // 2 + 1]) / 2
+end
+
+-- The first call of a freshly compiled function (trace + backend compile + run), synchronized.
+local function first_call_ms(cf, ...)
+  tc.compiler.reset()
+  sync()
+  local t0 = clock()
+  cf(...)
+  sync()
+  return (clock() - t0) * 1e3
+end
+
+-- eager, default and reduce-overhead per call, and the first call of each compiled mode
+local function three_ways(prefix, model, x, iters)
+  tc.no_grad(function()
+    say(prefix .. "_eager_ms", median_ms(model, iters, x))
+    for _, mode in ipairs({"default", "reduce-overhead"}) do
+      local key = prefix .. "_" .. (mode == "default" and "default" or "ro")
+      local cm = tc.compile(model, {backend = backend, mode = mode})
+      say(key .. "_first_call_ms", first_call_ms(cm, x))
+      say(key .. "_ms", median_ms(cm, iters, x))
+    end
+    local g = tc.cuda.graph_stats()
+    say(prefix .. "_ro_graphs_recorded", g.captures)
+    say(prefix .. "_ro_graphs_abandoned", g.abandoned)
+  end)
+end
+
+local sections = {}
+
+local function seed(regional)
+  local seed_layers = require "seed_layers"
+  tc.config.backend = backend  -- Module:compile (regional) uses the configured backend
+  local x = tc.randn(10, 10)
+  if not regional then
+    local model = seed_layers.Model()
+    model:eval()
+    three_ways("seed", model, x, 200)
+    return
+  end
+  for _, mode in ipairs({"default", "reduce-overhead"}) do
+    tc.config.mode = mode
+    local model = seed_layers.Model({regional = true})
+    model:eval()
+    tc.no_grad(function()
+      local key = "seed_regional_" .. (mode == "default" and "default" or "ro")
+      say(key .. "_first_call_ms", first_call_ms(model, x))
+      say(key .. "_ms", median_ms(model, 200, x))
+    end)
+  end
+  tc.config.mode = "default"
+end
+function sections.seed_whole() seed(false) end
+function sections.seed_regional() seed(true) end
+
+local function vision(name)
+  return function()
+    local model = require(name == "resnet50" and "resnet" or "densenet")[name]()
+    model:eval()
+    three_ways(name, model, tc.randn(16, 3, 128, 128), 20)
+  end
+end
+sections.resnet50 = vision("resnet50")
+sections.densenet121 = vision("densenet121")
+
+function sections.gpt2()
+  local model = require("gpt2").gpt2()
+  model:eval()
+  three_ways("gpt2", model, tc.randint(1, 50258, {8, 256}), 20)
+end
+
+function sections.kernels()
+  local n = 64 * 1024 * 1024
+  local x = tc.randn(n)
+  local function chain(v)
+    v = v * 1.5 + 0.25
+    v = tc.relu(v) - 0.5
+    v = tc.sigmoid(v) * v
+    v = tc.tanh(v) + v
+    return tc.abs(v) * 0.75
+  end
+  local m = tc.randn(16384, 1024)
+  local w, b = tc.randn(1024), tc.randn(1024)
+  local function softmax(v) return tc.softmax(v, -1) end
+  local function layer_norm(v) return tc.layer_norm(v, {1024}, w, b) end
+  tc.no_grad(function()
+    local y = tc.empty(n)
+    say("copy_ms", median_ms(function() y:copy_(x) end, 20))
+    for _, k in ipairs({{"chain", chain, x}, {"softmax", softmax, m}, {"layer_norm", layer_norm, m}}) do
+      local name, f, arg1 = k[1], k[2], k[3]
+      say(name .. "_eager_ms", median_ms(f, 20, arg1))
+      say(name .. "_default_ms", median_ms(tc.compile(f, {backend = backend}), 20, arg1))
+      say(name .. "_ro_ms", median_ms(tc.compile(f, {backend = backend, mode = "reduce-overhead"}), 20, arg1))
+    end
+  end)
+end
+
+assert(sections[section], "unknown section " .. tostring(section))
+sections[section]()

@@ -1,0 +1,229 @@
+// Matrix products with fused bias / relu / gelu(tanh) epilogues through cuBLASLt
+// (tc/cuda_blaslt.h), dlopen'ed like cuBLAS in linalg.cpp; one plan (descriptors and the
+// heuristic's algorithm) per problem, cached.
+#include <cublasLt.h>
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+#include "cuda/runtime.h"
+#include "tc/config.h"
+#include "tc/cuda_blaslt.h"
+#include "tc/tensor.h"
+
+namespace tc::cuda {
+namespace {
+
+struct Lt {
+  cublasStatus_t (*Create)(cublasLtHandle_t*);
+  cublasStatus_t (*DescCreate)(cublasLtMatmulDesc_t*, cublasComputeType_t, cudaDataType_t);
+  cublasStatus_t (*DescSet)(cublasLtMatmulDesc_t, cublasLtMatmulDescAttributes_t, const void*, size_t);
+  cublasStatus_t (*LayoutCreate)(cublasLtMatrixLayout_t*, cudaDataType, uint64_t, uint64_t, int64_t);
+  cublasStatus_t (*PrefCreate)(cublasLtMatmulPreference_t*);
+  cublasStatus_t (*PrefSet)(cublasLtMatmulPreference_t, cublasLtMatmulPreferenceAttributes_t, const void*, size_t);
+  cublasStatus_t (*PrefDestroy)(cublasLtMatmulPreference_t);
+  cublasStatus_t (*Heuristic)(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+                              cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatmulPreference_t, int,
+                              cublasLtMatmulHeuristicResult_t[], int*);
+  cublasStatus_t (*Matmul)(cublasLtHandle_t, cublasLtMatmulDesc_t, const void*, const void*, cublasLtMatrixLayout_t,
+                           const void*, cublasLtMatrixLayout_t, const void*, const void*, cublasLtMatrixLayout_t, void*,
+                           cublasLtMatrixLayout_t, const cublasLtMatmulAlgo_t*, void*, size_t, cudaStream_t);
+  bool ok = false;
+  std::string why;
+  cublasLtHandle_t handle[16] = {};
+};
+
+Lt& lt() {
+  static Lt* l = [] {
+    auto* l = new Lt{};
+    if (const char* e = std::getenv("TC_CUBLASLT_DISABLE"); e && *e && std::strcmp(e, "0") != 0) {
+      l->why = "disabled by TC_CUBLASLT_DISABLE";
+      return l;
+    }
+    std::string errs;
+    void* h = open_toolkit_library("libcublasLt.so.13", &errs);
+    if (!h) {
+      l->why = "cannot load cuBLASLt (libcublasLt.so.13): " + errs;
+      return l;
+    }
+    auto get = [&](const char* name, auto& fp) {
+      fp = reinterpret_cast<std::remove_reference_t<decltype(fp)>>(dlsym(h, name));
+      return fp != nullptr;
+    };
+    l->ok = get("cublasLtCreate", l->Create) && get("cublasLtMatmulDescCreate", l->DescCreate) &&
+            get("cublasLtMatmulDescSetAttribute", l->DescSet) && get("cublasLtMatrixLayoutCreate", l->LayoutCreate) &&
+            get("cublasLtMatmulPreferenceCreate", l->PrefCreate) &&
+            get("cublasLtMatmulPreferenceSetAttribute", l->PrefSet) &&
+            get("cublasLtMatmulPreferenceDestroy", l->PrefDestroy) &&
+            get("cublasLtMatmulAlgoGetHeuristic", l->Heuristic) && get("cublasLtMatmul", l->Matmul);
+    if (!l->ok) l->why = "cuBLASLt lacks entry points";
+    return l;
+  }();
+  return *l;
+}
+
+std::mutex& mu() {
+  static std::mutex m;
+  return m;
+}
+int64_t g_calls = 0;
+
+// A matrix operand: row-major with leading dimension ld, or transposed (column-major).
+struct Operand {
+  bool ok = false, trans = false;
+  int64_t ld = 0;
+};
+
+Operand operand(const Tensor& t) {
+  if (t.dim() != 2) return {};
+  int64_t r = t.sizes()[0], c = t.sizes()[1], s0 = t.strides()[0], s1 = t.strides()[1];
+  if (c == 1) s1 = 1;
+  if (r == 1) s0 = std::max<int64_t>(c, 1);
+  if (s1 == 1 && s0 >= std::max<int64_t>(c, 1)) return {true, false, s0};
+  if (s0 == 1 && s1 >= std::max<int64_t>(r, 1)) return {true, true, s1};
+  return {};
+}
+
+int alignment(const void* p) {
+  auto a = reinterpret_cast<uintptr_t>(p);
+  for (int b : {16, 8, 4, 2})
+    if (a % b == 0) return b;
+  return 1;
+}
+
+cudaDataType data_type(DType t) {
+  return t == DType::Float32 ? CUDA_R_32F : t == DType::Float16 ? CUDA_R_16F : CUDA_R_16BF;
+}
+
+cublasLtEpilogue_t epilogue(Act act, bool bias) {
+  switch (act) {
+    case Act::None: return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    case Act::Relu: return bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    case Act::GeluTanh: return bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+// What picks a plan: everything the heuristic looks at.
+using Key = std::tuple<int, int, int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t, int, bool, bool, int, int,
+                       int, int>;
+
+struct Plan {
+  bool ok = false;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  size_t workspace = 0;
+};
+
+std::map<Key, Plan>& plans() {
+  static auto* m = new std::map<Key, Plan>;  // never destroyed: the library may be gone at exit
+  return *m;
+}
+
+constexpr size_t kMaxWorkspace = 32u << 20;
+
+}  // namespace
+
+bool blaslt_available(std::string* why) {
+  Lt& l = lt();
+  if (!l.ok && why) *why = l.why;
+  return l.ok;
+}
+
+int64_t blaslt_calls() { return g_calls; }
+
+bool matmul_act(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias, Act act) {
+  const DType dt = out.dtype();
+  if (dt != DType::Float32 && dt != DType::Float16 && dt != DType::BFloat16) return false;
+  if (a.dtype() != dt || b.dtype() != dt || (bias.defined() && bias.dtype() != dt)) return false;
+  if (!out.device().is_cuda() || a.device() != out.device() || b.device() != out.device()) return false;
+  if (out.dim() != 2 || !out.is_contiguous() || compile_only()) return false;
+  const int64_t m = a.sizes()[0], k = a.sizes()[1], n = b.sizes()[1];
+  if (b.sizes()[0] != k || out.sizes()[0] != m || out.sizes()[1] != n || m == 0 || n == 0 || k == 0) return false;
+  if (bias.defined() && (bias.dim() != 1 || bias.sizes()[0] != n || bias.strides()[0] != 1 || bias.device() != out.device()))
+    return false;
+  if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return false;
+  const Operand oa = operand(a), ob = operand(b);
+  if (!oa.ok || !ob.ok) return false;
+  Lt& l = lt();
+  if (!l.ok) return false;
+  const int device = out.device().index;
+  if (device >= 16) return false;
+  const bool tf32 = dt == DType::Float32 && allow_tf32();
+  const void* bias_p = bias.defined() ? bias.data_ptr() : nullptr;
+  const Key key{device, (int)dt, m, n, k, oa.trans, ob.trans, oa.ld, ob.ld, (int)act, bias_p != nullptr, tf32,
+                alignment(a.data_ptr()), alignment(b.data_ptr()), alignment(out.data_ptr()),
+                bias_p ? alignment(bias_p) : 16};
+  std::lock_guard<std::mutex> lock(mu());
+  if (!l.handle[device]) {
+    dev(device);
+    TC_CHECK(l.Create(&l.handle[device]) == CUBLAS_STATUS_SUCCESS, DeviceError, "cublasLtCreate failed");
+  }
+  auto [it, fresh] = plans().try_emplace(key);
+  Plan& p = it->second;
+  if (fresh) {
+    const cudaDataType T = data_type(dt);
+    const cublasComputeType_t ct = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    // column-major: out^T (n x m) = op(b)^T . op(a)^T, b as cuBLASLt's A and a as its B
+    const cublasOperation_t ta = ob.trans ? CUBLAS_OP_T : CUBLAS_OP_N, tb = oa.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasLtEpilogue_t ep = epilogue(act, bias_p != nullptr);
+    bool ok = l.DescCreate(&p.desc, ct, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
+              l.DescSet(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == CUBLAS_STATUS_SUCCESS &&
+              l.DescSet(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == CUBLAS_STATUS_SUCCESS &&
+              l.DescSet(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep) == CUBLAS_STATUS_SUCCESS &&
+              l.DescSet(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_p, sizeof bias_p) == CUBLAS_STATUS_SUCCESS &&
+              l.LayoutCreate(&p.la, T, ob.trans ? k : n, ob.trans ? n : k, ob.ld) == CUBLAS_STATUS_SUCCESS &&
+              l.LayoutCreate(&p.lb, T, oa.trans ? m : k, oa.trans ? k : m, oa.ld) == CUBLAS_STATUS_SUCCESS &&
+              l.LayoutCreate(&p.ld, T, n, m, n) == CUBLAS_STATUS_SUCCESS;
+    cublasLtMatmulPreference_t pref = nullptr;
+    if (ok && l.PrefCreate(&pref) == CUBLAS_STATUS_SUCCESS) {
+      const size_t ws = kMaxWorkspace;
+      l.PrefSet(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+      const uint32_t al[4] = {(uint32_t)std::get<13>(key), (uint32_t)std::get<12>(key), (uint32_t)std::get<14>(key),
+                              (uint32_t)std::get<14>(key)};
+      l.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0], sizeof al[0]);
+      l.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], sizeof al[1]);
+      l.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], sizeof al[2]);
+      l.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[3], sizeof al[3]);
+      cublasLtMatmulHeuristicResult_t r{};
+      int found = 0;
+      ok = l.Heuristic(l.handle[device], p.desc, p.la, p.lb, p.ld, p.ld, pref, 1, &r, &found) == CUBLAS_STATUS_SUCCESS &&
+           found > 0 && r.state == CUBLAS_STATUS_SUCCESS;
+      if (ok) p.algo = r.algo, p.workspace = r.workspaceSize;
+      l.PrefDestroy(pref);
+    }
+    p.ok = ok;
+  }
+  if (!p.ok) return false;
+  TC_CHECK(l.DescSet(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_p, sizeof bias_p) == CUBLAS_STATUS_SUCCESS,
+           DeviceError, "cuBLASLt: setting the bias failed");
+  Tensor ws;
+  if (p.workspace) ws = Tensor::empty({(int64_t)p.workspace}, DType::UInt8, out.device());
+  const float alpha = 1, beta = 0;
+  const cublasStatus_t st =
+      l.Matmul(l.handle[device], p.desc, &alpha, b.data_ptr(), p.la, a.data_ptr(), p.lb, &beta, out.data_ptr(), p.ld,
+               out.data_ptr(), p.ld, &p.algo, p.workspace ? ws.data_ptr() : nullptr, p.workspace, current(device));
+  TC_CHECK(st == CUBLAS_STATUS_SUCCESS, DeviceError, "cuBLASLt matmul failed (status %d, m=%lld n=%lld k=%lld)", (int)st,
+           (long long)m, (long long)n, (long long)k);
+  g_calls++;
+  return true;
+}
+
+bool linear_act(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias, Act act) {
+  if (x.dim() < 1 || w.dim() != 2 || !out.is_contiguous() || !x.is_contiguous()) return false;
+  const int64_t k = w.sizes()[1], n = w.sizes()[0];
+  if (x.sizes().back() != k || out.sizes().back() != n) return false;
+  const int64_t rows = x.numel() / std::max<int64_t>(k, 1);
+  if (out.numel() != rows * n) return false;
+  const Tensor x2 = x.as_strided({rows, k}, {k, 1}, x.offset());
+  const Tensor wt = w.as_strided({k, n}, {w.strides()[1], w.strides()[0]}, w.offset());
+  return matmul_act(out.as_strided({rows, n}, {n, 1}, out.offset()), x2, wt, bias, act);
+}
+
+}  // namespace tc::cuda

@@ -1,0 +1,70 @@
+// CUDA graphs: the GPU work that a function queues, recorded once and replayed with one launch
+// (what tc.compile's mode = "reduce-overhead" uses; backends/cuda/cuda_graphs.h). Memory that the
+// recorded work allocates comes from the graph's private pool and stays the graph's: every
+// replay writes the same addresses.
+//
+//   tc::cuda::CudaGraph g;
+//   tc::Tensor out;
+//   std::string why;
+//   if (g.capture(0, [&] { out = tc::call1(tc::Op::relu, {x}); }, &why)) {
+//     g.replay();  // recomputes out from x's current contents, on the current stream
+//   } else {
+//     printf("not capturable: %s\n", why.c_str());  // e.g. the function read a value on the host
+//   }
+//
+// Capture records nothing that waits for the device: a synchronization or a copy between host
+// and device inside the function abandons the capture (capture() returns false, naming it)
+// instead of recording a graph that would be wrong. Checks of values on the device (index
+// ranges) are left to the replays: see device_error().
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace tc::cuda {
+
+struct GraphPool;
+
+class CudaGraph {
+ public:
+  CudaGraph() = default;
+  ~CudaGraph();  // waits for the device, then frees the graph and its pool (blocks still held by
+                 // tensors go back to the driver when those are freed)
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+
+  // Records the work `fn` queues on the calling thread's current stream of `device` (its kernels
+  // do not run). True: the graph is ready to replay. False: capture was abandoned (`why` says
+  // what in fn could not be recorded, or the driver's refusal); nothing of fn ran on the device,
+  // and memory fn allocated is freed with this object. Errors of fn other than such breaks are
+  // rethrown after the capture is cleaned up. A CudaGraph captures once.
+  bool capture(int device, const std::function<void()>& fn, std::string* why);
+  // Launches the graph on the current stream of its device (ordered after earlier work there).
+  void replay() const;
+  bool ready() const { return exec_ != nullptr; }
+  // Recorded ops check values on the device (index ranges, integer division by zero): they flag
+  // the device error word instead of raising. After a replay, device_error() waits for the
+  // device and reads (and clears) the word: true if a check failed; the caller then runs the
+  // work plainly to raise the op's own error. Always false for graphs without such checks.
+  bool device_checks() const { return device_checks_; }
+  bool device_error() const;
+  int64_t nodes() const { return nodes_; }  // kernels, copies and memsets recorded
+
+ private:
+  int device_ = -1;
+  void* graph_ = nullptr;  // CUgraph
+  void* exec_ = nullptr;   // CUgraphExec
+  GraphPool* pool_ = nullptr;
+  int64_t nodes_ = 0;
+  bool device_checks_ = false;
+};
+
+// Process-wide counts, for tests and reports.
+struct CudaGraphStats {
+  int64_t captures = 0;   // graphs recorded
+  int64_t abandoned = 0;  // captures given up (something in them cannot be recorded)
+  int64_t replays = 0;
+};
+CudaGraphStats cuda_graph_stats();
+
+}  // namespace tc::cuda

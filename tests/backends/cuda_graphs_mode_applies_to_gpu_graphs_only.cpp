@@ -1,0 +1,105 @@
+// mode = "reduce-overhead" without a GPU: which graphs CUDA graphs apply to (every tensor on one
+// CUDA device; not with random ops or Lua calls, which get a perf hint), CPU graphs running
+// unchanged under the mode, and tc.config.cudagraph_max_sizes reaching the backend's options.
+// (The GPU side, replays against plain launches, is cuda_graphs_replay_matches_plain.cpp.)
+#include <gtest/gtest.h>
+
+#include "cuda/cuda_graphs.h"
+#include "graph_node.h"
+#include "infra_fake_backend.h"
+#include "partitioned.h"
+#include "tc/capture.h"
+#include "tc/vm/runtime.h"
+
+using namespace tc;
+using backends::testing::node;
+
+namespace {
+
+const Device kGpu{DeviceType::CUDA, 0};
+
+capture::Graph two_op_graph(Device d, Op second = Op::relu) {
+  capture::Graph g;
+  capture::Ref x = g.add_input("x", "arg[1]", Tensor::fake({4, 3}, {3, 1}, DType::Float32, d));
+  capture::Ref s = node(g, Op::sin, {x})[0];
+  g.outputs.push_back(node(g, second, {s})[0]);
+  return g;
+}
+
+}  // namespace
+
+TEST(CudaGraphsMode, AppliesOnlyToGraphsWhoseTensorsAreOnOneGpu) {
+  EXPECT_TRUE(backends::on_one_gpu(two_op_graph(kGpu)));
+  EXPECT_FALSE(backends::on_one_gpu(two_op_graph(Device{})));
+  capture::Graph mixed;  // a GPU input and a CPU input
+  capture::Ref a = mixed.add_input("a", "arg[1]", Tensor::fake({2}, {1}, DType::Float32, kGpu));
+  capture::Ref b = mixed.add_input("b", "arg[2]", Tensor::fake({2}, {1}, DType::Float32, Device{}));
+  mixed.outputs.push_back(a);
+  mixed.outputs.push_back(b);
+  EXPECT_FALSE(backends::on_one_gpu(mixed));
+  EXPECT_FALSE(backends::on_one_gpu(capture::Graph{}));  // no inputs: nothing says where it runs
+}
+
+TEST(CudaGraphsMode, RandomOpsAreRefusedWithAPerfHintDropoutInEvalIsNot) {
+  capture::Graph g;
+  capture::Ref x = g.add_input("x", "arg[1]", Tensor::fake({4}, {1}, DType::Float32, kGpu));
+  capture::Ref d = node(g, Op::dropout, {x, Value(0.5), Value(true)})[0];
+  g.outputs.push_back(d);
+  EXPECT_NE(backends::cuda_graphs_refusal(g).find("random"), std::string::npos);
+  capture::CompileOptions o;
+  o.mode = "reduce-overhead";
+  backends::Compiled c = backends::with_cuda_graphs({}, g, o);
+  ASSERT_EQ(c.report.perf_hints.size(), 1u);
+  EXPECT_NE(c.report.perf_hints[0].find("runs without CUDA graphs"), std::string::npos) << c.report.perf_hints[0];
+
+  capture::Graph eval;
+  capture::Ref y = eval.add_input("x", "arg[1]", Tensor::fake({4}, {1}, DType::Float32, kGpu));
+  eval.outputs.push_back(node(eval, Op::dropout, {y, Value(0.5), Value(false)})[0]);
+  EXPECT_EQ(backends::cuda_graphs_refusal(eval), "");
+}
+
+TEST(CudaGraphsMode, CpuGraphsRunUnchanged) {
+  capture::Graph g = two_op_graph(Device{});
+  capture::CompileOptions o;
+  o.mode = "reduce-overhead";
+  bool called = false;
+  backends::Compiled c;
+  c.run = [&](capture::GraphInputs) {
+    called = true;
+    return std::vector<Tensor>{};
+  };
+  backends::Compiled w = backends::with_cuda_graphs(c, g, o);
+  EXPECT_TRUE(w.report.perf_hints.empty());
+  w.run({});
+  EXPECT_TRUE(called);
+}
+
+TEST(CudaGraphsMode, ReduceOverheadOnCpuEqualsEagerForEveryBackendAndTheLimitReachesTheBackend) {
+  backends::testing::FakeBackend fake({Op::sin, Op::add, Op::mul});
+  vm::Runtime rt("test");
+  capture::GraphCompiler gc = backends::graph_compiler();
+  capture::GraphCompiler with_fake = gc;
+  with_fake.compile = [&](const capture::Graph& g, const std::string& name, const capture::CompileOptions& o) {
+    if (name == "fake") return backends::compile_partitioned(fake, backends::find("eager"), g, o);
+    return gc.compile(g, name, o);
+  };
+  with_fake.backends.emplace_back("fake", fake.option_names());
+  capture::install(rt.state(), with_fake);
+  rt.run_string(R"(
+    local tc = require "tc"
+    tc.config.cudagraph_max_sizes = 3
+    local function f(x, w) return tc.sin(x) * 2 + (x:matmul(w)):relu() end
+    local x, w = tc.randn(5, 5), tc.randn(5, 5)
+    for _, b in ipairs({"tc", "eager", "inductor", "cuda", "fake"}) do
+      local cf = tc.compile(f, {backend = b, mode = "reduce-overhead"})
+      for i = 1, 3 do
+        x:add_(0.5)
+        local got, want = cf(x, w), f(x, w)
+        assert((got - want):abs():max():item() < 1e-5, b .. " call " .. i)
+      end
+    end
+  )");
+  ASSERT_FALSE(fake.options.empty());
+  EXPECT_EQ(fake.options[0].mode, "reduce-overhead");
+  EXPECT_EQ(fake.options[0].cudagraph_max_sizes, 3);
+}

@@ -1,0 +1,93 @@
+// cuBLASLt products with fused epilogues (tc/cuda_blaslt.h) equal eager's unfused composition
+// (linear, then relu or gelu(approximate = "tanh")) for float32, float16 and bfloat16, with and
+// without a bias, for row-major and transposed weights and odd sizes; eager linear with a bias
+// runs through cuBLASLt; what cuBLASLt does not take (float64, a non-contiguous output) is
+// refused with nothing written. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include "tc/config.h"
+#include "tc/cuda.h"
+#include "tc/cuda_blaslt.h"
+#include "tc/ops.h"
+
+using namespace tc;
+
+namespace {
+
+class Blaslt : public testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!cuda::is_available(&why)) GTEST_SKIP() << "CUDA not available: " << why;
+    if (!cuda::blaslt_available(&why)) GTEST_SKIP() << "cuBLASLt not available: " << why;
+  }
+};
+
+Tensor gpu(const Tensor& t, DType dt) {
+  return call1(Op::to_dtype, {call1(Op::to_device, {t, Device::parse("cuda")}), dt});
+}
+Tensor cpu64(const Tensor& t) { return call1(Op::to_dtype, {call1(Op::to_device, {t, Device{}}), DType::Float64}); }
+Tensor randn(int64_t r, int64_t c) { return call1(Op::randn, {r, c}); }
+
+// max |a - b| / (1 + max |b|)
+double rel_err(const Tensor& a, const Tensor& b) {
+  Tensor x = cpu64(a), y = cpu64(b);
+  double d = call1(Op::amax, {call1(Op::abs, {call1(Op::sub, {x, y})})}).item_double();
+  return d / (1 + call1(Op::amax, {call1(Op::abs, {y})}).item_double());
+}
+
+Tensor unfused(const Tensor& x, const Tensor& w, const Tensor& b, cuda::Act act) {
+  Tensor y = call1(Op::linear, {x, w, b.defined() ? Value(b) : Value()});
+  if (act == cuda::Act::Relu) return call1(Op::relu, {y});
+  if (act == cuda::Act::GeluTanh) return call1(Op::gelu, {y}, {{"approximate", std::string("tanh")}});
+  return y;
+}
+
+}  // namespace
+
+TEST_F(Blaslt, EpiloguesEqualTheUnfusedOps) {
+  set_float32_matmul_precision("highest");
+  struct Case {
+    int64_t m, k, n;
+  };
+  for (DType dt : {DType::Float32, DType::Float16, DType::BFloat16}) {
+    const double tol = dt == DType::Float32 ? 1e-5 : dt == DType::Float16 ? 4e-3 : 3e-2;
+    for (Case c : {Case{1, 1, 1}, Case{7, 13, 5}, Case{64, 128, 96}, Case{256, 768, 3072}}) {
+      Tensor x = gpu(randn(c.m, c.k), dt), w = gpu(randn(c.n, c.k), dt), b = gpu(call1(Op::randn, {c.n}), dt);
+      Tensor wT = call1(Op::contiguous, {call1(Op::t, {w})});  // (k, n) row-major: weight transposed
+      for (cuda::Act act : {cuda::Act::None, cuda::Act::Relu, cuda::Act::GeluTanh}) {
+        for (bool with_bias : {false, true}) {
+          const Tensor bias = with_bias ? b : Tensor();
+          Tensor want = unfused(x, w, bias, act);
+          Tensor got = Tensor::empty({c.m, c.n}, dt, x.device());
+          ASSERT_TRUE(cuda::linear_act(got, x, w, bias, act));
+          EXPECT_LT(rel_err(got, want), tol) << dtype_name(dt) << " " << c.m << "x" << c.k << "x" << c.n << " act "
+                                             << int(act) << " bias " << with_bias;
+          Tensor got2 = Tensor::empty({c.m, c.n}, dt, x.device());
+          ASSERT_TRUE(cuda::matmul_act(got2, x, wT, bias, act));  // the other weight layout
+          EXPECT_LT(rel_err(got2, want), tol) << dtype_name(dt) << " matmul_act " << c.m << "x" << c.k << "x" << c.n;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(Blaslt, EagerLinearWithABiasRunsThroughIt) {
+  Tensor x = gpu(call1(Op::randn, {(int64_t)4, (int64_t)6, (int64_t)32}), DType::Float32);
+  Tensor w = gpu(randn(16, 32), DType::Float32), b = gpu(call1(Op::randn, {(int64_t)16}), DType::Float32);
+  const int64_t before = cuda::blaslt_calls();
+  Tensor y = call1(Op::linear, {x, w, b});
+  EXPECT_EQ(cuda::blaslt_calls(), before + 1);
+  Tensor want = call1(Op::linear, {cpu64(x), cpu64(w), cpu64(b)});
+  EXPECT_LT(rel_err(y, want), allow_tf32() ? 2e-3 : 1e-5);
+}
+
+TEST_F(Blaslt, RefusesWhatItDoesNotTake) {
+  Tensor x = gpu(randn(8, 8), DType::Float64), w = gpu(randn(8, 8), DType::Float64);
+  Tensor out = Tensor::empty({8, 8}, DType::Float64, x.device());
+  EXPECT_FALSE(cuda::linear_act(out, x, w, Tensor(), cuda::Act::Relu));
+  Tensor xf = gpu(randn(8, 8), DType::Float32), wf = gpu(randn(8, 8), DType::Float32);
+  Tensor wide = Tensor::empty({8, 16}, DType::Float32, xf.device());
+  Tensor strided = wide.as_strided({8, 8}, {16, 1}, 0);  // not contiguous
+  EXPECT_FALSE(cuda::matmul_act(strided, xf, wf, Tensor(), cuda::Act::None));
+}

@@ -1,0 +1,71 @@
+-- Parameter gradients of the model zoo after one backward against PyTorch's (fixtures:
+-- tests/fixtures/gen_autograd_models.py -> tests/fixtures/autograd/model_grads.json; weights and
+-- inputs from parity/models.safetensors). loss = sum(out * cos(0..n-1)); each parameter's gradient
+-- g is compared through probes: sum(g), two fixed projections, max |g| (float32 tolerances).
+local tc = require "tc"
+local json = require "json"
+
+local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
+local root = here .. "/../.."
+if not package.path:find(root .. "/scripts/models/?.lua", 1, true) then
+  package.path = root .. "/scripts/models/?.lua;" .. package.path
+end
+
+local want_all, weights
+local function fixtures()
+  if not want_all then
+    local f = assert(io.open(here .. "/../fixtures/autograd/model_grads.json"))
+    want_all = json.decode(f:read("a"))
+    f:close()
+    weights = tc.load(root .. "/tests/fixtures/parity/models.safetensors")
+  end
+  return want_all, weights
+end
+
+local function probes(g)
+  g = g:double():reshape(-1)
+  local i = tc.arange(0, g:numel(), {dtype = tc.float64})
+  return {g:sum():item(), (g * (i * 0.37 + 1):sin()):sum():item(), (g * (i * 1.3 + 2):sin()):sum():item(),
+          g:abs():amax():item()}
+end
+
+local function check(name, model, prep)
+  local want, w = fixtures()
+  local sd = {}
+  for k, t in pairs(w) do
+    local key = k:match("^" .. name .. "/p/(.*)$")
+    if key then sd[key] = t end
+  end
+  model:load_state_dict(tc.utils.from_torch_state_dict(sd))
+  local x = w[name .. "/in/1"]
+  if prep then x = prep(x) end
+  local y = model(x)
+  local wt = tc.arange(0, y:numel(), {dtype = tc.float64}):cos():to(y.dtype):view(y.shape)
+  ;(y * wt):sum():backward()
+  local params = {}
+  for n, p in model:named_parameters() do params[n] = p end
+  local count = 0
+  for torch_key, pw in pairs(want[name]) do
+    local key = next(tc.utils.from_torch_state_dict({[torch_key] = true}))
+    local p = assert(params[key], name .. ": no parameter " .. key)
+    assert(p.grad ~= nil, name .. ": " .. key .. " got no gradient")
+    local got = probes(p.grad)
+    local tol = 2e-4 * pw[4] * math.sqrt(p:numel()) + 1e-6
+    for j = 1, 4 do
+      if math.abs(got[j] - pw[j]) > tol + 1e-4 * math.abs(pw[j]) then
+        error(("%s: %s probe %d is %.6g, PyTorch's %.6g"):format(name, key, j, got[j], pw[j]))
+      end
+    end
+    count = count + 1
+  end
+  assert(count > 0)
+end
+
+local T = {}
+function T.seed_64_layer_model_grads_match_pytorch() check("seed_layers", require("seed_layers").Model()) end
+function T.my_module_grads_match_pytorch() check("my_module", require("my_module").MyModule()) end
+function T.gpt2_small_config_grads_match_pytorch()
+  local model = require("gpt2").gpt2({vocab_size = 100, n_positions = 16, n_embd = 64, n_layer = 2, n_head = 4})
+  check("gpt2", model, function(ids) return ids + 1 end)
+end
+return T
