@@ -3,6 +3,9 @@
 #include <algorithm>
 
 #include "cpu/cpu_backend.h"
+#if TC_HAVE_CUDA
+#include "cuda/cuda_backend.h"
+#endif
 #include "cuda/cuda_graphs.h"
 #include "eager/eager.h"
 #include "lower/loopir_backend.h"
@@ -13,18 +16,23 @@ namespace tc::backends {
 namespace {
 
 // "tc": the code generator of the graph's device: cpu for graphs whose tensors are all on the CPU,
-// eager otherwise (until the CUDA code generator lands).
+// cuda for graphs whose tensors are all on one CUDA device, eager otherwise (mixed devices).
 class TcBackend final : public Backend {
  public:
-  TcBackend(const Backend& cpu, const Backend& other) : cpu_(cpu), other_(other) {}
+  TcBackend(const Backend& cpu, const Backend& cuda, const Backend& other) : cpu_(cpu), cuda_(cuda), other_(other) {}
   const char* name() const override { return "tc"; }
-  bool supports(const capture::Node& n) const override { return !on_cpu(n) || cpu_.supports(n); }
+  bool supports(const capture::Node& n) const override { return on_cpu(n) ? cpu_.supports(n) : cuda_.supports(n); }
   Compiled compile(const capture::Graph& g, const CompileOptions& o) const override {
-    return (all_on_cpu(g) ? cpu_ : other_).compile(g, o);
+    if (all_on_cpu(g)) return cpu_.compile(g, o);
+#if TC_HAVE_CUDA
+    if (cuda_device_of(g) >= 0) return cuda_.compile(g, o);
+#endif
+    return other_.compile(g, o);
   }
 
  private:
   const Backend& cpu_;
+  const Backend& cuda_;
   const Backend& other_;
 };
 
@@ -37,12 +45,16 @@ const std::vector<Entry>& registry() {
   static const EagerBackend eager;
   static const LoopIRBackend loopir;  // debug: lowering + the loop-IR interpreter
   static const CpuBackend cpu;
-  static const TcBackend tc(cpu, eager);
-  // "inductor" and "cuda" run the graph on the reference backend until the CUDA code generator
-  // lands, so that every backend name already gives correct results.
+#if TC_HAVE_CUDA
+  static const CudaBackend cuda;
+#else
+  static const EagerBackend& cuda = eager;  // built without the CUDA toolkit
+#endif
+  static const TcBackend tc(cpu, cuda, eager);
+  // "inductor" (torch.compile's default name) is "tc": the code generator of the graph's device.
   static const std::vector<Entry> list = {
-      {"eager", &eager}, {"tc", &tc},       {"inductor", &eager}, {"cpu", &cpu},
-      {"cuda", &eager},  {"loopir", &loopir}};
+      {"eager", &eager}, {"tc", &tc},       {"inductor", &tc}, {"cpu", &cpu},
+      {"cuda", &cuda},   {"loopir", &loopir}};
   return list;
 }
 

@@ -32,8 +32,8 @@ void mkdirs(const std::string& dir) {
     if (i == dir.size() || dir[i] == '/') mkdir(dir.substr(0, i).c_str(), 0755);
 }
 
-void discard(const std::string& path, const char* why) {
-  std::fprintf(stderr, "tc: cpu kernel cache: discarding %s (%s); it will be rebuilt\n", path.c_str(), why);
+void discard(const std::string& path, const char* why, const char* kind) {
+  std::fprintf(stderr, "tc: %s kernel cache: discarding %s (%s); it will be rebuilt\n", kind, path.c_str(), why);
   unlink(path.c_str());
 }
 
@@ -49,20 +49,20 @@ void set_cache_dir(const std::string& dir) {
   g_dir = dir;
 }
 
-std::string cache_dir() {
+std::string cache_dir(const char* kind) {
   {
     std::lock_guard<std::mutex> lock(g_dir_mu);
-    if (g_dir) return g_dir->empty() ? "" : *g_dir + "/cpu";
+    if (g_dir) return g_dir->empty() ? "" : *g_dir + "/" + kind;
   }
   const char* e = std::getenv("TC_CACHE_DIR");
-  if (e) return *e ? std::string(e) + "/cpu" : "";
+  if (e) return *e ? std::string(e) + "/" + kind : "";
   const char* home = std::getenv("HOME");
   if (!home || !*home) return "";
-  return std::string(home) + "/.cache/tc/cpu";
+  return std::string(home) + "/.cache/tc/" + kind;
 }
 
-std::string cache_path(const std::string& key) {
-  std::string dir = cache_dir();
+std::string cache_path(const std::string& key, const char* kind) {
+  std::string dir = cache_dir(kind);
   if (dir.empty()) return "";
   llvm::XXH128_hash_t h = llvm::xxh3_128bits(llvm::ArrayRef<uint8_t>((const uint8_t*)key.data(), key.size()));
   char name[40];
@@ -70,14 +70,14 @@ std::string cache_path(const std::string& key) {
   return dir + "/" + name;
 }
 
-CacheRead cache_read(const std::string& key, std::string* object) {
-  std::string path = cache_path(key);
+CacheRead cache_read(const std::string& key, std::string* object, const char* kind) {
+  std::string path = cache_path(key, kind);
   if (path.empty()) return CacheRead::Miss;
   std::ifstream f(path, std::ios::binary);
   if (!f) return CacheRead::Miss;
   std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   if (data.size() < kHeader || data.compare(0, 8, kMagic) != 0) {
-    discard(path, "bad header");
+    discard(path, "bad header", kind);
     return CacheRead::Rejected;
   }
   uint64_t key_len, obj_len, sum;
@@ -85,27 +85,27 @@ CacheRead cache_read(const std::string& key, std::string* object) {
   std::memcpy(&obj_len, data.data() + 16, 8);
   std::memcpy(&sum, data.data() + 24, 8);
   if (key_len > data.size() || obj_len > data.size() || kHeader + key_len + obj_len != data.size()) {
-    discard(path, "wrong length");
+    discard(path, "wrong length", kind);
     return CacheRead::Rejected;
   }
   std::string stored_key = data.substr(kHeader, key_len);
   std::string obj = data.substr(kHeader + key_len);
   if (checksum(stored_key, obj) != sum) {
-    discard(path, "checksum mismatch");
+    discard(path, "checksum mismatch", kind);
     return CacheRead::Rejected;
   }
   if (stored_key != key) {
-    discard(path, "made for another version, CPU or kernel");
+    discard(path, "made for another version, CPU or kernel", kind);
     return CacheRead::Rejected;
   }
   *object = std::move(obj);
   return CacheRead::Hit;
 }
 
-void cache_write(const std::string& key, const std::string& object) {
-  std::string path = cache_path(key);
+void cache_write(const std::string& key, const std::string& object, const char* kind) {
+  std::string path = cache_path(key, kind);
   if (path.empty()) return;
-  mkdirs(cache_dir());
+  mkdirs(cache_dir(kind));
   static std::atomic<unsigned> counter{0};
   std::string tmp = path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);

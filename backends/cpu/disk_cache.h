@@ -1,5 +1,6 @@
-// Compiled object code on disk, under $TC_CACHE_DIR/cpu (default ~/.cache/tc/cpu; TC_CACHE_DIR=
-// set but empty turns it off). One file per key:
+// Compiled object code on disk, under $TC_CACHE_DIR/<kind> (default ~/.cache/tc/<kind>; TC_CACHE_DIR=
+// set but empty turns it off). `kind` is the code generator: "cpu" (object files) or "cuda"
+// (cubins, backends/cuda). One file per key:
 //
 //   "TCCPUOB1" | u64 key bytes | u64 object bytes | u64 xxh3(key + object) | key | object
 //
@@ -13,12 +14,12 @@
 
 namespace tc::backends::cpu {
 
-std::string cache_dir();  // "" when off
+std::string cache_dir(const char* kind = "cpu");  // "" when off
 // The entry's path for `key` (the key's 128-bit hash), or "" when the cache is off.
-std::string cache_path(const std::string& key);
+std::string cache_path(const std::string& key, const char* kind = "cpu");
 enum class CacheRead { Hit, Miss, Rejected };  // Rejected: an invalid entry was removed
-CacheRead cache_read(const std::string& key, std::string* object);
-void cache_write(const std::string& key, const std::string& object);
+CacheRead cache_read(const std::string& key, std::string* object, const char* kind = "cpu");
+void cache_write(const std::string& key, const std::string& object, const char* kind = "cpu");
 // The checksum stored in an entry's header, over its key and object bytes concatenated.
 uint64_t cache_checksum(const std::string& key_and_object);
 

@@ -255,7 +255,7 @@ Stack attention(D& d, const Stack& a) {
   Tensor s = d.op(Op::mul, {d.op(Op::matmul, {q, d.op(Op::transpose, {k, int64_t(-2), int64_t(-1)})}), scale});
   if (a[5].to_bool()) {
     int64_t L = q.sizes()[q.dim() - 2], S = k.sizes()[k.dim() - 2];
-    Tensor causal = d.op(Op::tril, {d.op(Op::ones, {L, S}, {{"dtype", DType::Bool}})});
+    Tensor causal = d.op(Op::tril, {d.op(Op::ones, {L, S}, {{"dtype", DType::Bool}, {"device", q.device()}})});
     s = d.op(Op::masked_fill, {s, d.op(Op::logical_not, {causal}), -INFINITY});
   }
   if (!is_none(a[3])) {

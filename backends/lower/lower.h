@@ -25,6 +25,8 @@ struct LowerOptions {
   // that cannot call them leaves this off and such graphs are refused (NotImplementedError).
   bool externals = false;
   int realize_loads = 2;    // ... or reads more buffers than this (norm internals excepted)
+  // The device the graph's tensors are on (the runner's): tensors elsewhere are refused.
+  DeviceType device = DeviceType::CPU;
 };
 
 LoweredGraph lower(const capture::Graph& g, const LowerOptions& o = {});

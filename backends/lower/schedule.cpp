@@ -525,8 +525,8 @@ void Lowering::lower_node(int n) {
   const capture::Node& node = g.nodes[n];
   for (const Value& f : node.fakes) {
     const Tensor& t = f.is_tensor() ? f.tensor() : f.tensors().empty() ? Tensor() : f.tensors()[0];
-    TC_CHECK(!t.defined() || t.device().is_cpu(), NotImplementedError, "lowering: tensors on %s",
-             t.device().is_cuda() ? "cuda" : "another device");
+    TC_CHECK(!t.defined() || t.device().type == opt.device, NotImplementedError, "lowering: tensors on %s",
+             t.device().str().c_str());
   }
   TC_CHECK(node.kind != capture::NodeKind::External || opt.externals, NotImplementedError,
            "lowering: the function %s kept in the graph", node.target());

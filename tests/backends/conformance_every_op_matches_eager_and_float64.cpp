@@ -7,10 +7,15 @@
 // unless tests/backends/conformance_allowlist.txt lists it for the backend.
 //
 //   build/tests/backends_conformance_every_op_matches_eager_and_float64 [--backend=NAME] [--full]
+//       [--device=cuda [--compile-only]]
 //
 // --backend: the backend under test (default eager). --full: every fixture case with every
 // layout and size variant (default: the first case of each dtype combination as given, and the
-// variants of one case per op: a CI run of a minute or two on a code generator).
+// variants of one case per op: a CI run of a minute or two on a code generator). --device: the
+// inputs' device (default cpu; their layouts are kept), eager and float64 run there too.
+// --compile-only (with --device=cuda, no GPU needed): CUDA tensors live in host memory and
+// nothing is launched, so values are not compared; a case fails when the compiled call raises
+// CompileError (a generated program NVRTC rejects) or runs on eager without being allowlisted.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -23,6 +28,7 @@
 #include "../fixture_cases.h"
 #include "tc/backends.h"
 #include "tc/capture.h"
+#include "tc/cuda.h"
 #include "tc/vm/runtime.h"
 
 namespace tc::conformance {
@@ -32,6 +38,8 @@ using fixture::json;
 
 std::string g_backend = "eager";
 bool g_full = false;
+Device g_device;
+bool g_compile_only = false;
 
 // Ops not run here, with the reason (everything else in ops.def must have a case).
 const std::map<std::string, std::string>& excluded() {
@@ -176,10 +184,39 @@ struct Args {
   std::vector<std::pair<std::string, Value>> kw;
 };
 
+// t on g_device with the same sizes, strides and offset (its whole storage copied); wrapped
+// numbers stay on the CPU, as eager takes them with tensors of any device.
+Tensor on_device(const Tensor& t) {
+  if (g_device.is_cpu() || t.is_wrapped_number()) return t;
+  const size_t bytes = t.storage()->nbytes();
+  std::shared_ptr<Storage> st = Storage::allocate(bytes, g_device);
+  if (bytes) device_allocator(g_device.type)->copy(st->data(), g_device, t.storage()->data(), Device(), bytes);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = st;
+  impl->offset = t.offset();
+  impl->sizes = t.sizes();
+  impl->strides = t.strides();
+  impl->dtype = t.dtype();
+  impl->device = g_device;
+  return Tensor(std::move(impl));
+}
+
+Value device_value(const Value& v) {
+  if (v.is_tensor()) return on_device(v.tensor());
+  if (v.is_tensor_list()) {
+    TensorList l;
+    for (const Tensor& t : v.tensors()) l.push_back(on_device(t));
+    return l;
+  }
+  return v;
+}
+
 Args make_args(const json& c, Variant var) {
   Args a;
-  for (const json& x : c["args"]) a.pos.push_back(transform_value(fixture::make_arg(x, Device()), var));
-  for (auto& [k, x] : c["kwargs"].items()) a.kw.emplace_back(k, transform_value(fixture::make_arg(x, Device()), var));
+  for (const json& x : c["args"])
+    a.pos.push_back(device_value(transform_value(fixture::make_arg(x, Device()), var)));
+  for (auto& [k, x] : c["kwargs"].items())
+    a.kw.emplace_back(k, device_value(transform_value(fixture::make_arg(x, Device()), var)));
   return a;
 }
 
@@ -387,10 +424,15 @@ std::string check(Op op, const json& c, Variant var) {
              (got.error.empty() ? "ran" : "raised " + got.error + ": " + got.message) + where;
     return "";
   }
+  if (g_compile_only) {  // values are garbage: only NVRTC's verdict and the fallbacks count
+    if (got.error == "CompileError") return "compiled raised CompileError: " + got.message.substr(0, 4000) + where;
+    if (!got.error.empty()) return "";
+  }
   if (fallback > 0) tally().fell_back.insert(op_name(op));
   if (fallback > 0 && !allowlist().count(g_backend + " " + op_name(op)))
     return "runs on eager inside the compiled graph (" + std::to_string(fallback) +
            " fallback nodes) and tests/backends/conformance_allowlist.txt does not list it" + where;
+  if (g_compile_only) return "";
   if (got.outs.size() != eager.outs.size())
     return std::to_string(got.outs.size()) + " results, eager gives " + std::to_string(eager.outs.size()) + where;
   Outcome ref;
@@ -442,7 +484,8 @@ TEST_P(Conformance, MatchesEagerAndFloat64) {
     const bool first_of_dtype = dtypes_seen.insert(dtype_key(c)).second;
     std::vector<Variant> vs;
     if (g_full || first_of_dtype) vs.push_back(Variant::AsGiven);
-    if (g_full || &c == base) {
+    // compile-only (CI without a GPU, NVRTC takes its time): each dtype as given, no variants
+    if (g_full || (&c == base && !g_compile_only)) {
       vs.insert(vs.end(), layouts.begin(), layouts.end());
       vs.insert(vs.end(), sizes.begin(), sizes.end());
     }
@@ -498,9 +541,29 @@ int main(int argc, char** argv) {
       tc::conformance::g_backend = a.substr(10);
     } else if (a == "--full") {
       tc::conformance::g_full = true;
+    } else if (a.rfind("--device=", 0) == 0) {
+      tc::conformance::g_device = tc::Device::parse(a.substr(9));
+    } else if (a == "--compile-only") {
+      tc::conformance::g_compile_only = true;
     } else {
-      std::fprintf(stderr, "usage: %s [gtest options] [--backend=NAME] [--full]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [gtest options] [--backend=NAME] [--full] [--device=cuda [--compile-only]]\n",
+                   argv[0]);
       return 2;
+    }
+  }
+  if (tc::conformance::g_compile_only) {
+    if (!tc::conformance::g_device.is_cuda()) {
+      std::fprintf(stderr, "--compile-only needs --device=cuda\n");
+      return 2;
+    }
+    tc::cuda::set_compile_only(true);
+    try {  // NVRTC is all compile-only mode needs: without it, nothing to test
+      tc::call1(tc::Op::neg, {tc::Tensor::empty({4}, tc::DType::Float32, tc::conformance::g_device)});
+    } catch (const tc::Error& e) {
+      if (e.kind() == tc::ErrorKind::DeviceError) {
+        std::printf("skip: %s\n", e.what());
+        return 0;
+      }
     }
   }
   tc::backends::find(tc::conformance::g_backend);  // an unknown name: the registry's error

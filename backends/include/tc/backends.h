@@ -42,9 +42,9 @@ class Backend {
   virtual Compiled compile(const capture::Graph& g, const CompileOptions& o) const = 0;
 };
 
-// The registry: every backend by name ("eager"; "cpu" the LLVM code generator; "tc" cpu for CPU
-// graphs, eager otherwise; "cuda" and "inductor" eager until the CUDA code generator lands;
-// "loopir" the loop-IR interpreter). Throws tc::Error (ValueError) naming the known ones otherwise.
+// The registry: every backend by name ("eager"; "cpu" the LLVM code generator; "cuda" the NVRTC
+// code generator; "tc" cpu for CPU graphs, cuda for graphs on one CUDA device, eager otherwise;
+// "inductor" = "tc"; "loopir" the loop-IR interpreter). Throws tc::Error (ValueError) naming the known ones otherwise.
 const Backend& find(const std::string& name);
 std::vector<std::string> names();
 // The modes tc.compile and tcrun --mode accept ("default", "reduce-overhead", ...).

@@ -1,0 +1,766 @@
+// Loop-IR kernels to CUDA C++ (cuda_codegen.h). Every instruction becomes one `const` local of
+// its compute type, so the source reads like the loop IR printout; a row kernel's Loop stmts are
+// split over the lanes of its row (strided iterations), and reductions are combined with warp
+// shuffles and, for a block per row, shared memory.
+#include "cuda_codegen.h"
+
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "cuda/runtime.h"
+#include "tc/error.h"
+
+namespace tc::backends::cuda {
+
+using lower::Instr;
+using lower::Kernel;
+using lower::Opc;
+using lower::ReduceOp;
+using lower::ScalarOp;
+using lower::Stmt;
+using lower::Ty;
+using lower::Val;
+
+namespace {
+
+bool is_float(Ty t) { return t == Ty::F32 || t == Ty::F64; }
+
+const char* tyname(Ty t) {
+  switch (t) {
+    case Ty::Bool: return "bool";
+    case Ty::I32: return "int";
+    case Ty::I64: return "i64";
+    case Ty::F32: return "float";
+    case Ty::F64: return "double";
+  }
+  return "?";
+}
+
+// Storage type of a buffer element: stdlib/cuda's names, bool as a byte (any nonzero byte reads
+// as true).
+const char* storage_type(DType d) { return d == DType::Bool ? "u8" : tc::cuda::ctype(d); }
+
+int arity(ScalarOp op) {
+  switch (op) {
+#define TC_SCALAR_OP(name, n) \
+  case ScalarOp::name: return n;
+#include "lower/scalar_ops.def"
+#undef TC_SCALAR_OP
+  }
+  return 0;
+}
+
+// As the CPU code generator: Bool for predicates, the cast's target, else the operands' type.
+Ty result_type(ScalarOp op, Ty ty, const std::vector<Ty>& operands) {
+  switch (op) {
+    case ScalarOp::eq: case ScalarOp::ne: case ScalarOp::lt: case ScalarOp::le: case ScalarOp::gt:
+    case ScalarOp::ge: case ScalarOp::logical_not: case ScalarOp::logical_and: case ScalarOp::logical_or:
+    case ScalarOp::logical_xor: case ScalarOp::isnan: case ScalarOp::isinf:
+      return Ty::Bool;
+    case ScalarOp::cast: return ty;
+    case ScalarOp::where: return operands[1];
+    default: return operands.size() == 2 && operands[0] != operands[1] ? ty : operands[0];
+  }
+}
+
+std::string cast(const std::string& e, Ty from, Ty to) {
+  if (from == to) return e;
+  if (to == Ty::Bool) return "(" + e + " != 0)";
+  return "((" + std::string(tyname(to)) + ")" + e + ")";
+}
+
+std::string int_lit(int64_t v, Ty t) {
+  if (t == Ty::Bool) return v ? "true" : "false";
+  if (t == Ty::F32 || t == Ty::F64) {
+    char b[64];
+    std::snprintf(b, sizeof b, "((%s)%" PRId64 "ll)", tyname(t), v);
+    return b;
+  }
+  if (v > -(int64_t(1) << 31) && v < (int64_t(1) << 31))
+    return t == Ty::I64 ? std::to_string(v) + "ll" : "(" + std::to_string(v) + ")";
+  char b[64];
+  std::snprintf(b, sizeof b, "((%s)0x%" PRIx64 "ull)", tyname(t), (uint64_t)v);
+  return b;
+}
+
+std::string float_lit(double v, Ty t) {
+  char b[80];
+  if (t == Ty::F32) {
+    float f = (float)v;
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    if (!std::isfinite(f)) {
+      std::snprintf(b, sizeof b, "__int_as_float(0x%08x)", bits);
+      return b;
+    }
+    std::snprintf(b, sizeof b, "%.9g", f);
+    std::string s = b;
+    if (s.find_first_of(".e") == std::string::npos) s += ".0";
+    return s + "f";
+  }
+  uint64_t bits;
+  std::memcpy(&bits, &v, 8);
+  if (std::isfinite(v)) std::snprintf(b, sizeof b, "%.17g", v);
+  else std::snprintf(b, sizeof b, "__longlong_as_double(0x%016" PRIx64 "ll)", bits);
+  std::string s = b;
+  if (std::isfinite(v) && s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s;
+}
+
+class Emitter {
+ public:
+  Emitter(const Kernel& k, const KernelShape& sh) : k_(k), sh_(sh), names_(k.instrs.size()) {}
+  std::string emit(const std::string& name);
+
+ private:
+  std::string get(Val v);
+  Ty ty(Val v) const { return k_.instrs.at(v).ty; }
+  void check_val(Val v) const {
+    TC_CHECK(v >= 0 && v < (Val)k_.instrs.size(), CompileError, "cuda codegen: %s: value %%%d out of range",
+             k_.name.c_str(), v);
+  }
+  void line(const std::string& s) { out_ += std::string(ind_ * 2, ' ') + s + "\n"; }
+  void emit_instr(Val v);
+  void emit_instrs(const std::vector<Val>& vals);
+  std::string math(const Instr& in);
+  void emit_stores(const Stmt& s, bool guard);
+  void emit_loop(const Stmt& s, int index);
+  void barrier();
+  std::string load_expr(int buffer, const std::string& index) const;
+
+  const Kernel& k_;
+  KernelShape sh_;
+  std::vector<std::string> names_;
+  std::vector<std::string> outer_vars_, loop_vars_;
+  std::string out_, shared_;
+  int ind_ = 0;
+};
+
+std::string Emitter::get(Val v) {
+  check_val(v);
+  if (!names_[v].empty()) return names_[v];
+  const Instr& in = k_.instrs[v];
+  switch (in.op) {
+    case Opc::ConstI: return int_lit(in.i, in.ty);
+    case Opc::ConstF:
+      if (is_float(in.ty)) return float_lit(in.f, in.ty);
+      return int_lit(in.ty == Ty::Bool ? in.f != 0 : (int64_t)in.f, in.ty);
+    case Opc::SizeParam:
+      TC_CHECK(in.a >= 0 && in.a < k_.num_size_params, CompileError, "cuda codegen: %s: size parameter %d of %d",
+               k_.name.c_str(), (int)in.a, k_.num_size_params);
+      return cast("s" + std::to_string(in.a), Ty::I64, in.ty);
+    case Opc::OuterVar:
+      TC_CHECK(in.a >= 0 && in.a < (Val)outer_vars_.size(), CompileError, "cuda codegen: %s: outer var %d outside the nest",
+               k_.name.c_str(), (int)in.a);
+      return cast(outer_vars_[in.a], Ty::I64, in.ty);
+    case Opc::LoopVar:
+      TC_CHECK(in.a >= 0 && in.a < (Val)loop_vars_.size(), CompileError, "cuda codegen: %s: loop var %d outside a loop",
+               k_.name.c_str(), (int)in.a);
+      return cast(loop_vars_[in.a], Ty::I64, in.ty);
+    default: break;
+  }
+  TC_FAIL(CompileError, "cuda codegen: %s: value %%%d used outside its scope", k_.name.c_str(), v);
+}
+
+std::string Emitter::load_expr(int buffer, const std::string& index) const {
+  TC_CHECK(buffer >= 0 && buffer < (int)k_.buffers.size(), CompileError, "cuda codegen: %s: load of buffer %d",
+           k_.name.c_str(), buffer);
+  const std::string p = "b" + std::to_string(buffer) + "[" + index + "]";
+  switch (k_.buffers[buffer].dtype) {
+    case DType::Float16: case DType::BFloat16: return "ld(" + p + ")";
+    case DType::UInt8: return "((int)" + p + ")";
+    case DType::Bool: return "(" + p + " != 0)";
+    default: return p;
+  }
+}
+
+std::string Emitter::math(const Instr& in) {
+  const int n = arity(in.sop);
+  std::vector<std::string> a;
+  std::vector<Ty> tys;
+  for (Val x : {in.a, in.b, in.c}) {
+    if ((int)a.size() == n) break;
+    a.push_back(get(x));
+    tys.push_back(ty(x));
+  }
+  if (in.sop == ScalarOp::cast) return cast(a[0], tys[0], in.ty);
+  if (in.sop == ScalarOp::where)
+    return "(" + cast(a[0], tys[0], Ty::Bool) + " ? " + a[1] + " : " + cast(a[2], tys[2], tys[1]) + ")";
+  Ty t = tys[0];
+  const std::string T = tyname(t);
+  const bool fl = is_float(t), bl = t == Ty::Bool;
+  auto need_float = [&] {
+    TC_CHECK(fl, CompileError, "cuda codegen: %s of a non-float value", lower::scalar_op_name(in.sop));
+  };
+  if (n == 1) {
+    const std::string& x = a[0];
+    switch (in.sop) {
+      case ScalarOp::neg: return bl ? x : fl ? "(-" + x + ")" : "wsub((" + T + ")0, " + x + ")";
+      case ScalarOp::abs: return bl ? x : fl ? "m_fabs(" + x + ")" : "(" + x + " < 0 ? wsub((" + T + ")0, " + x + ") : " + x + ")";
+      case ScalarOp::sign:
+        return bl ? x : "((" + T + ")(((" + T + ")0 < " + x + ") - (" + x + " < (" + T + ")0)))";
+      case ScalarOp::sqrt: need_float(); return "m_sqrt(" + x + ")";
+      case ScalarOp::rsqrt: need_float(); return "((" + T + ")1 / m_sqrt(" + x + "))";
+      case ScalarOp::exp: need_float(); return "m_exp(" + x + ")";
+      case ScalarOp::exp2: need_float(); return "m_exp2(" + x + ")";
+      case ScalarOp::log: need_float(); return "m_log(" + x + ")";
+      case ScalarOp::log2: need_float(); return "m_log2(" + x + ")";
+      case ScalarOp::log1p: need_float(); return "m_log1p(" + x + ")";
+      case ScalarOp::expm1: need_float(); return "m_expm1(" + x + ")";
+      case ScalarOp::sin: need_float(); return "m_sin(" + x + ")";
+      case ScalarOp::cos: need_float(); return "m_cos(" + x + ")";
+      case ScalarOp::tan: need_float(); return "m_tan(" + x + ")";
+      case ScalarOp::tanh: need_float(); return "m_tanh(" + x + ")";
+      case ScalarOp::erf: need_float(); return "m_erf(" + x + ")";
+      case ScalarOp::sigmoid: need_float(); return "((" + T + ")1 / ((" + T + ")1 + m_exp(-" + x + ")))";
+      case ScalarOp::floor: return fl ? "m_floor(" + x + ")" : x;
+      case ScalarOp::ceil: return fl ? "m_ceil(" + x + ")" : x;
+      case ScalarOp::round: return fl ? "m_rint(" + x + ")" : x;
+      case ScalarOp::trunc: return fl ? "m_trunc(" + x + ")" : x;
+      case ScalarOp::reciprocal: need_float(); return "((" + T + ")1 / " + x + ")";
+      case ScalarOp::logical_not: return "(!" + cast(x, t, Ty::Bool) + ")";
+      case ScalarOp::bitwise_not:
+        TC_CHECK(!fl, CompileError, "cuda codegen: bitwise_not of a float value");
+        return bl ? "(!" + x + ")" : "((" + T + ")~" + x + ")";
+      case ScalarOp::isnan: return fl ? "(" + x + " != " + x + ")" : "false";
+      case ScalarOp::isinf: return fl ? "(m_fabs(" + x + ") == m_inf<" + T + ">())" : "false";
+      default: break;
+    }
+    TC_FAIL(CompileError, "cuda codegen: %s is not a unary primitive", lower::scalar_op_name(in.sop));
+  }
+  TC_CHECK(n == 2, CompileError, "cuda codegen: %s with %d operands", lower::scalar_op_name(in.sop), n);
+  // Operands of different types meet at the result's type (predicates: at the wider operand's).
+  if (tys[1] != t) t = in.ty == Ty::Bool ? std::max(tys[0], tys[1]) : in.ty;
+  const std::string x = cast(a[0], tys[0], t), y = cast(a[1], tys[1], t);
+  const std::string U = tyname(t);
+  const bool f2 = is_float(t), b2 = t == Ty::Bool;
+  auto bin = [&](const char* o) { return "(" + x + " " + o + " " + y + ")"; };
+  auto call = [&](const char* f) { return std::string(f) + "(" + x + ", " + y + ")"; };
+  switch (in.sop) {
+    case ScalarOp::add: return f2 ? bin("+") : b2 ? bin("||") : call("wadd");
+    case ScalarOp::sub: return f2 ? bin("-") : b2 ? bin("!=") : call("wsub");
+    case ScalarOp::mul: return f2 ? bin("*") : b2 ? bin("&&") : call("wmul");
+    case ScalarOp::div:
+      TC_CHECK(f2, CompileError, "cuda codegen: true division of non-float values");
+      return bin("/");
+    case ScalarOp::div_trunc: return f2 ? "m_trunc(" + bin("/") + ")" : call("div_trunc_i");
+    case ScalarOp::div_floor: return f2 ? call("div_floor_f") : call("div_floor_i");
+    case ScalarOp::mod: return f2 ? call("rem_f") : call("rem_i");
+    case ScalarOp::fmod: return f2 ? call("m_fmod") : call("fmod_i");
+    case ScalarOp::pow: {
+      if (b2) return "(" + x + " || !" + y + ")";
+      if (!f2) return call("pow_i");
+      const Instr& e = k_.instrs[in.b];
+      if (e.op == Opc::ConstF || e.op == Opc::ConstI) {
+        double c = e.op == Opc::ConstF ? e.f : (double)e.i;
+        if (c == 2) return "(" + x + " * " + x + ")";
+        if (c == 3) return "(" + x + " * " + x + " * " + x + ")";
+        if (c == 0.5) return "m_sqrt(" + x + ")";
+        if (c == -1) return "((" + U + ")1 / " + x + ")";
+      }
+      return call("m_pow");
+    }
+    case ScalarOp::minimum: return f2 ? call("nan_min") : b2 ? bin("&&") : "(" + y + " < " + x + " ? " + y + " : " + x + ")";
+    case ScalarOp::maximum: return f2 ? call("nan_max") : b2 ? bin("||") : "(" + x + " < " + y + " ? " + y + " : " + x + ")";
+    case ScalarOp::eq: return bin("==");
+    case ScalarOp::ne: return bin("!=");
+    case ScalarOp::lt: return bin("<");
+    case ScalarOp::le: return bin("<=");
+    case ScalarOp::gt: return bin(">");
+    case ScalarOp::ge: return bin(">=");
+    case ScalarOp::logical_and: return "(" + cast(x, t, Ty::Bool) + " && " + cast(y, t, Ty::Bool) + ")";
+    case ScalarOp::logical_or: return "(" + cast(x, t, Ty::Bool) + " || " + cast(y, t, Ty::Bool) + ")";
+    case ScalarOp::logical_xor: return "(" + cast(x, t, Ty::Bool) + " != " + cast(y, t, Ty::Bool) + ")";
+    case ScalarOp::bitwise_and: case ScalarOp::bitwise_or: case ScalarOp::bitwise_xor: {
+      TC_CHECK(!f2, CompileError, "cuda codegen: %s of float values", lower::scalar_op_name(in.sop));
+      const char* o = in.sop == ScalarOp::bitwise_and ? "&" : in.sop == ScalarOp::bitwise_or ? "|" : "^";
+      return "((" + U + ")" + bin(o) + ")";
+    }
+    default: break;
+  }
+  TC_FAIL(CompileError, "cuda codegen: %s is not a binary primitive", lower::scalar_op_name(in.sop));
+}
+
+void Emitter::emit_instr(Val v) {
+  check_val(v);
+  const Instr& in = k_.instrs[v];
+  std::string e;
+  switch (in.op) {
+    case Opc::ConstI: case Opc::ConstF: case Opc::SizeParam: case Opc::OuterVar: case Opc::LoopVar:
+      return;  // written where used
+    case Opc::Acc:
+      TC_CHECK(!names_[v].empty(), CompileError, "cuda codegen: %s: reduction result %%%d read before its loop",
+               k_.name.c_str(), v);
+      return;
+    case Opc::Load:
+      e = cast(load_expr(in.a, cast(get(in.b), ty(in.b), Ty::I64)), lower::compute_type(k_.buffers.at(in.a).dtype),
+               in.ty);
+      break;
+    case Opc::Math: {
+      std::vector<Ty> tys;
+      for (Val x : {in.a, in.b, in.c})
+        if ((int)tys.size() < arity(in.sop)) tys.push_back(ty(x));
+      e = cast(math(in), result_type(in.sop, in.ty, tys), in.ty);
+      break;
+    }
+  }
+  names_[v] = "v" + std::to_string(v);
+  line("const " + std::string(tyname(in.ty)) + " " + names_[v] + " = " + e + ";");
+}
+
+void Emitter::emit_instrs(const std::vector<Val>& vals) {
+  for (Val v : vals) emit_instr(v);
+}
+
+std::string store_value(const std::string& v, Ty from, DType d) {
+  switch (d) {
+    case DType::Float32: return cast(v, from, Ty::F32);
+    case DType::Float64: return cast(v, from, Ty::F64);
+    case DType::Float16: return "Cv<f16>::f(" + cast(v, from, Ty::F32) + ")";
+    case DType::BFloat16: return "Cv<bf16>::f(" + cast(v, from, Ty::F32) + ")";
+    case DType::Int64: return cast(v, from, Ty::I64);
+    case DType::Int32: return cast(v, from, Ty::I32);
+    case DType::UInt8: return "((u8)" + cast(v, from, is_float(from) ? Ty::I64 : Ty::I32) + ")";
+    case DType::Bool: return "((u8)" + cast(v, from, Ty::Bool) + ")";
+  }
+  return v;
+}
+
+void Emitter::emit_stores(const Stmt& s, bool guard) {
+  if (s.stores.empty()) return;
+  if (guard) {
+    line("if (lane == 0) {");
+    ind_++;
+  }
+  for (const lower::Store& st : s.stores) {
+    TC_CHECK(st.buffer >= 0 && st.buffer < (int)k_.buffers.size() && k_.buffers[st.buffer].written, CompileError,
+             "cuda codegen: %s: store to buffer %d", k_.name.c_str(), st.buffer);
+    line("b" + std::to_string(st.buffer) + "[" + cast(get(st.index), ty(st.index), Ty::I64) +
+         "] = " + store_value(get(st.value), ty(st.value), k_.buffers[st.buffer].dtype) + ";");
+  }
+  if (guard) {
+    ind_--;
+    line("}");
+  }
+}
+
+void Emitter::barrier() {
+  if (sh_.threads_per_row == 1) return;
+  line(sh_.threads_per_row == 32 ? "__syncwarp();" : "__syncthreads();");
+}
+
+std::string init_of(ReduceOp op, Ty t) {
+  const std::string T = tyname(t);
+  auto lowest = [&] {
+    return is_float(t) ? "(-m_inf<" + T + ">())" : t == Ty::Bool ? std::string("false")
+           : t == Ty::I32 ? std::string("(-2147483647 - 1)") : std::string("(-9223372036854775807ll - 1)");
+  };
+  auto highest = [&] {
+    return is_float(t) ? "m_inf<" + T + ">()" : t == Ty::Bool ? std::string("true")
+           : t == Ty::I32 ? std::string("2147483647") : std::string("9223372036854775807ll");
+  };
+  switch (op) {
+    case ReduceOp::Sum: return cast("0", Ty::I32, t);
+    case ReduceOp::Prod: return cast("1", Ty::I32, t);
+    case ReduceOp::Max: case ReduceOp::ArgMax: return lowest();
+    case ReduceOp::Min: case ReduceOp::ArgMin: return highest();
+    case ReduceOp::Any: return "false";
+    case ReduceOp::All: return "true";
+  }
+  return "0";
+}
+
+// acc = acc (op) x, for the non-arg reductions.
+std::string combine(ReduceOp op, Ty t, const std::string& acc, const std::string& x) {
+  const bool fl = is_float(t), bl = t == Ty::Bool;
+  switch (op) {
+    case ReduceOp::Sum: return fl ? acc + " + " + x : bl ? acc + " || " + x : "wadd(" + acc + ", " + x + ")";
+    case ReduceOp::Prod: return fl ? acc + " * " + x : bl ? acc + " && " + x : "wmul(" + acc + ", " + x + ")";
+    case ReduceOp::Max:
+      return fl ? "nan_max(" + acc + ", " + x + ")" : bl ? acc + " || " + x : "(" + acc + " < " + x + " ? " + x + " : " + acc + ")";
+    case ReduceOp::Min:
+      return fl ? "nan_min(" + acc + ", " + x + ")" : bl ? acc + " && " + x : "(" + x + " < " + acc + " ? " + x + " : " + acc + ")";
+    case ReduceOp::Any: return acc + " || " + x;
+    case ReduceOp::All: return acc + " && " + x;
+    case ReduceOp::ArgMax: case ReduceOp::ArgMin: break;
+  }
+  TC_FAIL(CompileError, "cuda codegen: combine of an arg reduction");
+}
+
+void Emitter::emit_loop(const Stmt& s, int index) {
+  const int R = sh_.threads_per_row;
+  struct Acc {
+    const lower::Reduction* r;
+    Ty t;
+    std::string v, i;  // accumulator and (arg reductions) index variable
+    bool arg;
+  };
+  std::vector<Acc> accs;
+  for (size_t j = 0; j < s.reductions.size(); j++) {
+    const lower::Reduction& r = s.reductions[j];
+    check_val(r.result);
+    TC_CHECK(k_.instrs[r.result].op == Opc::Acc, CompileError, "cuda codegen: %s: a reduction without its Acc instr",
+             k_.name.c_str());
+    const bool arg = r.op == ReduceOp::ArgMax || r.op == ReduceOp::ArgMin;
+    Ty t = arg ? ty(r.input) : ty(r.result);
+    if (r.op == ReduceOp::Any || r.op == ReduceOp::All) t = Ty::Bool;
+    Acc a{&r, t, "a" + std::to_string(index) + "_" + std::to_string(j), "", arg};
+    line(std::string(tyname(t)) + " " + a.v + " = " + init_of(r.op, t) + ";");
+    if (arg) {
+      a.i = a.v + "i";
+      line("i64 " + a.i + " = -1;");
+    }
+    accs.push_back(a);
+  }
+  std::vector<std::string> ext;
+  for (Val e : s.extents) ext.push_back(cast(get(e), ty(e), Ty::I64));
+  const std::vector<std::string> saved = loop_vars_;
+  loop_vars_.clear();
+  const std::string L = "l" + std::to_string(index) + "_";
+  int opened = 0;
+  line("{");
+  ind_++;
+  if (ext.empty()) {
+    line("if (lane == 0) {");  // one iteration
+    ind_++;
+    opened = 1;
+  } else if (R == 1) {
+    for (size_t d = 0; d < ext.size(); d++) {
+      loop_vars_.push_back(L + std::to_string(d));
+      line("for (i64 " + loop_vars_[d] + " = 0; " + loop_vars_[d] + " < " + ext[d] + "; " + loop_vars_[d] + "++) {");
+      ind_++;
+      opened++;
+    }
+  } else {
+    std::string total;
+    for (size_t d = 0; d < ext.size(); d++) {
+      line("const i64 " + L + "e" + std::to_string(d) + " = " + ext[d] + ";");
+      total += (d ? " * " : "") + L + "e" + std::to_string(d);
+    }
+    line("for (i64 " + L + "j = lane; " + L + "j < " + total + "; " + L + "j += " + std::to_string(R) + ") {");
+    ind_++;
+    opened = 1;
+    loop_vars_.resize(ext.size());
+    if (ext.size() == 1) {
+      loop_vars_[0] = L + "j";
+    } else {
+      line("i64 " + L + "r = " + L + "j;");
+      for (size_t d = ext.size(); d-- > 0;) {
+        loop_vars_[d] = L + std::to_string(d);
+        if (d == 0) {
+          line("const i64 " + loop_vars_[d] + " = " + L + "r;");
+        } else {
+          line("const i64 " + loop_vars_[d] + " = " + L + "r % " + L + "e" + std::to_string(d) + ";");
+          line(L + "r /= " + L + "e" + std::to_string(d) + ";");
+        }
+      }
+    }
+  }
+  std::vector<Val> defined;
+  for (Val v : s.body) {
+    check_val(v);
+    if (names_[v].empty() && k_.instrs[v].op != Opc::Acc) defined.push_back(v);
+  }
+  emit_instrs(s.body);
+  for (Acc& a : accs) {
+    const lower::Reduction& r = *a.r;
+    const std::string x = cast(get(r.input), ty(r.input), a.t);
+    if (a.arg) {
+      line("if (arg_better(" + x + ", " + cast(get(r.index), ty(r.index), Ty::I64) + ", " + a.v + ", " + a.i + ", " +
+           (r.op == ReduceOp::ArgMax ? "true" : "false") + ")) { " + a.v + " = " + x + "; " + a.i + " = " +
+           cast(get(r.index), ty(r.index), Ty::I64) + "; }");
+    } else {
+      line(a.v + " = " + combine(r.op, a.t, a.v, x) + ";");
+    }
+  }
+  emit_stores(s, false);
+  for (int i = 0; i < opened; i++) {
+    ind_--;
+    line("}");
+  }
+  ind_--;
+  line("}");
+  for (Val v : defined) names_[v].clear();  // loop-body values end with the loop
+  loop_vars_ = saved;
+  // Across the lanes of the row: warp shuffles down to lane 0, then (block) shared memory.
+  if (R > 1) {
+    for (Acc& a : accs) {
+      const std::string T = tyname(a.t);
+      const std::string step = a.arg ? "warp_arg(" + a.v + ", " + a.i + ", " + (a.r->op == ReduceOp::ArgMax ? "true" : "false") + ");"
+                                     : "";
+      if (a.arg) {
+        line(step);
+      } else {
+        line("for (int o = 16; o > 0; o >>= 1) { " + T + " t = shfl_down_x(" + a.v + ", o); " + a.v + " = " +
+             combine(a.r->op, a.t, a.v, "t") + "; }");
+      }
+      if (R == 32) {
+        line(a.v + " = shfl_idx_x(" + a.v + ", 0);");
+        if (a.arg) line(a.i + " = shfl_idx_x(" + a.i + ", 0);");
+        continue;
+      }
+      // block: warp results through shared memory, combined by warp 0, broadcast.
+      const std::string sm = "sm" + a.v;
+      shared_ += "  __shared__ " + T + " " + sm + "[32];\n";
+      if (a.arg) shared_ += "  __shared__ i64 " + sm + "i[32];\n";
+      line("if ((threadIdx.x & 31) == 0) { " + sm + "[threadIdx.x >> 5] = " + a.v + ";" +
+           (a.arg ? " " + sm + "i[threadIdx.x >> 5] = " + a.i + ";" : "") + " }");
+      line("__syncthreads();");
+      line("if (threadIdx.x < 32) {");
+      ind_++;
+      line(a.v + " = threadIdx.x < " + std::to_string(sh_.block / 32) + " ? " + sm + "[threadIdx.x] : " +
+           init_of(a.r->op, a.t) + ";");
+      if (a.arg) {
+        line(a.i + " = threadIdx.x < " + std::to_string(sh_.block / 32) + " ? " + sm + "i[threadIdx.x] : -1;");
+        line(step);
+        line("if (threadIdx.x == 0) { " + sm + "[0] = " + a.v + "; " + sm + "i[0] = " + a.i + "; }");
+      } else {
+        line("for (int o = 16; o > 0; o >>= 1) { " + T + " t = shfl_down_x(" + a.v + ", o); " + a.v + " = " +
+             combine(a.r->op, a.t, a.v, "t") + "; }");
+        line("if (threadIdx.x == 0) " + sm + "[0] = " + a.v + ";");
+      }
+      ind_--;
+      line("}");
+      line("__syncthreads();");
+      line(a.v + " = " + sm + "[0];");
+      if (a.arg) line(a.i + " = " + sm + "i[0];");
+      line("__syncthreads();");
+    }
+  }
+  for (Acc& a : accs) {
+    const lower::Reduction& r = *a.r;
+    std::string res = a.arg ? "(" + a.i + " < 0 ? 0ll : " + a.i + ")" : a.v;
+    names_[r.result] = "v" + std::to_string(r.result);
+    line("const " + std::string(tyname(ty(r.result))) + " " + names_[r.result] + " = " +
+         cast(res, a.arg ? Ty::I64 : a.t, ty(r.result)) + ";");
+    if (a.arg && r.value != lower::kNoVal) {
+      check_val(r.value);
+      TC_CHECK(k_.instrs[r.value].op == Opc::Acc, CompileError, "cuda codegen: %s: an arg reduction's value is not an Acc",
+               k_.name.c_str());
+      names_[r.value] = "v" + std::to_string(r.value);
+      line("const " + std::string(tyname(ty(r.value))) + " " + names_[r.value] + " = " + cast(a.v, a.t, ty(r.value)) + ";");
+    }
+  }
+}
+
+std::string Emitter::emit(const std::string& name) {
+  const int R = sh_.threads_per_row, B = sh_.block;
+  const std::string I = sh_.index32 ? "unsigned" : "i64";
+  // Stores another stmt of the same row may read need a barrier between the stmts.
+  bool reads_written = false;
+  for (const Instr& in : k_.instrs)
+    if (in.op == Opc::Load && in.a >= 0 && in.a < (int)k_.buffers.size() && k_.buffers[in.a].written) reads_written = true;
+  ind_ = 1;
+  for (Val v : k_.preamble) emit_instr(v);
+  std::vector<std::string> ext;
+  for (Val e : k_.outer) ext.push_back(cast(get(e), ty(e), Ty::I64));
+  const std::string rows_per_block = std::to_string(B / R * sh_.unroll);
+  if (sh_.unroll > 1) {  // pointwise: `unroll` iterations per step, `block` apart (coalesced)
+    line("for (" + I + " base = (" + I + ")blockIdx.x * " + rows_per_block + " + threadIdx.x; base < (" + I +
+         ")n_outer; base += (" + I + ")gridDim.x * " + rows_per_block + ") {");
+    ind_++;
+    line("#pragma unroll");
+    line("for (int u = 0; u < " + std::to_string(sh_.unroll) + "; u++) {");
+    ind_++;
+    line("const " + I + " f = base + (" + I + ")(u * " + std::to_string(B) + ");");
+    line("if (f >= (" + I + ")n_outer) break;");
+  } else if (sh_.device_fn) {
+    TC_CHECK(R == 1, CompileError, "cuda codegen: a tiny graph's step with %d threads per row", R);
+    line("for (" + I + " f = threadIdx.x; f < (" + I + ")n_outer; f += blockDim.x) {");
+    ind_++;
+  } else {
+    line("for (" + I + " f = (" + I + ")blockIdx.x * " + rows_per_block + " + threadIdx.x / " + std::to_string(R) +
+         "; f < (" + I + ")n_outer; f += (" + I + ")gridDim.x * " + rows_per_block + ") {");
+    ind_++;
+  }
+  outer_vars_.assign(ext.size(), "");
+  if (!ext.empty()) {
+    line(I + " r = f;");
+    for (size_t d = ext.size(); d-- > 0;) {
+      outer_vars_[d] = "o" + std::to_string(d);
+      if (d == 0) {
+        line("const i64 o0 = (i64)r;");
+      } else {
+        line("const i64 " + outer_vars_[d] + " = (i64)(r % (" + I + ")" + ext[d] + ");");
+        line("r /= (" + I + ")" + ext[d] + ";");
+      }
+    }
+  }
+  int loops = 0;
+  for (const Stmt& s : k_.body) {
+    if (s.kind == Stmt::Kind::Loop) {
+      emit_loop(s, loops++);
+    } else {
+      emit_instrs(s.body);
+      emit_stores(s, R > 1);
+    }
+    if (reads_written && !s.stores.empty()) barrier();
+  }
+  ind_--;
+  line("}");
+  if (sh_.unroll > 1) {
+    ind_--;
+    line("}");
+  }
+  std::string params;
+  for (size_t i = 0; i < k_.buffers.size(); i++) {
+    const lower::BufferParam& p = k_.buffers[i];
+    params += std::string(i ? ", " : "") + (p.written ? "" : "const ") + storage_type(p.dtype) + "* " +
+              (sh_.noalias ? "__restrict__ " : "") + "b" + std::to_string(i);
+  }
+  for (int i = 0; i < k_.num_size_params; i++) params += std::string(params.empty() ? "" : ", ") + "i64 s" + std::to_string(i);
+  params += std::string(params.empty() ? "" : ", ") + "i64 n_outer";
+  std::string src = (sh_.device_fn ? "__device__ __noinline__ void "
+                                   : "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(B) + ") ") +
+                    name + "(" + params + ") {\n";
+  src += shared_;
+  src += "  const int lane = " + std::string(R == 1 ? "0" : R == 32 ? "threadIdx.x & 31" : "threadIdx.x") + ";\n";
+  src += "  (void)lane;\n";
+  return src + out_ + "}\n";
+}
+
+std::optional<int64_t> eval(const Kernel& k, Val v, const std::vector<int64_t>* sizes, int depth) {
+  if (v < 0 || v >= (Val)k.instrs.size() || depth > 64) return std::nullopt;
+  const Instr& in = k.instrs[v];
+  auto ev = [&](Val x) { return eval(k, x, sizes, depth + 1); };
+  switch (in.op) {
+    case Opc::ConstI: return in.i;
+    case Opc::ConstF: return is_float(in.ty) ? std::nullopt : std::optional<int64_t>((int64_t)in.f);
+    case Opc::SizeParam:
+      if (!sizes || in.a < 0 || in.a >= (int)sizes->size()) return std::nullopt;
+      return (*sizes)[in.a];
+    case Opc::Math: {
+      if (is_float(in.ty)) return std::nullopt;
+      auto a = ev(in.a);
+      if (!a) return std::nullopt;
+      if (in.sop == ScalarOp::cast) return in.ty == Ty::I32 ? (int64_t)(int32_t)*a : *a;
+      if (in.sop == ScalarOp::neg) return -*a;
+      if (arity(in.sop) != 2) return std::nullopt;
+      auto b = ev(in.b);
+      if (!b) return std::nullopt;
+      switch (in.sop) {
+        case ScalarOp::add: return *a + *b;
+        case ScalarOp::sub: return *a - *b;
+        case ScalarOp::mul: return *a * *b;
+        case ScalarOp::div_trunc: return *b ? *a / *b : 0;
+        case ScalarOp::div_floor: {
+          if (!*b) return 0;
+          int64_t q = *a / *b;
+          if (*a % *b != 0 && ((*a < 0) != (*b < 0))) q--;
+          return q;
+        }
+        case ScalarOp::mod: {
+          if (!*b) return 0;
+          int64_t r = *a % *b;
+          if (r != 0 && ((r < 0) != (*b < 0))) r += *b;
+          return r;
+        }
+        case ScalarOp::minimum: return std::min(*a, *b);
+        case ScalarOp::maximum: return std::max(*a, *b);
+        default: return std::nullopt;
+      }
+    }
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
+std::optional<int64_t> eval_uniform(const Kernel& k, Val v, const std::vector<int64_t>* sizes) {
+  return eval(k, v, sizes, 0);
+}
+
+std::optional<KernelWork> kernel_work(const Kernel& k, const std::vector<int64_t>* sizes) {
+  KernelWork w;
+  for (Val e : k.outer) {
+    auto x = eval_uniform(k, e, sizes);
+    if (!x) return std::nullopt;
+    w.outer *= std::max<int64_t>(0, *x);
+  }
+  for (const Stmt& s : k.body) {
+    if (s.kind != Stmt::Kind::Loop) continue;
+    w.has_loops = true;
+    int64_t r = 1;
+    for (Val e : s.extents) {
+      auto x = eval_uniform(k, e, sizes);
+      if (!x) return std::nullopt;
+      r *= std::max<int64_t>(0, *x);
+    }
+    w.row = std::max(w.row, r);
+  }
+  return w;
+}
+
+constexpr int64_t kWarpRow = 4096;  // rows up to this long: a warp each
+
+std::vector<KernelShape> plan_kernel(const Kernel& k, bool noalias) {
+  KernelShape sh;
+  sh.noalias = noalias;
+  bool loops = false;
+  for (const Stmt& s : k.body) loops |= s.kind == Stmt::Kind::Loop;
+  std::optional<KernelWork> w = kernel_work(k, nullptr);
+  if (w) sh.index32 = w->outer < (int64_t(1) << 31);
+  if (!loops) {  // unrolled where it pays (large static sizes): it costs NVRTC time
+    if (w && w->outer >= (int64_t(1) << 18)) sh.unroll = 4;
+    return {sh};
+  }
+  if (!w) {  // row length known only at launch: a warp per row, or a block per row for long rows
+    KernelShape block = sh;
+    sh.threads_per_row = 32;
+    block.threads_per_row = block.block = 256;
+    return {sh, block};
+  }
+  if (w->row <= 16) return {sh};
+  if (w->row <= kWarpRow) {
+    sh.threads_per_row = 32;
+    return {sh};
+  }
+  sh.block = w->row >= 65536 || w->outer < 264 ? 1024 : 256;
+  sh.threads_per_row = sh.block;
+  return {sh};
+}
+
+int choose_shape(const std::vector<KernelShape>& shapes, const KernelWork& w) {
+  return shapes.size() > 1 && w.row > kWarpRow ? 1 : 0;
+}
+
+const char* buffer_type(DType d) { return storage_type(d); }
+
+std::string emit_kernel(const Kernel& k, const std::string& name, const KernelShape& shape) {
+  return Emitter(k, shape).emit(name);
+}
+
+const std::string& codegen_prelude() {
+  static const std::string p = R"CUDA(
+template <typename M> __device__ __forceinline__ M fmod_i(M a, M b) {
+  if (b == (M)0 || b == (M)(-1)) return (M)0;
+  return (M)(a % b);
+}
+__device__ __forceinline__ bool shfl_down_x(bool v, int o) { return __shfl_down_sync(0xffffffffu, (int)v, o) != 0; }
+template <typename T> __device__ __forceinline__ T shfl_down_x(T v, int o) { return __shfl_down_sync(0xffffffffu, v, o); }
+__device__ __forceinline__ bool shfl_idx_x(bool v, int l) { return __shfl_sync(0xffffffffu, (int)v, l) != 0; }
+template <typename T> __device__ __forceinline__ T shfl_idx_x(T v, int l) { return __shfl_sync(0xffffffffu, v, l); }
+// Whether (v, i) beats the best (a, ai) so far: the first index of the extreme, a NaN beating
+// every number (the first NaN wins), an index < 0 meaning "none yet".
+template <typename T> __device__ __forceinline__ bool arg_better(T v, i64 i, T a, i64 ai, bool mx) {
+  if (i < 0) return false;
+  if (ai < 0) return true;
+  const bool vn = v != v, an = a != a;
+  if (vn || an) return vn && (!an || i < ai);
+  if (v == a) return i < ai;
+  return mx ? a < v : v < a;
+}
+template <typename T> __device__ __forceinline__ void warp_arg(T& a, i64& ai, bool mx) {
+  for (int o = 16; o > 0; o >>= 1) {
+    T v = shfl_down_x(a, o);
+    i64 i = shfl_down_x(ai, o);
+    if (arg_better(v, i, a, ai, mx)) { a = v; ai = i; }
+  }
+}
+)CUDA";
+  return p;
+}
+
+}  // namespace tc::backends::cuda

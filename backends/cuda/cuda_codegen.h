@@ -1,0 +1,73 @@
+// Loop-IR kernels to CUDA C++ (one __global__ function each), compiled together by NVRTC.
+//
+//   KernelShape sh = plan_kernel(k, {});          // how the kernel maps onto threads
+//   std::string src = emit_kernel(k, "tck_0", sh); // extern "C" __global__ void tck_0(...)
+//
+// Kernel ABI: one pointer per buffer parameter (in Kernel::buffers order; bool as u8), then one
+// i64 per size parameter, then `i64 n_outer` (the number of outer iterations). Launch with
+// `block` threads per block and ceil(n_outer * threads_per_row / (block * unroll)) blocks (or
+// fewer): the kernel walks its outer iterations grid-stride.
+//
+// Strategies (KernelShape::threads_per_row):
+//   1      pointwise kernels (no Loop stmt), and row kernels whose rows are tiny: one thread per
+//          outer iteration, Loops run serially in the thread;
+//   32     one warp per row: each lane takes every 32nd loop iteration, accumulators combined by
+//          warp shuffles; rows of moderate length (and of unknown length);
+//   block  one block per row (256 or 1024 threads): warp shuffles, then shared memory across warps.
+// Code stmts of a row kernel run on every lane (values are uniform), their stores on lane 0 only.
+// Values are computed in the loop IR's compute types (float16/bfloat16 load and store as such,
+// computed in float32); integer and bool semantics are eager CUDA's (stdlib/cuda/pointwise.cpp).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lower/loop_ir.h"
+
+namespace tc::backends::cuda {
+
+struct KernelShape {
+  int threads_per_row = 1;  // 1, 32 or `block`
+  int block = 256;
+  bool index32 = false;  // the outer index space fits 31 bits: 32-bit index decomposition
+  bool noalias = false;  // no written parameter aliases another parameter (__restrict__)
+  // Pointwise kernels: outer iterations per thread and grid-stride step, `block` apart (unrolled,
+  // so that the loads of several iterations are in flight at once).
+  int unroll = 1;
+  // A `__device__` function run by one block (its threads stride over the outer iterations):
+  // a step of a tiny graph's single kernel (threads_per_row 1).
+  bool device_fn = false;
+};
+
+// Integer value of a preamble instruction given the size parameters (nullopt when it depends on a
+// size that `sizes` lacks, or on an instruction the host evaluator does not handle).
+std::optional<int64_t> eval_uniform(const lower::Kernel& k, lower::Val v, const std::vector<int64_t>* sizes);
+
+// Outer iterations and the longest Loop's iteration count per outer iteration (1 without Loops);
+// nullopt when they depend on sizes not given.
+struct KernelWork {
+  int64_t outer = 1, row = 1;
+  bool has_loops = false;
+};
+std::optional<KernelWork> kernel_work(const lower::Kernel& k, const std::vector<int64_t>* sizes);
+
+// The strategies to compile for a kernel: one, chosen from its work when that is known at compile
+// time; for a row kernel whose row length depends on dynamic sizes, two (a warp per row, a block
+// per row) between which each launch chooses (choose_shape). 64-bit indices when the outer size
+// is not known to fit 31 bits.
+std::vector<KernelShape> plan_kernel(const lower::Kernel& k, bool noalias);
+int choose_shape(const std::vector<KernelShape>& shapes, const KernelWork& w);
+
+// The C type of a buffer element in generated code (bool as u8).
+const char* buffer_type(DType d);
+
+// The CUDA C++ of `k` as `extern "C" __global__ void <name>(...)`. Throws tc::Error
+// (CompileError) for a construct it cannot generate.
+std::string emit_kernel(const lower::Kernel& k, const std::string& name, const KernelShape& shape);
+
+// What every program of this backend starts with after stdlib/cuda's prelude() (helpers for the
+// scalar ops and the cross-thread reductions).
+const std::string& codegen_prelude();
+
+}  // namespace tc::backends::cuda

@@ -1,0 +1,492 @@
+// Loop IR to a loaded CUDA module and the launch list that runs it (cuda_program.h).
+#include "cuda_program.h"
+
+#include <llvm/Support/xxhash.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <thread>
+#include <unordered_map>
+
+#include "cpu/disk_cache.h"
+#include "cuda/runtime.h"
+#include "tc/cuda.h"
+#include "tc/error.h"
+
+namespace tc::backends::cuda {
+
+using lower::Buffer;
+using lower::BufferView;
+namespace drv = tc::cuda;
+
+namespace {
+
+constexpr int kCodegenVersion = 1;
+
+double ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+std::string hash_name(const std::string& text) {
+  llvm::XXH128_hash_t h = llvm::xxh3_128bits(llvm::ArrayRef<uint8_t>((const uint8_t*)text.data(), text.size()));
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "tck_%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
+  return buf;
+}
+
+bool log_output_code() {
+  static const bool on = [] {
+    const char* d = std::getenv("TC_DEBUG");
+    const char* l = std::getenv("TC_LOGS");
+    return (d && std::atoi(d) >= 3) || (l && (std::strstr(l, "output_code") || std::strstr(l, "all")));
+  }();
+  return on;
+}
+
+std::string join(const std::vector<int>& v) {
+  std::string s;
+  for (int x : v) s += (s.empty() ? "" : ", ") + std::to_string(x);
+  return s;
+}
+
+// Whether a kernel's parameters may be __restrict__: no launch binds a written parameter to a
+// graph input (user memory may overlap) or to a buffer another parameter also gets.
+std::vector<bool> noalias_kernels(const lower::LoweredGraph& g) {
+  std::vector<bool> ok(g.kernels.size(), true);
+  for (const lower::Step& s : g.steps) {
+    if (s.kind != lower::Step::Kind::Launch) continue;
+    const lower::Kernel& k = g.kernels[s.launch.kernel];
+    for (size_t i = 0; i < k.buffers.size(); i++) {
+      if (!k.buffers[i].written) continue;
+      bool bad = g.buffers[s.launch.buffers[i]].kind == Buffer::Kind::Input;
+      for (size_t j = 0; j < k.buffers.size(); j++) bad |= j != i && s.launch.buffers[j] == s.launch.buffers[i];
+      if (bad) ok[s.launch.kernel] = false;
+    }
+  }
+  return ok;
+}
+
+// Loaded modules of this process: program hash -> function per kernel name.
+struct Loaded {
+  std::string source;  // guards against a hash collision
+  std::map<std::string, void*> functions;
+};
+std::mutex g_mu;
+std::unordered_map<std::string, Loaded>& loaded() {
+  static auto* m = new std::unordered_map<std::string, Loaded>;
+  return *m;
+}
+
+// The cubin of `source` for sm_<arch>: from the disk cache, else NVRTC (then cached).
+// `r.cached_kernels` gets `distinct` added on a hit. Called from several threads at once.
+std::string cubin_for(const std::string& source, int arch, capture::CompileReport& r, int distinct) {
+  const std::string key = "tc " TC_VERSION " cuda codegen " + std::to_string(kCodegenVersion) + " nvrtc " +
+                          drv::nvrtc_version() + " sm_" + std::to_string(arch) + "\n" + source;
+  std::string cubin;
+  if (cpu::cache_read(key, &cubin, "cuda") == cpu::CacheRead::Hit) {
+    r.cached_kernels += distinct;
+    return cubin;
+  }
+  cubin = drv::compile_cubin(source, arch);
+  cpu::cache_write(key, cubin, "cuda");
+  return cubin;
+}
+
+Tensor view_of(const std::shared_ptr<Storage>& storage, int64_t offset, DType dtype, const BufferView& v,
+               const std::vector<int64_t>& syms) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = storage;
+  impl->offset = offset + v.offset.eval(syms);
+  for (const lower::SymInt& s : v.sizes) impl->sizes.push_back(s.eval(syms));
+  for (const lower::SymInt& s : v.strides) impl->strides.push_back(s.eval(syms));
+  impl->dtype = dtype;
+  impl->device = storage->device();
+  return Tensor(std::move(impl));
+}
+
+// Whether an extern's result `t` can stand for the whole buffer that view `v` writes: a Temp or
+// Output buffer written entirely, contiguously, in its dtype.
+bool rebindable(const lower::LoweredGraph& g, const BufferView& v, const Tensor& t, const std::vector<int64_t>& syms) {
+  const Buffer& b = g.buffers[v.buffer];
+  if (b.kind == Buffer::Kind::Input || t.dtype() != b.dtype || !t.is_contiguous() || v.offset.eval(syms) != 0)
+    return false;
+  if (t.numel() != b.numel.eval(syms) || (int64_t)v.sizes.size() != t.dim()) return false;
+  int64_t stride = 1;
+  for (size_t d = v.sizes.size(); d-- > 0;) {
+    const int64_t n = v.sizes[d].eval(syms);
+    if (n != t.size((int64_t)d) || (n > 1 && v.strides[d].eval(syms) != stride)) return false;
+    stride *= n;
+  }
+  return t.storage() != nullptr;
+}
+
+constexpr int kTinyBlock = 256;
+constexpr size_t kKernelsPerProgram = 4;  // at least this many kernels per NVRTC program
+
+// Whether `g` may run as one kernel of one block (opt-in, TC_CUDA_TINY_GRAPH=1): static sizes,
+// only generated steps, each small enough for one block.
+bool tiny_eligible(const lower::LoweredGraph& g) {
+  const char* on = std::getenv("TC_CUDA_TINY_GRAPH");
+  if (!on || !*on || *on == '0' || !g.symbols.empty() || g.steps.size() < 2) return false;
+  int io = 0;  // pointer parameters of the graph kernel (4 KiB of parameters at most)
+  for (const Buffer& b : g.buffers) io += b.kind != Buffer::Kind::Temp;
+  if (io > 400) return false;
+  const std::vector<int64_t> none;
+  for (const lower::Step& s : g.steps) {
+    if (s.kind != lower::Step::Kind::Launch) return false;
+    std::vector<int64_t> sizes;
+    for (const lower::SymInt& v : s.launch.sizes) sizes.push_back(v.eval(none));
+    std::optional<KernelWork> w = kernel_work(g.kernels[s.launch.kernel], &sizes);
+    if (!w || w->outer > 16 * kTinyBlock || w->row > 256) return false;
+    for (int b : s.launch.buffers)
+      if (g.buffers[b].kind == Buffer::Kind::Temp && g.buffers[b].offset < 0) return false;
+  }
+  return true;
+}
+
+// The tiny graph's kernel: each step's device function called in launch order.
+std::string tiny_graph_source(const lower::LoweredGraph& g, const std::vector<std::vector<std::string>>& names,
+                              std::vector<int>* params) {
+  std::string sig = "char* arena", body;
+  std::vector<bool> param(g.buffers.size(), false);
+  const std::vector<int64_t> none;
+  for (size_t i = 0; i < g.steps.size(); i++) {
+    const lower::Launch& l = g.steps[i].launch;
+    const lower::Kernel& k = g.kernels[l.kernel];
+    std::string call = names[l.kernel][0] + "(";
+    for (size_t j = 0; j < l.buffers.size(); j++) {
+      const int b = l.buffers[j];
+      const std::string T = std::string(k.buffers[j].written ? "" : "const ") + buffer_type(k.buffers[j].dtype) + "*";
+      if (g.buffers[b].kind == Buffer::Kind::Temp) {
+        call += "(" + T + ")(arena + " + std::to_string(g.buffers[b].offset) + "), ";
+      } else {
+        if (!param[b]) {
+          param[b] = true;
+          params->push_back(b);
+          sig += ", void* p" + std::to_string(b);
+        }
+        call += "(" + T + ")p" + std::to_string(b) + ", ";
+      }
+    }
+    std::vector<int64_t> sizes;
+    for (const lower::SymInt& v : l.sizes) sizes.push_back(v.eval(none));
+    for (int64_t v : sizes) call += std::to_string(v) + "ll, ";
+    call += std::to_string(kernel_work(k, &sizes)->outer) + "ll);";
+    body += (i ? "  __syncthreads();\n  " : "  ") + call + "\n";
+  }
+  return "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(kTinyBlock) + ") TC_KERNEL_NAME(" + sig +
+         ") {\n" + body + "}\n";
+}
+
+}  // namespace
+
+Program compile_lowered(const lower::LoweredGraph& g, int device, capture::CompileReport* report) {
+  capture::CompileReport local;
+  capture::CompileReport& r = report ? *report : local;
+  auto t0 = std::chrono::steady_clock::now();
+  Program p;
+  p.graph = g;
+  p.device = device;
+  for (const lower::Step& s : g.steps) r.kernels += s.kind == lower::Step::Kind::Launch;
+  std::vector<bool> noalias = noalias_kernels(g);
+  // One function per distinct source: kernels that lowering kept apart but that generate the
+  // same code (or the same kernel twice) are emitted once.
+  std::vector<std::vector<std::string>> names;  // per kernel, per shape
+  std::map<std::string, std::string> sources;  // name -> source, in name order (reproducible)
+  std::string listing;
+  p.tiny_graph = tiny_eligible(g);
+  for (size_t i = 0; i < g.kernels.size(); i++) {
+    const lower::Kernel& k = g.kernels[i];
+    p.shapes.push_back(plan_kernel(k, noalias[i]));
+    if (p.tiny_graph) {
+      KernelShape& sh = p.shapes.back()[0];
+      p.shapes.back().resize(1);
+      sh.threads_per_row = 1, sh.block = kTinyBlock, sh.unroll = 1, sh.index32 = true, sh.device_fn = true;
+      sh.noalias = false;  // no __restrict__: a later step reads what an earlier one wrote (no .nc loads)
+    }
+    names.emplace_back();
+    for (const KernelShape& sh : p.shapes.back()) {
+      std::string src = emit_kernel(k, "TC_KERNEL_NAME", sh);
+      const std::string name = hash_name(src);
+      src.replace(src.find("TC_KERNEL_NAME"), 14, name);
+      names.back().push_back(name);
+      listing += "// " + name + " = kernel " + k.name;
+      if (!k.source_nodes.empty()) listing += ": graph nodes " + join(k.source_nodes);
+      if (!k.source_lines.empty()) listing += " (lines " + join(k.source_lines) + ")";
+      listing += "\n";
+      sources.emplace(name, std::move(src));
+    }
+  }
+  std::string tiny_name;
+  if (p.tiny_graph) {
+    std::string src = tiny_graph_source(g, names, &p.tiny_params);
+    tiny_name = hash_name(src);
+    src.replace(src.find("TC_KERNEL_NAME"), 14, tiny_name);
+    listing += "// " + tiny_name + " = the whole graph in one block (TC_CUDA_TINY_GRAPH)\n";
+    sources.emplace(tiny_name, std::move(src));
+    r.kernels -= (int)g.steps.size() - 1;  // one launch per call
+  }
+  r.distinct_kernels += (int)sources.size();
+  std::string header = drv::prelude() + codegen_prelude();
+  // Testing the fallback: a program NVRTC must reject.
+  if (const char* f = std::getenv("TC_CUDA_FAIL_NVRTC"); f && *f && *f != '0')
+    header += "\n#error \"TC_CUDA_FAIL_NVRTC is set\"\n";
+  // The kernels in name order (a tiny graph's kernel after the step functions it calls), cut into
+  // programs that NVRTC compiles in parallel (a tiny graph: one program).
+  std::vector<std::string> order;
+  for (const auto& [name, src] : sources)
+    if (name != tiny_name) order.push_back(name);
+  if (p.tiny_graph) order.push_back(tiny_name);
+  const size_t threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+  const size_t programs = p.tiny_graph ? 1 : std::min(threads, (order.size() + kKernelsPerProgram - 1) / kKernelsPerProgram);
+  std::vector<std::string> chunks(std::max<size_t>(programs, 1), header);
+  for (size_t i = 0; i < order.size(); i++) chunks[i * chunks.size() / order.size()] += "\n" + sources.at(order[i]);
+  p.source = header;
+  for (const std::string& name : order) p.source += "\n" + sources.at(name);
+  r.codegen_ms += ms_since(t0);
+  if (log_output_code())
+    std::fprintf(stderr, "// ---- tc cuda backend: generated CUDA C++ ----\n%s%s\n", listing.c_str(), p.source.c_str());
+  for (const auto& n : names) p.functions.emplace_back(n.size(), nullptr);
+  if (sources.empty()) return p;
+  const std::string program_key = hash_name(p.source);
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto it = loaded().find(std::to_string(device) + program_key);
+  if (it == loaded().end() || it->second.source != p.source) {
+    drv::DeviceState& ds = drv::dev(device);
+    const int arch = ds.cc_major * 10 + ds.cc_minor;
+    std::vector<std::string> cubins(chunks.size());
+    std::vector<capture::CompileReport> reports(chunks.size());
+    std::vector<std::exception_ptr> errors(chunks.size());
+    auto compile = [&](size_t i) {
+      try {
+        cubins[i] = cubin_for(chunks[i], arch, reports[i], 1);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    };
+    auto t1 = std::chrono::steady_clock::now();
+    std::vector<std::thread> pool;
+    for (size_t i = 1; i < chunks.size(); i++) pool.emplace_back(compile, i);
+    compile(0);
+    for (std::thread& t : pool) t.join();
+    for (const std::exception_ptr& e : errors)
+      if (e) std::rethrow_exception(e);
+    r.compile_ms += ms_since(t1);  // wall time: the programs compile side by side
+    bool all_cached = true;
+    for (const capture::CompileReport& c : reports) all_cached &= c.cached_kernels > 0;
+    if (all_cached) r.cached_kernels += (int)sources.size();
+    Loaded l;
+    l.source = p.source;
+    for (const std::string& cubin : cubins) {
+      if (drv::compile_only()) break;
+      CUmodule mod;
+      drv::check(drv::drv().ModuleLoadData(&mod, cubin.data()), "loading a generated CUDA module");
+      for (const auto& [name, src] : sources) {
+        if (src.rfind("__device__", 0) == 0) continue;  // a tiny graph's step: no entry point
+        CUfunction f;
+        if (drv::drv().ModuleGetFunction(&f, mod, name.c_str()) == CUDA_SUCCESS) l.functions[name] = (void*)f;
+      }
+    }
+    for (const auto& [name, src] : sources)
+      TC_CHECK(drv::compile_only() || src.rfind("__device__", 0) == 0 || l.functions.count(name), CompileError,
+               "cuda backend: the generated kernel %s is in no loaded module", name.c_str());
+    it = loaded().insert_or_assign(std::to_string(device) + program_key, std::move(l)).first;
+  } else {
+    r.cached_kernels += (int)sources.size();
+  }
+  if (p.tiny_graph) {
+    auto f = it->second.functions.find(tiny_name);
+    if (f != it->second.functions.end()) p.tiny = f->second;
+  }
+  for (size_t i = 0; i < names.size(); i++)
+    for (size_t j = 0; j < names[i].size(); j++) {
+      auto f = it->second.functions.find(names[i][j]);
+      if (f != it->second.functions.end()) p.functions[i][j] = f->second;
+    }
+  p.prepare_static_launches();
+  return p;
+}
+
+unsigned Program::grid(const KernelShape& sh, int64_t n_outer) const {
+  const int64_t rows_per_block = sh.block / sh.threads_per_row * sh.unroll;
+  const int64_t blocks = (n_outer + rows_per_block - 1) / rows_per_block;
+  const int64_t cap = (int64_t)drv::dev(device).sm_count * std::max(1, 2048 / sh.block) * 4;
+  return (unsigned)std::max<int64_t>(1, std::min(blocks, cap));
+}
+
+void Program::prepare_static_launches() {
+  static_launches.clear();
+  if (!graph.symbols.empty()) return;
+  const std::vector<int64_t> none;
+  static_launches.resize(graph.steps.size());
+  for (size_t i = 0; i < graph.steps.size(); i++) {
+    const lower::Step& s = graph.steps[i];
+    if (s.kind != lower::Step::Kind::Launch) continue;
+    StaticLaunch& sl = static_launches[i];
+    for (const lower::SymInt& v : s.launch.sizes) sl.sizes.push_back(v.eval(none));
+    std::optional<KernelWork> w = kernel_work(graph.kernels[s.launch.kernel], &sl.sizes);
+    TC_CHECK(w.has_value(), CompileError, "cuda backend: the launch size of %s is not computable on the host",
+             graph.kernels[s.launch.kernel].name.c_str());
+    sl.n_outer = w->outer;
+    sl.shape = choose_shape(shapes[s.launch.kernel], *w);
+    sl.grid = grid(shapes[s.launch.kernel][sl.shape], w->outer);
+  }
+}
+
+std::shared_ptr<Storage> Program::arena(int64_t bytes) const {
+  bytes = std::max<int64_t>(bytes, 1);
+  const Device d{DeviceType::CUDA, device};
+  if (graph.arena_bytes_static < 0) return Storage::allocate((size_t)bytes, d);
+  const int stream = drv::current_stream_id(device);
+  std::lock_guard<std::mutex> lock(kept->mu);
+  if (kept->storage && kept->storage.use_count() == 1 && kept->stream == stream) return kept->storage;
+  std::shared_ptr<Storage> s = Storage::allocate((size_t)bytes, d);
+  if (!kept->storage || kept->storage.use_count() == 1) {
+    kept->storage = s;
+    kept->stream = stream;
+  }
+  return s;
+}
+
+std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
+  const lower::LoweredGraph& g = graph;
+  std::vector<int64_t> syms;
+  for (const lower::Symbol& s : g.symbols) syms.push_back(inputs[s.input]->size(s.dim));
+  int64_t arena_bytes = g.arena_bytes_static;
+  if (arena_bytes < 0) {
+    arena_bytes = 0;
+    for (const Buffer& b : g.buffers)
+      if (b.kind != Buffer::Kind::Input && b.offset >= 0)
+        arena_bytes = std::max<int64_t>(arena_bytes, b.offset + b.numel.eval(syms) * (int64_t)itemsize(b.dtype));
+  }
+  std::shared_ptr<Storage> arena = this->arena(arena_bytes);
+  struct Place {
+    std::shared_ptr<Storage> storage;
+    int64_t offset = 0;  // elements
+    void* ptr = nullptr;
+  };
+  std::vector<Place> places(g.buffers.size());
+  const Device dev{DeviceType::CUDA, device};
+  for (size_t i = 0; i < g.buffers.size(); i++) {
+    const Buffer& b = g.buffers[i];
+    Place& p = places[i];
+    const int64_t item = (int64_t)itemsize(b.dtype);
+    if (b.kind == Buffer::Kind::Input) {
+      const Tensor& t = *inputs[b.io];
+      p.storage = t.storage();
+      p.offset = t.offset();
+      p.ptr = t.data_ptr();
+    } else if (b.offset >= 0) {
+      TC_ASSERT(b.offset % item == 0, "memory plan: a buffer's arena offset is not aligned to its dtype");
+      p.storage = arena;
+      p.offset = b.offset / item;
+      p.ptr = static_cast<char*>(arena->data()) + b.offset;
+    } else {
+      p.storage = Storage::allocate((size_t)std::max<int64_t>(1, b.numel.eval(syms)) * item, dev);
+      p.ptr = p.storage->data();
+    }
+  }
+  std::vector<void*> ptrs;
+  std::vector<int64_t> sizes;
+  std::vector<void*> args;
+  if (tiny_graph) {
+    ptrs = {arena->data()};
+    for (int b : tiny_params) ptrs.push_back(places[b].ptr);
+    for (void*& p : ptrs) args.push_back(&p);
+    try {
+      if (tiny) drv::launch(device, (CUfunction)tiny, 1, (unsigned)kTinyBlock, args.data());
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::OutOfMemoryError) throw;
+      throw LaunchFailed(e.what());
+    }
+  }
+  for (size_t step = 0; !tiny_graph && step < g.steps.size(); step++) {
+    const lower::Step& s = g.steps[step];
+    if (s.kind == lower::Step::Kind::Launch) {
+      const int k = s.launch.kernel;
+      int64_t n_outer = 0;
+      unsigned blocks = 0;
+      int shape = 0;
+      if (!static_launches.empty()) {
+        const StaticLaunch& sl = static_launches[step];
+        sizes = sl.sizes;
+        n_outer = sl.n_outer;
+        blocks = sl.grid;
+        shape = sl.shape;
+      } else {
+        sizes.clear();
+        for (const lower::SymInt& v : s.launch.sizes) sizes.push_back(v.eval(syms));
+        std::optional<KernelWork> w = kernel_work(g.kernels[k], &sizes);
+        TC_CHECK(w.has_value(), CompileError, "cuda backend: the launch size of %s is not computable on the host",
+                 g.kernels[k].name.c_str());
+        n_outer = w->outer;
+        shape = choose_shape(shapes[k], *w);
+        blocks = grid(shapes[k][shape], n_outer);
+      }
+      void* fn = functions[k][shape];
+      if (n_outer <= 0 || !fn) continue;
+      ptrs.clear();
+      for (int b : s.launch.buffers) ptrs.push_back(places[b].ptr);
+      args.clear();
+      for (void*& p : ptrs) args.push_back(&p);
+      for (int64_t& v : sizes) args.push_back(&v);
+      args.push_back(&n_outer);
+      try {
+        drv::launch(device, (CUfunction)fn, blocks, (unsigned)shapes[k][shape].block, args.data());
+      } catch (const Error& e) {
+        if (e.kind() == ErrorKind::OutOfMemoryError) throw;
+        throw LaunchFailed(e.what());
+      }
+      continue;
+    }
+    const lower::Extern& e = s.ext;
+    std::vector<Tensor> ins;
+    for (const BufferView& v : e.inputs)
+      ins.push_back(view_of(places[v.buffer].storage, places[v.buffer].offset, g.buffers[v.buffer].dtype, v, syms));
+    Stack a = lower::extern_args(e, ins);
+    std::vector<Tensor> out;
+    try {
+      if (e.external) {
+        out = e.external->call(a);
+      } else {
+        for (const Value& v : call(e.op, a)) out.push_back(v.tensor());
+      }
+    } catch (const capture::NodeError&) {
+      throw;
+    } catch (const Error& err) {
+      if (e.node < 0) throw;
+      throw capture::NodeError(err, e.node);  // capture names the node's user line
+    }
+    const char* what = e.external ? e.external->name.c_str() : op_name(e.op);
+    TC_CHECK(out.size() == 1 + e.more_outputs.size(), CompileError, "cuda backend: %s gave %zu results", what,
+             out.size());
+    for (size_t i = 0; i < out.size(); i++) {
+      const BufferView& v = i == 0 ? e.output : e.more_outputs[i - 1];
+      Place& place = places[v.buffer];
+      if (rebindable(g, v, out[i], syms) &&
+          std::none_of(places.begin(), places.end(), [&](const Place& q) { return q.storage == out[i].storage(); })) {
+        // A fresh result covering the whole buffer: later steps read it where it is (no copy).
+        place.storage = out[i].storage();
+        place.offset = out[i].offset();
+        place.ptr = out[i].data_ptr();
+        continue;
+      }
+      Tensor dst = view_of(place.storage, place.offset, g.buffers[v.buffer].dtype, v, syms);
+      if (out[i].storage() == dst.storage() && out[i].offset() == dst.offset() && out[i].sizes() == dst.sizes() &&
+          out[i].strides() == dst.strides())
+        continue;  // an in-place op returns the view it wrote
+      dst.copy_from(out[i]);
+    }
+  }
+  std::vector<Tensor> outs;
+  outs.reserve(g.outputs.size());
+  for (const BufferView& v : g.outputs)
+    outs.push_back(view_of(places[v.buffer].storage, places[v.buffer].offset, g.buffers[v.buffer].dtype, v, syms));
+  return outs;
+}
+
+}  // namespace tc::backends::cuda

@@ -1,0 +1,105 @@
+// On a GPU: every model of scripts/models through tc.compile(model, {backend = B}) with B =
+// "cuda" and "tc" (which picks cuda for GPU inputs) matches eager CUDA on the same input
+// (|a - b| <= 1e-3 * max(1, max |a|)), its graphs generated (a compile failure raises instead of
+// falling back), twice (the second call on the kept arena). Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include "tc/backends.h"
+#include "tc/capture.h"
+#include "tc/cuda.h"
+#include "tc/vm/runtime.h"
+
+using namespace tc;
+
+namespace {
+
+const char* kScript = R"LUA(
+local tc = require "tc"
+package.path = "scripts/models/?.lua;" .. package.path
+local specs = {
+  seed_64_layers = {function() return require("seed_layers").Model() end, function() return tc.randn(10, 10) end},
+  my_module = {function() return require("my_module").MyModule() end, function() return tc.randn(10, 100) end},
+  resnet18 = {function() return require("resnet").resnet18() end, function() return tc.randn(2, 3, 64, 64) end},
+  resnet50 = {function() return require("resnet").resnet50() end, function() return tc.randn(1, 3, 64, 64) end},
+  densenet121 = {function() return require("densenet").densenet121() end, function() return tc.randn(1, 3, 64, 64) end},
+  inception_v3 = {function() return require("inception").inception_v3() end, function() return tc.randn(1, 3, 299, 299) end},
+  gpt2 = {function() return require("gpt2").gpt2({n_layer = 2}) end, function() return tc.randint(1, 50258, {2, 16}) end},
+}
+return function(name, backend)
+  tc.compiler.reset()
+  tc.set_default_device("cuda")
+  tc.manual_seed(0)
+  local s = specs[name]
+  local model = s[1]()
+  model:eval()
+  local x = s[2]()
+  tc.set_default_device("cpu")
+  local _ <close> = tc.no_grad()
+  local ref = model(x)
+  local f = tc.compile(model, {backend = backend})
+  local y1 = f(x)
+  local y2 = f(x)
+  local scale = math.max(1, ref:abs():max():item())
+  local err = math.max((y1 - ref):abs():max():item(), (y2 - ref):abs():max():item()) / scale
+  return err, tc.compiler.stats(), tostring(y1.device)
+end
+)LUA";
+
+capture::GraphCompiler strict_compiler() {
+  capture::GraphCompiler c = backends::graph_compiler();
+  c.compile = [](const capture::Graph& g, const std::string& backend, const capture::CompileOptions& o) {
+    capture::CompileOptions strict = o;
+    strict.fullgraph = true;  // the backend raises instead of falling back to eager
+    return backends::compile_graph(g, backend, strict);
+  };
+  return c;
+}
+
+class CudaBackendModels : public testing::TestWithParam<std::tuple<std::string, std::string>> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!cuda::is_available(&why)) GTEST_SKIP() << "CUDA not available: " << why;
+  }
+};
+
+TEST_P(CudaBackendModels, MatchEager) {
+  const auto& [model, backend] = GetParam();
+  vm::Runtime rt("cuda_backend_models");
+  capture::install(rt.state(), strict_compiler());
+  vm::Ref run = rt.run_string(kScript, "=models")[0];
+  vm::Results r = run(model, backend);
+  const double err = r[0].number();
+  printf("%s through %s: max relative error vs eager %.3g; %lld graphs, %lld launches per call, %lld distinct kernels, "
+         "%lld fallback nodes\n",
+         model.c_str(), backend.c_str(), err, (long long)r[1]["backend_compiles"].integer(),
+         (long long)r[1]["kernels"].integer(), (long long)r[1]["distinct_kernels"].integer(),
+         (long long)r[1]["fallback_nodes"].integer());
+  EXPECT_EQ(r[2].string(), "cuda:0");
+  EXPECT_GT(r[1]["kernels"].integer(), 0);
+  EXPECT_LE(err, 1e-3);
+}
+
+// TC_CUDA_TINY_GRAPH=1: the seed model's graph as one kernel of one block equals eager.
+TEST(CudaBackendTinyGraph, SeedModelInOneLaunchMatchesEager) {
+  std::string why;
+  if (!cuda::is_available(&why)) GTEST_SKIP() << "CUDA not available: " << why;
+  setenv("TC_CUDA_TINY_GRAPH", "1", 1);
+  vm::Runtime rt("cuda_tiny_graph");
+  capture::install(rt.state(), strict_compiler());
+  vm::Ref run = rt.run_string(kScript, "=models")[0];
+  vm::Results r = run(std::string("seed_64_layers"), std::string("cuda"));
+  unsetenv("TC_CUDA_TINY_GRAPH");
+  printf("seed model as one kernel: max relative error vs eager %.3g, %lld launches per call\n", r[0].number(),
+         (long long)r[1]["kernels"].integer());
+  EXPECT_EQ(r[1]["kernels"].integer(), 1);
+  EXPECT_LE(r[0].number(), 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaBackendModels,
+                         testing::Combine(testing::Values("seed_64_layers", "my_module", "resnet18", "resnet50",
+                                                          "densenet121", "inception_v3", "gpt2"),
+                                          testing::Values("cuda", "tc")),
+                         [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+
+}  // namespace

@@ -1,0 +1,96 @@
+// On a GPU: reductions through the cuda backend at every row strategy (a thread, a warp, a block of
+// 256 and of 1024 per row; rows over the last and the leading dim; dynamic row lengths choosing a
+// strategy per launch) and large unrolled pointwise kernels match eager CUDA: sums, extremes,
+// argmax/argmin (first index, NaN winning), var, softmax, log_softmax, layer_norm, logsumexp,
+// any/all, integer sums and float16. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "tc/backends.h"
+#include "tc/capture.h"
+#include "tc/cuda.h"
+#include "tc/vm/runtime.h"
+
+using namespace tc;
+
+namespace {
+
+// Returns the list of failures ("" when all match) and the number of cases checked.
+const char* kScript = R"LUA(
+local tc = require "tc"
+local failures, checked = {}, 0
+local function close(name, a, b, tol)
+  checked = checked + 1
+  if a.dtype ~= b.dtype then a = a:to(b.dtype) end
+  local af, bf = a:to(tc.float64), b:to(tc.float64)
+  local same_nan = tc.isnan(af):eq(tc.isnan(bf)):all():item()
+  local fa = tc.where(tc.isnan(af), tc.zeros_like(af), af)
+  local fb = tc.where(tc.isnan(bf), tc.zeros_like(bf), bf)
+  local scale = math.max(1, fb:abs():max():item())
+  local err = (fa - fb):abs():max():item() / scale
+  if not same_nan or err > tol then
+    failures[#failures + 1] = ("%s: error %.3g (nan pattern same: %s)"):format(name, err, tostring(same_nan))
+  end
+end
+local function check(name, f, tol, ...)
+  local ref = f(...)
+  for _, dynamic in ipairs({false, true}) do
+    local cf = tc.compile(f, {backend = "cuda", dynamic = dynamic, fullgraph = true})
+    local ok, out = pcall(cf, ...)
+    local msg = ok and "" or (type(out) == "table" and out.message or tostring(out))
+    if ok then
+      close(name .. (dynamic and " dynamic" or ""), out, ref, tol)
+    elseif not (dynamic and msg:find("lowering")) then  -- lowering may refuse some dynamic graphs
+      failures[#failures + 1] = name .. (dynamic and " dynamic" or "") .. ": " .. msg
+    end
+  end
+end
+tc.manual_seed(0)
+local shapes = {{64, 10}, {33, 300}, {7, 5000}, {3, 70000}, {5000, 3}}
+for _, s in ipairs(shapes) do
+  local tag = s[1] .. "x" .. s[2]
+  local x = tc.randn(s[1], s[2], {device = "cuda"})
+  x[1][2] = 0 / 0  -- a NaN in row 1
+  local y = tc.randn(s[1], s[2], {device = "cuda"})
+  check("sum last " .. tag, function(v) return tc.sum(v, 2) end, 1e-5, y)
+  check("sum leading " .. tag, function(v) return tc.sum(v, 1) end, 1e-5, y)
+  check("amax " .. tag, function(v) return tc.amax(v, 2) end, 0, x)
+  check("amin leading " .. tag, function(v) return tc.amin(v, 1) end, 0, x)
+  check("argmax " .. tag, function(v) return tc.argmax(v, 2) end, 0, x)
+  check("argmin leading " .. tag, function(v) return tc.argmin(v, 1) end, 0, x)
+  check("argmax ties " .. tag, function(v) return tc.argmax(tc.floor(v), 2) end, 0, y)
+  check("max_dim " .. tag, function(v) local m, i = tc.max(v, 2) return m * 1000 + i end, 0, y)
+  check("var " .. tag, function(v) return tc.var(v, 2) end, 1e-5, y)
+  check("softmax " .. tag, function(v) return tc.softmax(v, 2) end, 1e-5, y)
+  check("log_softmax leading " .. tag, function(v) return tc.log_softmax(v, 1) end, 1e-5, y)
+  check("layer_norm " .. tag, function(v) return tc.layer_norm(v, {s[2]}) end, 1e-4, y)
+  check("logsumexp " .. tag, function(v) return tc.logsumexp(v, 2) end, 1e-5, y)
+  check("any " .. tag, function(v) return tc.any(v:gt(3.5), 2) end, 0, y)
+  check("all leading " .. tag, function(v) return tc.all(v:gt(-3.5), 1) end, 0, y)
+  check("int sum " .. tag, function(v) return tc.sum((v * 100):to(tc.int64), 2) end, 0, y)
+  check("half softmax " .. tag, function(v) return tc.softmax(v:to(tc.float16), 2) end, 2e-3, y)
+  check("bf16 sum " .. tag, function(v) return tc.sum(v:to(tc.bfloat16), 2) end, 1e-2, y)
+end
+local big = tc.randn(3 * 1024 * 1024 + 5, {device = "cuda"})
+check("unrolled chain", function(v) return tc.abs(tc.tanh(tc.sigmoid(tc.relu(v * 1.5 + 0.25) - 0.5)) + v) * 0.75 end, 1e-6, big)
+check("unrolled half", function(v) return (v:to(tc.float16) * 3):to(tc.float32) end, 0, big)
+return table.concat(failures, "\n"), checked
+)LUA";
+
+TEST(CudaBackendReductions, MatchEagerAtEveryRowStrategy) {
+  // TC_TEST_COMPILE_ONLY=1: the script runs in compile-only mode (no GPU; values not checked).
+  const bool compile_only = std::getenv("TC_TEST_COMPILE_ONLY") != nullptr;
+  std::string why;
+  if (!compile_only && !cuda::is_available(&why)) GTEST_SKIP() << "CUDA not available: " << why;
+  if (compile_only) cuda::set_compile_only(true);
+  vm::Runtime rt("cuda_reductions");
+  capture::install(rt.state(), backends::graph_compiler());
+  vm::Results r = rt.run_string(kScript, "=reductions");
+  printf("%lld comparisons\n", (long long)r[1].integer());
+  if (!compile_only) EXPECT_EQ(r[0].string(), "");
+  if (compile_only) printf("%s\n", r[0].string().c_str());
+  cuda::set_compile_only(false);
+}
+
+}  // namespace

@@ -1,0 +1,199 @@
+// The cuda backend without a GPU (compile-only mode: "cuda" tensors in host memory, NVRTC
+// compiles for sm_90, nothing launches): every model of scripts/models compiles through
+// tc.compile(model, {backend = "cuda"}) with every generated program accepted by NVRTC (a
+// codegen or NVRTC failure raises here instead of falling back to eager), and kernel counts: a
+// 10-op pointwise chain is 1 kernel, softmax and layer_norm 1 each, the 64-layer seed model has the
+// distinct kernels of one layer. Skips only without NVRTC.
+#include <gtest/gtest.h>
+
+#include "tc/backends.h"
+#include "tc/capture.h"
+#include "tc/cuda.h"
+#include "tc/vm/runtime.h"
+
+using namespace tc;
+
+namespace {
+
+bool nvrtc_ok() {
+  cuda::set_compile_only(true);
+  bool ok = true;
+  try {
+    call1(Op::neg, {Tensor::empty({4}, DType::Float32, Device{DeviceType::CUDA, 0})});
+  } catch (const Error& e) {
+    ok = e.kind() != ErrorKind::DeviceError;
+  }
+  cuda::set_compile_only(false);
+  return ok;
+}
+
+// The registry's compile_graph, with the backend told fullgraph: a graph the cuda backend cannot
+// generate raises (CompileError) instead of running on eager. Graph breaks are capture's business
+// and stay as the script asks.
+capture::GraphCompiler strict_compiler() {
+  capture::GraphCompiler c = backends::graph_compiler();
+  c.compile = [](const capture::Graph& g, const std::string& backend, const capture::CompileOptions& o) {
+    capture::CompileOptions strict = o;
+    strict.fullgraph = true;
+    return backends::compile_graph(g, backend, strict);
+  };
+  return c;
+}
+
+class CudaCodegen : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (!nvrtc_ok()) GTEST_SKIP() << "NVRTC cannot be loaded";
+    cuda::set_compile_only(true);
+    setenv("TC_CACHE_DIR", "", 1);  // compile every program: the test is NVRTC's verdict
+    capture::install(rt_.state(), strict_compiler());
+  }
+  void TearDown() override { cuda::set_compile_only(false); }
+  vm::Runtime rt_{"cuda_codegen"};
+};
+
+const char* kModels = R"LUA(
+local tc = require "tc"
+package.path = "scripts/models/?.lua;" .. package.path
+local specs = {
+  seed_64_layers = {function() return require("seed_layers").Model() end, function() return tc.randn(10, 10) end},
+  my_module = {function() return require("my_module").MyModule() end, function() return tc.randn(10, 100) end},
+  resnet18 = {function() return require("resnet").resnet18() end, function() return tc.randn(2, 3, 64, 64) end},
+  resnet50 = {function() return require("resnet").resnet50() end, function() return tc.randn(1, 3, 64, 64) end},
+  densenet121 = {function() return require("densenet").densenet121() end, function() return tc.randn(1, 3, 64, 64) end},
+  inception_v3 = {function() return require("inception").inception_v3() end, function() return tc.randn(1, 3, 299, 299) end},
+  gpt2 = {function() return require("gpt2").gpt2({n_layer = 2}) end, function() return tc.randint(1, 50258, {2, 16}) end},
+}
+return function(name)
+  tc.compiler.reset()
+  tc.set_default_device("cuda")
+  tc.manual_seed(0)
+  local s = specs[name]
+  local model = s[1]()
+  model:eval()
+  local x = s[2]()
+  local _ <close> = tc.no_grad()
+  local f = tc.compile(model, {backend = "cuda"})
+  local y = f(x)
+  tc.set_default_device("cpu")
+  return tc.compiler.stats(), tostring(y.device)
+end
+)LUA";
+
+class CudaCodegenModels : public CudaCodegen, public testing::WithParamInterface<std::string> {};
+
+TEST_P(CudaCodegenModels, EveryProgramCompiles) {
+  vm::Ref run = rt_.run_string(kModels, "=models")[0];
+  vm::Results r = run(GetParam());
+  EXPECT_EQ(r[1].string(), "cuda:0");
+  EXPECT_GT(r[0]["kernels"].integer(), 0) << "no generated kernel";
+  printf("%s: %lld graphs, %lld kernel launches per call, %lld distinct kernels; lower %.1f ms, codegen %.1f ms, NVRTC "
+         "%.1f ms\n",
+         GetParam().c_str(), (long long)r[0]["backend_compiles"].integer(), (long long)r[0]["kernels"].integer(),
+         (long long)r[0]["distinct_kernels"].integer(), r[0]["lower_ms"].number(), r[0]["codegen_ms"].number(),
+         r[0]["compile_ms"].number());
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaCodegenModels,
+                         testing::Values("seed_64_layers", "my_module", "resnet18", "resnet50", "densenet121",
+                                         "inception_v3", "gpt2"));
+
+// (function source, argument shapes) -> stats of one compile and call on "cuda".
+const char* kCount = R"LUA(
+local tc = require "tc"
+return function(src, ...)
+  tc.compiler.reset()
+  local args = {}
+  for i, shape in ipairs({...}) do args[i] = tc.randn(shape, {device = "cuda"}) end
+  local f = tc.compile(assert(load(src))(), {backend = "cuda", fullgraph = true})
+  f(table.unpack(args))
+  return tc.compiler.stats()
+end
+)LUA";
+
+vm::Ref shape(vm::Runtime& rt, const char* lua) { return rt.run_string(std::string("return ") + lua, "=shape")[0]; }
+
+TEST_F(CudaCodegen, KernelCounts) {
+  vm::Ref count = rt_.run_string(kCount, "=count")[0];
+  auto kernels = [&](const char* src, std::vector<const char*> shapes) {
+    std::vector<vm::Arg> args{vm::Arg(Value(std::string(src)))};
+    for (const char* s : shapes) args.emplace_back(shape(rt_, s));
+    vm::Results r = count.call(args);
+    return std::make_pair(r[0]["kernels"].integer(), r[0]["distinct_kernels"].integer());
+  };
+  const char* chain = R"(local tc = require "tc"
+    return function(x, y)
+      local v = tc.relu(x * y + x)
+      v = tc.sigmoid(tc.exp(-v) + y)
+      return y - tc.tanh(x * v)
+    end)";
+  EXPECT_EQ(kernels(chain, {"{37, 129}", "{37, 129}"}).first, 1);
+  EXPECT_EQ(kernels("local tc = require 'tc' return function(x) return tc.softmax(x, 2) end", {"{64, 1000}"}).first, 1);
+  EXPECT_EQ(kernels("local tc = require 'tc' return function(x) return tc.log_softmax(x, 2) end", {"{64, 100000}"}).first, 1);
+  EXPECT_EQ(kernels("local tc = require 'tc' return function(x) return tc.layer_norm(x, {768}) end", {"{32, 768}"}).first,
+            1);
+  // The seed model: 64 identical layers compile as one layer's kernels.
+  const char* seed = R"(local tc = require "tc"
+    package.path = "scripts/models/?.lua;" .. package.path
+    tc.set_default_device("cuda")
+    tc.manual_seed(0)
+    local m = require("seed_layers").Model({num_layers = NUM})
+    tc.set_default_device("cpu")
+    m:eval()
+    return function(x) return m(x) end)";
+  std::string one = seed, many = seed;
+  one.replace(one.find("NUM"), 3, "1");
+  many.replace(many.find("NUM"), 3, "64");
+  auto k1 = kernels(one.c_str(), {"{10, 10}"});
+  auto k64 = kernels(many.c_str(), {"{10, 10}"});
+  EXPECT_GT(k64.first, 64);
+  EXPECT_EQ(k64.second, k1.second) << "distinct kernels of 64 layers vs 1 layer";
+  printf("seed model: 1 layer %lld launches / %lld distinct, 64 layers %lld launches / %lld distinct\n",
+         (long long)k1.first, (long long)k1.second, (long long)k64.first, (long long)k64.second);
+  // TC_CUDA_TINY_GRAPH=1: the whole 64-layer model is one launch (one layer's step functions and
+  // the graph kernel calling them).
+  setenv("TC_CUDA_TINY_GRAPH", "1", 1);
+  auto tiny = kernels(many.c_str(), {"{10, 10}"});
+  unsetenv("TC_CUDA_TINY_GRAPH");
+  EXPECT_EQ(tiny.first, 1);
+  EXPECT_EQ(tiny.second, k1.second + 1);
+}
+
+}  // namespace
+
+namespace {
+
+// A program NVRTC rejects (forced by TC_CUDA_FAIL_NVRTC): the graph runs on eager after one
+// warning naming the reason; under fullgraph the compile raises CompileError. Never a crash.
+TEST(CudaCodegenFallback, NvrtcFailureRunsOnEagerOrRaisesUnderFullgraph) {
+  if (!nvrtc_ok()) GTEST_SKIP() << "NVRTC cannot be loaded";
+  cuda::set_compile_only(true);
+  setenv("TC_CACHE_DIR", "", 1);
+  setenv("TC_CUDA_FAIL_NVRTC", "1", 1);
+  vm::Runtime rt("cuda_fallback");
+  capture::install(rt.state(), backends::graph_compiler());
+  testing::internal::CaptureStderr();
+  vm::Results r = rt.run_string(R"(
+    local tc = require "tc"
+    tc.compiler.reset()
+    local x = tc.randn(4, 5, {device = "cuda"})
+    local f = tc.compile(function(v) return tc.exp(v) * 2 + 1 end, {backend = "cuda"})
+    local y = f(x)
+    local stats = tc.compiler.stats()
+    local g = tc.compile(function(v) return tc.sin(v) - 1 end, {backend = "cuda", fullgraph = true})
+    local ok, err = pcall(g, x)
+    return stats, tostring(y.device), ok, type(err) == "table" and err.kind or tostring(err)
+  )");
+  const std::string log = testing::internal::GetCapturedStderr();
+  unsetenv("TC_CUDA_FAIL_NVRTC");
+  cuda::set_compile_only(false);
+  EXPECT_EQ(r[1].string(), "cuda:0");
+  EXPECT_EQ(r[0]["fallback_nodes"].integer(), 3);  // exp, mul, add ran on eager
+  EXPECT_EQ(r[0]["kernels"].integer(), 0);
+  EXPECT_NE(log.find("tc: cuda backend: running a graph on the eager backend"), std::string::npos) << log;
+  EXPECT_NE(log.find("TC_CUDA_FAIL_NVRTC is set"), std::string::npos) << log;
+  EXPECT_FALSE(r[2].boolean());
+  EXPECT_EQ(r[3].string(), "CompileError");
+}
+
+}  // namespace
