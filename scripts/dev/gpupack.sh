@@ -3,7 +3,9 @@
 # LLVM, so nothing is built there) into .gpupack/gpu.tar.xz (ignored by git):
 #   p/build/{tcrun, tc.so, tests/cuda_*, tests/<more names given>, bench/bench_cuda_eager}, stripped,
 #   p/lib/ the OpenBLAS runtime libraries Debian links us against.
-# Usage: scripts/dev/gpupack.sh [EXTRA_TEST_NAME ...]
+# Usage: scripts/dev/gpupack.sh [--only] [EXTRA_TEST_NAME ...]
+#   --only: pack tcrun and the named tests only (every test binary that links LLVM is ~57 MB
+#   stripped: all of tests/cuda_* plus a few of those no longer fit the device tool's 64 MiB carry)
 # On the device (run tool, carry [".gpupack"]), start the command with:
 #   source scripts/dev/gpu_env.sh
 # which unpacks to /tmp/p, links /work/main to the tree (fixtures are found by absolute path) and
@@ -16,7 +18,9 @@ trap 'rm -rf "$s"' EXIT
 mkdir -p "$s/build/tests" "$s/build/bench" "$s/lib" .gpupack
 cp build/tcrun "$s/build/"
 [ -f build/tc.so ] && cp build/tc.so "$s/build/"
-cp build/tests/cuda_* "$s/build/tests/"
+only=0
+[ "${1:-}" = --only ] && { only=1; shift; }
+[ $only = 1 ] || cp build/tests/cuda_* "$s/build/tests/"
 for t in "$@"; do cp "build/tests/$t" "$s/build/tests/"; done
 for b in build/bench/bench_cuda_eager build/bench/bench_capture_dispatch build/bench/bench_cuda_sort; do [ -x "$b" ] && cp "$b" "$s/build/bench/"; done
 find "$s/build" -type f -perm -u+x -exec strip {} + 2>/dev/null || true
