@@ -7,7 +7,8 @@
 --   seed_regional  the same with each Layer compiled (regional): first call, then per call
 -- Prints "key value" lines (times in ms: best of N, the least disturbed figure on a shared machine).
 local tc = require "tc"
-package.path = "scripts/models/?.lua;" .. package.path
+package.path = "scripts/models/?.lua;bench/?.lua;" .. package.path
+local common = require "bench_common"
 
 local backend, section = arg[1], arg[2]
 assert(backend and section, "usage: tcrun bench/codegen_cpu.lua BACKEND SECTION [THREADS]")
@@ -26,10 +27,7 @@ local function best_ms(f, iters, ...)
   return best
 end
 
-local function say(key, value)
-  print(("%s " .. (math.type(value) == "integer" and "%d" or "%.4f")):format(key, value))
-  io.stdout:flush()
-end
+local say = common.say
 
 -- The first call of a compiled function: trace + backend compile + one run; and the parts.
 local function first_call(cf, ...)
@@ -40,15 +38,7 @@ local function first_call(cf, ...)
   return ms, tc.compiler.stats()
 end
 
-local function report_compile(prefix, ms, s)
-  say(prefix .. "_first_call_ms", ms)
-  say(prefix .. "_trace_ms", s.trace_ms)
-  say(prefix .. "_backend_compile_ms", s.backend_compile_ms)
-  say(prefix .. "_kernels", s.kernels)
-  say(prefix .. "_distinct_kernels", s.distinct_kernels)
-  say(prefix .. "_cached_kernels", s.cached_kernels)
-  say(prefix .. "_fallback_nodes", s.fallback_nodes)
-end
+local report_compile = common.report_compile
 
 local sections = {}
 
@@ -57,13 +47,7 @@ function sections.kernels()
     -- ten pointwise ops over 16M float32 (64 MiB in, 64 MiB out once fused)
     local n = 16 * 1024 * 1024
     local x = tc.randn(n)
-    local function chain(v)
-      v = v * 1.5 + 0.25
-      v = tc.relu(v) - 0.5
-      v = tc.sigmoid(v) * v
-      v = tc.tanh(v) + v
-      return tc.abs(v) * 0.75
-    end
+    local chain = common.chain
     local cchain = tc.compile(chain, {backend = backend})
     local y = tc.empty(n)
     say("copy_ms", best_ms(function() y:copy_(x) end, 10))

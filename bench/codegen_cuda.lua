@@ -9,7 +9,8 @@
 -- Prints "key value" lines; times in ms, each the median of N calls (the stream synchronized after
 -- each call).
 local tc = require "tc"
-package.path = "scripts/models/?.lua;" .. package.path
+package.path = "scripts/models/?.lua;bench/?.lua;" .. package.path
+local common = require "bench_common"
 
 local backend, section = arg[1], arg[2]
 assert(backend and section, "usage: tcrun bench/codegen_cuda.lua BACKEND SECTION")
@@ -30,10 +31,7 @@ local function median_ms(f, iters, ...)
   return t[(iters + 1) // 2]
 end
 
-local function say(key, value)
-  print(("%s " .. (math.type(value) == "integer" and "%d" or "%.4f")):format(key, value))
-  io.stdout:flush()
-end
+local say = common.say
 
 local function first_call(cf, ...)
   tc.compiler.reset()
@@ -43,15 +41,7 @@ local function first_call(cf, ...)
   return (clock() - t0) * 1e3, tc.compiler.stats()
 end
 
-local function report_compile(prefix, ms, s)
-  say(prefix .. "_first_call_ms", ms)
-  say(prefix .. "_trace_ms", s.trace_ms)
-  say(prefix .. "_backend_compile_ms", s.backend_compile_ms)
-  say(prefix .. "_kernels", s.kernels)
-  say(prefix .. "_distinct_kernels", s.distinct_kernels)
-  say(prefix .. "_cached_kernels", s.cached_kernels)
-  say(prefix .. "_fallback_nodes", s.fallback_nodes)
-end
+local report_compile = common.report_compile
 
 local sections = {}
 
@@ -67,13 +57,7 @@ function sections.kernels()
   tc.no_grad(function()
     local n = 64 * 1024 * 1024
     local x = tc.randn(n, {device = "cuda"})
-    local function chain(v)
-      v = v * 1.5 + 0.25
-      v = tc.relu(v) - 0.5
-      v = tc.sigmoid(v) * v
-      v = tc.tanh(v) + v
-      return tc.abs(v) * 0.75
-    end
+    local chain = common.chain
     local y = tc.empty(n, {device = "cuda"})
     local copy = median_ms(function() y:copy_(x) end, 20)
     say("copy_ms", copy)

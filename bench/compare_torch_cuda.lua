@@ -13,7 +13,8 @@
 -- A compiled mode's first call follows the eager runs (eager's kernels already built) and, for
 -- reduce-overhead, the default mode's compile in the same process.
 local tc = require "tc"
-package.path = "scripts/models/?.lua;" .. package.path
+package.path = "scripts/models/?.lua;bench/?.lua;" .. package.path
+local common = require "bench_common"
 
 local section, backend = arg[1], arg[2] or "tc"
 assert(section, "usage: tcrun bench/compare_torch_cuda.lua SECTION [BACKEND]")
@@ -114,13 +115,7 @@ end
 function sections.kernels()
   local n = 64 * 1024 * 1024
   local x = tc.randn(n)
-  local function chain(v)
-    v = v * 1.5 + 0.25
-    v = tc.relu(v) - 0.5
-    v = tc.sigmoid(v) * v
-    v = tc.tanh(v) + v
-    return tc.abs(v) * 0.75
-  end
+  local chain = common.chain
   local m = tc.randn(16384, 1024)
   local w, b = tc.randn(1024), tc.randn(1024)
   local function softmax(v) return tc.softmax(v, -1) end

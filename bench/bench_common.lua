@@ -1,0 +1,36 @@
+-- What the tc benchmark scripts share (bench/codegen_cpu.lua, codegen_cuda.lua,
+-- compare_torch_cuda.lua): the "key value" output line, the compile report of a first call, and
+-- the 10-op pointwise chain every code-generation benchmark times (the same ops everywhere, so
+-- figures of the CPU and CUDA benchmarks and of PyTorch's peers compare).
+-- Loaded with package.path = "bench/?.lua;" .. package.path; local common = require "bench_common".
+local tc = require "tc"
+local common = {}
+
+-- One "key value" line: integers as integers, other numbers with 4 decimals.
+function common.say(key, value)
+  print(("%s " .. (math.type(value) == "integer" and "%d" or "%.4f")):format(key, value))
+  io.stdout:flush()
+end
+
+-- The first call's time and the compiler's counters (tc.compiler.stats()) under `prefix`.
+function common.report_compile(prefix, ms, s)
+  local say = common.say
+  say(prefix .. "_first_call_ms", ms)
+  say(prefix .. "_trace_ms", s.trace_ms)
+  say(prefix .. "_backend_compile_ms", s.backend_compile_ms)
+  say(prefix .. "_kernels", s.kernels)
+  say(prefix .. "_distinct_kernels", s.distinct_kernels)
+  say(prefix .. "_cached_kernels", s.cached_kernels)
+  say(prefix .. "_fallback_nodes", s.fallback_nodes)
+end
+
+-- Ten pointwise ops: one kernel when fused (reads and writes each element once).
+function common.chain(v)
+  v = v * 1.5 + 0.25
+  v = tc.relu(v) - 0.5
+  v = tc.sigmoid(v) * v
+  v = tc.tanh(v) + v
+  return tc.abs(v) * 0.75
+end
+
+return common
