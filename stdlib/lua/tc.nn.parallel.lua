@@ -112,8 +112,7 @@ local function comm_stream(r, device)
   return s
 end
 
-local function launch(self, r, b)
-  b.launched = true
+local function launch(r, b)
   r.log[#r.log + 1] = "allreduce " .. b.index
   local s = comm_stream(r, b.device)
   if s then
@@ -126,9 +125,9 @@ local function launch(self, r, b)
 end
 
 -- Launches the ready buckets in bucket order.
-local function launch_ready(self, r)
+local function launch_ready(r)
   while r.next_launch <= #r.buckets and r.buckets[r.next_launch].pending == 0 do
-    launch(self, r, r.buckets[r.next_launch])
+    launch(r, r.buckets[r.next_launch])
     r.next_launch = r.next_launch + 1
   end
 end
@@ -137,7 +136,7 @@ function DDP:_begin_backward(r)
   r.in_backward = true
   r.next_launch = 1
   for _, b in ipairs(r.buckets) do
-    b.pending, b.launched, b.work, b.seen = #b.params, false, nil, {}  -- seen[k]: params[k]'s grad
+    b.pending, b.work, b.seen = #b.params, nil, {}  -- seen[k]: params[k]'s grad arrived
   end
   tc.autograd.queue_callback(function() self:_finish_backward() end)
 end
@@ -153,7 +152,7 @@ function DDP:_grad_ready(index)
   r.log[#r.log + 1] = "grad " .. index
   tc.no_grad(function() b.flat:narrow(1, s.offset + 1, p:numel()):copy_(p.grad:reshape(-1)) end)
   b.pending = b.pending - 1
-  launch_ready(self, r)
+  launch_ready(r)
 end
 
 function DDP:_finish_backward()
@@ -169,7 +168,7 @@ function DDP:_finish_backward()
         b.pending = 0
       end
     end
-    launch_ready(self, r)
+    launch_ready(r)
     for _, b in ipairs(r.buckets) do
       b.work:wait()
       for k, p in ipairs(b.params) do
