@@ -44,6 +44,9 @@ struct Stats {
   int64_t traces = 0, backend_compiles = 0, cache_hits = 0, recompiles = 0, graph_breaks = 0,
           fallbacks = 0;
   int64_t guard_fast_hits = 0;  // cache hits proven by the guards' fast path (guards.h)
+  // compiled training (training.cpp): entries made, those that train op by op with eager
+  // autograd, backward graphs compiled, tensors their forwards save for the backward
+  int64_t training_entries = 0, training_eager = 0, backward_compiles = 0, saved_tensors = 0;
   CompileReport backend;        // the backends' reports, summed (perf_hints not kept)
   double trace_ms = 0, backend_ms = 0;
 };

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 #include "capture_state.h"
 #include "dump.h"
@@ -12,6 +13,7 @@
 #include "resume.h"
 #include "tc/autograd.h"
 #include "tracer.h"
+#include "training.h"
 #include "verifier.h"
 
 namespace tc::capture {
@@ -931,9 +933,12 @@ Outcome execute(lua_State* L, const Entry& e, CodeCache*& cc,
   Run r{base};
   if (e.graph.num_ops() > 0) {
     std::vector<Tensor> outs;
-    // A compiled graph records no autograd tape (compiled training is to come): its outputs
-    // require no grad, as before eager autograd existed.
-    GradModeGuard no_tape(false);
+    // A compiled graph records no autograd tape: a training entry links its outputs to its
+    // compiled backward (training.cpp); other graphs' outputs require no grad. A Lua function
+    // backend's callable runs in the caller's grad mode (what it computes eagerly records, as
+    // torch.compile's custom backends do).
+    std::optional<GradModeGuard> no_tape;
+    if (e.lua_backend_ref == LUA_NOREF) no_tape.emplace(false);
     if (e.lua_backend_ref != LUA_NOREF) {
       std::vector<int> slots;
       for (int s : e.input_sources) slots.push_back(GuardProgram::slot(base, s));
@@ -957,7 +962,12 @@ Outcome execute(lua_State* L, const Entry& e, CodeCache*& cc,
       }
       RunningState running(L);
       try {
-        outs = e.run(inputs);
+        if (e.trains) {
+          GradModeGuard tape(true);
+          outs = run_training(L, e, cc->name, *cfg, inputs);
+        } else {
+          outs = e.run(inputs);
+        }
       } catch (const NodeError& err) {
         push_node_error(L, e.graph, err);
         return Outcome::Raise;
@@ -1193,7 +1203,11 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
   }
   auto t1 = std::chrono::steady_clock::now();
   CompileReport report;
-  if (e->end != EndKind::Fallback && e->graph.num_ops() > 0) {
+  e->trains = e->end != EndKind::Fallback && cfg->backend_fn_ref == LUA_NOREF && is_training_graph(e->graph);
+  if (e->trains) {
+    // its forward and backward are compiled at its first call (training.cpp)
+    st.report.graphs.push_back({cache_name(cc), e->graph.op_names(), e->graph.print_code(), report});
+  } else if (e->end != EndKind::Fallback && e->graph.num_ops() > 0) {
     const int base = lua_gettop(L);
     if (cfg->backend_fn_ref != LUA_NOREF) {
       // example inputs: the real tensors of this call
