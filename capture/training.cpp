@@ -144,7 +144,10 @@ struct Rec {
 
 // Observes the backward's top-level ops (tc::set_call_observer).
 struct Recorder : CallObserver {
+  // the backward's values by TensorImpl and by geometry (the tape saves an op's outputs as
+  // aliases: max_dim's indices for its backward)
   std::unordered_map<const TensorImpl*, Src> bw;
+  std::unordered_map<std::string, Src> bw_geo;
   const std::unordered_map<const TensorImpl*, Ref>* fw_impl = nullptr;
   const std::unordered_map<std::string, Ref>* fw_geo = nullptr;
   std::vector<Rec> recs;
@@ -165,12 +168,17 @@ struct Recorder : CallObserver {
       s->constant = Value(t);
       return true;
     }
-    if (!t.is_fake())
-      if (auto it = fw_geo->find(geometry(t)); it != fw_geo->end()) {
-        s->k = Src::K::Fw;
-        s->ref = it->second;
-        return true;
-      }
+    if (t.is_fake()) return false;
+    const std::string geo = geometry(t);
+    if (auto it = bw_geo.find(geo); it != bw_geo.end()) {
+      *s = it->second;
+      return true;
+    }
+    if (auto it = fw_geo->find(geo); it != fw_geo->end()) {
+      s->k = Src::K::Fw;
+      s->ref = it->second;
+      return true;
+    }
     return false;
   }
 
@@ -185,7 +193,8 @@ struct Recorder : CallObserver {
         if (!t.defined()) {
           src.constant = Value(t);
         } else if (!lookup(t, &src)) {
-          failure = std::string("the backward's ") + s.name + " reads a tensor the forward graph does not name";
+          failure = std::string("the backward's ") + s.name + " reads a tensor the forward graph does not name (" +
+                    t.meta_string() + (t.is_fake() ? ", metadata only" : "") + ")";
           return;
         }
         if (s.args[i].mutated && src.k != Src::K::Bw)
@@ -206,7 +215,9 @@ struct Recorder : CallObserver {
     size_t flat = 0;
     auto reg = [&](const Tensor& t) {
       if (t.is_fake()) failure = std::string("the backward's ") + s.name + " gave a fake tensor";
-      bw[t.impl()] = Src{Src::K::Bw, {}, int(recs.size()), flat++, {}};
+      const Src src{Src::K::Bw, {}, int(recs.size()), flat++, {}};
+      bw[t.impl()] = src;
+      if (!t.is_fake()) bw_geo[geometry(t)] = src;
     };
     for (const Value& v : out) {
       if (v.is_tensor()) reg(v.tensor());
@@ -307,7 +318,7 @@ struct Training {
   std::vector<Saved> saved;
   std::vector<Tensor> bw_fakes;  // per backward input
   std::vector<int> grad_out;     // per grad input: backward output, or -1
-  int saved_naive = 0;           // what saving every needed value would have saved
+  int saved_naive = 0;  // computed values saving every needed one would have saved
   // the backward graph until its first run compiles it (a forward that is never differentiated
   // costs no backward compile), with what compiling it needs
   Graph bw_graph;
@@ -642,11 +653,16 @@ std::shared_ptr<Training> make_training(lua_State* L, const Entry& e, const std:
     return t;
   }
   t->fw = compile_half(L, b.fw, cfg, function + " [forward]").run;
-  st.stats.saved_tensors += int64_t(t->saved.size());
+  int computed = 0;
+  for (const Training::Saved& v : t->saved) computed += v.from_input ? 0 : 1;
+  st.stats.saved_tensors += computed;
   st.stats.backend_ms += ms_since(t0);
   if (log) {
-    std::fprintf(stderr, "[tc aot_graphs] %s forward (%zu saved for the backward; %d without recompute)\n%s",
-                 function.c_str(), t->saved.size(), t->saved_naive, b.fw.print_code().c_str());
+    std::fprintf(stderr,
+                 "[tc aot_graphs] %s forward (saves %d values it computes for the backward, %d without "
+                 "recompute; passes %d inputs)\n%s",
+                 function.c_str(), computed, t->saved_naive, int(t->saved.size()) - computed,
+                 b.fw.print_code().c_str());
     if (!t->no_backward)
       std::fprintf(stderr, "[tc aot_graphs] %s backward\n%s", function.c_str(), b.bw.print_code().c_str());
   }
