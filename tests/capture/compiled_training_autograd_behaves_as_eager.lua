@@ -150,3 +150,15 @@ local naive, g_naive = saved_with(false)
 local fewer, g_fewer = saved_with(true)
 assert(naive >= 3 and fewer < naive, ("saved tensors: %d with recompute, %d without"):format(fewer, naive))
 h.close_to_eager(g_fewer, g_naive, "gradient with recompute")
+
+-- TC_LOGS=aot_graphs prints the forward (with its saved outputs) and the backward graph
+do
+  local out, rc = h.run([[
+    local tc = require "tc"
+    local w = tc.randn(3, {requires_grad = true})
+    tc.compile(function(x) return (x * w):exp():sum() end)(tc.randn(3)):backward()
+  ]], "--log=aot_graphs")
+  h.eq(rc, 0, "exit status:\n" .. out)
+  assert(out:find("[tc aot_graphs]", 1, true) and out:find("forward (saves", 1, true), out)
+  assert(out:find("backward\ngraph(", 1, true) and out:find("%tangent_1", 1, true), out)
+end
