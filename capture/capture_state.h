@@ -78,6 +78,8 @@ struct Report {
   std::vector<GuardRec> guards;
   std::vector<RecompileRec> recompiles;
   std::vector<TimeRec> times;
+  // compiled training (training.cpp): per joint, "function: what it saves; the backward's ops"
+  std::vector<std::string> training;
   std::vector<std::string> fallbacks;  // "function: why it runs uncompiled"
   struct CacheRec {
     std::string function;

@@ -20,9 +20,12 @@
 // kRecomputeChain ops) is recomputed inside the backward graph instead of being saved
 // (tc.config.aot_recompute = false saves every needed value, as a default partition would).
 //
+// A graph with dynamic sizes gets one joint per size of its dynamic dims (the backward is recorded
+// at one size; at most kMaxSizes, then further sizes train op by op), and recomputes nothing (its
+// nodes' size arguments belong to the traced size).
+//
 // What runs op by op with eager autograd instead (correct, not compiled; explain and the
-// aot_graphs log say why): graphs with random ops, External nodes, dynamic sizes or
-// unspecialized numbers, an in-place write into an input that requires grad, and a backward
+// aot_graphs log say why): graphs with random ops, External nodes, unspecialized numbers, an in-place write into an input that requires grad, and a backward
 // that reads a tensor the forward graph does not name. (A Lua function backend's callable runs
 // in grad mode instead: what it computes eagerly records, as torch.compile's custom backends.)
 #include "training.h"
@@ -42,6 +45,7 @@ namespace tc::capture {
 namespace {
 
 constexpr int kRecomputeChain = 16;
+constexpr size_t kMaxSizes = 8;
 
 const Tensor& tensor_of(const std::vector<Stack>& vals, Ref r) {
   const Value& v = vals[size_t(r.node)][size_t(r.out)];
@@ -269,7 +273,6 @@ bool config_bool(lua_State* L, const char* key, bool fallback) {
 
 // Why graph g cannot have a compiled backward (empty: it can).
 std::string unsupported(const Graph& g, const Entry& e, const CompileConfig& cfg) {
-  if (!g.dynamic_dims.empty()) return "the graph has dynamic sizes";
   if (!e.number_inputs.empty()) return "the graph has unspecialized number inputs";
   for (const Node& n : g.nodes) {
     if (n.kind == NodeKind::External) return "the graph calls " + n.ext->name + " (allow_in_graph)";
@@ -473,7 +476,7 @@ Built build(lua_State* L, const Entry& e, const CompileConfig& cfg, GraphInputs 
   auto ref_of = [](const RefKey& k) { return Ref{std::get<0>(k), std::get<1>(k), std::get<2>(k)}; };
   auto is_input = [&](const RefKey& k) { return g.nodes[size_t(std::get<0>(k))].kind == NodeKind::Input; };
   std::set<RefKey> saved, recomputed;
-  const bool recompute = config_bool(L, "aot_recompute", true);
+  const bool recompute = config_bool(L, "aot_recompute", true) && g.dynamic_dims.empty();
   for (const RefKey& k : needed)
     if (is_input(k) || !recompute || !cheap_pointwise(g, ref_of(k))) saved.insert(k);
   std::function<bool(const RefKey&, int&)> can = [&](const RefKey& k, int& budget) {
@@ -515,7 +518,7 @@ Built build(lua_State* L, const Entry& e, const CompileConfig& cfg, GraphInputs 
   std::map<RefKey, Ref> from_fw;
   for (size_t i = 0; i < saved_refs.size(); i++) {
     const Ref r = saved_refs[i];
-    Tensor f = fake_like(g.fake(r));
+    Tensor f = fake_like(tensor_of(vals, r));  // this call's sizes (a dynamic graph's fakes have the traced ones)
     f.impl()->requires_grad = false;
     from_fw[key_of(r)] = bw.add_input("saved_" + g.nodes[size_t(r.node)].name, "saved", f);
     t.bw_fakes.push_back(f);
@@ -666,6 +669,14 @@ std::shared_ptr<Training> make_training(lua_State* L, const Entry& e, const std:
     if (!t->no_backward)
       std::fprintf(stderr, "[tc aot_graphs] %s backward\n%s", function.c_str(), b.bw.print_code().c_str());
   }
+  std::string line = function + ": the forward saves " + std::to_string(computed) + " values for the backward (" +
+                     std::to_string(t->saved_naive) + " without recompute)";
+  if (t->no_backward) line += "; no output requires grad";
+  else {
+    line += "; backward graph of " + std::to_string(b.bw.num_ops()) + " ops:";
+    for (const std::string& op : b.bw.op_names()) line += " " + op;
+  }
+  st.report.training.push_back(line);
   t->bw_graph = std::move(b.bw);
   t->cfg = std::make_shared<CompileConfig>(cfg);
   lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
@@ -679,8 +690,18 @@ std::shared_ptr<Training> make_training(lua_State* L, const Entry& e, const std:
 
 std::vector<Tensor> run_training(lua_State* L, const Entry& e, const std::string& function,
                                  const CompileConfig& cfg, GraphInputs inputs) {
-  if (!e.training) e.training = make_training(L, e, function, cfg, inputs);
-  const std::shared_ptr<Training>& t = e.training;
+  std::string key;
+  for (auto [in, d] : e.graph.dynamic_dims) key += std::to_string(inputs[size_t(in)]->sizes()[size_t(d)]) + ",";
+  std::shared_ptr<Training> t;
+  for (auto& [k, v] : e.training)
+    if (k == key) t = v;
+  if (!t && e.training.size() >= kMaxSizes) {
+    t = std::make_shared<Training>();
+    t->eager = "more than " + std::to_string(kMaxSizes) + " sizes of its dynamic dims";
+  } else if (!t) {
+    t = make_training(L, e, function + (key.empty() ? "" : " (sizes " + key.substr(0, key.size() - 1) + ")"), cfg, inputs);
+    e.training.emplace_back(key, t);
+  }
   if (!t->eager.empty()) {
     std::vector<Tensor> ins;
     for (const Tensor* x : inputs) ins.push_back(*x);

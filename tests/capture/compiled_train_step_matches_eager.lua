@@ -1,7 +1,8 @@
 -- Compiled training: K steps of the tutorial's train function (zero_grad, loss = crit(model(x),
 -- y), loss:backward(), opt:step()) compiled with tc.compile give eager's losses and parameters
 -- (DESIGN.md §4 tolerances) for the seed's toy model, a small CNN (conv, batch norm, pooling) and
--- a tiny GPT-2, on the eager, cpu and loopir backends. The forward before backward() is a
+-- a tiny GPT-2, on the eager, cpu and loopir backends and with mode="reduce-overhead" (CUDA graphs
+-- on the GPU; the same graphs on the CPU). The forward before backward() is a
 -- training entry whose backward graph is compiled once and runs at loss:backward(). As DESIGN.md
 -- §4 asks, both are measured against a float64 eager run: the compiled error is at most twice
 -- eager's plus a small tolerance.
@@ -38,7 +39,7 @@ local models = {
   end,
 }
 
-local function run(name, backend, double)
+local function run(name, backend, double, mode)
   tc.manual_seed(0)
   local model, x, y, crit, make_opt = models[name]()
   if double then
@@ -54,7 +55,7 @@ local function run(name, backend, double)
     opt:step()
     return loss
   end
-  local step = backend and tc.compile(train, {backend = backend}) or train
+  local step = backend and tc.compile(train, {backend = backend, mode = mode}) or train
   local losses = {}
   for i = 1, K do losses[i] = step(x, y) end
   return losses, model
@@ -73,9 +74,13 @@ end
 for _, name in ipairs {"toy", "cnn", "gpt2"} do
   local ref_losses, ref = run(name, nil, true)
   local want, eager = run(name)
-  for _, backend in ipairs {"eager", "cpu", "loopir"} do
+  local backends = {"eager", "cpu", "loopir", "tc reduce-overhead"}
+  -- `tcrun --device=cuda tests/capture/run.lua compiled_train` runs it on the GPU
+  if tc.get_default_device():sub(1, 4) == "cuda" then backends = {"eager", "tc", "tc reduce-overhead"} end
+  for _, backend in ipairs(backends) do
     tc.compiler.reset()
-    local got, model = run(name, backend)
+    local b, mode = backend:match("^(%S+) ?(%S*)$")
+    local got, model = run(name, b, false, mode ~= "" and mode or nil)
     local what = name .. " on " .. backend
     for i = 1, K do within(got[i], want[i], ref_losses[i], what .. ": loss of step " .. i) end
     local pr, pe, pc = ref:parameters(), eager:parameters(), model:parameters()

@@ -162,3 +162,28 @@ do
   assert(out:find("[tc aot_graphs]", 1, true) and out:find("forward (saves", 1, true), out)
   assert(out:find("backward\ngraph(", 1, true) and out:find("%tangent_1", 1, true), out)
 end
+
+-- a size change makes the graph dynamic: each size gets its own joint, gradients stay eager's
+do
+  tc.compiler.reset()
+  local w = tc.randn(3, 4, {requires_grad = true})
+  local function f(x) return (x:matmul(w)):relu():pow(2):mean() end
+  local cf = tc.compile(f, {backend = "eager"})
+  for _, n in ipairs {8, 5, 3, 5} do
+    local x = tc.randn(n, 3)
+    h.close_to_eager(tc.autograd.grad(cf(x), {w})[1], tc.autograd.grad(f(x), {w})[1], "batch " .. n)
+  end
+  local s = h.stats()
+  h.eq(s.training_eager, 0, "graphs trained op by op")
+  h.eq(s.training_entries, 3, "one joint per size (8, then 5 and 3 on the dynamic entry)")
+end
+
+-- explain lists each joint: what the forward saves and the backward graph's ops
+do
+  tc.compiler.reset()
+  local w = tc.randn(3, {requires_grad = true})
+  local report = tc.compiler.explain(function(x) return (x * w):exp():sum() end)(tc.randn(3))
+  h.eq(#report.training, 1, "training lines")
+  assert(report.training[1]:find("the forward saves %d+ values") and report.training[1]:find("backward graph of", 1, true),
+    report.training[1])
+end
