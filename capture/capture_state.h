@@ -106,6 +106,9 @@ struct State {
 State& state();
 
 // dispatch.cpp
+// tc.config[key] when it is an integer (a boolean), else `fallback`.
+int config_int(lua_State* L, const char* key, int fallback);
+bool config_bool(lua_State* L, const char* key, bool fallback);
 int l_dispatch(lua_State* L);  // (compiled fn userdata, args...) -> (f, args...) to tail-call
 // (pending call state, results...) -> (f, args...): continues after a call made at a break
 int l_after_call(lua_State* L);

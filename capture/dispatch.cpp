@@ -23,6 +23,29 @@ State& state() {
   return s;
 }
 
+// Pushes tc.config[key] (or something that is neither a number nor a boolean); returns the top
+// before it.
+static int push_config(lua_State* L, const char* key) {
+  const int top = lua_gettop(L);
+  lua_getfield(L, LUA_REGISTRYINDEX, "tc.module");
+  if (lua_istable(L, -1) && lua_getfield(L, -1, "config") == LUA_TTABLE) lua_getfield(L, -1, key);
+  return top;
+}
+
+int config_int(lua_State* L, const char* key, int fallback) {
+  const int top = push_config(L, key);
+  if (lua_isinteger(L, -1)) fallback = int(lua_tointeger(L, -1));
+  lua_settop(L, top);
+  return fallback;
+}
+
+bool config_bool(lua_State* L, const char* key, bool fallback) {
+  const int top = push_config(L, key);
+  if (lua_isboolean(L, -1)) fallback = lua_toboolean(L, -1);
+  lua_settop(L, top);
+  return fallback;
+}
+
 namespace {
 
 enum class Outcome { Call, Results, Raise };
@@ -1040,17 +1063,6 @@ std::vector<int> sources_read_after_check(const Entry& e) {
   return out;
 }
 
-// tc.config[key] when it is an integer, else `fallback`.
-int config_int(lua_State* L, const char* key, int fallback) {
-  const int top = lua_gettop(L);
-  lua_getfield(L, LUA_REGISTRYINDEX, "tc.module");
-  if (lua_istable(L, -1) && lua_getfield(L, -1, "config") == LUA_TTABLE) {
-    lua_getfield(L, -1, key);
-    if (lua_isinteger(L, -1)) fallback = int(lua_tointeger(L, -1));
-  }
-  lua_settop(L, top);
-  return fallback;
-}
 
 // Pushes the error of fullgraph=true for an entry whose whole frame runs uncompiled.
 void push_uncompilable(lua_State* L, const CodeCache* cc, const Entry& e) {

@@ -260,16 +260,6 @@ int root_input(const Graph& g, Ref r) {
   }
 }
 
-bool config_bool(lua_State* L, const char* key, bool fallback) {
-  const int top = lua_gettop(L);
-  lua_getfield(L, LUA_REGISTRYINDEX, "tc.module");
-  if (lua_istable(L, -1) && lua_getfield(L, -1, "config") == LUA_TTABLE) {
-    lua_getfield(L, -1, key);
-    if (lua_isboolean(L, -1)) fallback = lua_toboolean(L, -1);
-  }
-  lua_settop(L, top);
-  return fallback;
-}
 
 // Why graph g cannot have a compiled backward (empty: it can).
 std::string unsupported(const Graph& g, const Entry& e, const CompileConfig& cfg) {
@@ -635,16 +625,20 @@ Compiled compile_half(lua_State* L, const Graph& g, const CompileConfig& cfg, co
   State& st = state();
   TC_CHECK(st.compiler.compile, CompileError, "no graph compiler is installed (tc::capture::install was given none)");
   CompileOptions options = cfg.backend_options();
+  options.cudagraph_max_sizes = config_int(L, "cudagraph_max_sizes", options.cudagraph_max_sizes);
+  auto t0 = std::chrono::steady_clock::now();
   Compiled c = st.compiler.compile(g, cfg.backend, options);
+  const double ms = ms_since(t0);
   note_backend_report(L, name, c.report);
   st.stats.backend_compiles++;
+  st.stats.backend_ms += ms;
+  st.report.times.push_back({name, 0, ms, c.report.lower_ms, c.report.codegen_ms, c.report.compile_ms});
   return c;
 }
 
 std::shared_ptr<Training> make_training(lua_State* L, const Entry& e, const std::string& function,
                                         const CompileConfig& cfg, GraphInputs inputs) {
   State& st = state();
-  auto t0 = std::chrono::steady_clock::now();
   auto t = std::make_shared<Training>();
   Built b = build(L, e, cfg, inputs, *t);
   st.stats.training_entries++;
@@ -659,7 +653,6 @@ std::shared_ptr<Training> make_training(lua_State* L, const Entry& e, const std:
   int computed = 0;
   for (const Training::Saved& v : t->saved) computed += v.from_input ? 0 : 1;
   st.stats.saved_tensors += computed;
-  st.stats.backend_ms += ms_since(t0);
   if (log) {
     std::fprintf(stderr,
                  "[tc aot_graphs] %s forward (saves %d values it computes for the backward, %d without "
@@ -744,10 +737,8 @@ std::vector<Tensor> run_training(lua_State* L, const Entry& e, const std::string
         for (size_t i = 0; i < saved.size(); i++) in.push_back(conform(saved[i], t->bw_fakes[i]));
         for (size_t k = 0; k < grads.size(); k++) in.push_back(conform(grads[k], t->bw_fakes[saved.size() + k]));
         if (!t->bw) {
-          auto t0 = std::chrono::steady_clock::now();
           t->bw = compile_half(t->L, t->bw_graph, *t->cfg, t->function + " [backward]").run;
           state().stats.backward_compiles++;
-          state().stats.backend_ms += ms_since(t0);
           t->bw_graph = Graph();
         }
         std::vector<Tensor> outs;
