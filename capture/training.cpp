@@ -24,8 +24,13 @@
 // at one size; at most kMaxSizes, then further sizes train op by op), and recomputes nothing (its
 // nodes' size arguments belong to the traced size).
 //
+// Random ops: the replay puts the random stream back, so the compiled forward draws what eager
+// would; a dropout whose input requires grad becomes its decomposition in the forward graph (a
+// bernoulli mask and muls, as eager's autograd runs it), so the mask is a value the backward
+// saves, and recompute never reruns a random op.
+//
 // What runs op by op with eager autograd instead (correct, not compiled; explain and the
-// aot_graphs log say why): graphs with random ops, External nodes, unspecialized numbers, an in-place write into an input that requires grad, and a backward
+// aot_graphs log say why): attention with dropout, External nodes, unspecialized numbers, an in-place write into an input that requires grad, and a backward
 // that reads a tensor the forward graph does not name. (A Lua function backend's callable runs
 // in grad mode instead: what it computes eagerly records, as torch.compile's custom backends.)
 #include "training.h"
@@ -39,6 +44,7 @@
 
 #include "capture_state.h"
 #include "tc/autograd.h"
+#include "tc/random.h"
 
 namespace tc::capture {
 
@@ -268,12 +274,6 @@ std::string unsupported(const Graph& g, const Entry& e, const CompileConfig& cfg
     if (n.kind == NodeKind::External) return "the graph calls " + n.ext->name + " (allow_in_graph)";
     if (n.kind != NodeKind::Op) continue;
     const OpSchema& s = schema(n.op);
-    if (s.kind == OpKind::Random) {
-      bool idle = n.op == Op::dropout && n.args[1].kind == NodeArg::Kind::Const &&
-                  n.args[2].kind == NodeArg::Kind::Const &&
-                  (n.args[1].constant.to_double() == 0 || !n.args[2].constant.to_bool());
-      if (!idle) return std::string("the graph draws random numbers (") + s.name + ")";
-    }
     if (n.op == Op::scaled_dot_product_attention &&
         !(n.args[4].kind == NodeArg::Kind::Const && n.args[4].constant.to_double() == 0))
       return "the graph has attention with dropout";
@@ -329,6 +329,73 @@ bool is_training_graph(const Graph& g) {
 
 namespace {
 
+// Appends op `op` on `positional` (graph values given as their fakes in `refs`' order) to `out`.
+Ref emit(Graph& out, Op op, Stack positional, const std::vector<Ref>& refs, int line, const std::string& file) {
+  Stack bound = bind(op, std::move(positional), {});
+  std::vector<NodeArg> args;
+  for (const Value& v : bound) {
+    int at = -1;
+    for (size_t k = 0; k < refs.size() && v.is_tensor(); k++)
+      if (v.tensor().same(out.fake(refs[k]))) at = int(k);
+    args.push_back(at >= 0 ? NodeArg::ref(refs[size_t(at)]) : NodeArg::constant_of(v));
+  }
+  Stack fakes = call(op, bound);
+  Ref r = out.add_op(op, std::move(args), std::move(fakes), line)[0];
+  out.nodes.back().file = file;
+  return r;
+}
+
+// g with each dropout (p > 0, training) whose input requires grad replaced by the decomposition
+// eager's autograd runs for it (a bernoulli mask, two muls), so that the mask is a graph value
+// the backward can save and the forward draws the random numbers eager would. Empty when g has
+// none.
+Graph decompose_dropouts(const Graph& g) {
+  std::vector<bool> rg(g.nodes.size(), false);
+  bool any = false;
+  for (size_t i = 0; i < g.nodes.size(); i++) {
+    const Node& n = g.nodes[i];
+    if (n.kind == NodeKind::Input) {
+      rg[i] = n.fakes[0].tensor().requires_grad();
+      continue;
+    }
+    if (n.kind != NodeKind::Op || autograd::differentiability(n.op) == autograd::Differentiability::NonDifferentiable)
+      continue;
+    for (const NodeArg& a : n.args)
+      for (Ref r : a.refs) rg[i] = rg[i] || rg[size_t(r.node)];
+    any = any || (n.op == Op::dropout && rg[i]);
+  }
+  if (!any) return {};
+  Graph out;
+  out.dynamic_dims = g.dynamic_dims;
+  std::vector<std::vector<Ref>> map(g.nodes.size());
+  auto remap = [&](Ref r) { return map[size_t(r.node)][flat_index(g.nodes[size_t(r.node)].fakes, r)]; };
+  for (size_t i = 0; i < g.nodes.size(); i++) {
+    const Node& n = g.nodes[i];
+    if (n.kind == NodeKind::Input) {
+      map[i] = {out.add_input(n.name, n.source, n.fakes[0].tensor())};
+      continue;
+    }
+    std::vector<NodeArg> args = n.args;
+    for (NodeArg& a : args)
+      for (Ref& r : a.refs) r = remap(r);
+    const double p = n.op == Op::dropout ? n.args[1].constant.to_double() : 0;
+    if (n.op == Op::dropout && rg[i] && p > 0 && p < 1 && n.args[2].constant.to_bool()) {
+      const Ref x = args[0].refs[0];
+      const Tensor& xf = out.fake(x);
+      const Ref bits = emit(out, Op::bernoulli, {Value(xf), Value(1.0 - p)}, {x}, n.line, n.file);
+      const Ref keep = emit(out, Op::to_dtype, {Value(out.fake(bits)), Value(xf.dtype())}, {bits}, n.line, n.file);
+      const Ref scaled = emit(out, Op::mul, {Value(out.fake(keep)), Value(1.0 / (1.0 - p))}, {keep}, n.line, n.file);
+      map[i] = {emit(out, Op::mul, {Value(xf), Value(out.fake(scaled))}, {x, scaled}, n.line, n.file)};
+      continue;
+    }
+    map[i] = n.kind == NodeKind::Op ? out.add_op(n.op, std::move(args), n.fakes, n.line)
+                                    : out.add_external(n.ext, std::move(args), n.fakes, n.line);
+    out.nodes.back().file = n.file;
+  }
+  for (Ref r : g.outputs) out.outputs.push_back(remap(r));
+  return out;
+}
+
 struct Built {
   Graph fw, bw;
 };
@@ -336,12 +403,19 @@ struct Built {
 // Builds the joint of e's graph (see the header comment). Fills t; returns the two graphs (or
 // sets t.eager).
 Built build(lua_State* L, const Entry& e, const CompileConfig& cfg, GraphInputs inputs, Training& t) {
-  const Graph& g = e.graph;
   Built b;
-  if (std::string why = unsupported(g, e, cfg); !why.empty()) {
+  if (std::string why = unsupported(e.graph, e, cfg); !why.empty()) {
     t.eager = why;
     return b;
   }
+  const Graph decomposed = decompose_dropouts(e.graph);
+  const Graph& g = decomposed.nodes.empty() ? e.graph : decomposed;
+  // the replay draws random numbers (dropout masks, rand ...): the stream is put back, so the
+  // compiled forward of this call draws what eager would
+  struct RestoreRng {
+    RngState s = get_rng_state();
+    ~RestoreRng() { set_rng_state(s); }
+  } restore_rng;
   // the replay's inputs
   std::set<int> written;
   for (const Node& n : g.nodes) {
