@@ -187,3 +187,21 @@ do
   assert(report.training[1]:find("the forward saves %d+ values") and report.training[1]:find("backward graph of", 1, true),
     report.training[1])
 end
+
+-- regional compilation: the layers of a model share one training entry and one backward compile
+do
+  tc.compiler.reset()
+  local seed = require "seed_layers"
+  tc.manual_seed(0)
+  local eager = seed.Model({num_layers = 8})
+  tc.manual_seed(0)
+  local regional = seed.Model({num_layers = 8, regional = true})
+  local x = tc.randn(4, 10)
+  eager(x):pow(2):sum():backward()
+  regional(x):pow(2):sum():backward()
+  local pe, pr = eager:parameters(), regional:parameters()
+  for i = 1, #pe do h.close_to_eager(pr[i].grad, pe[i].grad, "regional: gradient of parameter " .. i) end
+  local s = h.stats()
+  h.eq(s.training_entries, 1, "training entries of 8 compiled layers")
+  h.eq(s.backward_compiles, 1, "backward compiles of 8 compiled layers")
+end
