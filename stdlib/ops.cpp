@@ -4,6 +4,7 @@
 
 #include "tc/autograd.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -407,6 +408,9 @@ Stack run_kernel(Op op, const Stack& args, const Metas& m, Device dev) {
 }
 
 thread_local CallObserver* t_observer = nullptr;
+// Threads with an observer set: while none has, `call` reads no thread-local (in a PIC build a
+// thread-local read is a call of __tls_get_addr).
+std::atomic<int> g_observing{0};
 
 Stack call_unobserved(Op op, const Stack& args);
 
@@ -427,12 +431,14 @@ Stack call_unobserved(Op op, const Stack& args);
 
 CallObserver* set_call_observer(CallObserver* o) {
   CallObserver* prev = t_observer;
+  if (!prev && o) g_observing.fetch_add(1, std::memory_order_relaxed);
+  if (prev && !o) g_observing.fetch_sub(1, std::memory_order_relaxed);
   t_observer = o;
   return prev;
 }
 
 Stack call(Op op, const Stack& args) {
-  if (t_observer) [[unlikely]]
+  if (g_observing.load(std::memory_order_relaxed) != 0 && t_observer) [[unlikely]]
     return call_observed(op, args);
   return call_unobserved(op, args);
 }
