@@ -221,7 +221,6 @@ DispatchStats& dispatch_stats();
 // a profiler on the GPU machine.
 int profile_level();
 void profile_op(Op op, double us, int64_t launches);
-int64_t launch_count();
 const char*& last_conv_impl_slot();
 
 }  // namespace tc::cuda
