@@ -135,6 +135,8 @@ void compile_module(const std::map<std::string, std::pair<const lower::Kernel*, 
 
 }  // namespace
 
+std::vector<bool> kernels_without_aliasing(const lower::LoweredGraph& g) { return noalias_kernels(g); }
+
 Program compile_lowered(const lower::LoweredGraph& g, capture::CompileReport* report) {
   capture::CompileReport local;
   capture::CompileReport& r = report ? *report : local;
