@@ -129,6 +129,12 @@ function M.export(f, args, opts)
 
   local spec = {graph_inputs = {}, input_names = names, constant_names = {}}
   local state = {}
+  -- the module's own names for its tensors (its state dict's: containers' internals left out)
+  local own_name = {}
+  if module and module.named_parameters then
+    for n, t in module:named_parameters() do own_name[t] = n end
+    for n, t in module:named_buffers() do own_name[t] = n end
+  end
   local first = module and 2 or 1
   local k = 0
   for _, n in ipairs(nodes) do
@@ -140,12 +146,16 @@ function M.export(f, args, opts)
         spec.graph_inputs[k] = {constant = false, index = argi - first + 1}
       else
         local name
-        if module and src_path:sub(1, 7) == "arg[1]." then
+        if own_name[captured.inputs[k]] then
+          name = own_name[captured.inputs[k]]
+        elseif module and src_path:sub(1, 7) == "arg[1]." then
           name = state_name(src_path:sub(8))
         elseif src_path:match("^arg%[") then
           raise("ValueError", ("tc.export(): the graph reads tensor %s from inside an argument; exported programs take tensors as arguments"):format(src_path))
         else
-          name = src_path  -- a tensor read from an upvalue or a global
+          -- a tensor read from an upvalue ("function <f.lua:3>.<upvalue w>.weight" -> "w.weight")
+          -- or a global: named by its source
+          name = state_name((src_path:gsub("^function <[^>]*>%.", ""):gsub("<upvalue ([%w_]+)>", "%1")))
         end
         if state[name] == nil then
           spec.constant_names[#spec.constant_names + 1] = name

@@ -53,9 +53,9 @@ class Package {
   static Package load(const std::string& path);
 
   // Binds constants by name (tensors on the package's device, each of the recorded dtype and
-  // shape). strict: every constant of the package must be given and no other name. Non-strict:
-  // names the package lacks are ignored and missing ones keep their current binding. Errors name
-  // the constant.
+  // shape; a whole model's state dict may be given: names the package lacks are ignored). strict:
+  // every constant of the package must be given; non-strict: missing ones keep their current
+  // binding. Errors name the constant; after an error nothing is bound.
   void load_constants(const std::map<std::string, Tensor>& constants, bool strict = true);
   // Runs the package on the user inputs (checked against the input specs); throws ValueError when
   // a constant is still unbound.
