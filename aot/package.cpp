@@ -98,8 +98,13 @@ Package Package::load(const std::string& path) {
            "tc.aot.load: '%s' was made by tc %s; this is tc %s (compile it again with this version)", path.c_str(),
            m.tc_version.c_str(), TC_VERSION);
   if (m.device == "cuda") {
-    TC_CHECK(cuda::device_count() > 0, DeviceError,
-             "tc.aot.load: '%s' is a CUDA package (%s); this machine has no CUDA GPU", path.c_str(), m.target.c_str());
+#ifdef TC_HAVE_CUDA
+    const bool gpu = cuda::device_count() > 0;
+#else
+    const bool gpu = false;
+#endif
+    TC_CHECK(gpu, DeviceError, "tc.aot.load: '%s' is a CUDA package (%.40s); this machine has no CUDA GPU",
+             path.c_str(), m.target.c_str());
     TC_FAIL(NotImplementedError, "tc.aot.load: '%s': running CUDA packages is not implemented yet (%s)", path.c_str(),
             m.target.c_str());
   }
