@@ -19,6 +19,7 @@ struct ExportSpec {
 struct AotOptions {
   std::string path;
   std::string device = "cpu";  // "cpu" or "cuda"
+  int arch = 0;  // cuda: sm_<arch> (90: sm_90); 0: device 0's, or 90 without a GPU
   bool package_constants = false;
 };
 

@@ -67,6 +67,9 @@ int native_compile(lua_State* L) {
     AotOptions o;
     o.path = field_string(L, 3, "path", "");
     o.device = field_string(L, 3, "device", "cpu");
+    lua_getfield(L, 3, "arch");
+    o.arch = (int)luaL_optinteger(L, -1, 0);
+    lua_pop(L, 1);
     lua_getfield(L, 3, "package_constants");
     o.package_constants = lua_toboolean(L, -1);
     lua_pop(L, 1);

@@ -14,16 +14,20 @@
 #include "cpu/runtime.h"
 #include "plan.h"
 #include "tc/aot.h"
-#include "tc/cuda.h"
 #include "tc/error.h"
+#ifdef TC_HAVE_CUDA
+#include "cuda/cuda_package.h"
+#include "tc/cuda.h"
+#endif
 
 namespace tc::aot {
 
 struct Package::Loaded {
   std::string path;
   Manifest manifest;
+  Device device;  // where inputs and constants live
   std::vector<GraphInput> graph_inputs;
-  backends::cpu::Program program;
+  capture::CompiledGraph run;  // the device's launch list
 };
 
 namespace {
@@ -72,6 +76,20 @@ bool fits(const Tensor& t, const TensorSpec& spec) {
   return true;
 }
 
+// The plan's per-kernel code entries, read with json's errors turned into ValueErrors.
+template <typename F>
+void parsing_code(const std::string& path, F&& f) {
+  try {
+    f();
+  } catch (const nlohmann::json::exception& e) {
+    TC_FAIL(ValueError, "tc.aot.load: '%s': the plan's kernel code is malformed: %s", path.c_str(), e.what());
+  }
+}
+
+Tensor p_device(const Tensor& t, Device d) {
+  return t.device() == d ? t : call1(Op::to_device, {Value(t), Value(d)});
+}
+
 }  // namespace
 
 std::string target_of_host() {
@@ -79,7 +97,7 @@ std::string target_of_host() {
   return llvm::sys::getProcessTriple() + " " + jit.cpu_name() + " " + jit.cpu_features();
 }
 
-Package Package::load(const std::string& path) {
+Package Package::load(const std::string& path, int cuda_device) {
   std::vector<Section> sections = read_container(path);
   const Section* ms = find_section(sections, "manifest");
   const Section* ps = find_section(sections, "plan");
@@ -97,6 +115,9 @@ Package Package::load(const std::string& path) {
   TC_CHECK(m.tc_version == TC_VERSION, ValueError,
            "tc.aot.load: '%s' was made by tc %s; this is tc %s (compile it again with this version)", path.c_str(),
            m.tc_version.c_str(), TC_VERSION);
+  std::vector<nlohmann::json> code;
+  lower::LoweredGraph lg;
+  plan_from_json(pj, &lg, &loaded->graph_inputs, &code);
   if (m.device == "cuda") {
 #ifdef TC_HAVE_CUDA
     const bool gpu = cuda::device_count() > 0;
@@ -105,26 +126,60 @@ Package Package::load(const std::string& path) {
 #endif
     TC_CHECK(gpu, DeviceError, "tc.aot.load: '%s' is a CUDA package (%.40s); this machine has no CUDA GPU",
              path.c_str(), m.target.c_str());
-    TC_FAIL(NotImplementedError, "tc.aot.load: '%s': running CUDA packages is not implemented yet (%s)", path.c_str(),
-            m.target.c_str());
+#ifdef TC_HAVE_CUDA
+    TC_CHECK(cuda_device >= 0 && cuda_device < cuda::device_count(), DeviceError,
+             "tc.aot.load: no CUDA device %d (this machine has %d)", cuda_device, cuda::device_count());
+    backends::cuda::CubinCode cc;
+    TC_CHECK(m.target.rfind("sm_", 0) == 0, ValueError, "tc.aot.load: '%s' names no CUDA architecture ('%s')",
+             path.c_str(), m.target.c_str());
+    cc.arch = std::atoi(m.target.c_str() + 3);
+    parsing_code(path, [&] {
+      for (const nlohmann::json& k : code) {
+        cc.shapes.emplace_back();
+        for (const nlohmann::json& sh : k["shapes"])
+          cc.shapes.back().push_back({sh[0].get<int>(), sh[1].get<int>(), sh[2].get<bool>(), sh[3].get<bool>(),
+                                      sh[4].get<int>(), sh[5].get<bool>()});
+        cc.names.push_back(k["names"].get<std::vector<std::string>>());
+      }
+    });
+    for (const Section& sec : sections)
+      if (sec.name.rfind("cuda.cubin.", 0) == 0) cc.cubins.push_back(sec.data);
+    try {
+      auto program = std::make_shared<const backends::cuda::Program>(
+          backends::cuda::load_program(std::move(lg), cuda_device, cc));
+      loaded->run = [program](capture::GraphInputs in) { return program->run(in); };
+    } catch (const Error& e) {
+      TC_FAIL(DeviceError, "tc.aot.load: '%s': %s", path.c_str(), e.what());
+    }
+    loaded->device = Device{DeviceType::CUDA, cuda_device};
+#endif
+  } else {
+    TC_CHECK(m.device == "cpu", ValueError, "tc.aot.load: '%s' is for device '%s', which this tc does not know",
+             path.c_str(), m.device.c_str());
+    check_cpu_target(path, m.target);
+    std::vector<std::string> symbols;
+    parsing_code(path, [&] {
+      for (const nlohmann::json& k : code) symbols.push_back(k["symbol"].get<std::string>());
+    });
+    const Section* obj = find_section(sections, "cpu.o");
+    TC_CHECK(obj || symbols.empty(), ValueError, "tc.aot.load: '%s' has no cpu.o section", path.c_str());
+    auto program = std::make_shared<backends::cpu::Program>();
+    program->graph = std::move(lg);
+    auto& jit = backends::cpu::Jit::get();
+    {
+      std::lock_guard<std::mutex> lock(jit.mutex());
+      void* lib = symbols.empty() ? nullptr : jit.load_library(obj->data);
+      for (const std::string& s : symbols)
+        program->kernels.push_back({(backends::cpu::KernelFn)jit.lookup(lib, s),
+                                    (backends::cpu::KernelInfoFn)jit.lookup(lib, s + "_info")});
+    }
+    program->prepare_static_launches();
+    std::shared_ptr<const backends::cpu::Program> run = program;
+    loaded->run = [run](capture::GraphInputs in) { return run->run(in); };
+    loaded->device = Device{};
   }
-  TC_CHECK(m.device == "cpu", ValueError, "tc.aot.load: '%s' is for device '%s', which this tc does not know",
-           path.c_str(), m.device.c_str());
-  check_cpu_target(path, m.target);
-  std::vector<std::string> symbols;
-  plan_from_json(pj, &loaded->program.graph, &loaded->graph_inputs, &symbols);
-  const Section* obj = find_section(sections, "cpu.o");
-  TC_CHECK(obj || symbols.empty(), ValueError, "tc.aot.load: '%s' has no cpu.o section", path.c_str());
-  auto& jit = backends::cpu::Jit::get();
-  {
-    std::lock_guard<std::mutex> lock(jit.mutex());
-    void* lib = symbols.empty() ? nullptr : jit.load_library(obj->data);
-    for (const std::string& s : symbols)
-      loaded->program.kernels.push_back({(backends::cpu::KernelFn)jit.lookup(lib, s),
-                                         (backends::cpu::KernelInfoFn)jit.lookup(lib, s + "_info")});
-  }
-  loaded->program.prepare_static_launches();
   Package p;
+  const Device p_dev = loaded->device;
   p.constants_.resize(m.constants.size());
   if (m.constants_packaged) {
     const Section* cs = find_section(sections, "constants");
@@ -139,7 +194,7 @@ Package Package::load(const std::string& path) {
                path.c_str(), c.name.c_str());
       std::memcpy(t.data_ptr(), cs->data.data() + at, n);
       at += n;
-      p.constants_[i] = t;
+      p.constants_[i] = p_device(t, p_dev);
     }
   }
   p.loaded_ = std::move(loaded);
@@ -159,8 +214,8 @@ void Package::load_constants(const std::map<std::string, Tensor>& constants, boo
     }
     const Tensor& t = it->second;
     TC_CHECK(t.defined(), ValueError, "load_constants: constant '%s' is not a tensor", c.name.c_str());
-    TC_CHECK(t.device().is_cpu(), DeviceError, "load_constants: constant '%s' is on %s; the package runs on %s",
-             c.name.c_str(), t.device().str().c_str(), m.device.c_str());
+    TC_CHECK(t.device() == loaded_->device, DeviceError, "load_constants: constant '%s' is on %s; the package runs on %s",
+             c.name.c_str(), t.device().str().c_str(), loaded_->device.str().c_str());
     TC_CHECK(fits(t, c), ValueError, "load_constants: constant '%s' is %s; the package needs %s", c.name.c_str(),
              shape_str(t).c_str(), c.str().c_str());
     bound[i] = t.is_contiguous() ? t : t.contiguous();
@@ -182,8 +237,8 @@ std::vector<Tensor> Package::run(const std::vector<Tensor>& inputs) const {
     const Tensor& t = inputs[i];
     const TensorSpec& s = m.inputs[i];
     TC_CHECK(t.defined(), ValueError, "package input %zu ('%s') is not a tensor", i + 1, s.name.c_str());
-    TC_CHECK(t.device().is_cpu(), DeviceError, "package input %zu ('%s') is on %s; the package runs on %s", i + 1,
-             s.name.c_str(), t.device().str().c_str(), m.device.c_str());
+    TC_CHECK(t.device() == loaded_->device, DeviceError, "package input %zu ('%s') is on %s; the package runs on %s",
+             i + 1, s.name.c_str(), t.device().str().c_str(), loaded_->device.str().c_str());
     TC_CHECK(fits(t, s), ValueError, "package input %zu ('%s') is %s; the package takes %s", i + 1, s.name.c_str(),
              shape_str(t).c_str(), s.str().c_str());
     args[i] = t.is_contiguous() ? t : t.contiguous();
@@ -199,7 +254,7 @@ std::vector<Tensor> Package::run(const std::vector<Tensor>& inputs) const {
              loaded_->path.c_str(), m.constants[g.index].name.c_str());
     ptrs.push_back(&c);
   }
-  return loaded_->program.run(ptrs);
+  return loaded_->run(ptrs);
 }
 
 const Manifest& Package::manifest() const { return loaded_->manifest; }

@@ -145,6 +145,55 @@ std::vector<lower::BufferView> views_from_json(const json& j) {
   return v;
 }
 
+json kernel_to_json(const lower::Kernel& k) {
+  json buffers = json::array(), instrs = json::array(), body = json::array();
+  for (const lower::BufferParam& b : k.buffers) buffers.push_back({dtype_name(b.dtype), b.written});
+  for (const lower::Instr& in : k.instrs)
+    instrs.push_back({(int)in.op, (int)in.ty, (int)in.sop, in.a, in.b, in.c, in.i, f64_bits(in.f)});
+  for (const lower::Stmt& st : k.body) {
+    json reductions = json::array(), stores = json::array();
+    for (const lower::Reduction& r : st.reductions)
+      reductions.push_back({(int)r.op, r.input, r.index, r.result, r.value, r.ordered_fma});
+    for (const lower::Store& x : st.stores) stores.push_back({x.buffer, x.index, x.value});
+    body.push_back({{"kind", (int)st.kind}, {"extents", st.extents}, {"body", st.body}, {"reductions", reductions},
+                    {"stores", stores}});
+  }
+  return {{"name", k.name},         {"buffers", buffers},     {"num_size_params", k.num_size_params},
+          {"instrs", instrs},       {"preamble", k.preamble}, {"outer", k.outer},
+          {"body", body}};
+}
+
+lower::Kernel kernel_from_json(const json& j) {
+  lower::Kernel k;
+  k.name = j["name"].get<std::string>();
+  for (const json& b : j["buffers"]) k.buffers.push_back({dtype_of(b[0]), b[1].get<bool>()});
+  k.num_size_params = j["num_size_params"].get<int>();
+  for (const json& x : j["instrs"]) {
+    lower::Instr in;
+    in.op = (lower::Opc)x[0].get<int>();
+    in.ty = (lower::Ty)x[1].get<int>();
+    in.sop = (lower::ScalarOp)x[2].get<int>();
+    in.a = x[3].get<lower::Val>(), in.b = x[4].get<lower::Val>(), in.c = x[5].get<lower::Val>();
+    in.i = x[6].get<int64_t>();
+    in.f = f64_from(x[7]);
+    k.instrs.push_back(in);
+  }
+  k.preamble = j["preamble"].get<std::vector<lower::Val>>();
+  k.outer = j["outer"].get<std::vector<lower::Val>>();
+  for (const json& x : j["body"]) {
+    lower::Stmt st;
+    st.kind = (lower::Stmt::Kind)x["kind"].get<int>();
+    st.extents = x["extents"].get<std::vector<lower::Val>>();
+    st.body = x["body"].get<std::vector<lower::Val>>();
+    for (const json& r : x["reductions"])
+      st.reductions.push_back({(lower::ReduceOp)r[0].get<int>(), r[1].get<lower::Val>(), r[2].get<lower::Val>(),
+                               r[3].get<lower::Val>(), r[4].get<lower::Val>(), r[5].get<bool>()});
+    for (const json& t : x["stores"]) st.stores.push_back({t[0].get<int>(), t[1].get<lower::Val>(), t[2].get<lower::Val>()});
+    k.body.push_back(std::move(st));
+  }
+  return k;
+}
+
 json spec_to_json(const TensorSpec& s) {
   return {{"name", s.name}, {"dtype", dtype_name(s.dtype)}, {"shape", s.shape}, {"dynamic", s.dynamic}};
 }
@@ -213,13 +262,16 @@ Manifest manifest_from_json(const json& j) {
 }
 
 json plan_to_json(const lower::LoweredGraph& g, const std::vector<GraphInput>& inputs,
-                  const std::vector<std::string>& kernel_symbols) {
+                  const std::vector<json>& kernel_code) {
   json j;
   json ins = json::array();
   for (const GraphInput& in : inputs) ins.push_back({{in.constant ? "constant" : "arg", in.index}});
   j["graph_inputs"] = ins;
   json kernels = json::array();
-  for (size_t i = 0; i < g.kernels.size(); i++) kernels.push_back({{"name", g.kernels[i].name}, {"symbol", kernel_symbols[i]}});
+  for (size_t i = 0; i < g.kernels.size(); i++) {
+    kernels.push_back(kernel_to_json(g.kernels[i]));
+    kernels.back()["code"] = kernel_code.at(i);
+  }
   j["kernels"] = kernels;
   json buffers = json::array();
   for (const lower::Buffer& b : g.buffers)
@@ -258,17 +310,15 @@ json plan_to_json(const lower::LoweredGraph& g, const std::vector<GraphInput>& i
 }
 
 void plan_from_json(const json& j, lower::LoweredGraph* g, std::vector<GraphInput>* inputs,
-                    std::vector<std::string>* kernel_symbols) {
+                    std::vector<json>* kernel_code) {
   parsing("plan", [&] {
     for (const json& in : j["graph_inputs"]) {
       const bool c = in.contains("constant");
       inputs->push_back({c, in[c ? "constant" : "arg"].get<int>()});
     }
     for (const json& k : j["kernels"]) {
-      lower::Kernel kernel;
-      kernel.name = k["name"].get<std::string>();
-      g->kernels.push_back(std::move(kernel));
-      kernel_symbols->push_back(k["symbol"].get<std::string>());
+      g->kernels.push_back(kernel_from_json(k));
+      kernel_code->push_back(k["code"]);
     }
     for (const json& b : j["buffers"]) {
       lower::Buffer buf;

@@ -19,12 +19,14 @@ struct GraphInput {
   int index = 0;
 };
 
-// The plan: the lowered graph (kernels by name only: their code is in the object / cubins) and
-// the graph's inputs. Throws NotImplementedError for steps a package cannot hold (functions kept
-// in the graph with allow_in_graph).
+// The plan: the lowered graph (kernels with their loop IR, from which the CUDA launch geometry is
+// computed; their machine code is in the object / cubins) and the graph's inputs. `kernel_code`:
+// per kernel, what the device's runtime needs to find and launch it (cpu: {"symbol"}; cuda:
+// {"shapes", "names"}), stored as the kernel's "code". Throws NotImplementedError for steps a
+// package cannot hold (functions kept in the graph with allow_in_graph).
 nlohmann::json plan_to_json(const lower::LoweredGraph& g, const std::vector<GraphInput>& inputs,
-                            const std::vector<std::string>& kernel_symbols);
+                            const std::vector<nlohmann::json>& kernel_code);
 void plan_from_json(const nlohmann::json& j, lower::LoweredGraph* g, std::vector<GraphInput>* inputs,
-                    std::vector<std::string>* kernel_symbols);
+                    std::vector<nlohmann::json>* kernel_code);
 
 }  // namespace tc::aot

@@ -115,7 +115,7 @@ tc.no_grad(function()
   say("aot_whole_load_again_ms", best_ms(function() tc.aot.load(whole_path) end, 20))
   local exe = (arg[-1] or "build/tcrun"):gsub("tcrun$", "aot_load_example")
   tc.save(dir .. "/x.safetensors", {x = x:cpu()})
-  if device == "cpu" then
+  do
     local p = io.popen(("%s %s - %s 2>&1"):format(exe, whole_path, dir .. "/x.safetensors"))
     local out = p:read("a")
     p:close()

@@ -15,6 +15,7 @@
 
 #include "tc/aot.h"
 #include "tc/error.h"
+#include "tc/ops.h"
 #include "tc/safetensors.h"
 
 int main(int argc, char** argv) {
@@ -33,14 +34,20 @@ int main(int argc, char** argv) {
     auto t0 = std::chrono::steady_clock::now();
     tc::aot::Package pkg = tc::aot::Package::load(argv[1]);
     double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    // a CUDA package takes its constants and inputs on the GPU
+    const tc::Device device = pkg.manifest().device == "cuda" ? tc::Device{tc::DeviceType::CUDA, 0} : tc::Device{};
+    auto on_device = [&](const tc::Tensor& t) {
+      return t.device() == device ? t : tc::call1(tc::Op::to_device, {tc::Value(t), tc::Value(device)});
+    };
     if (std::strcmp(argv[2], "-") != 0) {
       std::map<std::string, tc::Tensor> constants;
-      for (auto& [name, t] : tc::load_safetensors(argv[2]).tensors) constants[name] = t;
+      for (auto& [name, t] : tc::load_safetensors(argv[2]).tensors) constants[name] = on_device(t);
       pkg.load_constants(constants, /*strict=*/true);
     }
     std::vector<tc::Tensor> inputs;
-    for (auto& [name, t] : tc::load_safetensors(argv[3]).tensors) inputs.push_back(t);
+    for (auto& [name, t] : tc::load_safetensors(argv[3]).tensors) inputs.push_back(on_device(t));
     std::vector<tc::Tensor> outs = pkg.run(inputs);
+    for (tc::Tensor& o : outs) o = o.device().is_cpu() ? o : tc::call1(tc::Op::to_device, {tc::Value(o), tc::Value(tc::Device{})});
     std::printf("loaded %s in %.2f ms: %zu inputs, %zu outputs, %zu constants\n", argv[1], load_ms, inputs.size(),
                 outs.size(), pkg.constant_names().size());
     std::vector<std::pair<std::string, tc::Tensor>> named;

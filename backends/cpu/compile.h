@@ -14,10 +14,6 @@ namespace tc::backends::cpu {
 // given, gets codegen and LLVM times and kernel counts added.
 Program compile_lowered(const lower::LoweredGraph& g, capture::CompileReport* report = nullptr);
 
-// Per kernel of `g`: whether it may assume its buffer parameters do not alias (no launch binds a
-// written parameter to a graph input or to a buffer another parameter also gets).
-std::vector<bool> kernels_without_aliasing(const lower::LoweredGraph& g);
-
 // Counters behind tc/cpu_backend.h's stats() (compile.cpp owns them).
 void count_graph(bool fallback, double lower_seconds);
 

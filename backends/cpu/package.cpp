@@ -8,7 +8,6 @@
 #include <map>
 
 #include "codegen.h"
-#include "compile.h"
 #include "disk_cache.h"
 #include "jit.h"
 
@@ -19,7 +18,7 @@ ObjectCode compile_object(const lower::LoweredGraph& g, capture::CompileReport* 
   capture::CompileReport& r = report ? *report : local;
   auto t0 = std::chrono::steady_clock::now();
   ObjectCode oc;
-  const std::vector<bool> noalias = kernels_without_aliasing(g);
+  const std::vector<bool> noalias = lower::kernels_without_aliasing(g);
   std::map<std::string, std::pair<const lower::Kernel*, std::string>> distinct;  // symbol -> kernel, key
   for (size_t i = 0; i < g.kernels.size(); i++) {
     std::string key = kernel_key(g.kernels[i], noalias[i]);

@@ -171,9 +171,10 @@ function M.export(f, args, opts)
                        constant_names = spec.constant_names, example_outputs = results}, Exported)
 end
 
-local compile_keys = {path = "string", device = "string", package_constants = "boolean"}
+local compile_keys = {path = "string", device = "string", package_constants = "boolean", arch = "number"}
 
--- tc.aot.compile(exported, {path =, device = "cpu", package_constants = false}) -> path, report
+-- tc.aot.compile(exported, {path =, device = "cpu", package_constants = false, arch = 90}) -> path, report
+-- (arch: device "cuda" only, the sm_ number; default: GPU 0's, or 90 without a GPU)
 function M.compile(ep, opts)
   if getmetatable(ep) ~= Exported then
     raise("ValueError", "tc.aot.compile(): expected an exported program (tc.export), got " .. type(ep))
@@ -181,7 +182,7 @@ function M.compile(ep, opts)
   opts = opts or {}
   for k, v in pairs(opts) do
     if compile_keys[k] == nil then
-      raise("ValueError", ("tc.aot.compile() got an unexpected option '%s' (options: path, device, package_constants)"):format(tostring(k)))
+      raise("ValueError", ("tc.aot.compile() got an unexpected option '%s' (options: path, device, package_constants, arch)"):format(tostring(k)))
     end
     if type(v) ~= compile_keys[k] then
       raise("ValueError", ("tc.aot.compile(): option '%s' must be a %s, got %s"):format(k, compile_keys[k], type(v)))
@@ -196,7 +197,7 @@ function M.compile(ep, opts)
     spec.constant_values = nil
   end
   local report = native("tc.aot.compile").compile(ep.graph, spec,
-    {path = opts.path, device = opts.device or "cpu", package_constants = opts.package_constants == true})
+    {path = opts.path, device = opts.device or "cpu", package_constants = opts.package_constants == true, arch = opts.arch})
   return opts.path, report
 end
 

@@ -49,8 +49,9 @@ struct Manifest {
 class Package {
  public:
   // Reads and validates the file (magic, format version, section checksums, tc version, device and
-  // CPU features or GPU arch) and links its kernels. Throws tc::Error naming the path and problem.
-  static Package load(const std::string& path);
+  // CPU features or GPU arch) and links its kernels (a CUDA package: on CUDA device
+  // `cuda_device`). Throws tc::Error naming the path and problem.
+  static Package load(const std::string& path, int cuda_device = 0);
 
   // Binds constants by name (tensors on the package's device, each of the recorded dtype and
   // shape; a whole model's state dict may be given: names the package lacks are ignored). strict:
