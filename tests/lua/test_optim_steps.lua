@@ -166,12 +166,12 @@ function tests.state_dict_round_trip_resumes_exactly()
   for _, name in ipairs {"sgd_nesterov_wd", "adam_amsgrad", "adamw", "rmsprop_centered_momentum", "adagrad_decay_wd_init",
                          "adam_skip", "groups_adam"} do
     local c = OF.optim().optimizers[name]
-    for _, foreach in ipairs {false, true} do
+    for _, mode in ipairs {{foreach = false}, {foreach = true}, {fused = true}} do
       local ps = params()
-      local opt = build(c, ps, {foreach = foreach})
+      local opt = build(c, ps, mode)
       for step = 1, 2 do set_grads(ps, step, c.skip); opt:step() end
       local sd = opt:state_dict()
-      local opt2 = build(c, ps, {lr = 123, foreach = foreach})
+      local opt2 = build(c, ps, {lr = 123, foreach = mode.foreach, fused = mode.fused})
       opt2:load_state_dict(sd)
       check.eq(opt2.param_groups[1].lr, opt.param_groups[1].lr, "hyper-parameters come back")
       -- the saved state is a copy: stepping the old optimizer does not change it
@@ -180,7 +180,7 @@ function tests.state_dict_round_trip_resumes_exactly()
       for i, p in ipairs(ps) do keep[i] = p:clone() end
       opt:step()
       for i, p in ipairs(ps) do p:detach():copy_(keep[i]) end
-      run_case(name, c, foreach, 3, ps, opt2)
+      run_case(name, c, mode, 3, ps, opt2)
     end
   end
 end
@@ -256,9 +256,9 @@ end
 
 -- Options changed between steps take effect: momentum switched on later gets its buffer.
 function tests.options_changed_between_steps_take_effect()
-  for _, foreach in ipairs {false, true} do
+  for _, mode in ipairs {{foreach = false}, {foreach = true}, {fused = true}} do
     local ps = params()
-    local opt = optim.RMSprop(ps, {lr = 0.01, foreach = foreach})
+    local opt = optim.RMSprop(ps, {lr = 0.01, foreach = mode.foreach, fused = mode.fused})
     set_grads(ps, 1)
     opt:step()
     assert(opt.state[ps[1]].momentum_buffer == nil)
