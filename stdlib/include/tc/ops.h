@@ -90,7 +90,7 @@ Stack call(Op op, const Stack& args);
 // Observes the top-level calls of `call` on this thread: `on_call` gets each call's bound
 // arguments and results after it ran; calls made while an observed call runs (a composite's
 // kernel, a decomposition) are not reported. Capture's compiled training records the backward
-// graph with it (capture/training.cpp). Unset, it costs `call` one thread-local load.
+// graph with it (capture/training.cpp). While no thread has one, `call` pays one plain load.
 struct CallObserver {
   virtual ~CallObserver() = default;
   virtual void on_call(Op op, const Stack& args, const Stack& out) = 0;
