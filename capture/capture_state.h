@@ -47,6 +47,8 @@ struct Stats {
   // compiled training (training.cpp): entries made, those that train op by op with eager
   // autograd, backward graphs compiled, tensors their forwards save for the backward
   int64_t training_entries = 0, training_eager = 0, backward_compiles = 0, saved_tensors = 0;
+  // compiled DDP (ddp_split.cpp): training graphs split at bucket boundaries, their subgraphs
+  int64_t ddp_split_graphs = 0, ddp_subgraphs = 0;
   CompileReport backend;        // the backends' reports, summed (perf_hints not kept)
   double trace_ms = 0, backend_ms = 0;
 };

@@ -99,6 +99,9 @@ struct Entry {
   // dims: the key is those sizes, empty for a graph without any).
   bool trains = false;
   mutable std::vector<std::pair<std::string, std::shared_ptr<Training>>> training;
+  // A training entry whose graph uses a DDP module's parameters runs split at bucket boundaries
+  // (ddp_split.h); decided at its first call (null until then).
+  mutable std::shared_ptr<struct DdpSplit> ddp_split;
 };
 
 // Turns a traced entry into "run the frame uncompiled": its guards and break record stay.

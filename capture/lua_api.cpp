@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "capture_state.h"
+#include "ddp_split.h"
 #include "table_snapshot.h"
 #include "lua_binding.h"
 #include "tc/capture.h"
@@ -309,6 +310,8 @@ int p_stats(lua_State* L) {
       {"training_eager", s.training_eager},
       {"backward_compiles", s.backward_compiles},
       {"saved_tensors", s.saved_tensors},
+      {"ddp_split_graphs", s.ddp_split_graphs},
+      {"ddp_subgraphs", s.ddp_subgraphs},
       {"kernels", s.backend.kernels},
       {"distinct_kernels", s.backend.distinct_kernels},
       {"cached_kernels", s.backend.cached_kernels},
@@ -764,6 +767,8 @@ return factory, ident, pass
     lua_rawseti(L, -2, lua_Integer(i) + 1);
   }
   lua_setfield(L, -2, "_modes");
+  lua_pushcfunction(L, l_ddp_mark_parameters);
+  lua_setfield(L, -2, "_ddp_mark_parameters");
   lua_settop(L, top);
 }
 

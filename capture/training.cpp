@@ -43,6 +43,7 @@
 #include <unordered_map>
 
 #include "capture_state.h"
+#include "ddp_split.h"
 #include "tc/autograd.h"
 #include "tc/random.h"
 
@@ -757,6 +758,7 @@ std::shared_ptr<Training> make_training(lua_State* L, const Entry& e, const std:
 
 std::vector<Tensor> run_training(lua_State* L, const Entry& e, const std::string& function,
                                  const CompileConfig& cfg, GraphInputs inputs) {
+  if (std::vector<Tensor> split; run_ddp_split(L, e, function, cfg, inputs, &split)) return split;
   std::string key;
   for (auto [in, d] : e.graph.dynamic_dims) key += std::to_string(inputs[size_t(in)]->sizes()[size_t(d)]) + ",";
   std::shared_ptr<Training> t;

@@ -70,14 +70,18 @@ function DDP:__init(module, opts)
     if p.requires_grad then params[#params + 1] = p end
   end
   local r = {params = params, log = {}, sync = true, broadcast_buffers = opts.broadcast_buffers ~= false,
-             in_backward = false, comm = {}}
+             in_backward = false, comm = {}, world = dist.get_world_size()}
   rawset(self, "_reducer", r)
   -- the same starting point everywhere
   tc.no_grad(function()
     for _, p in ipairs(module:parameters()) do dist.broadcast(p, 0) end
     for _, b in ipairs(module:buffers()) do dist.broadcast(b, 0) end
   end)
-  r.buckets = make_buckets(params, (opts.bucket_cap_mb or 25) * 1024 * 1024)
+  local cap_bytes = (opts.bucket_cap_mb or 25) * 1024 * 1024
+  r.buckets = make_buckets(params, cap_bytes)
+  -- tc.compile splits training graphs that use these parameters at bucket boundaries, so the
+  -- compiled backward still overlaps the all-reduces (capture/ddp_split.h)
+  if tc.compiler._ddp_mark_parameters then tc.compiler._ddp_mark_parameters(params, cap_bytes) end
   -- parameter index -> {bucket, offset}; hooks get a fresh userdata of the parameter, so
   -- parameters are told apart by their index, not by identity
   local index_of, slot = {}, {}
@@ -91,12 +95,19 @@ function DDP:__init(module, opts)
   end
 end
 
+-- Buffers broadcast from rank 0 before a forward. Under tc.compile this runs uncompiled (one
+-- graph break, and only for a model with buffers), as torch's DDP pre-forward under Dynamo.
+local sync_buffers = tc.compiler.disable(function(buffers)
+  tc.no_grad(function()
+    for _, b in ipairs(buffers) do dist.broadcast(b, 0) end
+  end)
+end)
+
 function DDP:forward(...)
   local r = rawget(self, "_reducer")
-  if r.broadcast_buffers and dist.get_world_size() > 1 then
-    tc.no_grad(function()
-      for _, b in ipairs(self.module:buffers()) do dist.broadcast(b, 0) end
-    end)
+  if r.broadcast_buffers and r.world > 1 then
+    local buffers = self.module:buffers()
+    if #buffers > 0 then sync_buffers(buffers) end
   end
   return self.module(...)
 end

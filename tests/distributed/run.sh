@@ -61,6 +61,13 @@ if out=$(timeout 120 "$TCRUN" --nproc-per-node 2 tests/distributed/ddp_cnn.lua c
   pass "ddp_cnn_training_equals_full_batch_training_on_gloo"
 else fail "ddp_cnn_training_equals_full_batch_training_on_gloo" "$out"; fi
 
+# 5d. compiled DDP (tc.compile of the DDP model, and of a train step) equals eager DDP and
+# full-batch training, with its graphs split at bucket boundaries so all-reduces overlap
+if out=$(timeout 180 "$TCRUN" --nproc-per-node 2 tests/distributed/ddp_compiled.lua cpu 2>&1) &&
+   [ "$(grep -c "ddp compiled ok" <<<"$out")" -eq 2 ]; then
+  pass "compiled_ddp_equals_eager_ddp_and_overlaps_on_gloo"
+else fail "compiled_ddp_equals_eager_ddp_and_overlaps_on_gloo" "$out"; fi
+
 # 6. DistributedSampler
 if out=$("$TCRUN" tests/distributed/sampler.lua 2>&1) && grep -q "sampler ok" <<<"$out"; then
   pass "distributed_sampler_partitions_like_torch"
@@ -85,6 +92,9 @@ else
   if out=$(timeout 120 "$TCRUN" --nproc-per-node 1 tests/distributed/ddp.lua cuda 2>&1) && grep -q "ddp ok" <<<"$out"; then
     pass "ddp_training_equals_the_reference_on_nccl_1_rank"
   else fail "ddp_training_equals_the_reference_on_nccl_1_rank" "$out"; fi
+  if out=$(timeout 180 "$TCRUN" --nproc-per-node 1 tests/distributed/ddp_compiled.lua cuda 2>&1) && grep -q "ddp compiled ok" <<<"$out"; then
+    pass "compiled_ddp_equals_eager_ddp_on_nccl_1_rank"
+  else fail "compiled_ddp_equals_eager_ddp_on_nccl_1_rank" "$out"; fi
   gpus=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU")
   if [ "$gpus" -ge 2 ]; then
     if out=$(timeout 180 "$TCRUN" --nproc-per-node "$gpus" tests/distributed/collectives.lua cuda 2>&1) &&
@@ -99,6 +109,10 @@ else
        [ "$(grep -c "ddp cnn ok" <<<"$out")" -eq "$gpus" ]; then
       pass "ddp_cnn_training_equals_full_batch_training_on_${gpus}_gpus"
     else fail "ddp_cnn_training_equals_full_batch_training_on_${gpus}_gpus" "$out"; fi
+    if out=$(timeout 240 "$TCRUN" --nproc-per-node "$gpus" tests/distributed/ddp_compiled.lua cuda 2>&1) &&
+       [ "$(grep -c "ddp compiled ok" <<<"$out")" -eq "$gpus" ]; then
+      pass "compiled_ddp_equals_eager_ddp_and_overlaps_on_${gpus}_gpus"
+    else fail "compiled_ddp_equals_eager_ddp_and_overlaps_on_${gpus}_gpus" "$out"; fi
   fi
 fi
 
