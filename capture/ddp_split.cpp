@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <unordered_map>
 
@@ -62,16 +63,13 @@ DdpPlan plan_ddp_split(const Graph& g, const std::vector<int64_t>& params_bytes,
   };
   std::vector<int> pos(g.nodes.size(), -1);
   for (size_t p = 0; p < ops.size(); p++) pos[size_t(ops[p])] = int(p);
-  std::map<int, std::pair<int, int>> uses;  // parameter input -> first, last op position
+  std::vector<int> first_use(g.inputs.size(), -1);  // per parameter: the op position of its first use
   for (size_t p = 0; p < ops.size(); p++) {
     const Node& n = g.nodes[size_t(ops[p])];
     for (size_t a = 0; a < n.args.size(); a++) {
       for (Ref r : n.args[a].refs) {
         const int in = input_of[size_t(r.node)];
-        if (in >= 0 && params_bytes[size_t(in)] > 0) {
-          auto [it, fresh] = uses.try_emplace(in, int(p), int(p));
-          it->second.second = int(p);
-        }
+        if (in >= 0 && params_bytes[size_t(in)] > 0 && first_use[size_t(in)] < 0) first_use[size_t(in)] = int(p);
         if (n.kind == NodeKind::Op && a < schema(n.op).args.size() && schema(n.op).args[a].mutated) {
           const int root = root_node(g, r);
           if (pos[size_t(root)] >= 0) block(pos[size_t(root)], int(p));
@@ -79,7 +77,6 @@ DdpPlan plan_ddp_split(const Graph& g, const std::vector<int64_t>& params_bytes,
       }
     }
   }
-  for (auto& [in, fl] : uses) block(fl.first, fl.second);
   std::vector<bool> can_cut(ops.size() + 1, false);
   for (int p = 0, run = 0; p <= int(ops.size()); p++) {
     run += blocked[size_t(p)];
@@ -89,7 +86,6 @@ DdpPlan plan_ddp_split(const Graph& g, const std::vector<int64_t>& params_bytes,
   std::vector<int> rev(ops.size(), 0);
   int cur = 0, deferred = 0;
   int64_t bytes = 0;
-  std::vector<bool> counted(g.inputs.size(), false);
   for (int p = int(ops.size()) - 1; p >= 0; p--) {
     if (bytes >= cap_bytes && bytes > 0) {
       if (can_cut[size_t(p + 1)]) {
@@ -100,12 +96,15 @@ DdpPlan plan_ddp_split(const Graph& g, const std::vector<int64_t>& params_bytes,
       }
     }
     rev[size_t(p)] = cur;
-    for (const NodeArg& a : g.nodes[size_t(ops[size_t(p)])].args)
-      for (Ref r : a.refs)
-        if (const int in = input_of[size_t(r.node)]; in >= 0 && params_bytes[size_t(in)] > 0 && !counted[size_t(in)]) {
-          counted[size_t(in)] = true;
-          bytes += params_bytes[size_t(in)];
-        }
+    // a parameter's gradient is accumulated by the subgraph of its first use (ddp_split.h)
+    for (size_t in = 0; in < first_use.size(); in++)
+      if (first_use[in] == p) bytes += params_bytes[in];
+  }
+  // ops before the first parameter's use (a parameter-free preamble) join the next subgraph
+  if (bytes == 0 && cur > 0) {
+    for (int& r : rev)
+      if (r == cur) r = cur - 1;
+    cur--;
   }
   plan.pieces = cur + 1;
   for (size_t p = 0; p < ops.size(); p++) plan.piece[size_t(ops[p])] = cur - rev[p];
@@ -116,8 +115,7 @@ DdpPlan plan_ddp_split(const Graph& g, const std::vector<int64_t>& params_bytes,
                                    " subgraphs where its parameters fill a bucket, in backward order (" + buf + ")"
                              : std::string("DDP graph not split (") + buf + ")";
   if (deferred > 0)
-    plan.why += "; cuts moved on by " + std::to_string(deferred) +
-                " ops: a parameter used on both sides of a cut, or an in-place write into a value of the other side";
+    plan.why += "; cuts moved on by " + std::to_string(deferred) + " ops: an in-place write into a value of the other side";
   return plan;
 }
 
@@ -184,13 +182,43 @@ std::shared_ptr<DdpSplit> make_split(lua_State* L, const Entry& e, const std::st
       for (Ref r : a.refs) rg[i] = rg[i] || rg[size_t(r.node)];
   }
   s->pieces.resize(size_t(plan.pieces));
+  // per input that requires grad (by its first input node, as `same`): the subgraph of its first use
+  std::vector<int> first_piece(g.inputs.size(), -1);
+  std::vector<int> input_index(g.nodes.size(), -1);
+  for (size_t j = 0; j < g.inputs.size(); j++) input_index[size_t(g.inputs[j])] = int(j);
+  for (size_t i = 0; i < g.nodes.size(); i++)
+    for (const NodeArg& a : g.nodes[i].args)
+      for (Ref r : a.refs)
+        if (const int j = input_index[size_t(r.node)]; j >= 0 && rg[size_t(r.node)] && first_piece[size_t(same[size_t(j)])] < 0)
+          first_piece[size_t(same[size_t(j)])] = plan.piece[i];
   std::vector<std::map<RefKey, Ref>> local(size_t(plan.pieces));  // per subgraph: original value -> its Ref
-  auto need = [&](int k, Ref r) -> Ref {
+  std::function<Ref(int, Ref)> need = [&](int k, Ref r) -> Ref {
     auto& map = local[size_t(k)];
     if (auto it = map.find(key_of(r)); it != map.end()) return it->second;
     const Node& src = g.nodes[size_t(r.node)];
     DdpSplit::Piece& piece = s->pieces[size_t(k)];
     std::string name = src.name;
+    const int j = input_index[size_t(r.node)];
+    if (const int f = j >= 0 ? first_piece[size_t(same[size_t(j)])] : -1; f >= 0 && f != k) {
+      // an input that requires grad, used by an earlier subgraph f: a view of it that f makes (and
+      // returns), so its gradients from here flow back through f's node and it is accumulated once
+      const Ref in_f = need(f, Ref{g.inputs[size_t(same[size_t(j)])], 0, -1});
+      const RefKey alias{r.node, -1, -1};
+      auto& fl = local[size_t(f)];
+      if (!fl.count(alias)) {
+        Graph& fg = s->pieces[size_t(f)].entry.graph;
+        const Tensor& fake = fg.fake(in_f);
+        const IntList sizes(fake.sizes().begin(), fake.sizes().end());
+        fl[alias] = fg.add_op(Op::view, {NodeArg::ref(in_f), NodeArg::constant_of(Value(sizes))},
+                              call(Op::view, {Value(fake), Value(sizes)}))[0];
+        s->pieces[size_t(f)].out.push_back(alias);
+        fg.outputs.push_back(fl[alias]);
+      }
+      Ref mine = piece.entry.graph.add_input(name + "_view", "subgraph", fake_input(g.fake(r), true));
+      piece.in.push_back(alias);
+      map[key_of(r)] = mine;
+      return mine;
+    }
     if (src.kind != NodeKind::Input) {
       name += r.elem >= 0 ? "_" + std::to_string(r.elem) : "";
       auto& from = s->pieces[size_t(plan.piece[size_t(r.node)])];

@@ -10,8 +10,11 @@
 // (tc.compiler._ddp_mark_parameters(params, cap_bytes), called at wrap time). The cut points are
 // chosen by walking the graph's op nodes backwards (the order of the backward) and cutting
 // where the parameters used so far fill a bucket (cap bytes), as DDPOptimizer; a cut never
-// separates two uses of one parameter (its gradient must arrive once) nor an in-place write from
-// the value it writes into.
+// separates an in-place write from the value it writes into. A parameter (any input that requires
+// grad) used by several subgraphs is an input of the first one only, which also returns a view
+// of it for the later ones: their gradients for it flow back through the first one's node, so
+// it is accumulated once per backward (its hooks fire once, as DDP's reducer expects), and it
+// counts towards the first one's bucket.
 #pragma once
 #include <lua.hpp>
 #include <memory>

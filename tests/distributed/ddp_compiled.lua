@@ -3,7 +3,8 @@
 -- users write it (tc.compile(ddp_model), and a compiled train step that calls the DDP model), ends
 -- with the parameters of eager DDP and of one process training on the whole batch. The compiled
 -- backward still overlaps communication: the reducer's log shows an all-reduce launched before the
--- last gradient is ready, buckets in order, and the graph split at bucket boundaries.
+-- last gradient is ready, buckets in order, and the graph split at bucket boundaries. A tiny GPT-2
+-- (tied weights) trains under eager and compiled DDP as one process on the whole batch.
 local tc = require "tc"
 local nn = tc.nn
 local F = nn.functional
@@ -92,6 +93,45 @@ for _, kind in ipairs{"model", "step"} do
   local overlaps = check_log(what, log, nb, np)
   if os.getenv("TC_DDP_TEST_OVERLAP") ~= "0" and not overlaps then
     error(("rank %d: %s: no all-reduce launched before the last gradient: %s"):format(rank, what, table.concat(log, ", ")))
+  end
+end
+
+-- tied weights (a tiny GPT-2: the token embedding is also the output layer): eager and compiled
+-- DDP equal one process on the whole batch (the tied weight's gradient is the sum of both uses,
+-- accumulated once per backward under compile, twice under eager autograd)
+package.path = "scripts/models/?.lua;" .. package.path
+local gpt2 = require "gpt2"
+local function make_gpt2()
+  tc.manual_seed(5)
+  return gpt2.gpt2({vocab_size = 50, n_positions = 8, n_embd = 16, n_layer = 2, n_head = 2}):to(cnn.dtype):to(cnn.device)
+end
+local function tokens(step)
+  tc.manual_seed(50 + step)
+  return tc.randint(1, 51, {2 * world, 8}):to(cnn.device), tc.randint(1, 51, {2 * world, 8}):to(cnn.device)
+end
+local function lm_loss(logits, y) return F.cross_entropy(logits:reshape(-1, 50), y:reshape(-1)) end
+local function train_gpt2(kind)
+  local net = make_gpt2()
+  local m = kind == "full" and net or nn.parallel.DistributedDataParallel(net, {bucket_cap_mb = 0.002})
+  if kind == "compiled" then m = tc.compile(m) end
+  local opt = tc.optim.SGD(net:parameters(), {lr = 0.1, momentum = 0.9})
+  for s = 1, 3 do
+    local x, y = tokens(s)
+    if kind ~= "full" then x, y = x:narrow(1, rank * 2 + 1, 2), y:narrow(1, rank * 2 + 1, 2) end
+    opt:zero_grad()
+    lm_loss(m(x), y):backward()
+    opt:step()
+  end
+  return net:parameters()
+end
+local full = train_gpt2("full")
+local gtol = cnn.device == "cpu" and 1e-10 or 1e-4
+for _, kind in ipairs{"eager", "compiled"} do
+  for i, p in ipairs(train_gpt2(kind)) do
+    local err = ((p - full[i]):abs():max() / (full[i]:abs():max() + 1)):item()
+    if err > gtol then
+      error(("rank %d: GPT-2 (tied weights), %s DDP: parameter %d differs from full-batch training by %g"):format(rank, kind, i, err))
+    end
   end
 end
 
