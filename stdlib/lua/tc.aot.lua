@@ -44,11 +44,22 @@ local Exported = {}
 Exported.__index = Exported
 Exported.__name = "tc.ExportedProgram"
 
-function Exported:code() return self.graph.code end
+-- The graph's listing, its inputs named as the export names them (input names; constants with
+-- dots as underscores: %layers_1_linear1_weight).
+function Exported:code()
+  if self._code == nil then
+    local names = {}
+    for k, gi in ipairs(self.spec.graph_inputs) do
+      names[k] = gi.constant and self.spec.constant_names[gi.index] or self.spec.input_names[gi.index]
+    end
+    self._code = native("ExportedProgram:code()").code(self.graph, names)
+  end
+  return self._code
+end
 
 function Exported:__tostring()
   local lines = {"ExportedProgram:"}
-  for line in (self.graph.code .. "\n"):gmatch("([^\n]*)\n") do lines[#lines + 1] = "    " .. line end
+  for line in (self:code() .. "\n"):gmatch("([^\n]*)\n") do lines[#lines + 1] = "    " .. line end
   local ins = {}
   for i, n in ipairs(self.input_names) do ins[i] = n end
   lines[#lines + 1] = "Inputs: " .. table.concat(ins, ", ")
@@ -127,7 +138,14 @@ function M.export(f, args, opts)
     raise("ValueError", ("tc.export(): the function returns %d tensors but its graph has %d outputs (side effects on tables, or a result returned twice, cannot be exported)"):format(results.n, n_out))
   end
 
-  local spec = {graph_inputs = {}, input_names = names, constant_names = {}}
+  -- every example input's dtype and sizes (an input the graph never reads keeps these)
+  local input_specs = {}
+  for i, t in ipairs(ex) do
+    local sizes = {}
+    for d = 1, t:dim() do sizes[d] = t:size(d) end
+    input_specs[i] = {dtype = tostring(t.dtype):gsub("^tc%.", ""), shape = sizes}
+  end
+  local spec = {graph_inputs = {}, input_names = names, input_specs = input_specs, constant_names = {}}
   local state = {}
   -- the module's own names for its tensors (its state dict's: containers' internals left out)
   local own_name = {}
@@ -190,6 +208,7 @@ function M.compile(ep, opts)
   end
   if opts.path == nil then raise("ValueError", 'tc.aot.compile(): opts.path is required (path = "model.tcpkg")') end
   local spec = ep.spec
+  spec.code = ep:code()
   if opts.package_constants then
     spec.constant_values = {}
     for i, n in ipairs(spec.constant_names) do spec.constant_values[i] = ep.state_dict[n] end
