@@ -32,3 +32,10 @@ local want = tc.no_grad(function()
 end)
 h.close_to_eager(pkg(x), want, "partial rebinding")
 os.remove(path)
+
+-- constants are bound by reference (no copy): in-place updates of the weights are seen
+local p2, path2 = h.round_trip(layer, {x})
+p2:load_constants(layer:state_dict())
+tc.no_grad(function() layer.linear2.bias:add_(1.5) end)
+h.close_to_eager(p2(x), tc.no_grad(function() return layer(x) end), "after an in-place weight update")
+os.remove(path2)
