@@ -160,7 +160,7 @@ json kernel_to_json(const lower::Kernel& k) {
   }
   return {{"name", k.name},         {"buffers", buffers},     {"num_size_params", k.num_size_params},
           {"instrs", instrs},       {"preamble", k.preamble}, {"outer", k.outer},
-          {"body", body}};
+          {"body", body},           {"source_nodes", k.source_nodes}, {"source_lines", k.source_lines}};
 }
 
 lower::Kernel kernel_from_json(const json& j) {
@@ -178,6 +178,8 @@ lower::Kernel kernel_from_json(const json& j) {
     in.f = f64_from(x[7]);
     k.instrs.push_back(in);
   }
+  k.source_nodes = j["source_nodes"].get<std::vector<int>>();
+  k.source_lines = j["source_lines"].get<std::vector<int>>();
   k.preamble = j["preamble"].get<std::vector<lower::Val>>();
   k.outer = j["outer"].get<std::vector<lower::Val>>();
   for (const json& x : j["body"]) {
