@@ -138,7 +138,15 @@ int native_code(lua_State* L) {
 int native_load(lua_State* L) {
   return lua::guarded(L, [](lua_State* L) {
     const char* path = luaL_checkstring(L, 1);
-    Package p = Package::load(path);
+    int cuda_device = 0;
+    if (lua_istable(L, 2)) {
+      const std::string d = field_string(L, 2, "device", "cuda:0");
+      const Device dev = Device::parse(d);
+      TC_CHECK(dev.is_cuda(), ValueError, "tc.aot.load(): device must be a CUDA device (\"cuda:1\"), got \"%s\"",
+               d.c_str());
+      cuda_device = dev.index;
+    }
+    Package p = Package::load(path, cuda_device);
     void* mem = lua_newuserdatauv(L, sizeof(Package), 0);
     new (mem) Package(std::move(p));
     luaL_setmetatable(L, kPackageMeta);

@@ -220,11 +220,16 @@ function M.compile(ep, opts)
   return opts.path, report
 end
 
--- tc.aot.load(path) -> package: pkg(...) runs it; pkg:load_constants(sd, {strict = true});
--- pkg:manifest(); pkg:constants().
-function M.load(path)
+-- tc.aot.load(path [, {device = "cuda:1"}]) -> package: pkg(...) runs it;
+-- pkg:load_constants(sd, {strict = true}); pkg:manifest(); pkg:constants(). `device` picks the
+-- GPU of a CUDA package (default cuda:0).
+function M.load(path, opts)
   if type(path) ~= "string" then raise("ValueError", "tc.aot.load(path): expected a string, got " .. type(path)) end
-  return native("tc.aot.load").load(path)
+  if opts ~= nil and type(opts) ~= "table" then raise("ValueError", "tc.aot.load(path, opts): opts must be a table, got " .. type(opts)) end
+  for k in pairs(opts or {}) do
+    if k ~= "device" then raise("ValueError", ("tc.aot.load() got an unexpected option '%s' (options: device)"):format(tostring(k))) end
+  end
+  return native("tc.aot.load").load(path, opts)
 end
 
 return M
