@@ -121,10 +121,19 @@ function M.export(f, args, opts)
   local src = module and "local _, id = ... return function(m, ...) local _ = id return m(...) end"
                       or "local f, id = ... return function(...) local _ = id return f(...) end"
   local wrapper = load(src, "@[tc]/tc.export")(module or f, "tc.export#" .. counter)
-  local compiled = tc.compile(wrapper, {backend = backend, fullgraph = true})
-  local results
-  if module then results = table.pack(compiled(module, table.unpack(ex, 1, #ex)))
-  else results = table.pack(compiled(table.unpack(ex, 1, #ex))) end
+  -- An export always traces: tcrun --eager (tc.config.eager) and a stance such as force_eager
+  -- are set aside for it.
+  local saved_eager, saved_stance = tc.config.eager, tc.compiler.stance
+  tc.config.eager = false
+  if saved_stance ~= "default" then tc.compiler.set_stance("default") end
+  local ok, results = pcall(function()
+    local compiled = tc.compile(wrapper, {backend = backend, fullgraph = true})
+    if module then return table.pack(compiled(module, table.unpack(ex, 1, #ex))) end
+    return table.pack(compiled(table.unpack(ex, 1, #ex)))
+  end)
+  tc.config.eager = saved_eager
+  if saved_stance ~= "default" then tc.compiler.set_stance(saved_stance) end
+  if not ok then error(results, 0) end
   if captured == nil then raise("ValueError", "tc.export(): the function made no graph (it computes nothing with tensors)") end
   local gm = captured.gm
   local nodes = gm.nodes

@@ -22,3 +22,12 @@ h.expect_error("expected an exported program", tc.aot.compile, function() end, {
 h.expect_error("unexpected option 'devcie'", tc.aot.load, "x.tcpkg", {devcie = "cuda"})
 h.expect_error('device must be a CUDA device ("cuda:1"), got "cpu"', tc.aot.load, "x.tcpkg", {device = "cpu"})
 h.expect_error("cannot open", tc.aot.load, "/nonexistent/x.tcpkg")
+
+-- an export traces even where tc.compile would not (tcrun --eager, a force_eager stance)
+tc.compiler.set_stance("force_eager")
+local fe = tc.export(function(a) return a * 3 end, {tc.randn(2)})
+h.eq(#fe.graph.nodes, 3, "the export made its graph under force_eager")
+h.eq(tc.compiler.stance, "force_eager", "the stance is restored")
+tc.compiler.set_stance("default")
+local out = h.run('local tc = require "tc"; print(#tc.export(function(a) return a + 1 end, {tc.randn(2)}).graph.nodes)', "--eager")
+assert(out:find("^3"), "tcrun --eager: " .. out)
