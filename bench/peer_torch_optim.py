@@ -18,13 +18,14 @@ cases = [("SGD", dict(lr=0.1, momentum=0.9, weight_decay=1e-4)), ("Adam", dict(l
          ("AdamW", dict(lr=1e-3, weight_decay=1e-2)), ("RMSprop", dict(lr=1e-3, momentum=0.9)), ("Adagrad", dict(lr=1e-2))]
 for name, kw in cases:
     for mode in ("per_param", "foreach", "fused"):
-        try:
+        try:  # this torch may lack fused for the class or the device (also raised at the first step)
             opt = getattr(torch.optim, name)(params, **(dict(fused=True) if mode == "fused" else dict(foreach=mode == "foreach")), **kw)
+            with torch.no_grad():
+                opt.step()
         except (TypeError, RuntimeError, ValueError) as e:
             print(f"{name} {mode} n/a: {str(e).splitlines()[0][:80]}")
             continue
         with torch.no_grad():
-            opt.step()
             sync()
             t0 = time.perf_counter()
             for _ in range(steps):

@@ -73,8 +73,8 @@ local function message(e)
   return (s:gsub("\n.*", ""):sub(1, 200))
 end
 
-print(("# tc %s on %s, %d CPU threads, optimizer %s (fused=%s)"):format(model_name, device, tc.get_num_threads(),
-  getmetatable(opt).__name, tostring(opt.param_groups[1].fused)))
+print(("# tc %s on %s, %d CPU threads, optimizer %s (%s)"):format(model_name, device, tc.get_num_threads(),
+  getmetatable(opt).__name, device == "cpu" and "per parameter, the CPU's default" or "fused, the default for CUDA"))
 io.stdout:flush()
 for _, v in ipairs(variants) do
   local fn = train_step

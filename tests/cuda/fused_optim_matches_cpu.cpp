@@ -59,8 +59,11 @@ std::vector<TensorList> make_lists(const Case& c, DType dt, Device dev) {
   std::vector<TensorList> lists(2 + c.states);
   for (const Shape& s : shapes()) {
     for (size_t l = 0; l < lists.size(); l++) {
-      // states that are square averages stay positive
-      Tensor t = convert(random(s, rng, l >= 2 ? 0.0 : -1.0), dt, dev);
+      // states in [0.5, 1) (square averages stay positive), RMSprop's grad_avgs (list 4) small:
+      // its centered average sqrt(square_avg - grad_avg^2) stays away from cancellation
+      Tensor t = random(s, rng, l >= 2 ? 0.5 : -1.0);
+      if (c.op == Op::_fused_rmsprop_ && l == 4) t = call1(Op::mul, {t, 0.1});
+      t = convert(t, dt, dev);
       if (s == Shape{6, 4}) t = t.as_strided({4, 6}, {1, 4}, 0);
       lists[l].push_back(t);
     }
@@ -104,8 +107,10 @@ TEST_F(FusedOptimOnCuda, EveryAlgorithmEqualsTheCpuKernelInAFewLaunches) {
         call(c.op, ca);
         int64_t before = cuda::launch_count();
         call(c.op, ga);
-        if (gpu_ && dt == DType::Float32)  // 150 parameters: 3 launches, plus the non-contiguous one's copies
-          EXPECT_LE(cuda::launch_count() - before, 3 + 2 * (2 + c.states)) << what;
+        int64_t launches = cuda::launch_count() - before;
+        if (gpu_ && dt == DType::Float32 && step == 1) printf("%s: %lld launches\n", what.c_str(), (long long)launches);
+        if (gpu_)  // 150 parameters: 3 launches, plus copies in and out of the non-contiguous one
+          EXPECT_LE(launches, 3 + 2 * (2 + c.states)) << what;
       }
       if (!gpu_) continue;
       double tol = dt == DType::Float64 ? 1e-12 : dt == DType::Float32 ? 1e-5 : 2e-2;
@@ -114,10 +119,13 @@ TEST_F(FusedOptimOnCuda, EveryAlgorithmEqualsTheCpuKernelInAFewLaunches) {
         for (size_t i = 0; i < cpu[l].size(); i++) {
           Tensor a = convert(cpu[l][i], DType::Float64, Device{}), b = convert(gpu[l][i], DType::Float64, Device{});
           double worst = 0;
-          for (int64_t k = 0; k < a.numel(); k++)
-            worst = std::max(worst, std::abs(a.data<double>()[k] - b.data<double>()[k]) /
-                                        (1 + std::abs(a.data<double>()[k])));
-          ASSERT_LE(worst, tol) << what << " list " << l << " tensor " << i;
+          int64_t at = 0;
+          for (int64_t k = 0; k < a.numel(); k++) {
+            double e = std::abs(a.data<double>()[k] - b.data<double>()[k]) / (1 + std::abs(a.data<double>()[k]));
+            if (!(e <= worst)) worst = e, at = k;  // NaN counts
+          }
+          ASSERT_LE(worst, tol) << what << " list " << l << " tensor " << i << " element " << at << ": cpu "
+                                << a.data<double>()[at] << " cuda " << b.data<double>()[at];
         }
       }
     }
