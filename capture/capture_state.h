@@ -44,6 +44,9 @@ struct Stats {
   int64_t traces = 0, backend_compiles = 0, cache_hits = 0, recompiles = 0, graph_breaks = 0,
           fallbacks = 0;
   int64_t guard_fast_hits = 0;  // cache hits proven by the guards' fast path (guards.h)
+  // compiled training (training.cpp): entries made, those that train op by op with eager
+  // autograd, backward graphs compiled, tensors their forwards save for the backward
+  int64_t training_entries = 0, training_eager = 0, backward_compiles = 0, saved_tensors = 0;
   CompileReport backend;        // the backends' reports, summed (perf_hints not kept)
   double trace_ms = 0, backend_ms = 0;
 };
@@ -75,6 +78,8 @@ struct Report {
   std::vector<GuardRec> guards;
   std::vector<RecompileRec> recompiles;
   std::vector<TimeRec> times;
+  // compiled training (training.cpp): per joint, "function: what it saves; the backward's ops"
+  std::vector<std::string> training;
   std::vector<std::string> fallbacks;  // "function: why it runs uncompiled"
   struct CacheRec {
     std::string function;
@@ -101,6 +106,9 @@ struct State {
 State& state();
 
 // dispatch.cpp
+// tc.config[key] when it is an integer (a boolean), else `fallback`.
+int config_int(lua_State* L, const char* key, int fallback);
+bool config_bool(lua_State* L, const char* key, bool fallback);
 int l_dispatch(lua_State* L);  // (compiled fn userdata, args...) -> (f, args...) to tail-call
 // (pending call state, results...) -> (f, args...): continues after a call made at a break
 int l_after_call(lua_State* L);

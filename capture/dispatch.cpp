@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 #include "capture_state.h"
 #include "dump.h"
@@ -12,6 +13,7 @@
 #include "resume.h"
 #include "tc/autograd.h"
 #include "tracer.h"
+#include "training.h"
 #include "verifier.h"
 
 namespace tc::capture {
@@ -19,6 +21,29 @@ namespace tc::capture {
 State& state() {
   static State s;
   return s;
+}
+
+// Pushes tc.config[key] (or something that is neither a number nor a boolean); returns the top
+// before it.
+static int push_config(lua_State* L, const char* key) {
+  const int top = lua_gettop(L);
+  lua_getfield(L, LUA_REGISTRYINDEX, "tc.module");
+  if (lua_istable(L, -1) && lua_getfield(L, -1, "config") == LUA_TTABLE) lua_getfield(L, -1, key);
+  return top;
+}
+
+int config_int(lua_State* L, const char* key, int fallback) {
+  const int top = push_config(L, key);
+  if (lua_isinteger(L, -1)) fallback = int(lua_tointeger(L, -1));
+  lua_settop(L, top);
+  return fallback;
+}
+
+bool config_bool(lua_State* L, const char* key, bool fallback) {
+  const int top = push_config(L, key);
+  if (lua_isboolean(L, -1)) fallback = lua_toboolean(L, -1);
+  lua_settop(L, top);
+  return fallback;
 }
 
 namespace {
@@ -931,9 +956,12 @@ Outcome execute(lua_State* L, const Entry& e, CodeCache*& cc,
   Run r{base};
   if (e.graph.num_ops() > 0) {
     std::vector<Tensor> outs;
-    // A compiled graph records no autograd tape (compiled training is to come): its outputs
-    // require no grad, as before eager autograd existed.
-    GradModeGuard no_tape(false);
+    // A compiled graph records no autograd tape: a training entry links its outputs to its
+    // compiled backward (training.cpp); other graphs' outputs require no grad. A Lua function
+    // backend's callable runs in the caller's grad mode (what it computes eagerly records, as
+    // torch.compile's custom backends do).
+    std::optional<GradModeGuard> no_tape;
+    if (e.lua_backend_ref == LUA_NOREF) no_tape.emplace(false);
     if (e.lua_backend_ref != LUA_NOREF) {
       std::vector<int> slots;
       for (int s : e.input_sources) slots.push_back(GuardProgram::slot(base, s));
@@ -957,7 +985,12 @@ Outcome execute(lua_State* L, const Entry& e, CodeCache*& cc,
       }
       RunningState running(L);
       try {
-        outs = e.run(inputs);
+        if (e.trains) {
+          GradModeGuard tape(true);
+          outs = run_training(L, e, cc->name, *cfg, inputs);
+        } else {
+          outs = e.run(inputs);
+        }
       } catch (const NodeError& err) {
         push_node_error(L, e.graph, err);
         return Outcome::Raise;
@@ -1030,17 +1063,6 @@ std::vector<int> sources_read_after_check(const Entry& e) {
   return out;
 }
 
-// tc.config[key] when it is an integer, else `fallback`.
-int config_int(lua_State* L, const char* key, int fallback) {
-  const int top = lua_gettop(L);
-  lua_getfield(L, LUA_REGISTRYINDEX, "tc.module");
-  if (lua_istable(L, -1) && lua_getfield(L, -1, "config") == LUA_TTABLE) {
-    lua_getfield(L, -1, key);
-    if (lua_isinteger(L, -1)) fallback = int(lua_tointeger(L, -1));
-  }
-  lua_settop(L, top);
-  return fallback;
-}
 
 // Pushes the error of fullgraph=true for an entry whose whole frame runs uncompiled.
 void push_uncompilable(lua_State* L, const CodeCache* cc, const Entry& e) {
@@ -1193,7 +1215,11 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
   }
   auto t1 = std::chrono::steady_clock::now();
   CompileReport report;
-  if (e->end != EndKind::Fallback && e->graph.num_ops() > 0) {
+  e->trains = e->end != EndKind::Fallback && cfg->backend_fn_ref == LUA_NOREF && is_training_graph(e->graph);
+  if (e->trains) {
+    // its forward and backward are compiled at its first call (training.cpp)
+    st.report.graphs.push_back({cache_name(cc), e->graph.op_names(), e->graph.print_code(), report});
+  } else if (e->end != EndKind::Fallback && e->graph.num_ops() > 0) {
     const int base = lua_gettop(L);
     if (cfg->backend_fn_ref != LUA_NOREF) {
       // example inputs: the real tensors of this call

@@ -11,6 +11,7 @@
 #include "guards.h"
 #include "proto.h"
 #include "tc/capture/graph.h"
+#include "training.h"
 
 namespace tc::capture {
 
@@ -93,6 +94,11 @@ struct Entry {
   std::string fallback_reason;
   int trace_id = 0;
   std::string backend_key;  // CompileConfig::backend_key of the compile that made it
+  // A training entry (training.h): traced with grad mode on and an input that requires grad; its
+  // forward and backward graphs are made and compiled at its first call (per size of its dynamic
+  // dims: the key is those sizes, empty for a graph without any).
+  bool trains = false;
+  mutable std::vector<std::pair<std::string, std::shared_ptr<Training>>> training;
 };
 
 // Turns a traced entry into "run the frame uncompiled": its guards and break record stay.

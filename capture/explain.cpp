@@ -76,6 +76,7 @@ static nlohmann::json to_json(const Report& r) {
                      {"total_ms", t.trace_ms + t.backend_ms}});
   j["compile_times"] = times;
   j["uncompiled"] = r.fallbacks;
+  j["training"] = r.training;
   json caches = json::array();
   for (const auto& c : r.caches)
     caches.push_back({{"function", c.function},
@@ -137,6 +138,10 @@ static std::string to_text(const Report& r) {
     s += "  " + c.function + ": " + std::to_string(c.entries) +
          (c.entries == 1 ? " entry, " : " entries, ") + std::to_string(c.hits) + " cache hits" +
          (c.gave_up ? ", recompile limit reached" : "") + "\n";
+  if (!r.training.empty()) {
+    s += "Compiled Training:\n";
+    for (const std::string& t : r.training) s += "  " + t + "\n";
+  }
   if (!r.fallbacks.empty()) {
     s += "Uncompiled:\n";
     for (const std::string& f : r.fallbacks) s += "  " + f + "\n";
@@ -151,6 +156,14 @@ std::string report_json(const Report& r) {
   // Lua strings are bytes: guards on non-UTF-8 strings (pattern tests, binary data) print with
   // U+FFFD where a byte is not UTF-8, instead of throwing out of tcrun
   return to_json(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+static void push_strings(lua_State* L, const std::vector<std::string>& v) {
+  lua_createtable(L, int(v.size()), 0);
+  for (size_t i = 0; i < v.size(); i++) {
+    lua_pushstring(L, v[i].c_str());
+    lua_rawseti(L, -2, lua_Integer(i) + 1);
+  }
 }
 
 // Pushes the report as the Lua table of LUA_API.md §7.
@@ -256,11 +269,9 @@ void push_report(lua_State* L, const Report& r) {
     lua_rawseti(L, -2, lua_Integer(i) + 1);
   }
   lua_setfield(L, -2, "compile_times");
-  lua_createtable(L, int(r.fallbacks.size()), 0);
-  for (size_t i = 0; i < r.fallbacks.size(); i++) {
-    lua_pushstring(L, r.fallbacks[i].c_str());
-    lua_rawseti(L, -2, lua_Integer(i) + 1);
-  }
+  push_strings(L, r.training);
+  lua_setfield(L, -2, "training");
+  push_strings(L, r.fallbacks);
   lua_setfield(L, -2, "uncompiled");
   lua_createtable(L, int(r.caches.size()), 0);
   for (size_t i = 0; i < r.caches.size(); i++) {

@@ -296,7 +296,7 @@ int p_set_guard_fast_path(lua_State* L) {
 // and the time spent tracing and in the backends.
 int p_stats(lua_State* L) {
   const Stats& s = state().stats;
-  lua_createtable(L, 0, 16);
+  lua_createtable(L, 0, 20);
   const std::pair<const char*, int64_t> fields[] = {
       {"traces", s.traces},
       {"guard_fast_hits", s.guard_fast_hits},
@@ -305,6 +305,10 @@ int p_stats(lua_State* L) {
       {"recompiles", s.recompiles},
       {"graph_breaks", s.graph_breaks},
       {"fallbacks", s.fallbacks},
+      {"training_entries", s.training_entries},
+      {"training_eager", s.training_eager},
+      {"backward_compiles", s.backward_compiles},
+      {"saved_tensors", s.saved_tensors},
       {"kernels", s.backend.kernels},
       {"distinct_kernels", s.backend.distinct_kernels},
       {"cached_kernels", s.backend.cached_kernels},
@@ -591,10 +595,11 @@ static int debug_level() {
   return level;
 }
 
-// The log names (TC_LOGS, --log, tc.config.log): capture prints the first four, code generators
-// output_code and perf_hints; `all` turns every one on.
-constexpr const char* kLogs[] = {"graph_breaks", "recompiles", "guards",    "graph_code",
-                                 "output_code",  "perf_hints", "all"};
+// The log names (TC_LOGS, --log, tc.config.log): capture prints the first five (aot_graphs: the
+// forward and backward graphs of compiled training), code generators output_code and perf_hints;
+// `all` turns every one on.
+constexpr const char* kLogs[] = {"graph_breaks", "recompiles", "guards",     "graph_code",
+                                 "aot_graphs",   "output_code", "perf_hints", "all"};
 
 std::string check_logs(const std::string& list) {
   std::string names;

@@ -313,6 +313,32 @@ void record(Op op, const Stack& args, Stack& out) {
   }
 }
 
+void record_function(const char* name, const TensorList& inputs, const TensorList& saved,
+                     const TensorList& outputs, FunctionBackward fn) {
+  auto node = std::make_shared<Node>();
+  node->custom_name = name;
+  for (const Tensor& t : inputs) node->next.push_back(edge_of(t));
+  node->saved.resize(1);
+  for (const Tensor& t : saved) {
+    SavedVariable v;
+    v.data = t;
+    v.version = t.version();
+    node->saved[0].push_back(std::move(v));
+  }
+  node->seq = g_next_seq++;
+  node->pre_hooks.resize(outputs.size());
+  node->retained.resize(outputs.size());
+  for (const Tensor& o : outputs) node->outputs.push_back(input_meta(o));
+  node->custom = [fn = std::move(fn)](Node& n, const std::vector<Tensor>& grads, bool create_graph) {
+    TensorList s;
+    s.reserve(n.saved.empty() ? 0 : n.saved[0].size());
+    if (n.released) unpack(SavedVariable{}, n, "a saved tensor");  // the error of a second backward
+    for (const SavedVariable& v : n.saved[0]) s.push_back(unpack(v, n, "a saved tensor"));
+    return fn(s, grads, create_graph);
+  };
+  for (size_t k = 0; k < outputs.size(); k++) link_output(outputs[k], node, uint32_t(k));
+}
+
 // ---- saved tensors -------------------------------------------------------------------------------
 Tensor unpack(const SavedVariable& s, const Node& n, const char* what) {
   TC_CHECK(!n.released, ValueError,

@@ -213,8 +213,7 @@ std::vector<std::pair<Edge, Tensor>> make_roots(const TensorList& outputs, const
     const Tensor& o = outputs[i];
     TC_CHECK(o.requires_grad(), ValueError,
              "element %zu of tensors does not require grad and does not have a grad_fn (did the computation "
-             "run under tc.no_grad(), does no input have requires_grad=true, or did a function compiled with "
-             "tc.compile compute it? compiled graphs do not record for backward yet)",
+             "run under tc.no_grad(), or does no input have requires_grad=true?)",
              i + 1);
     Tensor g = i < grads.size() ? grads[i] : Tensor();
     if (!g.defined()) {

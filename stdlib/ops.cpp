@@ -4,6 +4,7 @@
 
 #include "tc/autograd.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -406,9 +407,44 @@ Stack run_kernel(Op op, const Stack& args, const Metas& m, Device dev) {
   TC_ASSERT(false, "bad op group");
 }
 
+thread_local CallObserver* t_observer = nullptr;
+// Threads with an observer set: while none has, `call` reads no thread-local (in a PIC build a
+// thread-local read is a call of __tls_get_addr).
+std::atomic<int> g_observing{0};
+
+Stack call_unobserved(Op op, const Stack& args);
+
+// A call while an observer is set: neither the nested calls it makes nor the observer's own
+// calls are observed.
+[[gnu::noinline]] Stack call_observed(Op op, const Stack& args) {
+  struct Restore {
+    CallObserver* o;
+    ~Restore() { t_observer = o; }
+  } restore{t_observer};
+  t_observer = nullptr;
+  Stack out = call_unobserved(op, args);
+  restore.o->on_call(op, args, out);
+  return out;
+}
+
 }  // namespace
 
+CallObserver* set_call_observer(CallObserver* o) {
+  CallObserver* prev = t_observer;
+  if (!prev && o) g_observing.fetch_add(1, std::memory_order_relaxed);
+  if (prev && !o) g_observing.fetch_sub(1, std::memory_order_relaxed);
+  t_observer = o;
+  return prev;
+}
+
 Stack call(Op op, const Stack& args) {
+  if (g_observing.load(std::memory_order_relaxed) != 0 && t_observer) [[unlikely]]
+    return call_observed(op, args);
+  return call_unobserved(op, args);
+}
+
+namespace {
+Stack call_unobserved(Op op, const Stack& args) {
   bool fake = false;
   Device dev = common_device(op, args, &fake);
   const OpSchema& s = schema(op);
@@ -447,6 +483,7 @@ Stack call(Op op, const Stack& args) {
     autograd::mark_new_outputs(op, args, out);
   return out;
 }
+}  // namespace
 
 Tensor call1(Op op, Stack positional, std::vector<std::pair<std::string, Value>> keywords) {
   Stack out = call(op, bind(op, std::move(positional), std::move(keywords)));

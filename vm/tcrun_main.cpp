@@ -35,7 +35,7 @@ const char* kUsage =
     "  --compile-all           every Lua function that runs goes through tc.compile: the script,\n"
     "                          -e chunks, and the Lua functions they reach (capture/README.md)\n"
     "  --log=LIST              as TC_LOGS: comma-separated graph_breaks, recompiles, guards,\n"
-    "                          graph_code, output_code, perf_hints, all (stderr)\n"
+    "                          graph_code, aot_graphs, output_code, perf_hints, all (stderr)\n"
     "  --cache-dir=DIR         compiled-kernel cache (default $TC_CACHE_DIR or ~/.cache/tc)\n"
     "  --no-cache              do not read or write the kernel cache\n"
     "  --nproc-per-node N      run N ranks of the script (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR,\n"

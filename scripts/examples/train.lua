@@ -1,25 +1,30 @@
 -- train.lua: trains a small classifier on data it generates, one progress line per epoch.
 --   ./build/tcrun scripts/examples/train.lua [model=mlp|cnn] [epochs=8] [steps=25] [batch=64]
---        [optimizer=adamw|sgd|rmsprop] [lr=...] [compile=true] [seed=0]
+--        [optimizer=adamw|sgd|rmsprop] [lr=...] [compile=false|model|step] [mode=default|reduce-overhead]
+--        [backend=tc] [seed=0]
 --   ./build/tcrun --device=cuda scripts/examples/train.lua model=cnn
 -- mlp: points on three interleaved spirals (2-d inputs, 3 classes), Linear-BatchNorm-ReLU-Dropout;
 -- cnn: 1x16x16 images of a bar (horizontal, vertical or diagonal) in noise, Conv-BatchNorm-ReLU-
 -- MaxPool. The usual loop: zero_grad, forward, cross_entropy, backward, clip_grad_norm_, step;
 -- a cosine learning-rate schedule over the epochs; accuracy on held-out data in eval mode.
--- compile=true runs the model's forward through tc.compile: that needs compiled training (a
--- compiled forward that records for backward), which is not there yet.
+-- compile=model (or true) runs the model through tc.compile; compile=step compiles the whole
+-- training step (zero_grad, forward, loss, backward, clipping, optimizer step) as the
+-- torch.compile tutorial's `train` function: the forward is a training entry whose backward is a
+-- compiled graph too (docs/architecture.md, "Compiled training"); backward() and the optimizer's
+-- step are graph breaks. mode and backend are tc.compile's options.
 local tc = require "tc"
 local nn = require "tc.nn"
 local F = nn.functional
 local optim = require "tc.optim"
 
 -- key=value arguments
-local opt = {model = "mlp", epochs = 8, steps = 25, batch = 64, optimizer = "adamw", seed = 0, compile = "false"}
+local opt = {model = "mlp", epochs = 8, steps = 25, batch = 64, optimizer = "adamw", seed = 0, compile = "false",
+             mode = "default", backend = "tc"}
 for _, a in ipairs(arg or {}) do
   local k, v = a:match("^(%w+)=(.*)$")
   if not k or opt[k] == nil and k ~= "lr" then
     error(("train.lua: unknown argument '%s' (expected key=value with key one of model, epochs, steps, batch, "
-      .. "optimizer, lr, compile, seed)"):format(a), 0)
+      .. "optimizer, lr, compile, mode, backend, seed)"):format(a), 0)
   end
   opt[k] = tonumber(v) or v
 end
@@ -74,8 +79,13 @@ else
   error("train.lua: model must be mlp or cnn, got " .. tostring(opt.model), 0)
 end
 model:to(device)
+local compile_opts = {mode = opt.mode, backend = opt.backend}
 local forward = model
-if opt.compile == "true" or opt.compile == true then forward = tc.compile(model) end
+if opt.compile == "true" or opt.compile == true or opt.compile == "model" then
+  forward = tc.compile(model, compile_opts)
+elseif opt.compile ~= "false" and opt.compile ~= false and opt.compile ~= "step" then
+  error("train.lua: compile must be false, model or step, got " .. tostring(opt.compile), 0)
+end
 
 local optimizers = {
   adamw = function(ps) return optim.AdamW(ps, {lr = opt.lr or 1e-2, weight_decay = 1e-4}) end,
@@ -96,6 +106,16 @@ local function accuracy()
 end
 
 -- ---- training -----------------------------------------------------------------------------------
+local function train_step(xb, yb)
+  optimizer:zero_grad()
+  local loss = F.cross_entropy(forward(xb), yb)
+  loss:backward()
+  nn.utils.clip_grad_norm_(model:parameters(), 5.0)
+  optimizer:step()
+  return loss
+end
+if opt.compile == "step" then train_step = tc.compile(train_step, compile_opts) end
+
 local n_params = 0
 for _, p in ipairs(model:parameters()) do n_params = n_params + p:numel() end
 print(("training %s (%d parameters) on %s: %d epochs x %d steps of batch %d, %s"):format(
@@ -111,12 +131,7 @@ for epoch = 1, opt.epochs do
   for step = 1, opt.steps do
     local idx = order:narrow(1, (step - 1) * opt.batch + 1, opt.batch)
     local xb, yb = x_train:index_select(1, idx), y_train:index_select(1, idx)
-    optimizer:zero_grad()
-    local loss = F.cross_entropy(forward(xb), yb)
-    loss:backward()
-    nn.utils.clip_grad_norm_(model:parameters(), 5.0)
-    optimizer:step()
-    total:add_(loss:detach())
+    total:add_(train_step(xb, yb):detach())
   end
   sync()
   local step_ms = (tc.utils.perf_counter() - t0) * 1000 / opt.steps

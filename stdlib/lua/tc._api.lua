@@ -100,6 +100,8 @@ tc.config = {
   cudagraph_max_sizes = 8,
   -- bounds of one trace (past one: a graph break, TC0405/TC0406/TC0410, and the rest runs eagerly)
   trace_max_instructions = 50000, trace_max_depth = 64, trace_max_iterations = 5000,
+  -- compiled training: recompute cheap pointwise values in the backward instead of saving them
+  aot_recompute = true,
 }
 
 -- ---- compilation (capture replaces tc.compile under tcrun; here functions run uncompiled) --------

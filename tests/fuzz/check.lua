@@ -126,9 +126,8 @@ local function run(src, wrap)
   tc.compiler.reset()
   local out = io.tmpfile()
   io.output(out) -- io.write goes to the same buffer
-  -- Grad mode off in both runs: compiled graphs record no autograd tape yet (compiled training is
-  -- to come), so eager autograd (results that require grad, in-place checks on tensors taking part
-  -- in autograd) differs from compiled runs by design, not by a bug.
+  -- Grad mode off in both runs: the corpus checks values, and compiled training (a training entry
+  -- replays its graph through autograd at its first call) is tested by tests/capture/compiled_train*.
   local r = table.pack(tc.no_grad(xpcall, chunk, function(e) return {e = e, tb = debug.traceback(tostring(e), 2)} end,
     wrap, out))
   io.output(io.stdout)

@@ -48,6 +48,18 @@ function T.train_example_cnn_runs()
   check.eq(#epoch_losses(out), 2, out)
 end
 
+function T.compiled_train_step_gives_the_eager_losses()
+  if not has_autograd then return end
+  local args = "model=cnn epochs=2 steps=3 batch=16 optimizer=sgd backend=eager"
+  local eager, c1 = run(args)
+  local compiled, c2 = run(args .. " compile=step")
+  check.eq(c1, 0, eager)
+  check.eq(c2, 0, compiled)
+  local le, lc = epoch_losses(eager), epoch_losses(compiled)
+  check.eq(#lc, 2, compiled)
+  for e = 1, 2 do check.eq(lc[e], le[e], "epoch " .. e .. " loss:\n" .. eager .. compiled) end
+end
+
 function T.train_example_rejects_unknown_arguments()
   local out, code = run("epoch=3")
   check.eq(code, 1, out)

@@ -97,6 +97,17 @@ void queue_callback(std::function<void()> fn);
 // The backward name of a node ("MulBackward0") and its next nodes (for x.grad_fn.next_functions).
 std::string node_name(const Node& n);
 
+// A function autograd treats as one op (capture's compiled training graphs): one node named
+// `name` whose next edges are `inputs` (each requires grad), which keeps `saved` for its backward
+// (version-checked like an op's saved tensors, freed after the backward unless retain_graph) and
+// becomes the grad_fn of each of `outputs` (output nr = its index; each a new tensor). At backward,
+// `fn` gets the saved tensors and one gradient per output (zeros for outputs that got none) and
+// returns one gradient per input (undefined: none).
+using FunctionBackward =
+    std::function<TensorList(const TensorList& saved, const TensorList& grads, bool create_graph)>;
+void record_function(const char* name, const TensorList& inputs, const TensorList& saved,
+                     const TensorList& outputs, FunctionBackward fn);
+
 // The differentiability of each op (derivatives.def): for docs and tests.
 enum class Differentiability { Formula, NonDifferentiable, NotImplemented };
 Differentiability differentiability(Op op);

@@ -87,6 +87,16 @@ Stack bind(Op op, Stack positional, std::vector<std::pair<std::string, Value>> k
 
 // Runs the op on bound arguments. Results in schema order (a Tensor[] result is one TensorList).
 Stack call(Op op, const Stack& args);
+// Observes the top-level calls of `call` on this thread: `on_call` gets each call's bound
+// arguments and results after it ran; calls made while an observed call runs (a composite's
+// kernel, a decomposition) are not reported. Capture's compiled training records the backward
+// graph with it (capture/training.cpp). While no thread has one, `call` pays one plain load.
+struct CallObserver {
+  virtual ~CallObserver() = default;
+  virtual void on_call(Op op, const Stack& args, const Stack& out) = 0;
+};
+// Installs `o` (null: none) and returns the previous observer.
+CallObserver* set_call_observer(CallObserver* o);
 // Convenience for single-tensor results; binds `positional` first.
 Tensor call1(Op op, Stack positional, std::vector<std::pair<std::string, Value>> keywords = {});
 
