@@ -127,11 +127,14 @@ bool rebindable(const lower::LoweredGraph& g, const BufferView& v, const Tensor&
 constexpr int kTinyBlock = 256;
 constexpr size_t kKernelsPerProgram = 4;  // at least this many kernels per NVRTC program
 
-// Whether `g` may run as one kernel of one block (opt-in, TC_CUDA_TINY_GRAPH=1): static sizes,
-// only generated steps, each small enough for one block.
+// Whether `g` runs as one kernel of one block: static sizes, only generated steps, each small
+// enough for one block: at most 1024 outer iterations (4 per thread) by default, where one block
+// beats a launch per step (the 64-layer seed model: 4x); TC_CUDA_TINY_GRAPH=1 allows up to 4096,
+// =0 turns it off.
 bool tiny_eligible(const lower::LoweredGraph& g) {
   const char* on = std::getenv("TC_CUDA_TINY_GRAPH");
-  if (!on || !*on || *on == '0' || !g.symbols.empty() || g.steps.size() < 2) return false;
+  if ((on && *on == '0') || !g.symbols.empty() || g.steps.size() < 2) return false;
+  const int64_t max_outer = on && *on && *on != '0' ? 16 * kTinyBlock : 4 * kTinyBlock;
   int io = 0;  // pointer parameters of the graph kernel (4 KiB of parameters at most)
   for (const Buffer& b : g.buffers) io += b.kind != Buffer::Kind::Temp;
   if (io > 400) return false;
@@ -141,7 +144,7 @@ bool tiny_eligible(const lower::LoweredGraph& g) {
     std::vector<int64_t> sizes;
     for (const lower::SymInt& v : s.launch.sizes) sizes.push_back(v.eval(none));
     std::optional<KernelWork> w = kernel_work(g.kernels[s.launch.kernel], &sizes);
-    if (!w || w->outer > 16 * kTinyBlock || w->row > 256) return false;
+    if (!w || w->outer > max_outer || w->row > 256) return false;
     for (int b : s.launch.buffers)
       if (g.buffers[b].kind == Buffer::Kind::Temp && g.buffers[b].offset < 0) return false;
   }
@@ -308,8 +311,22 @@ Program compile_lowered(const lower::LoweredGraph& g, int device, capture::Compi
       if (f != it->second.functions.end()) p.functions[i][j] = f->second;
     }
   p.prepare_static_launches();
+  if (profiling()) {
+    int externs = 0;
+    for (const lower::Step& s : g.steps) externs += s.kind == lower::Step::Kind::Extern;
+    p.profile = profile_table("graph of " + std::to_string(g.steps.size()) + " steps (" + std::to_string(externs) +
+                              " library calls), program " + program_key);
+  }
   return p;
 }
+
+namespace {
+std::string shape_str(const Tensor& t) {
+  std::string s = "[";
+  for (int64_t d = 0; d < t.dim(); d++) s += (d ? "x" : "") + std::to_string(t.size(d));
+  return s + "]";
+}
+}  // namespace
 
 unsigned Program::grid(const KernelShape& sh, int64_t n_outer) const {
   const int64_t rows_per_block = sh.block / sh.threads_per_row * sh.unroll;
@@ -393,7 +410,9 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
   std::vector<void*> ptrs;
   std::vector<int64_t> sizes;
   std::vector<void*> args;
+  ProfileRun prof(profile.get(), device, tiny_graph ? 1 : g.steps.size());
   if (tiny_graph) {
+    prof.mark(0, "tiny graph kernel");
     ptrs = {arena->data()};
     for (int b : tiny_params) ptrs.push_back(places[b].ptr);
     for (void*& p : ptrs) args.push_back(&p);
@@ -428,6 +447,11 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
         blocks = grid(shapes[k][shape], n_outer);
       }
       void* fn = functions[k][shape];
+      if (profile) {
+        std::string label = "kernel " + g.kernels[k].name + " (lines " + join(g.kernels[k].source_lines) +
+                            ") outer " + std::to_string(n_outer) + " tpr " + std::to_string(shapes[k][shape].threads_per_row);
+        prof.mark(step, label);
+      }
       if (n_outer <= 0 || !fn) continue;
       ptrs.clear();
       for (int b : s.launch.buffers) ptrs.push_back(places[b].ptr);
@@ -448,6 +472,11 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
     for (const BufferView& v : e.inputs)
       ins.push_back(view_of(places[v.buffer].storage, places[v.buffer].offset, g.buffers[v.buffer].dtype, v, syms));
     Stack a = lower::extern_args(e, ins);
+    if (profile) {
+      std::string label = e.external ? e.external->name : op_name(e.op);
+      for (const Tensor& t : ins) label += " " + shape_str(t) + (t.is_contiguous() ? "" : "nc");
+      prof.mark(step, label);
+    }
     std::vector<Tensor> out;
     try {
       if (e.external) {
@@ -482,6 +511,7 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
       dst.copy_from(out[i]);
     }
   }
+  prof.finish();
   std::vector<Tensor> outs;
   outs.reserve(g.outputs.size());
   for (const BufferView& v : g.outputs)

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cuda_codegen.h"
+#include "cuda_profile.h"
 #include "tc/capture/graph.h"
 
 namespace tc::backends::cuda {
@@ -53,6 +54,7 @@ struct Program {
     int stream = -1;
   };
   std::shared_ptr<KeptArena> kept = std::make_shared<KeptArena>();
+  std::shared_ptr<ProfileTable> profile;  // TC_CUDA_PROFILE only
 
  private:
   std::shared_ptr<Storage> arena(int64_t bytes) const;

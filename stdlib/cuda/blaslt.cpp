@@ -111,7 +111,7 @@ cublasLtEpilogue_t epilogue(Act act, bool bias) {
 
 // What picks a plan: everything the heuristic looks at.
 using Key = std::tuple<int, int, int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t, int, bool, bool, int, int,
-                       int, int>;
+                       int, int, int64_t, int>;  // ..., out's row stride, residual's alignment (0: none)
 
 struct Plan {
   bool ok = false;
@@ -139,13 +139,26 @@ bool blaslt_available(std::string* why) {
 int64_t blaslt_calls() { return g_calls; }
 
 bool matmul_act(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias, Act act) {
+  return matmul_act(out, a, b, bias, act, Tensor());
+}
+
+bool matmul_act(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias, Act act,
+                const Tensor& residual) {
   const DType dt = out.dtype();
   if (dt != DType::Float32 && dt != DType::Float16 && dt != DType::BFloat16) return false;
   if (a.dtype() != dt || b.dtype() != dt || (bias.defined() && bias.dtype() != dt)) return false;
   if (!out.device().is_cuda() || a.device() != out.device() || b.device() != out.device()) return false;
-  if (out.dim() != 2 || !out.is_contiguous() || compile_only()) return false;
+  if (out.dim() != 2 || compile_only()) return false;
   const int64_t m = a.sizes()[0], k = a.sizes()[1], n = b.sizes()[1];
   if (b.sizes()[0] != k || out.sizes()[0] != m || out.sizes()[1] != n || m == 0 || n == 0 || k == 0) return false;
+  // out: rows of unit stride, `ldo` apart (a padded leading dimension keeps the rows aligned)
+  const int64_t ldo = m == 1 ? n : out.strides()[0];
+  if ((n > 1 && out.strides()[1] != 1) || ldo < n) return false;
+  // residual: added before the bias and the activation (D = act(a b + residual + bias)), laid out as out
+  if (residual.defined() &&
+      (residual.dtype() != dt || residual.device() != out.device() || residual.dim() != 2 ||
+       residual.sizes() != out.sizes() || (m > 1 && residual.strides()[0] != ldo) || (n > 1 && residual.strides()[1] != 1)))
+    return false;
   if (bias.defined() && (bias.dim() != 1 || bias.sizes()[0] != n || bias.strides()[0] != 1 || bias.device() != out.device()))
     return false;
   if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return false;
@@ -159,7 +172,7 @@ bool matmul_act(const Tensor& out, const Tensor& a, const Tensor& b, const Tenso
   const void* bias_p = bias.defined() ? bias.data_ptr() : nullptr;
   const Key key{device, (int)dt, m, n, k, oa.trans, ob.trans, oa.ld, ob.ld, (int)act, bias_p != nullptr, tf32,
                 alignment(a.data_ptr()), alignment(b.data_ptr()), alignment(out.data_ptr()),
-                bias_p ? alignment(bias_p) : 16};
+                bias_p ? alignment(bias_p) : 16, ldo, residual.defined() ? alignment(residual.data_ptr()) : 0};
   std::lock_guard<std::mutex> lock(mu());
   if (!l.handle[device]) {
     dev(device);
@@ -180,12 +193,14 @@ bool matmul_act(const Tensor& out, const Tensor& a, const Tensor& b, const Tenso
               l.DescSet(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_p, sizeof bias_p) == CUBLAS_STATUS_SUCCESS &&
               l.LayoutCreate(&p.la, T, ob.trans ? k : n, ob.trans ? n : k, ob.ld) == CUBLAS_STATUS_SUCCESS &&
               l.LayoutCreate(&p.lb, T, oa.trans ? m : k, oa.trans ? k : m, oa.ld) == CUBLAS_STATUS_SUCCESS &&
-              l.LayoutCreate(&p.ld, T, n, m, n) == CUBLAS_STATUS_SUCCESS;
+              l.LayoutCreate(&p.ld, T, n, m, ldo) == CUBLAS_STATUS_SUCCESS;
     cublasLtMatmulPreference_t pref = nullptr;
     if (ok && l.PrefCreate(&pref) == CUBLAS_STATUS_SUCCESS) {
       const size_t ws = kMaxWorkspace;
       l.PrefSet(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-      const uint32_t al[4] = {(uint32_t)std::get<13>(key), (uint32_t)std::get<12>(key), (uint32_t)std::get<14>(key),
+      const int res_align = std::get<17>(key);
+      const uint32_t al[4] = {(uint32_t)std::get<13>(key), (uint32_t)std::get<12>(key),
+                              (uint32_t)(res_align ? std::min(res_align, std::get<14>(key)) : std::get<14>(key)),
                               (uint32_t)std::get<14>(key)};
       l.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0], sizeof al[0]);
       l.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], sizeof al[1]);
@@ -205,9 +220,10 @@ bool matmul_act(const Tensor& out, const Tensor& a, const Tensor& b, const Tenso
            DeviceError, "cuBLASLt: setting the bias failed");
   Tensor ws;
   if (p.workspace) ws = Tensor::empty({(int64_t)p.workspace}, DType::UInt8, out.device());
-  const float alpha = 1, beta = 0;
+  const float alpha = 1, beta = residual.defined() ? 1 : 0;
+  const void* c = residual.defined() ? residual.data_ptr() : out.data_ptr();
   const cublasStatus_t st =
-      l.Matmul(l.handle[device], p.desc, &alpha, b.data_ptr(), p.la, a.data_ptr(), p.lb, &beta, out.data_ptr(), p.ld,
+      l.Matmul(l.handle[device], p.desc, &alpha, b.data_ptr(), p.la, a.data_ptr(), p.lb, &beta, c, p.ld,
                out.data_ptr(), p.ld, &p.algo, p.workspace ? ws.data_ptr() : nullptr, p.workspace, current(device));
   TC_CHECK(st == CUBLAS_STATUS_SUCCESS, DeviceError, "cuBLASLt matmul failed (status %d, m=%lld n=%lld k=%lld)", (int)st,
            (long long)m, (long long)n, (long long)k);
@@ -216,14 +232,38 @@ bool matmul_act(const Tensor& out, const Tensor& a, const Tensor& b, const Tenso
 }
 
 bool linear_act(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias, Act act) {
+  return linear_act(out, x, w, bias, act, Tensor());
+}
+
+bool linear_act(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias, Act act,
+                const Tensor& residual) {
   if (x.dim() < 1 || w.dim() != 2 || !out.is_contiguous() || !x.is_contiguous()) return false;
+  if (residual.defined() && (!residual.is_contiguous() || residual.sizes() != out.sizes())) return false;
   const int64_t k = w.sizes()[1], n = w.sizes()[0];
   if (x.sizes().back() != k || out.sizes().back() != n) return false;
   const int64_t rows = x.numel() / std::max<int64_t>(k, 1);
   if (out.numel() != rows * n) return false;
   const Tensor x2 = x.as_strided({rows, k}, {k, 1}, x.offset());
   const Tensor wt = w.as_strided({k, n}, {w.strides()[1], w.strides()[0]}, w.offset());
-  return matmul_act(out.as_strided({rows, n}, {n, 1}, out.offset()), x2, wt, bias, act);
+  const Tensor o2 = out.as_strided({rows, n}, {n, 1}, out.offset());
+  // Rows whose byte length is not a multiple of 16 (GPT-2's 50257 logits) allow only cuBLAS's
+  // slowest kernels (align1): a large product writes rows padded to 16 bytes instead, then one
+  // copy packs them.
+  const int64_t item = (int64_t)out.itemsize(), per16 = 16 / item;
+  static const bool pad_off = [] {
+    const char* e = std::getenv("TC_BLASLT_PAD");
+    return e && *e == '0';
+  }();
+  if (!pad_off && !residual.defined() && rows > 1 && n % per16 != 0 && rows * n >= (1 << 22) && !compile_only()) {
+    const int64_t ldp = (n + per16 - 1) / per16 * per16;
+    Tensor padded = Tensor::empty({rows * ldp}, out.dtype(), out.device());
+    if (matmul_act(padded.as_strided({rows, n}, {ldp, 1}, 0), x2, wt, bias, act)) {
+      copy_strided(o2, padded.as_strided({rows, n}, {ldp, 1}, 0));
+      return true;
+    }
+  }
+  const Tensor r2 = residual.defined() ? residual.as_strided({rows, n}, {n, 1}, residual.offset()) : Tensor();
+  return matmul_act(o2, x2, wt, bias, act, r2);
 }
 
 }  // namespace tc::cuda
