@@ -35,6 +35,7 @@ struct Program {
   bool tiny_graph = false;
   void* tiny = nullptr;  // its CUfunction (null in compile-only mode)
   std::vector<int> tiny_params;
+  int64_t tiny_smem = 0;  // its dynamic shared memory (arena and weights), bytes
 
   std::vector<Tensor> run(capture::GraphInputs inputs) const;
 

@@ -323,7 +323,7 @@ bool attention_is_library_call(const Stack& a, DeviceType device) {
   for (int64_t i = 0; i < nd - 2; i++)
     if (k.sizes()[i] != q.sizes()[i] || v.sizes()[i] != q.sizes()[i]) return false;
   const int64_t e = q.sizes()[nd - 1];
-  return e > 0 && e <= 128 && k.sizes()[nd - 1] == e && v.sizes()[nd - 1] == e && v.sizes()[nd - 2] == k.sizes()[nd - 2];
+  return e > 0 && e % 4 == 0 && e <= 128 && k.sizes()[nd - 1] == e && v.sizes()[nd - 1] == e && v.sizes()[nd - 2] == k.sizes()[nd - 2];
 }
 
 capture::Graph decompose(const capture::Graph& g, std::vector<int>* origin, DeviceType device) {

@@ -43,7 +43,7 @@ Stack fake_call(Op op, const Stack& args);
 // stays one node: a library extern, like a matmul.
 capture::Graph decompose(const capture::Graph& g, std::vector<int>* origin, DeviceType device = DeviceType::CPU);
 // Whether sdpa with these arguments runs as one library call on `device` (stdlib/cuda's fused
-// attention: float32, no mask, no dropout, 3-D or 4-D, head dim <= 128) instead of decomposing.
+// attention: float32, no mask, no dropout, 3-D or 4-D, head dim <= 128, a multiple of 4) instead of decomposing.
 bool attention_is_library_call(const Stack& args, DeviceType device);
 
 // ---- the kernel builder (kernel_builder.cpp) -----------------------------------------------------

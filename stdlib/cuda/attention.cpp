@@ -2,7 +2,8 @@
 // and v once per tile and never materializes the [L, S] scores. Each block takes 64 queries of one
 // (batch, head) and walks the keys in tiles of 64: scores in registers (4 x 4 per thread), an
 // online softmax per row (running max and sum, combined across the 16 threads of a row with warp
-// shuffles), probabilities through shared memory into the [64, E] output accumulator. Causal
+// shuffles), probabilities through shared memory into the [64, E] output accumulator; shared
+// memory is read 16 bytes at a time (rows padded to keep them aligned and free of bank conflicts). Causal
 // masks skip the key tiles past the block's last query. Arithmetic is plain float32 FMA (more
 // precise than the TF32 matmuls of the composed path).
 #include <cmath>
@@ -18,24 +19,27 @@ constexpr int kBQ = 64, kBK = 64, kThreads = 256, kMaxE = 128;
 
 std::string flash_source(int64_t e) {
   return "#define E " + std::to_string(e) + "\n" + R"(
-#define EP (E + 1)
+#define EP (E + 4)
 #define BQ 64
 #define BK 64
-#define NJ ((E + 15) / 16)
+#define PS (BK + 4)
+#define G ((E + 63) / 64)
 #define NEG_INF (-__int_as_float(0x7f800000))
 typedef long long i64;
 extern "C" __global__ void __launch_bounds__(256) flash_fwd(
     const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ o,
     i64 L, i64 S, i64 nb1, i64 qs0, i64 qs1, i64 qs2, i64 ks0, i64 ks1, i64 ks2, i64 vs0, i64 vs1, i64 vs2,
     i64 os0, i64 os1, i64 os2, float scale, int causal) {
-  extern __shared__ float sm[];
-  float* Qs = sm;            // BQ x EP
+  extern __shared__ float4 sm4[];
+  float* sm = (float*)sm4;
+  float* Qs = sm;            // BQ x EP (rows 16-byte aligned: E % 4 == 0)
   float* Ks = Qs + BQ * EP;  // BK x EP
   float* Vs = Ks + BK * EP;  // BK x E
-  float* Ps = Vs + BK * E;   // BQ x (BK + 1)
+  float* Ps = Vs + BK * E;   // BQ x PS
   const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
   const i64 z = blockIdx.x, b0 = z / nb1, b1 = z % nb1;
-  const i64 q0 = (i64)blockIdx.y * BQ;
+  // the last query tiles first: under a causal mask they walk the most key tiles
+  const i64 q0 = (i64)(gridDim.y - 1 - blockIdx.y) * BQ;
   q += b0 * qs0 + b1 * qs1;
   k += b0 * ks0 + b1 * ks1;
   v += b0 * vs0 + b1 * vs1;
@@ -45,13 +49,16 @@ extern "C" __global__ void __launch_bounds__(256) flash_fwd(
     const i64 row = q0 + r;
     Qs[r * EP + d] = row < L ? q[row * qs2 + d] : 0.f;
   }
-  float m[4], l[4], acc[4][NJ];
+  // scores: rows ty*4 + r, keys tx + 16*c; output: rows ty*4 + r, columns g*64 + tx*4 + (0..3)
+  float m[4], l[4], acc[4][G][4];
 #pragma unroll
   for (int r = 0; r < 4; r++) {
     m[r] = NEG_INF;
     l[r] = 0.f;
 #pragma unroll
-    for (int j = 0; j < NJ; j++) acc[r][j] = 0.f;
+    for (int g = 0; g < G; g++)
+#pragma unroll
+      for (int j = 0; j < 4; j++) acc[r][g][j] = 0.f;
   }
   i64 kend = S;
   if (causal && q0 + BQ < kend) kend = q0 + BQ;
@@ -70,17 +77,22 @@ extern "C" __global__ void __launch_bounds__(256) flash_fwd(
     for (int r = 0; r < 4; r++)
 #pragma unroll
       for (int c = 0; c < 4; c++) s[r][c] = 0.f;
-#pragma unroll 8
-    for (int d = 0; d < E; d++) {
-      float qv[4], kv[4];
+#pragma unroll 4
+    for (int d = 0; d < E; d += 4) {
+      float4 qv[4], kv[4];
 #pragma unroll
-      for (int r = 0; r < 4; r++) qv[r] = Qs[(ty * 4 + r) * EP + d];
+      for (int r = 0; r < 4; r++) qv[r] = *(const float4*)&Qs[(ty * 4 + r) * EP + d];
 #pragma unroll
-      for (int c = 0; c < 4; c++) kv[c] = Ks[(tx + 16 * c) * EP + d];
+      for (int c = 0; c < 4; c++) kv[c] = *(const float4*)&Ks[(tx + 16 * c) * EP + d];
 #pragma unroll
       for (int r = 0; r < 4; r++)
 #pragma unroll
-        for (int c = 0; c < 4; c++) s[r][c] = fmaf(qv[r], kv[c], s[r][c]);
+        for (int c = 0; c < 4; c++) {
+          s[r][c] = fmaf(qv[r].x, kv[c].x, s[r][c]);
+          s[r][c] = fmaf(qv[r].y, kv[c].y, s[r][c]);
+          s[r][c] = fmaf(qv[r].z, kv[c].z, s[r][c]);
+          s[r][c] = fmaf(qv[r].w, kv[c].w, s[r][c]);
+        }
     }
 #pragma unroll
     for (int r = 0; r < 4; r++) {
@@ -103,7 +115,7 @@ extern "C" __global__ void __launch_bounds__(256) flash_fwd(
 #pragma unroll
       for (int c = 0; c < 4; c++) {
         const float p = none ? 0.f : expf(s[r][c] - mnew);
-        Ps[(ty * 4 + r) * (BK + 1) + tx + 16 * c] = p;
+        Ps[(ty * 4 + r) * PS + tx + 16 * c] = p;
         rs += p;
       }
 #pragma unroll
@@ -111,20 +123,33 @@ extern "C" __global__ void __launch_bounds__(256) flash_fwd(
       l[r] = l[r] * alpha + rs;
       m[r] = mnew;
 #pragma unroll
-      for (int j = 0; j < NJ; j++) acc[r][j] *= alpha;
+      for (int g = 0; g < G; g++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) acc[r][g][j] *= alpha;
     }
     __syncthreads();
-#pragma unroll 4
-    for (int key = 0; key < BK; key++) {
-      float pv[4];
+#pragma unroll 2
+    for (int key = 0; key < BK; key += 4) {
+      float4 pv[4];
 #pragma unroll
-      for (int r = 0; r < 4; r++) pv[r] = Ps[(ty * 4 + r) * (BK + 1) + key];
+      for (int r = 0; r < 4; r++) pv[r] = *(const float4*)&Ps[(ty * 4 + r) * PS + key];
 #pragma unroll
-      for (int j = 0; j < NJ; j++) {
-        const int c = tx + 16 * j;
-        const float vv = c < E ? Vs[key * E + c] : 0.f;
+      for (int g = 0; g < G; g++) {
+        const int c = g * 64 + tx * 4;
+        if (c < E) {
 #pragma unroll
-        for (int r = 0; r < 4; r++) acc[r][j] = fmaf(pv[r], vv, acc[r][j]);
+          for (int kk = 0; kk < 4; kk++) {
+            const float4 vv = *(const float4*)&Vs[(key + kk) * E + c];
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+              const float p = kk == 0 ? pv[r].x : kk == 1 ? pv[r].y : kk == 2 ? pv[r].z : pv[r].w;
+              acc[r][g][0] = fmaf(p, vv.x, acc[r][g][0]);
+              acc[r][g][1] = fmaf(p, vv.y, acc[r][g][1]);
+              acc[r][g][2] = fmaf(p, vv.z, acc[r][g][2]);
+              acc[r][g][3] = fmaf(p, vv.w, acc[r][g][3]);
+            }
+          }
+        }
       }
     }
   }
@@ -134,9 +159,12 @@ extern "C" __global__ void __launch_bounds__(256) flash_fwd(
     if (row >= L) continue;
     const float inv = 1.f / l[r];
 #pragma unroll
-    for (int j = 0; j < NJ; j++) {
-      const int c = tx + 16 * j;
-      if (c < E) o[row * os2 + c] = acc[r][j] * inv;
+    for (int g = 0; g < G; g++) {
+      const int c = g * 64 + tx * 4;
+      if (c < E) {
+#pragma unroll
+        for (int j = 0; j < 4; j++) o[row * os2 + c + j] = acc[r][g][j] * inv;
+      }
     }
   }
 }
@@ -170,7 +198,7 @@ bool flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool cau
         (t->strides().back() != 1 && t->sizes().back() != 1))
       return false;
   const int64_t nd = q.dim(), L = q.sizes()[nd - 2], S = k.sizes()[nd - 2], E = q.sizes()[nd - 1];
-  if (E == 0 || E > kMaxE || L == 0 || S == 0 || k.sizes()[nd - 1] != E || v.sizes()[nd - 1] != E ||
+  if (E == 0 || E % 4 != 0 || E > kMaxE || L == 0 || S == 0 || k.sizes()[nd - 1] != E || v.sizes()[nd - 1] != E ||
       v.sizes()[nd - 2] != S || out.sizes()[nd - 2] != L || out.sizes()[nd - 1] != E)
     return false;
   for (int64_t d = 0; d < nd - 2; d++)
@@ -187,7 +215,7 @@ bool flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool cau
   int64_t qs2 = q.strides()[nd - 2], ks2 = k.strides()[nd - 2], vs2 = v.strides()[nd - 2], os2 = out.strides()[nd - 2];
   const int device = q.device().index;
   CUfunction f = kernels(device, "flash_fwd:" + std::to_string(E), [&] { return flash_source(E); }, {"flash_fwd"})[0];
-  const unsigned smem = (unsigned)(sizeof(float) * ((kBQ + kBK) * (E + 1) + kBK * E + kBQ * (kBK + 1)));
+  const unsigned smem = (unsigned)(sizeof(float) * ((kBQ + kBK) * (E + 4) + kBK * E + kBQ * (kBK + 4)));
   if (compile_only()) return true;
   {
     static std::mutex mu;

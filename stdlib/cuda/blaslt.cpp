@@ -10,6 +10,8 @@
 #include <memory>
 #include <mutex>
 #include <tuple>
+#include <vector>
+#include <algorithm>
 
 #include "cuda/runtime.h"
 #include "tc/config.h"
@@ -127,6 +129,48 @@ std::map<Key, Plan>& plans() {
 }
 
 constexpr size_t kMaxWorkspace = 32u << 20;
+constexpr int kCandidates = 6;  // algorithms the heuristic proposes, timed once per plan
+
+// TC_BLASLT_TUNE=0: take the heuristic's first algorithm without timing the others.
+bool tuning() {
+  static const bool on = [] {
+    const char* e = std::getenv("TC_BLASLT_TUNE");
+    return !(e && *e == '0');
+  }();
+  return on;
+}
+
+// Times each candidate on the call's own operands (out is written, then written again by the call
+// itself) and keeps the fastest in p: cuBLASLt's first guess is not always its best (max-autotune,
+// for the library's choices). Once per plan, outside CUDA graph capture.
+void pick_fastest(Lt& l, int device, Plan& p, const std::vector<cublasLtMatmulHeuristicResult_t>& cands,
+                  const float* alpha, const void* A, const void* B, const float* beta, const void* C, void* D) {
+  size_t ws_bytes = 0;
+  for (const auto& c : cands) ws_bytes = std::max(ws_bytes, c.workspaceSize);
+  Tensor ws = ws_bytes ? Tensor::empty({(int64_t)ws_bytes}, DType::UInt8, Device{DeviceType::CUDA, device}) : Tensor();
+  CUstream st = current(device);
+  CUevent e0, e1;
+  check(drv().EventCreate(&e0, CU_EVENT_DEFAULT), "cuBLASLt tuning event");
+  check(drv().EventCreate(&e1, CU_EVENT_DEFAULT), "cuBLASLt tuning event");
+  float best = 1e30f;
+  for (const auto& c : cands) {
+    auto run = [&] {
+      return l.Matmul(l.handle[device], p.desc, alpha, A, p.la, B, p.lb, beta, C, p.ld, D, p.ld, &c.algo,
+                      ws_bytes ? ws.data_ptr() : nullptr, c.workspaceSize, st) == CUBLAS_STATUS_SUCCESS;
+    };
+    if (!run()) continue;  // warm-up
+    drv().EventRecord(e0, st);
+    bool ok = true;
+    for (int i = 0; i < 3; i++) ok = ok && run();
+    drv().EventRecord(e1, st);
+    drv().EventSynchronize(e1);
+    float ms = 0;
+    drv().EventElapsedTime(&ms, e0, e1);
+    if (ok && ms < best) best = ms, p.algo = c.algo, p.workspace = c.workspaceSize;
+  }
+  drv().EventDestroy(e0);
+  drv().EventDestroy(e1);
+}
 
 }  // namespace
 
@@ -180,6 +224,7 @@ bool matmul_act(const Tensor& out, const Tensor& a, const Tensor& b, const Tenso
   }
   auto [it, fresh] = plans().try_emplace(key);
   Plan& p = it->second;
+  std::vector<cublasLtMatmulHeuristicResult_t> candidates;
   if (fresh) {
     const cudaDataType T = data_type(dt);
     const cublasComputeType_t ct = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -206,11 +251,14 @@ bool matmul_act(const Tensor& out, const Tensor& a, const Tensor& b, const Tenso
       l.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], sizeof al[1]);
       l.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], sizeof al[2]);
       l.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[3], sizeof al[3]);
-      cublasLtMatmulHeuristicResult_t r{};
+      cublasLtMatmulHeuristicResult_t r[kCandidates]{};
       int found = 0;
-      ok = l.Heuristic(l.handle[device], p.desc, p.la, p.lb, p.ld, p.ld, pref, 1, &r, &found) == CUBLAS_STATUS_SUCCESS &&
-           found > 0 && r.state == CUBLAS_STATUS_SUCCESS;
-      if (ok) p.algo = r.algo, p.workspace = r.workspaceSize;
+      ok = l.Heuristic(l.handle[device], p.desc, p.la, p.lb, p.ld, p.ld, pref, kCandidates, r, &found) ==
+               CUBLAS_STATUS_SUCCESS &&
+           found > 0 && r[0].state == CUBLAS_STATUS_SUCCESS;
+      if (ok) p.algo = r[0].algo, p.workspace = r[0].workspaceSize;
+      for (int i = 0; ok && i < found; i++)
+        if (r[i].state == CUBLAS_STATUS_SUCCESS) candidates.push_back(r[i]);
       l.PrefDestroy(pref);
     }
     p.ok = ok;
@@ -218,10 +266,12 @@ bool matmul_act(const Tensor& out, const Tensor& a, const Tensor& b, const Tenso
   if (!p.ok) return false;
   TC_CHECK(l.DescSet(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_p, sizeof bias_p) == CUBLAS_STATUS_SUCCESS,
            DeviceError, "cuBLASLt: setting the bias failed");
-  Tensor ws;
-  if (p.workspace) ws = Tensor::empty({(int64_t)p.workspace}, DType::UInt8, out.device());
   const float alpha = 1, beta = residual.defined() ? 1 : 0;
   const void* c = residual.defined() ? residual.data_ptr() : out.data_ptr();
+  if (candidates.size() > 1 && tuning() && !capturing())
+    pick_fastest(l, device, p, candidates, &alpha, b.data_ptr(), a.data_ptr(), &beta, c, out.data_ptr());
+  Tensor ws;
+  if (p.workspace) ws = Tensor::empty({(int64_t)p.workspace}, DType::UInt8, out.device());
   const cublasStatus_t st =
       l.Matmul(l.handle[device], p.desc, &alpha, b.data_ptr(), p.la, a.data_ptr(), p.lb, &beta, c, p.ld,
                out.data_ptr(), p.ld, &p.algo, p.workspace ? ws.data_ptr() : nullptr, p.workspace, current(device));
@@ -250,11 +300,10 @@ bool linear_act(const Tensor& out, const Tensor& x, const Tensor& w, const Tenso
   // slowest kernels (align1): a large product writes rows padded to 16 bytes instead, then one
   // copy packs them.
   const int64_t item = (int64_t)out.itemsize(), per16 = 16 / item;
-  static const bool pad_off = [] {
-    const char* e = std::getenv("TC_BLASLT_PAD");
-    return e && *e == '0';
-  }();
-  if (!pad_off && !residual.defined() && rows > 1 && n % per16 != 0 && rows * n >= (1 << 22) && !compile_only()) {
+  // Opt-in (TC_BLASLT_PAD=1): on an H100 GPT-2's LM head took as long either way (the copy ate
+  // the product's gain).
+  const char* pad = std::getenv("TC_BLASLT_PAD");
+  if (pad && *pad == '1' && !residual.defined() && rows > 1 && n % per16 != 0 && rows * n >= (1 << 22) && !compile_only()) {
     const int64_t ldp = (n + per16 - 1) / per16 * per16;
     Tensor padded = Tensor::empty({rows * ldp}, out.dtype(), out.device());
     if (matmul_act(padded.as_strided({rows, n}, {ldp, 1}, 0), x2, wt, bias, act)) {

@@ -57,8 +57,8 @@ TEST_F(FusedAttention, ReadsStridedHeadViewsInPlace) {
   const int64_t B = 2, T = 96, H = 4, E = 64, C = H * E;
   Tensor qkv = tc::test::randn_f64({B, T, 3 * C}, rng);
   auto heads = [&](const Tensor& t, int64_t i) {
-    Tensor part = call1(Op::narrow, {t, (int64_t)2, i * C, C});
-    return call1(Op::transpose, {call1(Op::view, {part, Shape{B, T, H, E}}), (int64_t)1, (int64_t)2});
+    Tensor part = call1(Op::narrow, {t, (int64_t)3, i * C + 1, C});  // dims and starts are 1-based
+    return call1(Op::transpose, {call1(Op::view, {part, Shape{B, T, H, E}}), (int64_t)2, (int64_t)3});
   };
   Tensor g = convert(qkv, DType::Float32, kGpu);
   for (bool causal : {false, true}) {
