@@ -53,23 +53,6 @@ std::string join(const std::vector<int>& v) {
   return s;
 }
 
-// Whether a kernel's parameters may be __restrict__: no launch binds a written parameter to a
-// graph input (user memory may overlap) or to a buffer another parameter also gets.
-std::vector<bool> noalias_kernels(const lower::LoweredGraph& g) {
-  std::vector<bool> ok(g.kernels.size(), true);
-  for (const lower::Step& s : g.steps) {
-    if (s.kind != lower::Step::Kind::Launch) continue;
-    const lower::Kernel& k = g.kernels[s.launch.kernel];
-    for (size_t i = 0; i < k.buffers.size(); i++) {
-      if (!k.buffers[i].written) continue;
-      bool bad = g.buffers[s.launch.buffers[i]].kind == Buffer::Kind::Input;
-      for (size_t j = 0; j < k.buffers.size(); j++) bad |= j != i && s.launch.buffers[j] == s.launch.buffers[i];
-      if (bad) ok[s.launch.kernel] = false;
-    }
-  }
-  return ok;
-}
-
 // Loaded modules of this process: program hash -> function per kernel name.
 struct Loaded {
   std::string source;  // guards against a hash collision
@@ -256,7 +239,7 @@ Program compile_lowered(const lower::LoweredGraph& g, int device, capture::Compi
   p.graph = g;
   p.device = device;
   for (const lower::Step& s : g.steps) r.kernels += s.kind == lower::Step::Kind::Launch;
-  std::vector<bool> noalias = noalias_kernels(g);
+  std::vector<bool> noalias = lower::kernels_without_aliasing(g);
   // One function per distinct source: kernels that lowering kept apart but that generate the
   // same code (or the same kernel twice) are emitted once.
   std::vector<std::vector<std::string>> names;  // per kernel, per shape
