@@ -4,8 +4,9 @@
 // program's table goes to stderr: runs, device and host ms per run, and the steps costing most per
 // run (generated kernels by name and graph lines, library calls by op and operand sizes). Each
 // run starts with a kernel that keeps the device busy for longer than the host takes to enqueue
-// the steps (3x the last runs' host time, at least 5 ms), so the steps run back to back as in a
-// CUDA graph replay: a step's figure is its device time, not the host's launch pace.
+// the steps (3x the last run's host time, 5 to 200 ms), so the steps run back to back as in a
+// CUDA graph replay: a step's figure is its device time, not the host's launch pace. A program's
+// first run (module loads, cuBLASLt's algorithm timing) is left out.
 #pragma once
 #include <chrono>
 #include <memory>
