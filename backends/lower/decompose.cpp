@@ -28,6 +28,7 @@ struct D {
   capture::Graph& g;
   int line = -1;
   std::unordered_map<const TensorImpl*, capture::Ref> refs;
+  DeviceType device = DeviceType::CPU;
 
   void note(const Stack& fakes, const std::vector<capture::Ref>& rs) {
     size_t k = 0;
@@ -250,7 +251,7 @@ Stack bce_with_logits(D& d, const Stack& a) {
 
 Stack attention(D& d, const Stack& a) {
   Tensor q = a[0].tensor(), k = a[1].tensor(), v = a[2].tensor();
-  if (a[4].to_double() != 0 || q.dim() < 2) return {};
+  if (a[4].to_double() != 0 || q.dim() < 2 || attention_is_library_call(a, d.device)) return {};
   double scale = is_none(a[6]) ? 1.0 / std::sqrt(double(q.sizes().back())) : a[6].to_double();
   Tensor s = d.op(Op::mul, {d.op(Op::matmul, {q, d.op(Op::transpose, {k, int64_t(-2), int64_t(-1)})}), scale});
   if (a[5].to_bool()) {
@@ -312,10 +313,23 @@ const std::vector<Rule>& rules() {
 
 }  // namespace
 
-capture::Graph decompose(const capture::Graph& g, std::vector<int>* origin) {
+bool attention_is_library_call(const Stack& a, DeviceType device) {
+  if (device != DeviceType::CUDA || !is_none(a[3]) || a[4].to_double() != 0) return false;
+  const Tensor &q = a[0].tensor(), &k = a[1].tensor(), &v = a[2].tensor();
+  const int64_t nd = q.dim();
+  if (nd < 3 || nd > 4 || k.dim() != nd || v.dim() != nd) return false;
+  for (const Tensor* t : {&q, &k, &v})
+    if (t->dtype() != DType::Float32) return false;
+  for (int64_t i = 0; i < nd - 2; i++)
+    if (k.sizes()[i] != q.sizes()[i] || v.sizes()[i] != q.sizes()[i]) return false;
+  const int64_t e = q.sizes()[nd - 1];
+  return e > 0 && e % 4 == 0 && e <= 128 && k.sizes()[nd - 1] == e && v.sizes()[nd - 1] == e && v.sizes()[nd - 2] == k.sizes()[nd - 2];
+}
+
+capture::Graph decompose(const capture::Graph& g, std::vector<int>* origin, DeviceType device) {
   capture::Graph out;
   out.dynamic_dims = g.dynamic_dims;
-  D d{out, -1, {}};
+  D d{out, -1, {}, device};
   // Old (node, flat output) -> fake in the new graph.
   std::vector<std::vector<Tensor>> now(g.nodes.size());
   auto get = [&](capture::Ref r) { return now[r.node][r.elem >= 0 ? r.elem : r.out]; };

@@ -39,7 +39,12 @@ Stack fake_call(Op op, const Stack& args);
 
 // `g` with composite ops rewritten into simpler ops of ops.def (the rule table in decompose.cpp);
 // `origin` gets the node of `g` each new node comes from.
-capture::Graph decompose(const capture::Graph& g, std::vector<int>* origin);
+// On CUDA, scaled_dot_product_attention that the fused kernel takes (attention_is_library_call)
+// stays one node: a library extern, like a matmul.
+capture::Graph decompose(const capture::Graph& g, std::vector<int>* origin, DeviceType device = DeviceType::CPU);
+// Whether sdpa with these arguments runs as one library call on `device` (stdlib/cuda's fused
+// attention: float32, no mask, no dropout, 3-D or 4-D, head dim <= 128, a multiple of 4) instead of decomposing.
+bool attention_is_library_call(const Stack& args, DeviceType device);
 
 // ---- the kernel builder (kernel_builder.cpp) -----------------------------------------------------
 

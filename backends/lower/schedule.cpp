@@ -528,9 +528,10 @@ void Lowering::lower_node(int n) {
     TC_CHECK(!t.defined() || t.device().type == opt.device, NotImplementedError, "lowering: tensors on %s",
              t.device().str().c_str());
   }
-  TC_CHECK(node.kind != capture::NodeKind::External || opt.externals, NotImplementedError,
+  TC_CHECK(node.kind != capture::NodeKind::External || opt.externals || opt.library_externals, NotImplementedError,
            "lowering: the function %s kept in the graph", node.target());
-  std::vector<int> ids = node.kind == capture::NodeKind::External ? add_extern(n, true) : lower_op(n);
+  std::vector<int> ids =
+      node.kind == capture::NodeKind::External ? add_extern(n, !opt.library_externals) : lower_op(n);
   if (store_[n])
     for (int id : ids) realize(id);
   for (size_t k = 0; k < ids.size(); k++) {
