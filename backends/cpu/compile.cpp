@@ -168,6 +168,11 @@ Program compile_lowered(const lower::LoweredGraph& g, capture::CompileReport* re
     compile_module(todo, r);
     for (const auto& [sym, kk] : todo) {
       CompiledKernel k{(KernelFn)jit.lookup(sym), (KernelInfoFn)jit.lookup(sym + "_info")};
+      if (kk.first->two_level()) {
+        k.final = (KernelFinalFn)jit.lookup(sym + "_final");
+        k.num_buffers = (int)kk.first->buffers.size();
+        k.outer_reductions = (int)kk.first->outer_reductions.size();
+      }
       cache.emplace(sym, Compiled{kk.second, k});
     }
   }

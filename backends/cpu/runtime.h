@@ -20,6 +20,9 @@ namespace tc::backends::cpu {
 struct CompiledKernel {
   KernelFn fn = nullptr;
   KernelInfoFn info = nullptr;
+  // A two-level kernel's (codegen.h): its _final, buffer parameters and outer reductions.
+  KernelFinalFn final = nullptr;
+  int num_buffers = 0, outer_reductions = 0;
 };
 
 // Below this many inner iterations a launch runs on the calling thread.

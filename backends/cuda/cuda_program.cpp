@@ -314,7 +314,8 @@ Program compile_lowered(const lower::LoweredGraph& g, int device, capture::Compi
 unsigned Program::grid(const KernelShape& sh, int64_t n_outer) const {
   const int64_t rows_per_block = sh.block / sh.threads_per_row * sh.unroll;
   const int64_t blocks = (n_outer + rows_per_block - 1) / rows_per_block;
-  const int64_t cap = (int64_t)drv::dev(device).sm_count * std::max(1, 2048 / sh.block) * 4;
+  int64_t cap = (int64_t)drv::dev(device).sm_count * std::max(1, 2048 / sh.block) * 4;
+  if (sh.two_level) cap = std::min(cap, kMaxTwoLevelBlocks);
   return (unsigned)std::max<int64_t>(1, std::min(blocks, cap));
 }
 
@@ -428,7 +429,7 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
         blocks = grid(shapes[k][shape], n_outer);
       }
       void* fn = functions[k][shape];
-      if (n_outer <= 0 || !fn) continue;
+      if ((n_outer <= 0 && !g.kernels[k].two_level()) || !fn) continue;  // (a two-level kernel's final code runs)
       ptrs.clear();
       for (int b : s.launch.buffers) ptrs.push_back(places[b].ptr);
       args.clear();
