@@ -1,9 +1,10 @@
--- Optimizer step time, parameter by parameter (foreach=false) vs on flat buckets (foreach=true),
+-- Optimizer step time, parameter by parameter (foreach=false) vs on flat buckets (foreach=true) vs
+-- the fused multi-tensor ops (fused=true),
 -- over a conv net's parameter shapes (50 x {(c, c, 3, 3), (c), (c)}, c = 32 * (1 + i % 8): 150
 -- tensors, 11.5M values) with random gradients; bench/peer_torch_optim.py is PyTorch's side.
 -- Run: tcrun bench/optim_step.lua [DEVICE [STEPS]]  (DEVICE "cpu" by default, or "cuda").
 -- With TC_CUDA_PROFILE=1 the CUDA runtime prints each op's calls and kernel launches at exit.
--- Prints "optimizer foreach ms_per_step" lines.
+-- Prints "optimizer per_param|foreach|fused ms_per_step" lines.
 local tc = require "tc"
 local optim = require "tc.optim"
 local device = arg and arg[1] or "cpu"
@@ -28,8 +29,8 @@ local cases = {
   {"AdamW", {lr = 1e-3, weight_decay = 1e-2}}, {"RMSprop", {lr = 1e-3, momentum = 0.9}}, {"Adagrad", {lr = 1e-2}},
 }
 for _, c in ipairs(cases) do
-  for _, foreach in ipairs {false, true} do
-    local opts = {foreach = foreach}
+  for _, mode in ipairs {"per_param", "foreach", "fused"} do
+    local opts = mode == "fused" and {fused = true} or {foreach = mode == "foreach", fused = false}
     for k, v in pairs(c[2]) do opts[k] = v end
     local opt = optim[c[1]](params, opts)
     opt:step()  -- state allocated
@@ -37,6 +38,6 @@ for _, c in ipairs(cases) do
     local t0 = tc.utils.perf_counter()
     for _ = 1, steps do opt:step() end
     sync()
-    print(("%s %s %.3f"):format(c[1], foreach and "foreach" or "per_param", (tc.utils.perf_counter() - t0) * 1000 / steps))
+    print(("%s %s %.3f"):format(c[1], mode, (tc.utils.perf_counter() - t0) * 1000 / steps))
   end
 end

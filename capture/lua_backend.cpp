@@ -133,6 +133,11 @@ void push_inputs(lua_State* L, const std::vector<int>& slots, const std::vector<
 
 }  // namespace
 
+std::shared_ptr<const Graph> graph_of_gm(lua_State* L, int idx) {
+  auto* b = static_cast<GraphBox*>(luaL_testudata(L, idx, kGraphModuleMeta));
+  return b ? b->g : nullptr;
+}
+
 int lua_backend_compile(lua_State* L, int backend_fn_ref, const Graph& g,
                         const std::vector<int>& input_slots, const std::vector<int>& numbers) {
   lua_rawgeti(L, LUA_REGISTRYINDEX, backend_fn_ref);

@@ -124,7 +124,16 @@ bool initializer(Op op) { return op_grad(op).kind == Differentiability::NonDiffe
 void check_inplace(Op op, const Stack& args) {
   const OpSchema& s = schema(op);
   for (size_t i = 0; i < s.args.size(); i++) {
-    if (!s.args[i].mutated || !args[i].is_tensor()) continue;
+    if (!s.args[i].mutated) continue;
+    if (args[i].is_tensor_list()) {  // Tensor[]! (the optimizer steps): leaves that require grad
+      for (const Tensor& t : args[i].tensors())
+        TC_CHECK(!(t.requires_grad() && is_leaf(t)), ValueError,
+                 "%s(): a leaf tensor that requires grad is being used in an in-place operation (run it under "
+                 "tc.no_grad(), or on x:detach())",
+                 s.name);
+      continue;
+    }
+    if (!args[i].is_tensor()) continue;
     const Tensor& t = args[i].tensor();
     if (initializer(op) && leaf_or_view_of_leaf(t)) continue;
     TC_CHECK(!(t.requires_grad() && is_leaf(t)), ValueError,
@@ -216,7 +225,7 @@ void record(Op op, const Stack& args, Stack& out) {
   if (g.kind == Differentiability::NonDifferentiable) {
     if (into_view && !leaf_or_view_of_leaf(*written))
       rebase_view(*written, nullptr);
-    else if (inplace && !leaf_or_view_of_leaf(args[0].tensor()))
+    else if (inplace && (!args[0].is_tensor() || !leaf_or_view_of_leaf(args[0].tensor())))
       cut_history(args, out);
     mark_outputs(op, args, out, false);
     return;

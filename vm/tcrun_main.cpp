@@ -12,6 +12,7 @@
 
 #include "launcher.h"
 #include "llvm/Config/llvm-config.h"
+#include "tc/aot_lua.h"
 #include "tc/backends.h"
 #include "tc/capture.h"
 #include "tc/vm/bytecode.h"
@@ -236,6 +237,7 @@ int main(int argc, char** argv) {
   try {
     tc::vm::Runtime rt("tcrun");
     tc::capture::install(rt.state(), tc::backends::graph_compiler());  // tc.compile, tc.compiler
+    tc::aot::install(rt.state());  // tc.export, tc.aot (stdlib/lua/tc.aot.lua)
     if (!o.split_check.empty()) return tc::vm::split_check(rt.state(), o.split_check.c_str(), std::cout);
     if (!o.script && o.pre.empty()) {
       if (o.version) return 0;

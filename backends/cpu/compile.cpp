@@ -66,25 +66,6 @@ std::string join(const std::vector<int>& v) {
   return s;
 }
 
-// Whether a kernel may assume its buffer parameters do not alias: no launch of it binds a
-// written parameter to a graph input (user memory, which may overlap other inputs) or to a
-// buffer another parameter also gets.
-std::vector<bool> noalias_kernels(const lower::LoweredGraph& g) {
-  std::vector<bool> ok(g.kernels.size(), true);
-  for (const lower::Step& s : g.steps) {
-    if (s.kind != lower::Step::Kind::Launch) continue;
-    const lower::Launch& l = s.launch;
-    const lower::Kernel& k = g.kernels[l.kernel];
-    for (size_t i = 0; i < k.buffers.size(); i++) {
-      if (!k.buffers[i].written) continue;
-      if (g.buffers[l.buffers[i]].kind == lower::Buffer::Kind::Input) ok[l.kernel] = false;
-      for (size_t j = 0; j < k.buffers.size(); j++)
-        if (j != i && l.buffers[j] == l.buffers[i]) ok[l.kernel] = false;
-    }
-  }
-  return ok;
-}
-
 // Builds, compiles and caches the kernels `todo` (symbol -> kernel, key) as one module.
 void compile_module(const std::map<std::string, std::pair<const lower::Kernel*, std::string>>& todo,
                     capture::CompileReport& report) {
@@ -143,7 +124,7 @@ Program compile_lowered(const lower::LoweredGraph& g, capture::CompileReport* re
   Program p;
   p.graph = g;
   p.kernels.resize(g.kernels.size());
-  std::vector<bool> noalias = noalias_kernels(g);
+  std::vector<bool> noalias = lower::kernels_without_aliasing(g);
   std::vector<std::string> keys, syms;
   for (size_t i = 0; i < g.kernels.size(); i++) {
     keys.push_back(kernel_key(g.kernels[i], noalias[i]));
@@ -167,12 +148,7 @@ Program compile_lowered(const lower::LoweredGraph& g, capture::CompileReport* re
   if (!todo.empty()) {
     compile_module(todo, r);
     for (const auto& [sym, kk] : todo) {
-      CompiledKernel k{(KernelFn)jit.lookup(sym), (KernelInfoFn)jit.lookup(sym + "_info")};
-      if (kk.first->two_level()) {
-        k.final = (KernelFinalFn)jit.lookup(sym + "_final");
-        k.num_buffers = (int)kk.first->buffers.size();
-        k.outer_reductions = (int)kk.first->outer_reductions.size();
-      }
+      CompiledKernel k = find_kernel(*kk.first, sym, [&](const std::string& name) { return jit.lookup(name); });
       cache.emplace(sym, Compiled{kk.second, k});
     }
   }

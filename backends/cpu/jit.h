@@ -32,6 +32,18 @@ class Jit {
   // Address of an exported symbol of a compiled or loaded module; throws if absent.
   void* lookup(const std::string& symbol);
 
+  // Ahead-of-time packages (aot/): an object built from `m` with the same O3 pipeline and target
+  // as compile(), NOT added to this process's JIT (the kernels may already be linked here).
+  std::string compile_object(std::unique_ptr<llvm::Module> m);
+  // Links a package's object in a library of its own (one per distinct object: loading one
+  // package 64 times links it once) and returns that library; lookup(library, symbol) finds its
+  // symbols. Call both under mutex().
+  void* load_library(const std::string& object);
+  void* lookup(void* library, const std::string& symbol);
+  // The host CPU's name and LLVM feature string ("+avx2,+fma,-avx512f,...").
+  const std::string& cpu_name() const;
+  const std::string& cpu_features() const;
+
   // What compiled code depends on besides its IR: tc, codegen and LLVM versions, host CPU name and
   // features. Part of every disk cache key.
   const std::string& target_id() const { return target_id_; }

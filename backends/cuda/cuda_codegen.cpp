@@ -781,7 +781,6 @@ constexpr int64_t kWarpRow = 4096;  // rows up to this long: a warp each
 std::vector<KernelShape> plan_kernel(const Kernel& k, bool noalias) {
   KernelShape sh;
   sh.noalias = noalias;
-  sh.two_level = k.two_level();
   bool loops = false;
   for (const Stmt& s : k.body) loops |= s.kind == Stmt::Kind::Loop;
   std::optional<KernelWork> w = kernel_work(k, nullptr);

@@ -44,7 +44,6 @@ struct KernelShape {
   // A `__device__` function run by one block (its threads stride over the outer iterations):
   // a step of a tiny graph's single kernel (threads_per_row 1).
   bool device_fn = false;
-  bool two_level = false;  // the kernel has outer reductions: at most kMaxTwoLevelBlocks blocks
 };
 
 // Integer value of a preamble instruction given the size parameters (nullopt when it depends on a

@@ -53,23 +53,6 @@ std::string join(const std::vector<int>& v) {
   return s;
 }
 
-// Whether a kernel's parameters may be __restrict__: no launch binds a written parameter to a
-// graph input (user memory may overlap) or to a buffer another parameter also gets.
-std::vector<bool> noalias_kernels(const lower::LoweredGraph& g) {
-  std::vector<bool> ok(g.kernels.size(), true);
-  for (const lower::Step& s : g.steps) {
-    if (s.kind != lower::Step::Kind::Launch) continue;
-    const lower::Kernel& k = g.kernels[s.launch.kernel];
-    for (size_t i = 0; i < k.buffers.size(); i++) {
-      if (!k.buffers[i].written) continue;
-      bool bad = g.buffers[s.launch.buffers[i]].kind == Buffer::Kind::Input;
-      for (size_t j = 0; j < k.buffers.size(); j++) bad |= j != i && s.launch.buffers[j] == s.launch.buffers[i];
-      if (bad) ok[s.launch.kernel] = false;
-    }
-  }
-  return ok;
-}
-
 // Loaded modules of this process: program hash -> function per kernel name.
 struct Loaded {
   std::string source;  // guards against a hash collision
@@ -192,7 +175,7 @@ Program compile_lowered(const lower::LoweredGraph& g, int device, capture::Compi
   p.graph = g;
   p.device = device;
   for (const lower::Step& s : g.steps) r.kernels += s.kind == lower::Step::Kind::Launch;
-  std::vector<bool> noalias = noalias_kernels(g);
+  std::vector<bool> noalias = lower::kernels_without_aliasing(g);
   // One function per distinct source: kernels that lowering kept apart but that generate the
   // same code (or the same kernel twice) are emitted once.
   std::vector<std::vector<std::string>> names;  // per kernel, per shape
@@ -311,11 +294,11 @@ Program compile_lowered(const lower::LoweredGraph& g, int device, capture::Compi
   return p;
 }
 
-unsigned Program::grid(const KernelShape& sh, int64_t n_outer) const {
+unsigned Program::grid(const KernelShape& sh, int64_t n_outer, bool two_level) const {
   const int64_t rows_per_block = sh.block / sh.threads_per_row * sh.unroll;
   const int64_t blocks = (n_outer + rows_per_block - 1) / rows_per_block;
   int64_t cap = (int64_t)drv::dev(device).sm_count * std::max(1, 2048 / sh.block) * 4;
-  if (sh.two_level) cap = std::min(cap, kMaxTwoLevelBlocks);
+  if (two_level) cap = std::min(cap, kMaxTwoLevelBlocks);  // its blocks' result slots
   return (unsigned)std::max<int64_t>(1, std::min(blocks, cap));
 }
 
@@ -334,7 +317,7 @@ void Program::prepare_static_launches() {
              graph.kernels[s.launch.kernel].name.c_str());
     sl.n_outer = w->outer;
     sl.shape = choose_shape(shapes[s.launch.kernel], *w);
-    sl.grid = grid(shapes[s.launch.kernel][sl.shape], w->outer);
+    sl.grid = grid(shapes[s.launch.kernel][sl.shape], w->outer, graph.kernels[s.launch.kernel].two_level());
   }
 }
 
@@ -426,7 +409,7 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
                  g.kernels[k].name.c_str());
         n_outer = w->outer;
         shape = choose_shape(shapes[k], *w);
-        blocks = grid(shapes[k][shape], n_outer);
+        blocks = grid(shapes[k][shape], n_outer, g.kernels[k].two_level());
       }
       void* fn = functions[k][shape];
       if ((n_outer <= 0 && !g.kernels[k].two_level()) || !fn) continue;  // (a two-level kernel's final code runs)

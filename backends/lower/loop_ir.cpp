@@ -359,4 +359,19 @@ std::string print(const LoweredGraph& g) {
   return s;
 }
 
+std::vector<bool> kernels_without_aliasing(const LoweredGraph& g) {
+  std::vector<bool> ok(g.kernels.size(), true);
+  for (const Step& s : g.steps) {
+    if (s.kind != Step::Kind::Launch) continue;
+    const Kernel& k = g.kernels[s.launch.kernel];
+    for (size_t i = 0; i < k.buffers.size(); i++) {
+      if (!k.buffers[i].written) continue;
+      bool bad = g.buffers[s.launch.buffers[i]].kind == Buffer::Kind::Input;
+      for (size_t j = 0; j < k.buffers.size(); j++) bad |= j != i && s.launch.buffers[j] == s.launch.buffers[i];
+      if (bad) ok[s.launch.kernel] = false;
+    }
+  }
+  return ok;
+}
+
 }  // namespace tc::lower

@@ -258,4 +258,9 @@ struct LoweredGraph {
 std::string print(const Kernel& k);
 std::string print(const LoweredGraph& g);
 
+// Per kernel of `g`: whether its buffer parameters may be assumed not to alias (no launch binds a
+// written parameter to a graph input, which is user memory that may overlap others, or to a
+// buffer another parameter also gets).
+std::vector<bool> kernels_without_aliasing(const LoweredGraph& g);
+
 }  // namespace tc::lower

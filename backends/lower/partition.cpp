@@ -108,8 +108,8 @@ std::vector<char> backend_nodes(const Graph& g, const std::function<bool(const N
     if (x.kind != NodeKind::Op || on[i]) continue;
     const std::vector<ArgSpec>& specs = schema(x.op).args;
     for (size_t a = 0; a < x.args.size() && a < specs.size(); a++)
-      if (specs[a].mutated && x.args[a].kind == capture::NodeArg::Kind::Ref)
-        written[base[x.args[a].refs[0].node]] = 1;
+      if (specs[a].mutated && x.args[a].kind != capture::NodeArg::Kind::Const)
+        for (const Ref& r : x.args[a].refs) written[base[r.node]] = 1;  // Tensor[]!: each one
   }
   for (int i = 0; i < n; i++)
     if (is_view(i) && written[base[i]]) on[i] = 0;

@@ -692,6 +692,8 @@ void Lowering::run() {
     for (size_t i = 0; i < node.args.size() && i < sc.args.size(); i++)
       if ((sc.args[i].mutated || gemm) && node.args[i].kind == capture::NodeArg::Kind::Ref)
         store_base(node.args[i].refs[0].node);
+      else if (sc.args[i].mutated && node.args[i].kind == capture::NodeArg::Kind::RefList)  // Tensor[]!
+        for (capture::Ref r : node.args[i].refs) store_base(r.node);
   }
   // A graph output that views another value is returned as a view of it (eager's aliasing: a
   // write into one is seen by the other, also across the partitions of a graph).

@@ -749,6 +749,10 @@ std::vector<int> Lowering::lower_op(int n) {
     case Op::binary_cross_entropy: case Op::binary_cross_entropy_with_logits: case Op::interpolate:
     case Op::dropout:
       return add_extern(n, true);
+    // optimizer steps: in-place updates of lists of tensors (their multi-tensor kernels)
+    case Op::_fused_sgd_: case Op::_fused_adam_: case Op::_fused_adamw_: case Op::_fused_rmsprop_:
+    case Op::_fused_adagrad_:
+      return add_extern(n, true);
 
     // ---- creation --------------------------------------------------------------------------------
     case Op::empty: case Op::zeros: case Op::ones: case Op::full: {

@@ -1,6 +1,7 @@
 // The "nn" group of ops.def: dispatch to the per-op meta rules and kernels (nn_norm.cpp,
 // nn_loss.cpp, nn_attention.cpp, nn_interpolate.cpp), and the two small ops embedding and dropout.
 #include "cpu/nn.h"
+#include "cpu/optim.h"
 
 #include <cstring>
 
@@ -13,6 +14,8 @@ Metas meta_nn(Op op, const Stack& a) {
     return {cpu::name##_meta(a)};
     TC_NN_OPS(X)
 #undef X
+    TC_FUSED_OPTIM_OPS:
+      return {cpu::fused_optim_meta(op, a)};
     default:
       break;
   }
@@ -26,6 +29,8 @@ Stack cpu_nn(Op op, const Stack& a, const Metas& out) {
     return {Value(cpu::name##_kernel(a, out[0]))};
     TC_NN_OPS(X)
 #undef X
+    TC_FUSED_OPTIM_OPS:
+      return {Value(cpu::fused_optim_kernel(op, a, out[0]))};
     default:
       break;
   }

@@ -6,6 +6,7 @@
 // softmax kernel). Losses: loss.cpp; interpolate: interpolate.cpp.
 #include <cmath>
 
+#include "cpu/optim.h"
 #include "cuda/runtime.h"
 
 namespace tc::cuda {
@@ -311,6 +312,7 @@ bool nn(Op op, const Stack& a, const Metas& m, Stack* result) {
     case Op::binary_cross_entropy_with_logits:
       return loss(op, a, m, result);
     case Op::interpolate: return interpolate(a, m[0], result);
+    TC_FUSED_OPTIM_OPS: return fused_optim(op, a, result);
     default: return false;
   }
 }

@@ -189,6 +189,8 @@ bool sort_topk(Op op, const Stack& a, const Metas& m, Stack* out);
 bool loss(Op op, const Stack& a, const Metas& m, Stack* out);
 // interpolate (stdlib/cuda/interpolate.cpp), called by nn().
 bool interpolate(const Stack& a, const TensorMeta& m, Stack* out);
+// The optimizer-step ops, _fused_sgd_ ... (stdlib/cuda/optim.cpp), called by nn().
+bool fused_optim(Op op, const Stack& a, Stack* out);
 // einsum (stdlib/cuda/einsum.cpp), called by linalg().
 bool einsum(const Stack& a, const Metas& m, Stack* out);
 // dropout with the CPU's bernoulli(1 - p) stream (stdlib/cuda/creation.cpp).
@@ -219,7 +221,6 @@ DispatchStats& dispatch_stats();
 // a profiler on the GPU machine.
 int profile_level();
 void profile_op(Op op, double us, int64_t launches);
-int64_t launch_count();
 const char*& last_conv_impl_slot();
 
 }  // namespace tc::cuda

@@ -184,6 +184,9 @@ function tc.compile(f, opts)
   return f
 end
 
+-- tc.export(f, args, opts): the whole function as one graph with its weights lifted (tc.aot.lua).
+function tc.export(...) return require("tc.aot").export(...) end
+
 -- tc.compiler: the torch.compiler API. With no capture yet every function runs eagerly, so these
 -- are exact for an uncompiled runtime: nothing to reset, no graphs, nothing recompiles.
 local stances = {default = true, force_eager = true, eager_on_recompile = true, fail_on_recompile = true}

@@ -4,15 +4,20 @@
 --
 -- State layout: an optimizer's per-parameter state tensors (exp_avg, momentum_buffer ...) are views
 -- into flat buffers, one per "bucket" (the parameters of a group of one device and dtype that got
--- their first gradient at the same step). A step updates a bucket whose parameters all have a
--- gradient and the same step count in one pass over the flat buffers ("foreach": the gradients
--- and parameters are concatenated, each op of the algorithm runs once for the whole bucket, the
--- new values are copied back to the parameters), so a step costs about ten launches per bucket,
--- two cats (one launch per 32 tensors on CUDA) and one copy per parameter, instead of every op
--- once per parameter. That is the default for CUDA parameters (option foreach=nil); on the CPU,
--- where the concatenations cost more than they save (bench/optim_step.lua), parameters are
--- updated one by one on the same state views (foreach=false; foreach=true forces the flat pass).
--- Both run the same arithmetic (cls.update).
+-- their first gradient at the same step). A step updates each bucket in one of three ways:
+-- - fused (option fused=true; the default for floating-point parameters on every device): one op per bucket (per step count)
+--   over the lists of parameters, gradients and state views (tc._fused_adam_ ..., ops.def): on
+--   CUDA a few multi-tensor kernel launches for all of them (64 parameters per launch), on the CPU
+--   one pass shared by the threads. Parameters without a gradient are left out of the lists.
+-- - foreach (foreach=true): when every parameter of the bucket has a gradient and the same step
+--   count, the gradients and parameters are concatenated, each op of the algorithm runs once on
+--   the flat buffers and the new values are copied back (about ten launches per bucket, two cats,
+--   one copy per parameter).
+-- - per parameter (foreach=false, fused=false): every op of the algorithm once per parameter, on
+--   the same state views. PyTorch's CPU default; ours is fused, which gives the same values
+--   (tests/lua/test_optim_steps.lua) 1.5-7x faster (bench/optim_step.lua cpu).
+-- All three run the same arithmetic (cls.update; the fused kernels follow it element by element,
+-- stdlib/cpu/optim.h). fused=true and foreach=true together are an error, as in PyTorch.
 local tc = require "tc"
 local raise = tc._C.raise
 local zero_grad = require("tc.nn.utils").zero_grad
@@ -26,7 +31,7 @@ local function is_group(v) return type(v) == "table" and getmetatable(v) == nil 
 
 -- Options every optimizer accepts besides its defaults (nil by default; initial_lr is set by the
 -- lr schedulers).
-local COMMON = {foreach = true, initial_lr = true}
+local COMMON = {foreach = true, fused = true, initial_lr = true}
 
 -- Checks and completes one parameter group: options from opts, the constructor's overrides, then
 -- the class defaults; `validate(group)` raises for values out of range.
@@ -54,7 +59,13 @@ local function make_group(self, spec, opts)
     group.params[i] = p
   end
   if group.foreach ~= nil and type(group.foreach) ~= "boolean" then
-    raise("ValueError", ("%s: foreach must be true, false or nil (nil: true on CUDA), got %s"):format(cls.__name, tostring(group.foreach)))
+    raise("ValueError", ("%s: foreach must be true, false or nil (nil: fused for floating-point parameters), got %s"):format(cls.__name, tostring(group.foreach)))
+  end
+  if group.fused ~= nil and type(group.fused) ~= "boolean" then
+    raise("ValueError", ("%s: fused must be true, false or nil (nil: true for floating-point parameters), got %s"):format(cls.__name, tostring(group.fused)))
+  end
+  if group.fused and group.foreach then
+    raise("ValueError", cls.__name .. ": fused=true and foreach=true cannot be used together")
   end
   if type(group.lr) ~= "number" or group.lr < 0 then
     raise("ValueError", string.format("%s: invalid learning rate: %s", cls.__name, tostring(group.lr)))
@@ -232,6 +243,41 @@ local function try_foreach(self, g, b)
   return true
 end
 
+-- One step of the bucket's parameters that have a gradient through the class's fused op: one
+-- call per distinct step count (all the same unless some parameters missed a gradient before).
+local function fused_step(self, g, b)
+  local cls = getmetatable(self)
+  local slots = cls.slots(g)
+  local calls, order = {}, {}
+  for _, p in ipairs(b.params) do
+    local grad = p.grad
+    if grad ~= nil then
+      local s = self.state[p]
+      local c = calls[s.step]
+      if c == nil then
+        c = {params = {}, grads = {}, states = {}}
+        for _, slot in ipairs(slots) do c.states[slot[1]] = {} end
+        calls[s.step], order[#order + 1] = c, s.step
+      end
+      local i = #c.params + 1
+      c.params[i], c.grads[i] = p, grad
+      for _, slot in ipairs(slots) do c.states[slot[1]][i] = s[slot[1]] end
+    end
+  end
+  for _, step in ipairs(order) do
+    local c = calls[step]
+    cls.fused(g, c.params, c.grads, c.states, step + 1)
+    for _, p in ipairs(c.params) do self.state[p].step = step + 1 end
+  end
+  return true
+end
+
+-- fused (nil: when the parameters are floating-point tensors and foreach is not asked for)
+local function use_fused(g, p)
+  if g.fused ~= nil then return g.fused end
+  return g.foreach == nil and p.dtype.is_floating_point
+end
+
 function Optimizer:step(closure)
   local loss
   if closure ~= nil then loss = tc.enable_grad(closure) end
@@ -247,9 +293,13 @@ function Optimizer:step(closure)
       local b = self._slot[p].bucket
       if done[b] == nil then
         add_slots(self, g, b)
-        local foreach = g.foreach
-        if foreach == nil then foreach = on_cuda(p) end
-        done[b] = foreach and try_foreach(self, g, b)
+        if use_fused(g, p) then
+          done[b] = fused_step(self, g, b)
+        else
+          local foreach = g.foreach
+          if foreach == nil then foreach = on_cuda(p) end
+          done[b] = foreach and try_foreach(self, g, b)
+        end
       end
       if not done[b] then
         local s = self.state[p]
@@ -383,6 +433,11 @@ function SGD.update(g, param, d, S, step)
   param:add_(d, {alpha = -g.lr})
 end
 
+function SGD.fused(g, params, grads, S, step)
+  tc._fused_sgd_(params, grads, S.momentum_buffer or {}, {lr = g.lr, momentum = g.momentum, dampening = g.dampening,
+    weight_decay = g.weight_decay, nesterov = g.nesterov, maximize = g.maximize, first_step = step == 1})
+end
+
 -- ---- Adam and AdamW -----------------------------------------------------------------------------
 local function adam_class(name, decoupled)
   local A = optimizer_class(name, {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8,
@@ -418,6 +473,11 @@ local function adam_class(name, decoupled)
     end
     local denom = (v:sqrt() / math.sqrt(1 - beta2 ^ step)):add_(g.eps)
     param:add_(S.exp_avg / denom, {alpha = -step_size})
+  end
+  local fused_op = decoupled and tc._fused_adamw_ or tc._fused_adam_
+  function A.fused(g, params, grads, S, step)
+    fused_op(params, grads, S.exp_avg, S.exp_avg_sq, S.max_exp_avg_sq or {}, step, {lr = g.lr, beta1 = g.betas[1],
+      beta2 = g.betas[2], eps = g.eps, weight_decay = g.weight_decay, amsgrad = g.amsgrad, maximize = g.maximize})
   end
 end
 adam_class("Adam", false)
@@ -457,6 +517,11 @@ function RMSprop.update(g, param, grad, S)
   end
 end
 
+function RMSprop.fused(g, params, grads, S)
+  tc._fused_rmsprop_(params, grads, S.square_avg, S.momentum_buffer or {}, S.grad_avg or {}, {lr = g.lr, alpha = g.alpha,
+    eps = g.eps, weight_decay = g.weight_decay, momentum = g.momentum, centered = g.centered, maximize = g.maximize})
+end
+
 -- ---- Adagrad ------------------------------------------------------------------------------------
 local Adagrad = optimizer_class("Adagrad", {lr = 1e-2, lr_decay = 0, weight_decay = 0, initial_accumulator_value = 0,
   eps = 1e-10, maximize = false})
@@ -473,6 +538,11 @@ function Adagrad.update(g, param, grad, S, step)
   local clr = g.lr / (1 + (step - 1) * g.lr_decay)
   S.sum:add_(grad * grad)
   param:add_(grad / S.sum:sqrt():add_(g.eps), {alpha = -clr})
+end
+
+function Adagrad.fused(g, params, grads, S, step)
+  tc._fused_adagrad_(params, grads, S.sum, step, {lr = g.lr, lr_decay = g.lr_decay, weight_decay = g.weight_decay,
+    eps = g.eps, maximize = g.maximize})
 end
 
 -- tc.optim.lr_scheduler is loaded on first use.

@@ -55,6 +55,12 @@ if out=$(timeout 120 "$TCRUN" --nproc-per-node 2 tests/distributed/ddp.lua cpu 2
   pass "ddp_training_equals_the_average_gradient_reference_on_gloo"
 else fail "ddp_training_equals_the_average_gradient_reference_on_gloo" "$out"; fi
 
+# 5c. a small CNN trained with DDP on shards equals one process trained on the whole batch
+if out=$(timeout 120 "$TCRUN" --nproc-per-node 2 tests/distributed/ddp_cnn.lua cpu 2>&1) &&
+   [ "$(grep -c "ddp cnn ok" <<<"$out")" -eq 2 ]; then
+  pass "ddp_cnn_training_equals_full_batch_training_on_gloo"
+else fail "ddp_cnn_training_equals_full_batch_training_on_gloo" "$out"; fi
+
 # 6. DistributedSampler
 if out=$("$TCRUN" tests/distributed/sampler.lua 2>&1) && grep -q "sampler ok" <<<"$out"; then
   pass "distributed_sampler_partitions_like_torch"
@@ -89,6 +95,10 @@ else
        [ "$(grep -c "ddp ok" <<<"$out")" -eq "$gpus" ]; then
       pass "ddp_training_equals_the_reference_on_${gpus}_gpus"
     else fail "ddp_training_equals_the_reference_on_${gpus}_gpus" "$out"; fi
+    if out=$(timeout 180 "$TCRUN" --nproc-per-node "$gpus" tests/distributed/ddp_cnn.lua cuda 2>&1) &&
+       [ "$(grep -c "ddp cnn ok" <<<"$out")" -eq "$gpus" ]; then
+      pass "ddp_cnn_training_equals_full_batch_training_on_${gpus}_gpus"
+    else fail "ddp_cnn_training_equals_full_batch_training_on_${gpus}_gpus" "$out"; fi
   fi
 fi
 

@@ -1,7 +1,9 @@
 -- tc.optim against torch.optim (fixture: tests/fixtures/train/optim.json from gen_optim.py): three
 -- parameters, several steps with hand-set gradients (some cases leave grads unset at some steps),
 -- the parameters after every step compared with PyTorch's; every case runs parameter by parameter
--- (foreach=false) and on the flat buckets (foreach=true).
+-- (foreach=false), on the flat buckets (foreach=true) and through the fused ops (fused=true:
+-- tc._fused_adam_ ...), which must also equal the per-parameter path on mixed shapes and run as
+-- one graph node inside compiled functions.
 local tc = require "tc"
 local optim = require "tc.optim"
 local check = require "check"
@@ -49,15 +51,17 @@ local function build(c, ps, extra)
   return optim[c.class](ps, opts)
 end
 
+-- foreach: true/false/nil, or a table of options (mode = {fused = true})
 local function run_case(name, c, foreach, from_step, ps, opt, device)
   ps = ps or params(device)
-  opt = opt or build(c, ps, {foreach = foreach})
+  local mode = type(foreach) == "table" and foreach or {foreach = foreach}
+  opt = opt or build(c, ps, mode)
   for step = from_step or 1, #c.steps do
     set_grads(ps, step, c.skip)
     opt:step()
     for i, p in ipairs(ps) do
       OF.assert_close(p:cpu(), OF.tensor(c.steps[step][i], P().shapes[i]),
-        ("%s (foreach=%s) step %d param %d"):format(name, tostring(foreach), step, i))
+        ("%s (foreach=%s, fused=%s) step %d param %d"):format(name, tostring(mode.foreach), tostring(mode.fused), step, i))
     end
   end
   return ps, opt
@@ -75,13 +79,22 @@ function tests.every_optimizer_case_matches_pytorch_on_flat_buckets()
   for name, c in pairs(OF.optim().optimizers) do run_case(name, c, true) end
 end
 
--- On CUDA the default (foreach = nil) is the flat path; skipped without a GPU.
+function tests.every_optimizer_case_matches_pytorch_fused()
+  for name, c in pairs(OF.optim().optimizers) do run_case(name, c, {fused = true}) end
+end
+
+-- On CUDA the default (fused = nil, foreach = nil) is the fused path; skipped without a GPU.
 function tests.every_optimizer_case_matches_pytorch_on_cuda()
   if not tc.cuda.is_available() then
     print("SKIP test_optim_steps:every_optimizer_case_matches_pytorch_on_cuda: no CUDA device")
     return
   end
-  for name, c in pairs(OF.optim().optimizers) do run_case(name, c, nil, nil, nil, nil, "cuda") end
+  for name, c in pairs(OF.optim().optimizers) do
+    run_case(name, c, nil, nil, nil, nil, "cuda")
+    run_case(name, c, true, nil, nil, nil, "cuda")
+  end
+  local ps = params("cuda")
+  assert(optim.Adam(ps).param_groups[1].fused == nil, "nil by default")
 end
 
 function tests.fixture_covers_every_optimizer_class()
@@ -153,12 +166,12 @@ function tests.state_dict_round_trip_resumes_exactly()
   for _, name in ipairs {"sgd_nesterov_wd", "adam_amsgrad", "adamw", "rmsprop_centered_momentum", "adagrad_decay_wd_init",
                          "adam_skip", "groups_adam"} do
     local c = OF.optim().optimizers[name]
-    for _, foreach in ipairs {false, true} do
+    for _, mode in ipairs {{foreach = false}, {foreach = true}, {fused = true}} do
       local ps = params()
-      local opt = build(c, ps, {foreach = foreach})
+      local opt = build(c, ps, mode)
       for step = 1, 2 do set_grads(ps, step, c.skip); opt:step() end
       local sd = opt:state_dict()
-      local opt2 = build(c, ps, {lr = 123, foreach = foreach})
+      local opt2 = build(c, ps, {lr = 123, foreach = mode.foreach, fused = mode.fused})
       opt2:load_state_dict(sd)
       check.eq(opt2.param_groups[1].lr, opt.param_groups[1].lr, "hyper-parameters come back")
       -- the saved state is a copy: stepping the old optimizer does not change it
@@ -167,7 +180,7 @@ function tests.state_dict_round_trip_resumes_exactly()
       for i, p in ipairs(ps) do keep[i] = p:clone() end
       opt:step()
       for i, p in ipairs(ps) do p:detach():copy_(keep[i]) end
-      run_case(name, c, foreach, 3, ps, opt2)
+      run_case(name, c, mode, 3, ps, opt2)
     end
   end
 end
@@ -230,6 +243,8 @@ function tests.bad_options_raise_value_errors()
   raises(function() return optim.AdamW({}, {}) end, "empty parameter list")
   raises(function() return optim.SGD({ps[1], ps[2], ps[1]}) end, "parameter 3 appears twice in one parameter group")
   raises(function() return optim.SGD(ps, {foreach = "yes"}) end, "foreach must be true, false or nil")
+  raises(function() return optim.SGD(ps, {fused = 1}) end, "fused must be true, false or nil")
+  raises(function() return optim.Adam(ps, {fused = true, foreach = true}) end, "fused=true and foreach=true cannot be used together")
 end
 
 function tests.printing_an_optimizer_shows_its_groups()
@@ -241,9 +256,9 @@ end
 
 -- Options changed between steps take effect: momentum switched on later gets its buffer.
 function tests.options_changed_between_steps_take_effect()
-  for _, foreach in ipairs {false, true} do
+  for _, mode in ipairs {{foreach = false}, {foreach = true}, {fused = true}} do
     local ps = params()
-    local opt = optim.RMSprop(ps, {lr = 0.01, foreach = foreach})
+    local opt = optim.RMSprop(ps, {lr = 0.01, foreach = mode.foreach, fused = mode.fused})
     set_grads(ps, 1)
     opt:step()
     assert(opt.state[ps[1]].momentum_buffer == nil)
@@ -273,6 +288,131 @@ function tests.mixed_dtypes_get_separate_buckets()
   end
   for i = 1, 3 do OF.assert_close(results[true][i], results[false][i], "param " .. i) end
   check.eq(results[true][2].dtype, tc.float64)
+end
+
+-- ---- fused ------------------------------------------------------------------------------------
+-- Mixed shapes (an empty parameter, one of several chunks, a transposed one with a transposed
+-- grad), gradients missing at some steps (those parameters fall a step behind: one fused call per
+-- step count), every class with its options on: fused equals per parameter, step by step.
+function tests.fused_equals_per_parameter_on_mixed_shapes_and_missing_grads()
+  local shapes = {{3, 4}, {0}, {70000}, {5}, {4, 6}, {2, 1, 3}}
+  tc.manual_seed(3)
+  local init, grads = {}, {}
+  for i, s in ipairs(shapes) do init[i] = tc.randn(s) end
+  for step = 1, 4 do
+    grads[step] = {}
+    for i, s in ipairs(shapes) do grads[step][i] = tc.randn(s) end
+  end
+  local missing = {[2] = {[4] = true}, [3] = {[4] = true, [6] = true}}
+  local cases = {
+    {"SGD", {lr = 0.1, momentum = 0.9, nesterov = true, weight_decay = 0.01}}, {"SGD", {lr = 0.1, dampening = 0.2, momentum = 0.5, maximize = true}},
+    {"SGD", {lr = 0.1}}, {"Adam", {lr = 0.01, amsgrad = true, weight_decay = 0.1}}, {"Adam", {lr = 0.01, maximize = true}},
+    {"AdamW", {lr = 0.01, betas = {0.8, 0.99}}}, {"AdamW", {lr = 0.05, weight_decay = 0.3, amsgrad = true}},
+    {"RMSprop", {lr = 0.01, centered = true, momentum = 0.5, weight_decay = 0.1}}, {"RMSprop", {lr = 0.01, alpha = 0.9}},
+    {"Adagrad", {lr = 0.1, lr_decay = 0.05, weight_decay = 0.1, initial_accumulator_value = 0.2}},
+  }
+  for _, c in ipairs(cases) do
+    local results = {}
+    for _, fused in ipairs {false, true} do
+      local ps = {}
+      for i, t in ipairs(init) do
+        ps[i] = i == 5 and t:t():contiguous():t() or t:clone()  -- 5: a non-contiguous parameter
+        ps[i].requires_grad = true
+      end
+      local opts = copy(c[2])
+      opts.fused = fused
+      local opt = optim[c[1]](ps, opts)
+      for step = 1, 4 do
+        for i, p in ipairs(ps) do
+          local g = grads[step][i]
+          if i == 5 then g = g:t():contiguous():t() end
+          p.grad = not (missing[step] or {})[i] and g or nil
+        end
+        opt:step()
+      end
+      results[fused] = ps
+    end
+    for i = 1, #shapes do
+      if i == 2 then
+        check.same(results[true][i].shape, {0})
+      else
+        OF.assert_close(results[true][i], results[false][i], ("%s %s param %d"):format(c[1], tostring(c[2].lr), i))
+      end
+    end
+  end
+end
+
+function tests.fused_ops_check_their_arguments()
+  local p, g = tc.ones(3), tc.ones(3)
+  local function raises(kind, pattern, f)
+    local e = check.raises(kind, f)
+    assert(e.message:find(pattern), e.message)
+  end
+  raises("ValueError", "exp_avg_sqs has 0 tensors, params has 1",
+    function() tc._fused_adam_({p}, {g}, {tc.zeros(3)}, {}, {}, 1, {lr = 0.1}) end)
+  raises("ValueError", "max_exp_avg_sqs has 0 tensors, params has 1",
+    function() tc._fused_adamw_({p}, {g}, {tc.zeros(3)}, {tc.zeros(3)}, {}, 1, {lr = 0.1, amsgrad = true}) end)
+  raises("DTypeError", "but grads%[1%] is float64", function() tc._fused_sgd_({p}, {g:double()}, {}, {lr = 0.1}) end)
+  raises("ShapeError", "momentum_buffers%[1%] has shape %[4%], params%[1%] has shape %[3%]",
+    function() tc._fused_sgd_({p}, {g}, {tc.zeros(4)}, {lr = 0.1, momentum = 0.9}) end)
+  raises("ValueError", "expected at least one parameter", function() tc._fused_adagrad_({}, {}, {}, 1, {lr = 0.1}) end)
+  raises("ValueError", "missing required argument 'lr'", function() tc._fused_rmsprop_({p}, {g}, {tc.zeros(3)}, {}, {}) end)
+  local leaf = tc.ones(3)
+  leaf.requires_grad = true
+  raises("ValueError", "leaf tensor that requires grad is being used in an in%-place operation",
+    function() tc._fused_sgd_({leaf}, {g}, {}, {lr = 0.1}) end)
+  tc.no_grad(function() tc._fused_sgd_({leaf}, {g}, {}, {lr = 0.5}) end)
+  check.eq(leaf:sum():item(), 1.5)
+end
+
+-- Inside a compiled function the fused op is one graph node; the eager backend and the code
+-- generators (cpu; cuda with a GPU: an extern call of the op) give eager's results, written into
+-- the parameters.
+function tests.fused_op_is_one_graph_node_under_compile()
+  local function run(backend, device)
+    tc.manual_seed(5)
+    local ps, gs, ms, vs = {}, {}, {}, {}
+    for i, s in ipairs {{3, 4}, {5}, {0}} do
+      ps[i], gs[i] = tc.randn(s):to(device), tc.randn(s):to(device)
+      ms[i], vs[i] = tc.zeros(s, {device = device}), tc.zeros(s, {device = device})
+    end
+    local function step(k)
+      local y = ps[1] * 2  -- read before the update
+      -- lists made in the trace, as tc.optim makes them (capture does not take real arrays of
+      -- tensors as op arguments yet)
+      local P, G, M, V = {}, {}, {}, {}
+      for i = 1, #ps do P[i], G[i], M[i], V[i] = ps[i], gs[i], ms[i], vs[i] end
+      tc._fused_adam_(P, G, M, V, {}, k, {lr = 0.1, weight_decay = 0.1})
+      return y + ps[1]  -- read after it
+    end
+    local listing, outs = {}, {}
+    local f = step
+    if backend == "lua" then
+      f = tc.compile(step, {backend = function(gm) listing[#listing + 1] = gm.code
+        return function(...) return gm:forward(...) end
+      end})
+    elseif backend then
+      f = tc.compile(step, {backend = backend})
+    end
+    for k = 1, 3 do outs[k] = f(k) end
+    return ps, ms, outs, listing
+  end
+  local ps0, ms0, outs0 = run(nil, "cpu")
+  local cases = {{"lua", "cpu"}, {"eager", "cpu"}, {"cpu", "cpu"}}
+  if tc.cuda.is_available() then cases[4], cases[5] = {"eager", "cuda"}, {"cuda", "cuda"} end
+  for _, c in ipairs(cases) do
+    local ps, ms, outs, listing = run(c[1], c[2])
+    local what = c[1] .. " on " .. c[2]
+    for i = 1, 2 do
+      OF.assert_close(ps[i]:cpu(), ps0[i], what .. " param " .. i)
+      OF.assert_close(ms[i]:cpu(), ms0[i], what .. " exp_avg " .. i)
+    end
+    for k = 1, 3 do OF.assert_close(outs[k]:cpu(), outs0[k], what .. " result of call " .. k) end
+    if c[1] == "lua" then  -- one _fused_adam_ node in each graph
+      local code = table.concat(listing, "\n")
+      check.eq(select(2, code:gsub("_fused_adam_%(", "")), #listing, code)
+    end
+  end
 end
 
 return tests

@@ -18,6 +18,7 @@
 // include the backends library, which depends on it).
 #pragma once
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "tc/capture/graph.h"
@@ -28,6 +29,10 @@ namespace tc::capture {
 
 // Installs tc.compile and tc.compiler.* into the `tc` module of L (requires "tc" first).
 void install(lua_State* L, GraphCompiler compiler);
+
+// The graph inside the `gm` a Lua backend function receives (the value at `idx`), or null when
+// that value is not one. tc.export (aot/) takes the exported graph from it.
+std::shared_ptr<const Graph> graph_of_gm(lua_State* L, int idx);
 
 // TC_LOGS / --log / tc.config.log: a comma-separated list of log names. Returns "" when every
 // name is known, else the error ("unknown log 'bogus' (logs: graph_breaks, recompiles, ...)").

@@ -123,6 +123,8 @@ void mem_get_info(int64_t* free_bytes, int64_t* total_bytes, int device = 0);
 // Ops that ran on native CUDA kernels vs through the host fallback since the process started.
 int64_t native_op_count();
 int64_t fallback_op_count();
+// Launches of tc's own kernels since the process started (not cuDNN's or cuBLAS's).
+int64_t launch_count();
 
 // "cc 9.0, 132 SMs, NVIDIA H100 80GB HBM3" (initializes the device).
 std::string device_name(int device = 0);

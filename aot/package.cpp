@@ -1,0 +1,278 @@
+// tc::aot::Package (tc/aot.h): validate, parse, link, bind constants, run. No Lua, no lowering,
+// no code generation: the plan is the CPU backend's launch list and the object its kernels.
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <set>
+#include <sstream>
+
+#include <llvm/Config/llvm-config.h>
+#include <llvm/TargetParser/Host.h>
+
+#include "container.h"
+#include "cpu/jit.h"
+#include "cpu/runtime.h"
+#include "plan.h"
+#include "tc/aot.h"
+#include "tc/error.h"
+#ifdef TC_HAVE_CUDA
+#include "cuda/cuda_package.h"
+#include "tc/cuda.h"
+#endif
+
+namespace tc::aot {
+
+struct Package::Loaded {
+  std::string path;
+  Manifest manifest;
+  Device device;  // where inputs and constants live
+  std::vector<GraphInput> graph_inputs;
+  capture::CompiledGraph run;  // the device's launch list
+};
+
+namespace {
+
+std::set<std::string> enabled_features(const std::string& features) {
+  std::set<std::string> on;
+  std::stringstream ss(features);
+  std::string f;
+  while (std::getline(ss, f, ','))
+    if (!f.empty() && f[0] == '+') on.insert(f.substr(1));
+  return on;
+}
+
+// The package's code needs every CPU feature it was compiled with (and the same target triple).
+void check_cpu_target(const std::string& path, const std::string& target) {
+  auto& jit = backends::cpu::Jit::get();
+  std::istringstream in(target);
+  std::string triple, cpu, features;
+  in >> triple >> cpu >> features;
+  const std::string host_triple = llvm::sys::getProcessTriple();
+  TC_CHECK(triple == host_triple, DeviceError, "tc.aot.load: '%s' was compiled for %s; this machine is %s",
+           path.c_str(), triple.c_str(), host_triple.c_str());
+  std::set<std::string> have = enabled_features(jit.cpu_features()), missing;
+  for (const std::string& f : enabled_features(features))
+    if (!have.count(f)) missing.insert(f);
+  if (missing.empty()) return;
+  std::string list;
+  for (const std::string& f : missing) list += (list.empty() ? "" : ", ") + f;
+  TC_FAIL(DeviceError, "tc.aot.load: '%s' was compiled for a %s CPU; this CPU (%s) lacks %s (compile it on this machine)",
+          path.c_str(), cpu.c_str(), jit.cpu_name().c_str(), list.c_str());
+}
+
+std::string shape_str(const Tensor& t) {
+  std::string s = std::string(dtype_name(t.dtype())) + "[";
+  for (int64_t i = 0; i < t.dim(); i++) s += (i ? ", " : "") + std::to_string(t.size(i));
+  return s + "]";
+}
+
+// Whether `t` fits `spec`: dtype, rank, static sizes (dynamic dims take any size).
+bool fits(const Tensor& t, const TensorSpec& spec) {
+  if (t.dtype() != spec.dtype || t.dim() != (int64_t)spec.shape.size()) return false;
+  for (size_t d = 0; d < spec.shape.size(); d++)
+    if (std::find(spec.dynamic.begin(), spec.dynamic.end(), (int)d) == spec.dynamic.end() &&
+        t.size((int64_t)d) != spec.shape[d])
+      return false;
+  return true;
+}
+
+// The plan's per-kernel code entries, read with json's errors turned into ValueErrors.
+template <typename F>
+void parsing_code(const std::string& path, F&& f) {
+  try {
+    f();
+  } catch (const nlohmann::json::exception& e) {
+    TC_FAIL(ValueError, "tc.aot.load: '%s': the plan's kernel code is malformed: %s", path.c_str(), e.what());
+  }
+}
+
+Tensor p_device(const Tensor& t, Device d) {
+  return t.device() == d ? t : call1(Op::to_device, {Value(t), Value(d)});
+}
+
+}  // namespace
+
+std::string target_of_host() {
+  auto& jit = backends::cpu::Jit::get();
+  return llvm::sys::getProcessTriple() + " " + jit.cpu_name() + " " + jit.cpu_features();
+}
+
+Package Package::load(const std::string& path, int cuda_device) {
+  std::vector<Section> sections = read_container(path);
+  const Section* ms = find_section(sections, "manifest");
+  const Section* ps = find_section(sections, "plan");
+  TC_CHECK(ms && ps, ValueError, "tc.aot.load: '%s' has no %s section", path.c_str(), ms ? "plan" : "manifest");
+  auto loaded = std::make_shared<Loaded>();
+  loaded->path = path;
+  nlohmann::json mj, pj;
+  try {
+    mj = nlohmann::json::parse(ms->data);
+    pj = nlohmann::json::parse(ps->data);
+  } catch (const nlohmann::json::exception& e) {
+    TC_FAIL(ValueError, "tc.aot.load: '%s' is corrupted (%s)", path.c_str(), e.what());
+  }
+  Manifest& m = loaded->manifest = manifest_from_json(mj);
+  TC_CHECK(m.tc_version == TC_VERSION, ValueError,
+           "tc.aot.load: '%s' was made by tc %s; this is tc %s (compile it again with this version)", path.c_str(),
+           m.tc_version.c_str(), TC_VERSION);
+  std::vector<nlohmann::json> code;
+  lower::LoweredGraph lg;
+  plan_from_json(pj, &lg, &loaded->graph_inputs, &code);
+  if (m.device == "cuda") {
+#ifdef TC_HAVE_CUDA
+    const bool gpu = cuda::device_count() > 0;
+#else
+    const bool gpu = false;
+#endif
+    TC_CHECK(gpu, DeviceError, "tc.aot.load: '%s' is a CUDA package (%.40s); this machine has no CUDA GPU",
+             path.c_str(), m.target.c_str());
+#ifdef TC_HAVE_CUDA
+    TC_CHECK(cuda_device >= 0 && cuda_device < cuda::device_count(), DeviceError,
+             "tc.aot.load: no CUDA device %d (this machine has %d)", cuda_device, cuda::device_count());
+    backends::cuda::CubinCode cc;
+    TC_CHECK(m.target.rfind("sm_", 0) == 0, ValueError, "tc.aot.load: '%s' names no CUDA architecture ('%s')",
+             path.c_str(), m.target.c_str());
+    cc.arch = std::atoi(m.target.c_str() + 3);
+    parsing_code(path, [&] {
+      for (const nlohmann::json& k : code) {
+        cc.shapes.emplace_back();
+        for (const nlohmann::json& sh : k["shapes"])
+          cc.shapes.back().push_back({sh[0].get<int>(), sh[1].get<int>(), sh[2].get<bool>(), sh[3].get<bool>(),
+                                      sh[4].get<int>(), sh[5].get<bool>()});
+        cc.names.push_back(k["names"].get<std::vector<std::string>>());
+      }
+    });
+    for (const Section& sec : sections)
+      if (sec.name.rfind("cuda.cubin.", 0) == 0) cc.cubins.push_back(sec.data);
+    try {
+      auto program = std::make_shared<const backends::cuda::Program>(
+          backends::cuda::load_program(std::move(lg), cuda_device, cc));
+      loaded->run = [program](capture::GraphInputs in) { return program->run(in); };
+    } catch (const Error& e) {
+      TC_FAIL(DeviceError, "tc.aot.load: '%s': %s", path.c_str(), e.what());
+    }
+    loaded->device = Device{DeviceType::CUDA, cuda_device};
+#endif
+  } else {
+    TC_CHECK(m.device == "cpu", ValueError, "tc.aot.load: '%s' is for device '%s', which this tc does not know",
+             path.c_str(), m.device.c_str());
+    check_cpu_target(path, m.target);
+    std::vector<std::string> symbols;
+    parsing_code(path, [&] {
+      for (const nlohmann::json& k : code) symbols.push_back(k["symbol"].get<std::string>());
+    });
+    const Section* obj = find_section(sections, "cpu.o");
+    TC_CHECK(obj || symbols.empty(), ValueError, "tc.aot.load: '%s' has no cpu.o section", path.c_str());
+    auto program = std::make_shared<backends::cpu::Program>();
+    program->graph = std::move(lg);
+    auto& jit = backends::cpu::Jit::get();
+    {
+      std::lock_guard<std::mutex> lock(jit.mutex());
+      void* lib = symbols.empty() ? nullptr : jit.load_library(obj->data);
+      TC_CHECK(symbols.size() == program->graph.kernels.size(), ValueError,
+               "tc.aot.load: '%s' has %zu kernel symbols for %zu kernels", path.c_str(), symbols.size(),
+               program->graph.kernels.size());
+      for (size_t i = 0; i < symbols.size(); i++)
+        program->kernels.push_back(backends::cpu::find_kernel(program->graph.kernels[i], symbols[i],
+                                                              [&](const std::string& n) { return jit.lookup(lib, n); }));
+    }
+    program->prepare_static_launches();
+    std::shared_ptr<const backends::cpu::Program> run = program;
+    loaded->run = [run](capture::GraphInputs in) { return run->run(in); };
+    loaded->device = Device{};
+  }
+  Package p;
+  const Device p_dev = loaded->device;
+  p.constants_.resize(m.constants.size());
+  if (m.constants_packaged) {
+    const Section* cs = find_section(sections, "constants");
+    TC_CHECK(cs, ValueError, "tc.aot.load: '%s' has no constants section", path.c_str());
+    size_t at = 0;
+    for (size_t i = 0; i < m.constants.size(); i++) {
+      const TensorSpec& c = m.constants[i];
+      Tensor t = Tensor::empty(c.shape, c.dtype);
+      const size_t n = (size_t)t.numel() * itemsize(c.dtype);
+      at = (at + 63) / 64 * 64;
+      TC_CHECK(at + n <= cs->data.size(), ValueError, "tc.aot.load: '%s' is corrupted (constant '%s' is cut off)",
+               path.c_str(), c.name.c_str());
+      std::memcpy(t.data_ptr(), cs->data.data() + at, n);
+      at += n;
+      p.constants_[i] = p_device(t, p_dev);
+    }
+  }
+  p.loaded_ = std::move(loaded);
+  return p;
+}
+
+void Package::load_constants(const std::map<std::string, Tensor>& constants, bool strict) {
+  const Manifest& m = loaded_->manifest;
+  std::vector<Tensor> bound = constants_;
+  std::vector<std::string> missing;
+  for (size_t i = 0; i < m.constants.size(); i++) {
+    const TensorSpec& c = m.constants[i];
+    auto it = constants.find(c.name);
+    if (it == constants.end()) {
+      missing.push_back(c.name);
+      continue;
+    }
+    const Tensor& t = it->second;
+    TC_CHECK(t.defined(), ValueError, "load_constants: constant '%s' is not a tensor", c.name.c_str());
+    TC_CHECK(t.device() == loaded_->device, DeviceError, "load_constants: constant '%s' is on %s; the package runs on %s",
+             c.name.c_str(), t.device().str().c_str(), loaded_->device.str().c_str());
+    TC_CHECK(fits(t, c), ValueError, "load_constants: constant '%s' is %s; the package needs %s", c.name.c_str(),
+             shape_str(t).c_str(), c.str().c_str());
+    bound[i] = t.is_contiguous() ? t : t.contiguous();
+  }
+  if (strict && !missing.empty()) {
+    std::string list;
+    for (const std::string& x : missing) list += (list.empty() ? "'" : ", '") + x + "'";
+    TC_FAIL(ValueError, "load_constants(strict): missing constant%s %s", missing.size() > 1 ? "s" : "", list.c_str());
+  }
+  constants_ = std::move(bound);
+}
+
+std::vector<Tensor> Package::run(const std::vector<Tensor>& inputs) const {
+  const Manifest& m = loaded_->manifest;
+  TC_CHECK(inputs.size() == m.inputs.size(), ValueError, "package '%s' takes %zu inputs, got %zu",
+           loaded_->path.c_str(), m.inputs.size(), inputs.size());
+  std::vector<Tensor> args(inputs.size());
+  for (size_t i = 0; i < inputs.size(); i++) {
+    const Tensor& t = inputs[i];
+    const TensorSpec& s = m.inputs[i];
+    TC_CHECK(t.defined(), ValueError, "package input %zu ('%s') is not a tensor", i + 1, s.name.c_str());
+    TC_CHECK(t.device() == loaded_->device, DeviceError, "package input %zu ('%s') is on %s; the package runs on %s",
+             i + 1, s.name.c_str(), t.device().str().c_str(), loaded_->device.str().c_str());
+    TC_CHECK(fits(t, s), ValueError, "package input %zu ('%s') is %s; the package takes %s", i + 1, s.name.c_str(),
+             shape_str(t).c_str(), s.str().c_str());
+    args[i] = t.is_contiguous() ? t : t.contiguous();
+  }
+  std::vector<const Tensor*> ptrs;
+  for (const GraphInput& g : loaded_->graph_inputs) {
+    if (!g.constant) {
+      ptrs.push_back(&args[g.index]);
+      continue;
+    }
+    const Tensor& c = constants_[g.index];
+    TC_CHECK(c.defined(), ValueError, "package '%s': constant '%s' is not bound (call load_constants first)",
+             loaded_->path.c_str(), m.constants[g.index].name.c_str());
+    ptrs.push_back(&c);
+  }
+  return loaded_->run(ptrs);
+}
+
+const Manifest& Package::manifest() const { return loaded_->manifest; }
+
+std::vector<std::string> Package::constant_names() const {
+  std::vector<std::string> out;
+  for (const TensorSpec& c : loaded_->manifest.constants) out.push_back(c.name);
+  return out;
+}
+
+std::map<std::string, Tensor> Package::constants() const {
+  std::map<std::string, Tensor> out;
+  for (size_t i = 0; i < constants_.size(); i++)
+    if (constants_[i].defined()) out[loaded_->manifest.constants[i].name] = constants_[i];
+  return out;
+}
+
+}  // namespace tc::aot

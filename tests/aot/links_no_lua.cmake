@@ -1,0 +1,17 @@
+# ctest aot_loader_links_no_lua: the AOT loader example (tc_aot_runtime) must contain and need no
+# Lua symbol (lua_*, luaL_*, luaopen_*): packages run in programs that embed no Lua.
+execute_process(COMMAND nm ${EXE} OUTPUT_VARIABLE syms RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "nm ${EXE} failed")
+endif()
+string(REGEX MATCHALL "[ \t][A-Za-z][ \t](lua_|luaL_|luaopen_)[A-Za-z0-9_]*" lua "${syms}")
+if(lua)
+  list(LENGTH lua n)
+  list(SUBLIST lua 0 5 some)
+  message(FATAL_ERROR "${EXE} has ${n} Lua symbols, e.g. ${some}")
+endif()
+string(LENGTH "${syms}" len)
+if(len LESS 1000)
+  message(FATAL_ERROR "nm ${EXE} listed almost nothing (stripped binary?): cannot check")
+endif()
+message(STATUS "${EXE}: no Lua symbols")
