@@ -376,10 +376,11 @@ std::string shape_str(const Tensor& t) {
 }
 }  // namespace
 
-unsigned Program::grid(const KernelShape& sh, int64_t n_outer) const {
+unsigned Program::grid(const KernelShape& sh, int64_t n_outer, bool two_level) const {
   const int64_t rows_per_block = sh.block / sh.threads_per_row * sh.unroll;
   const int64_t blocks = (n_outer + rows_per_block - 1) / rows_per_block;
-  const int64_t cap = (int64_t)drv::dev(device).sm_count * std::max(1, 2048 / sh.block) * 4;
+  int64_t cap = (int64_t)drv::dev(device).sm_count * std::max(1, 2048 / sh.block) * 4;
+  if (two_level) cap = std::min(cap, kMaxTwoLevelBlocks);  // its blocks' result slots
   return (unsigned)std::max<int64_t>(1, std::min(blocks, cap));
 }
 
@@ -398,7 +399,7 @@ void Program::prepare_static_launches() {
              graph.kernels[s.launch.kernel].name.c_str());
     sl.n_outer = w->outer;
     sl.shape = choose_shape(shapes[s.launch.kernel], *w);
-    sl.grid = grid(shapes[s.launch.kernel][sl.shape], w->outer);
+    sl.grid = grid(shapes[s.launch.kernel][sl.shape], w->outer, graph.kernels[s.launch.kernel].two_level());
   }
 }
 
@@ -492,7 +493,7 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
                  g.kernels[k].name.c_str());
         n_outer = w->outer;
         shape = choose_shape(shapes[k], *w);
-        blocks = grid(shapes[k][shape], n_outer);
+        blocks = grid(shapes[k][shape], n_outer, g.kernels[k].two_level());
       }
       void* fn = functions[k][shape];
       if (profile) {
@@ -500,7 +501,7 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
                             ") outer " + std::to_string(n_outer) + " tpr " + std::to_string(shapes[k][shape].threads_per_row);
         prof.mark(step, label);
       }
-      if (n_outer <= 0 || !fn) continue;
+      if ((n_outer <= 0 && !g.kernels[k].two_level()) || !fn) continue;  // (a two-level kernel's final code runs)
       ptrs.clear();
       for (int b : s.launch.buffers) ptrs.push_back(places[b].ptr);
       args.clear();

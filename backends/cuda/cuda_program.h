@@ -59,7 +59,7 @@ struct Program {
 
  private:
   std::shared_ptr<Storage> arena(int64_t bytes) const;
-  unsigned grid(const KernelShape& sh, int64_t n_outer) const;
+  unsigned grid(const KernelShape& sh, int64_t n_outer, bool two_level) const;
 };
 
 // Thrown by Program::run when the driver refuses a launch (the backend then runs the graph on

@@ -146,6 +146,19 @@ TEST_F(CudaCodegen, KernelCounts) {
   EXPECT_EQ(kernels(R"(local tc = require 'tc' local F = require('tc.nn').functional
     return function(q, k, v) return F.scaled_dot_product_attention(q, k, v, {is_causal = true}) end)",
                     {"{2, 3, 40, 64}", "{2, 3, 40, 64}", "{2, 3, 40, 64}"}).first, 0);
+  // cross_entropy: per-row logsumexp and the mean over rows in one kernel (a two-level reduction:
+  // blocks of rows, then the last block combines them), for each row strategy (a thread, a warp,
+  // a block per row); also with a spatial dim and ignore_index. Two losses of the same rows share it.
+  for (const char* shape : {"{300, 7}", "{64, 1000}", "{8, 50000}", "{5, 9, 4}"}) {
+    const std::string src = std::string(R"(local tc = require "tc"
+      local shape = )") + shape + R"(
+      local tsize = {shape[1], shape[3]}
+      local t = tc.randint(1, shape[2] + 1, tsize, {device = "cuda"})
+      return function(x)
+        return tc.cross_entropy(x, t, nil, {ignore_index = 2}), tc.cross_entropy(x, t, nil, {reduction = "sum"})
+      end)";
+    EXPECT_EQ(kernels(src.c_str(), {shape}).first, 1) << shape << ": both losses, one kernel";
+  }
   // The seed model: 64 identical layers compile as one layer's kernels.
   const char* seed = R"(local tc = require "tc"
     package.path = "scripts/models/?.lua;" .. package.path
