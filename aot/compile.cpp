@@ -80,9 +80,11 @@ AotReport compile_package(const capture::Graph& g, const ExportSpec& spec, const
   m.device = o.device;
   const bool cuda = o.device == "cuda";
   const capture::Graph rg = retarget(g, cuda ? Device{DeviceType::CUDA, 0} : Device{});
-  m.code = g.print_code();
+  m.code = spec.code.empty() ? g.print_code() : spec.code;
   m.constants_packaged = o.package_constants;
+  m.inputs = spec.input_specs;
   m.inputs.resize(spec.input_names.size());
+  for (size_t i = 0; i < m.inputs.size(); i++) m.inputs[i].name = spec.input_names[i];
   m.constants.resize(spec.constant_names.size());
   for (size_t i = 0; i < g.inputs.size(); i++) {
     const Tensor& fake = g.nodes[g.inputs[i]].fakes.at(0).tensor();

@@ -13,7 +13,10 @@ namespace tc::aot {
 struct ExportSpec {
   std::vector<GraphInput> graph_inputs;  // per Graph::inputs entry
   std::vector<std::string> input_names, constant_names;
+  // The example inputs' specs: an input the graph never reads is described by these.
+  std::vector<TensorSpec> input_specs;
   std::vector<Tensor> constant_values;  // per constant (only read with package_constants)
+  std::string code;                     // the listing for the manifest ("": the graph's own)
 };
 
 struct AotOptions {

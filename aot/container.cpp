@@ -88,9 +88,12 @@ void write_container(const std::string& path, const std::vector<Section>& sectio
 }
 
 std::vector<Section> read_container(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
   TC_CHECK(f.good(), ValueError, "tc.aot.load: cannot open '%s': %s", path.c_str(), std::strerror(errno));
-  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string s((size_t)f.tellg(), '\0');
+  f.seekg(0);
+  f.read(s.data(), (std::streamsize)s.size());
+  TC_CHECK(f.good() || s.empty(), ValueError, "tc.aot.load: cannot read '%s': %s", path.c_str(), std::strerror(errno));
   const char* p = path.c_str();
   TC_CHECK(s.size() >= 8 && std::memcmp(s.data(), kMagic, 8) == 0, ValueError,
            "tc.aot.load: '%s' is not a tc package (no tcpkg magic at its start)", p);

@@ -2,6 +2,7 @@
 // callable userdata with load_constants.
 #include <lua.hpp>
 
+#include <cctype>
 #include <new>
 
 #include "compile.h"
@@ -56,6 +57,23 @@ int native_compile(lua_State* L) {
     }
     lua_pop(L, 1);
     spec.input_names = string_list(L, 2, "input_names");
+    spec.code = field_string(L, 2, "code", "");
+    lua_getfield(L, 2, "input_specs");
+    for (lua_Integer i = 1; lua_istable(L, -1) && i <= (lua_Integer)lua_rawlen(L, -1); i++) {
+      lua_rawgeti(L, -1, i);
+      TensorSpec ts;
+      ts.name = i <= (lua_Integer)spec.input_names.size() ? spec.input_names[i - 1] : "";
+      TC_CHECK(dtype_from_name(field_string(L, -1, "dtype", "float32"), &ts.dtype), ValueError, "tc.aot: bad input dtype");
+      lua_getfield(L, -1, "shape");
+      for (lua_Integer d = 1; d <= (lua_Integer)lua_rawlen(L, -1); d++) {
+        lua_rawgeti(L, -1, d);
+        ts.shape.push_back(luaL_checkinteger(L, -1));
+        lua_pop(L, 1);
+      }
+      lua_pop(L, 2);
+      spec.input_specs.push_back(std::move(ts));
+    }
+    lua_pop(L, 1);
     spec.constant_names = string_list(L, 2, "constant_names");
     lua_getfield(L, 2, "constant_values");
     for (lua_Integer i = 1; lua_istable(L, -1) && i <= (lua_Integer)spec.constant_names.size(); i++) {
@@ -94,10 +112,41 @@ int native_compile(lua_State* L) {
   });
 }
 
+// code(gm, names) -> the graph's listing with its inputs renamed (names[i] for graph input i:
+// the export's input names and constant names, dots as underscores).
+int native_code(lua_State* L) {
+  return lua::guarded(L, [](lua_State* L) {
+    std::shared_ptr<const capture::Graph> g = capture::graph_of_gm(L, 1);
+    TC_CHECK(g != nullptr, ValueError, "tc.aot: expected an exported program's graph");
+    capture::Graph copy = *g;
+    for (size_t i = 0; i < copy.inputs.size(); i++) {
+      lua_rawgeti(L, 2, (lua_Integer)i + 1);
+      if (lua_type(L, -1) == LUA_TSTRING) {
+        std::string name = lua_tostring(L, -1);
+        for (char& c : name)
+          if (!std::isalnum((unsigned char)c)) c = '_';
+        copy.nodes[copy.inputs[i]].name = name;
+      }
+      lua_pop(L, 1);
+    }
+    std::string code = copy.print_code();
+    lua_pushlstring(L, code.data(), code.size());
+    return 1;
+  });
+}
+
 int native_load(lua_State* L) {
   return lua::guarded(L, [](lua_State* L) {
     const char* path = luaL_checkstring(L, 1);
-    Package p = Package::load(path);
+    int cuda_device = 0;
+    if (lua_istable(L, 2)) {
+      const std::string d = field_string(L, 2, "device", "cuda:0");
+      const Device dev = Device::parse(d);
+      TC_CHECK(dev.is_cuda(), ValueError, "tc.aot.load(): device must be a CUDA device (\"cuda:1\"), got \"%s\"",
+               d.c_str());
+      cuda_device = dev.index;
+    }
+    Package p = Package::load(path, cuda_device);
     void* mem = lua_newuserdatauv(L, sizeof(Package), 0);
     new (mem) Package(std::move(p));
     luaL_setmetatable(L, kPackageMeta);
@@ -241,7 +290,7 @@ void install(lua_State* L) {
   lua_pop(L, 1);
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
   lua_newtable(L);
-  const luaL_Reg fns[] = {{"compile", native_compile}, {"load", native_load}, {nullptr, nullptr}};
+  const luaL_Reg fns[] = {{"compile", native_compile}, {"load", native_load}, {"code", native_code}, {nullptr, nullptr}};
   luaL_setfuncs(L, fns, 0);
   lua_setfield(L, -2, "tc._aot_native");
   lua_pop(L, 1);

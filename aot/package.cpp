@@ -169,9 +169,12 @@ Package Package::load(const std::string& path, int cuda_device) {
     {
       std::lock_guard<std::mutex> lock(jit.mutex());
       void* lib = symbols.empty() ? nullptr : jit.load_library(obj->data);
-      for (const std::string& s : symbols)
-        program->kernels.push_back({(backends::cpu::KernelFn)jit.lookup(lib, s),
-                                    (backends::cpu::KernelInfoFn)jit.lookup(lib, s + "_info")});
+      TC_CHECK(symbols.size() == program->graph.kernels.size(), ValueError,
+               "tc.aot.load: '%s' has %zu kernel symbols for %zu kernels", path.c_str(), symbols.size(),
+               program->graph.kernels.size());
+      for (size_t i = 0; i < symbols.size(); i++)
+        program->kernels.push_back(backends::cpu::find_kernel(program->graph.kernels[i], symbols[i],
+                                                              [&](const std::string& n) { return jit.lookup(lib, n); }));
     }
     program->prepare_static_launches();
     std::shared_ptr<const backends::cpu::Program> run = program;

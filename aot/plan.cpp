@@ -145,22 +145,48 @@ std::vector<lower::BufferView> views_from_json(const json& j) {
   return v;
 }
 
+json reductions_to_json(const std::vector<lower::Reduction>& rs) {
+  json a = json::array();
+  for (const lower::Reduction& r : rs) a.push_back({(int)r.op, r.input, r.index, r.result, r.value, r.ordered_fma});
+  return a;
+}
+std::vector<lower::Reduction> reductions_from_json(const json& j) {
+  std::vector<lower::Reduction> rs;
+  for (const json& r : j)
+    rs.push_back({(lower::ReduceOp)r[0].get<int>(), r[1].get<lower::Val>(), r[2].get<lower::Val>(),
+                  r[3].get<lower::Val>(), r[4].get<lower::Val>(), r[5].get<bool>()});
+  return rs;
+}
+json stmt_to_json(const lower::Stmt& st) {
+  json stores = json::array();
+  for (const lower::Store& x : st.stores) stores.push_back({x.buffer, x.index, x.value});
+  return {{"kind", (int)st.kind}, {"extents", st.extents}, {"body", st.body},
+          {"reductions", reductions_to_json(st.reductions)}, {"stores", stores}};
+}
+lower::Stmt stmt_from_json(const json& x) {
+  lower::Stmt st;
+  st.kind = (lower::Stmt::Kind)x["kind"].get<int>();
+  st.extents = x["extents"].get<std::vector<lower::Val>>();
+  st.body = x["body"].get<std::vector<lower::Val>>();
+  st.reductions = reductions_from_json(x["reductions"]);
+  for (const json& t : x["stores"]) st.stores.push_back({t[0].get<int>(), t[1].get<lower::Val>(), t[2].get<lower::Val>()});
+  return st;
+}
+
 json kernel_to_json(const lower::Kernel& k) {
   json buffers = json::array(), instrs = json::array(), body = json::array();
   for (const lower::BufferParam& b : k.buffers) buffers.push_back({dtype_name(b.dtype), b.written});
   for (const lower::Instr& in : k.instrs)
     instrs.push_back({(int)in.op, (int)in.ty, (int)in.sop, in.a, in.b, in.c, in.i, f64_bits(in.f)});
-  for (const lower::Stmt& st : k.body) {
-    json reductions = json::array(), stores = json::array();
-    for (const lower::Reduction& r : st.reductions)
-      reductions.push_back({(int)r.op, r.input, r.index, r.result, r.value, r.ordered_fma});
-    for (const lower::Store& x : st.stores) stores.push_back({x.buffer, x.index, x.value});
-    body.push_back({{"kind", (int)st.kind}, {"extents", st.extents}, {"body", st.body}, {"reductions", reductions},
-                    {"stores", stores}});
+  for (const lower::Stmt& st : k.body) body.push_back(stmt_to_json(st));
+  json j = {{"name", k.name},         {"buffers", buffers},     {"num_size_params", k.num_size_params},
+            {"instrs", instrs},       {"preamble", k.preamble}, {"outer", k.outer},
+            {"body", body},           {"source_nodes", k.source_nodes}, {"source_lines", k.source_lines}};
+  if (k.two_level()) {  // (absent in other kernels: packages without them read as before)
+    j["outer_reductions"] = reductions_to_json(k.outer_reductions);
+    j["final"] = stmt_to_json(k.final);
   }
-  return {{"name", k.name},         {"buffers", buffers},     {"num_size_params", k.num_size_params},
-          {"instrs", instrs},       {"preamble", k.preamble}, {"outer", k.outer},
-          {"body", body}};
+  return j;
 }
 
 lower::Kernel kernel_from_json(const json& j) {
@@ -178,18 +204,14 @@ lower::Kernel kernel_from_json(const json& j) {
     in.f = f64_from(x[7]);
     k.instrs.push_back(in);
   }
+  k.source_nodes = j["source_nodes"].get<std::vector<int>>();
+  k.source_lines = j["source_lines"].get<std::vector<int>>();
   k.preamble = j["preamble"].get<std::vector<lower::Val>>();
   k.outer = j["outer"].get<std::vector<lower::Val>>();
-  for (const json& x : j["body"]) {
-    lower::Stmt st;
-    st.kind = (lower::Stmt::Kind)x["kind"].get<int>();
-    st.extents = x["extents"].get<std::vector<lower::Val>>();
-    st.body = x["body"].get<std::vector<lower::Val>>();
-    for (const json& r : x["reductions"])
-      st.reductions.push_back({(lower::ReduceOp)r[0].get<int>(), r[1].get<lower::Val>(), r[2].get<lower::Val>(),
-                               r[3].get<lower::Val>(), r[4].get<lower::Val>(), r[5].get<bool>()});
-    for (const json& t : x["stores"]) st.stores.push_back({t[0].get<int>(), t[1].get<lower::Val>(), t[2].get<lower::Val>()});
-    k.body.push_back(std::move(st));
+  for (const json& x : j["body"]) k.body.push_back(stmt_from_json(x));
+  if (j.contains("outer_reductions")) {
+    k.outer_reductions = reductions_from_json(j["outer_reductions"]);
+    k.final = stmt_from_json(j["final"]);
   }
   return k;
 }

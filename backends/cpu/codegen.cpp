@@ -65,7 +65,13 @@ class KernelEmitter {
   void emit_outer(Value* begin, Value* end);
   void emit_stmt(const Stmt& s);
   void emit_loop(const Stmt& s);
+  void emit_final(const std::string& symbol);
   void emit_instrs(const std::vector<Val>& vals);
+  // A reduction's identity and one combining step (not ArgMax/ArgMin, not ordered_fma).
+  Value* identity(ReduceOp op, Ty t);
+  Value* combine(ReduceOp op, Ty t, Value* cur, Value* x);
+  // Accumulators of Kernel::outer_reductions (allocas of the entry block), set to their identity.
+  std::vector<llvm::AllocaInst*> outer_accumulators();
   void emit_stores(const Stmt& s);
   Value* emit_instr(Val v);
   Value* get(Val v);
@@ -83,7 +89,10 @@ class KernelEmitter {
   std::vector<Value*> vals_;        // emitted value per instr (null: not yet)
   std::vector<Value*> outer_vars_;  // current index per outer dim
   std::vector<Value*> loop_vars_;   // current index per dim of the enclosing Loop
+  std::vector<llvm::AllocaInst*> outer_accs_;  // a two-level kernel's, per outer reduction
 };
+
+
 
 Value* KernelEmitter::get(Val v) {
   TC_CHECK(v >= 0 && v < (Val)k_.instrs.size(), CompileError, "cpu codegen: %s: value %%%d out of range",
@@ -162,7 +171,9 @@ Value* KernelEmitter::emit_instr(Val v) {
       break;
     }
     case Opc::Acc:
-      // Set when its loop ends (emit_loop); reaching here means it is read before or outside it.
+    case Opc::OuterAcc:
+      // Set when its loop ends (emit_loop, emit_final); reaching here means it is read before or
+      // outside it.
       TC_FAIL(CompileError, "cpu codegen: %s: reduction result %%%d read before its loop", k_.name.c_str(), v);
   }
   vals_[v] = r;
@@ -173,7 +184,7 @@ void KernelEmitter::emit_instrs(const std::vector<Val>& vals) {
   for (Val v : vals) {
     TC_CHECK(v >= 0 && v < (Val)k_.instrs.size(), CompileError, "cpu codegen: %s: value %%%d out of range",
              k_.name.c_str(), v);
-    if (k_.instrs[v].op == Opc::Acc) {
+    if (k_.instrs[v].op == Opc::Acc || k_.instrs[v].op == Opc::OuterAcc) {
       get(v);  // already set by its loop
       continue;
     }
@@ -224,27 +235,7 @@ void KernelEmitter::emit_loop(const Stmt& s) {
     Ty t = arg ? ty(r.input) : ty(r.result);
     if (r.op == ReduceOp::Any || r.op == ReduceOp::All) t = Ty::Bool;
     Acc a{&r, t, entry.CreateAlloca(math_.type(t)), arg ? entry.CreateAlloca(b_.getInt64Ty()) : nullptr};
-    Value* init = nullptr;
-    const bool fl = is_float(t);
-    auto lowest = [&]() -> Value* {
-      if (fl) return llvm::ConstantFP::getInfinity(math_.type(t), true);
-      if (t == Ty::Bool) return b_.getFalse();
-      return llvm::ConstantInt::get(math_.type(t), llvm::APInt::getSignedMinValue(t == Ty::I32 ? 32 : 64));
-    };
-    auto highest = [&]() -> Value* {
-      if (fl) return llvm::ConstantFP::getInfinity(math_.type(t), false);
-      if (t == Ty::Bool) return b_.getTrue();
-      return llvm::ConstantInt::get(math_.type(t), llvm::APInt::getSignedMaxValue(t == Ty::I32 ? 32 : 64));
-    };
-    switch (r.op) {
-      case ReduceOp::Sum: init = math_.cast(b_.getInt32(0), Ty::I32, t); break;
-      case ReduceOp::Prod: init = math_.cast(b_.getInt32(1), Ty::I32, t); break;
-      case ReduceOp::Max: case ReduceOp::ArgMax: init = lowest(); break;
-      case ReduceOp::Min: case ReduceOp::ArgMin: init = highest(); break;
-      case ReduceOp::Any: init = b_.getFalse(); break;
-      case ReduceOp::All: init = b_.getTrue(); break;
-    }
-    b_.CreateStore(init, a.value);
+    b_.CreateStore(identity(r.op, t), a.value);
     if (a.index) b_.CreateStore(b_.getInt64(-1), a.index);
     accs.push_back(a);
   }
@@ -270,36 +261,19 @@ void KernelEmitter::emit_loop(const Stmt& s) {
       Value* next = nullptr;
       switch (r.op) {
         case ReduceOp::Sum:
-        case ReduceOp::Prod: {
-          bool sum = r.op == ReduceOp::Sum;
+        case ReduceOp::Prod:
           if (fl && r.ordered_fma) {  // in order, fused: BLAS's rounding (loop_ir.h)
             const Instr& mul = k_.instrs.at(r.input);
             TC_CHECK(mul.op == Opc::Math && mul.sop == lower::ScalarOp::mul, CompileError,
                      "cpu codegen: %s: an ordered fma reduction of something other than a product", k_.name.c_str());
             next = b_.CreateIntrinsic(llvm::Intrinsic::fma, {math_.type(a.ty)},
                                       {math_.cast(get(mul.a), ty(mul.a), a.ty), math_.cast(get(mul.b), ty(mul.b), a.ty), cur});
-          } else if (fl) {
-            next = sum ? b_.CreateFAdd(cur, x) : b_.CreateFMul(cur, x);
-            llvm::FastMathFlags fmf;
-            fmf.setAllowReassoc();
-            llvm::cast<llvm::Instruction>(next)->setFastMathFlags(fmf);
-          } else if (bl) {
-            next = sum ? b_.CreateOr(cur, x) : b_.CreateAnd(cur, x);
-          } else {
-            next = sum ? b_.CreateAdd(cur, x) : b_.CreateMul(cur, x);
+            break;
           }
+          [[fallthrough]];
+        case ReduceOp::Max: case ReduceOp::Min: case ReduceOp::Any: case ReduceOp::All:
+          next = combine(r.op, a.ty, cur, x);
           break;
-        }
-        case ReduceOp::Max:
-          next = fl ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, cur, x)
-                 : bl ? b_.CreateOr(cur, x) : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, cur, x);
-          break;
-        case ReduceOp::Min:
-          next = fl ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, cur, x)
-                 : bl ? b_.CreateAnd(cur, x) : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, cur, x);
-          break;
-        case ReduceOp::Any: next = b_.CreateOr(cur, x); break;
-        case ReduceOp::All: next = b_.CreateAnd(cur, x); break;
         case ReduceOp::ArgMax:
         case ReduceOp::ArgMin: {
           // The first index of the extreme; a NaN beats every number (PyTorch), the first NaN wins.
@@ -342,6 +316,72 @@ void KernelEmitter::emit_loop(const Stmt& s) {
   }
 }
 
+Value* KernelEmitter::identity(ReduceOp op, Ty t) {
+  const bool fl = is_float(t);
+  auto lowest = [&]() -> Value* {
+    if (fl) return llvm::ConstantFP::getInfinity(math_.type(t), true);
+    if (t == Ty::Bool) return b_.getFalse();
+    return llvm::ConstantInt::get(math_.type(t), llvm::APInt::getSignedMinValue(t == Ty::I32 ? 32 : 64));
+  };
+  auto highest = [&]() -> Value* {
+    if (fl) return llvm::ConstantFP::getInfinity(math_.type(t), false);
+    if (t == Ty::Bool) return b_.getTrue();
+    return llvm::ConstantInt::get(math_.type(t), llvm::APInt::getSignedMaxValue(t == Ty::I32 ? 32 : 64));
+  };
+  switch (op) {
+    case ReduceOp::Sum: return math_.cast(b_.getInt32(0), Ty::I32, t);
+    case ReduceOp::Prod: return math_.cast(b_.getInt32(1), Ty::I32, t);
+    case ReduceOp::Max: case ReduceOp::ArgMax: return lowest();
+    case ReduceOp::Min: case ReduceOp::ArgMin: return highest();
+    case ReduceOp::Any: return b_.getFalse();
+    case ReduceOp::All: return b_.getTrue();
+  }
+  __builtin_unreachable();
+}
+
+// Float sums and products get `reassoc` on the accumulating instruction only (vectorizable).
+Value* KernelEmitter::combine(ReduceOp op, Ty t, Value* cur, Value* x) {
+  const bool fl = is_float(t), bl = t == Ty::Bool;
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Prod: {
+      bool sum = op == ReduceOp::Sum;
+      if (fl) {
+        Value* next = sum ? b_.CreateFAdd(cur, x) : b_.CreateFMul(cur, x);
+        llvm::FastMathFlags fmf;
+        fmf.setAllowReassoc();
+        llvm::cast<llvm::Instruction>(next)->setFastMathFlags(fmf);
+        return next;
+      }
+      if (bl) return sum ? b_.CreateOr(cur, x) : b_.CreateAnd(cur, x);
+      return sum ? b_.CreateAdd(cur, x) : b_.CreateMul(cur, x);
+    }
+    case ReduceOp::Max:
+      return fl ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, cur, x)
+             : bl ? b_.CreateOr(cur, x) : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, cur, x);
+    case ReduceOp::Min:
+      return fl ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, cur, x)
+             : bl ? b_.CreateAnd(cur, x) : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, cur, x);
+    case ReduceOp::Any: return b_.CreateOr(cur, x);
+    case ReduceOp::All: return b_.CreateAnd(cur, x);
+    case ReduceOp::ArgMax: case ReduceOp::ArgMin: break;
+  }
+  TC_FAIL(CompileError, "cpu codegen: %s: an outer arg reduction", k_.name.c_str());
+}
+
+std::vector<llvm::AllocaInst*> KernelEmitter::outer_accumulators() {
+  std::vector<llvm::AllocaInst*> accs;
+  llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+  for (const lower::Reduction& r : k_.outer_reductions) {
+    TC_CHECK(r.result >= 0 && r.result < (Val)k_.instrs.size() && k_.instrs[r.result].op == Opc::OuterAcc &&
+                 !r.ordered_fma,
+             CompileError, "cpu codegen: %s: an outer reduction without its OuterAcc instr", k_.name.c_str());
+    accs.push_back(entry.CreateAlloca(math_.type(ty(r.result))));
+    b_.CreateStore(identity(r.op, ty(r.result)), accs.back());
+  }
+  return accs;
+}
+
 void KernelEmitter::emit_stmt(const Stmt& s) {
   if (s.kind == Stmt::Kind::Loop) return emit_loop(s);
   emit_instrs(s.body);
@@ -355,6 +395,12 @@ void KernelEmitter::emit_outer(Value* begin, Value* end) {
   for (Val e : k_.outer) ext.push_back(math_.cast(get(e), ty(e), Ty::I64));
   auto body = [&] {
     for (const Stmt& s : k_.body) emit_stmt(s);
+    for (size_t j = 0; j < outer_accs_.size(); j++) {
+      const lower::Reduction& r = k_.outer_reductions[j];
+      Ty t = ty(r.result);
+      Value* x = math_.cast(get(r.input), ty(r.input), t);
+      b_.CreateStore(combine(r.op, t, b_.CreateLoad(math_.type(t), outer_accs_[j]), x), outer_accs_[j]);
+    }
   };
   if (ext.empty()) {  // one iteration: the range is [0, 1)
     llvm::LLVMContext& c = m_.getContext();
@@ -422,9 +468,12 @@ llvm::Function* KernelEmitter::emit_body(const std::string& symbol, bool noalias
   llvm::LLVMContext& c = m_.getContext();
   llvm::Type* ptr = b_.getPtrTy();
   llvm::Type* i64 = b_.getInt64Ty();
-  // The body takes one pointer per buffer (noalias where allowed) and is inlined into the entry.
+  // The body takes one pointer per buffer (noalias where allowed) and is inlined into the entry;
+  // a two-level kernel's also the pointer to its chunk's partial results.
+  const bool two = k_.two_level();
   std::vector<llvm::Type*> params(k_.buffers.size(), ptr);
   params.insert(params.end(), {ptr, i64, i64});
+  if (two) params.push_back(ptr);
   auto* body = llvm::Function::Create(llvm::FunctionType::get(b_.getVoidTy(), params, false),
                                       llvm::GlobalValue::InternalLinkage, symbol + ".body", m_);
   body->addFnAttr(llvm::Attribute::NoUnwind);
@@ -441,7 +490,13 @@ llvm::Function* KernelEmitter::emit_body(const std::string& symbol, bool noalias
   sizes_ = body->getArg(k_.buffers.size());
   vals_.assign(k_.instrs.size(), nullptr);
   emit_preamble();
+  outer_accs_ = outer_accumulators();
   emit_outer(body->getArg(k_.buffers.size() + 1), body->getArg(k_.buffers.size() + 2));
+  for (size_t j = 0; j < outer_accs_.size(); j++) {  // the chunk's partial results
+    Value* slot = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), body->getArg(k_.buffers.size() + 3), j * kPartialBytes);
+    b_.CreateStore(b_.CreateLoad(outer_accs_[j]->getAllocatedType(), outer_accs_[j]), slot);
+  }
+  outer_accs_.clear();
   b_.CreateRetVoid();
 
   // The exported entry: unpacks the buffer array.
@@ -453,6 +508,7 @@ llvm::Function* KernelEmitter::emit_body(const std::string& symbol, bool noalias
   for (size_t i = 0; i < k_.buffers.size(); i++)
     args.push_back(b_.CreateLoad(ptr, b_.CreateConstInBoundsGEP1_64(ptr, entry->getArg(0), i)));
   args.insert(args.end(), {entry->getArg(1), entry->getArg(2), entry->getArg(3)});
+  if (two) args.push_back(b_.CreateLoad(ptr, b_.CreateConstInBoundsGEP1_64(ptr, entry->getArg(0), k_.buffers.size())));
   b_.CreateCall(body, args);
   b_.CreateRetVoid();
   return body;
@@ -485,12 +541,48 @@ void KernelEmitter::emit_info(const std::string& symbol) {
   b_.CreateRetVoid();
 }
 
+// <symbol>_final(buffers, sizes, partials, parts): combines the parts' partial results in order,
+// then runs Kernel::final once.
+void KernelEmitter::emit_final(const std::string& symbol) {
+  llvm::LLVMContext& c = m_.getContext();
+  llvm::Type* ptr = b_.getPtrTy();
+  llvm::Type* i64 = b_.getInt64Ty();
+  auto* f = llvm::Function::Create(llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, ptr, i64}, false),
+                                   llvm::GlobalValue::ExternalLinkage, symbol + "_final", m_);
+  f->addFnAttr(llvm::Attribute::NoUnwind);
+  fn_ = f;
+  b_.SetInsertPoint(llvm::BasicBlock::Create(c, "entry", f));
+  buffers_.clear();
+  for (size_t i = 0; i < k_.buffers.size(); i++)
+    buffers_.push_back(b_.CreateLoad(ptr, b_.CreateConstInBoundsGEP1_64(ptr, f->getArg(0), i)));
+  sizes_ = f->getArg(1);
+  vals_.assign(k_.instrs.size(), nullptr);
+  emit_preamble();
+  std::vector<llvm::AllocaInst*> accs = outer_accumulators();
+  const uint64_t stride = k_.outer_reductions.size() * kPartialBytes;
+  for_loop(f->getArg(3), [&](Value* part) {
+    Value* base = b_.CreateInBoundsGEP(b_.getInt8Ty(), f->getArg(2), b_.CreateMul(part, b_.getInt64(stride)));
+    for (size_t j = 0; j < accs.size(); j++) {
+      const lower::Reduction& r = k_.outer_reductions[j];
+      Ty t = ty(r.result);
+      Value* x = b_.CreateLoad(math_.type(t), b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), base, j * kPartialBytes));
+      b_.CreateStore(combine(r.op, t, b_.CreateLoad(math_.type(t), accs[j]), x), accs[j]);
+    }
+  });
+  for (size_t j = 0; j < accs.size(); j++)
+    vals_[k_.outer_reductions[j].result] = b_.CreateLoad(accs[j]->getAllocatedType(), accs[j]);
+  emit_instrs(k_.final.body);
+  emit_stores(k_.final);
+  b_.CreateRetVoid();
+}
+
 void KernelEmitter::emit(const std::string& symbol, bool noalias) {
   for (Val v : k_.preamble)
     TC_CHECK(v >= 0 && v < (Val)k_.instrs.size(), CompileError, "cpu codegen: %s: preamble value out of range",
              k_.name.c_str());
   llvm::Function* body = emit_body(symbol, noalias);
   emit_info(symbol);
+  if (k_.two_level()) emit_final(symbol);
   std::string err;
   llvm::raw_string_ostream os(err);
   if (llvm::verifyFunction(*body, &os)) {
@@ -509,15 +601,23 @@ std::string kernel_key(const Kernel& k, bool noalias) {
   for (const Instr& in : k.instrs) put(s, in.op, in.ty, in.sop, in.a, in.b, in.c, in.i, in.f);
   put_vals(s, k.preamble);
   put_vals(s, k.outer);
-  put(s, k.body.size());
-  for (const Stmt& st : k.body) {
+  auto reductions = [&](const std::vector<lower::Reduction>& rs) {
+    put(s, rs.size());
+    for (const lower::Reduction& r : rs) put(s, r.op, r.input, r.index, r.result, r.value, r.ordered_fma);
+  };
+  auto stmt = [&](const Stmt& st) {
     put(s, st.kind);
     put_vals(s, st.extents);
     put_vals(s, st.body);
-    put(s, st.reductions.size());
-    for (const lower::Reduction& r : st.reductions) put(s, r.op, r.input, r.index, r.result, r.value, r.ordered_fma);
+    reductions(st.reductions);
     put(s, st.stores.size());
     for (const lower::Store& x : st.stores) put(s, x.buffer, x.index, x.value);
+  };
+  put(s, k.body.size());
+  for (const Stmt& st : k.body) stmt(st);
+  if (k.two_level()) {  // (other kernels keep their keys)
+    reductions(k.outer_reductions);
+    stmt(k.final);
   }
   return s;
 }

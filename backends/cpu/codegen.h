@@ -6,6 +6,13 @@
 //
 // The first runs the outer iterations [begin, end) of the flattened outer index space (the
 // runtime splits that range over threads); the second evaluates the preamble to size the launch.
+// A two-level kernel (Kernel::outer_reductions) has a third,
+//
+//   void <sym>_final(void* const* buffers, const int64_t* sizes, const void* partials, int64_t parts);
+//
+// and its <sym> also writes the partial results of its range [begin, end) into the array that
+// buffers[number of buffer parameters] points to (kPartialBytes per outer reduction); _final
+// combines `parts` such arrays (consecutive in `partials`) in order and runs Kernel::final.
 #pragma once
 #include <memory>
 #include <string>
@@ -21,6 +28,8 @@ namespace tc::backends::cpu {
 
 using KernelFn = void (*)(void* const* buffers, const int64_t* sizes, int64_t begin, int64_t end);
 using KernelInfoFn = void (*)(const int64_t* sizes, int64_t* out);
+using KernelFinalFn = void (*)(void* const* buffers, const int64_t* sizes, const void* partials, int64_t parts);
+constexpr int kPartialBytes = 8;  // per outer reduction of a two-level kernel
 
 // Byte string identifying a kernel's structure (everything but its name and sources) plus how it
 // is compiled: equal keys compile to the same code.

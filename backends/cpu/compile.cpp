@@ -148,7 +148,7 @@ Program compile_lowered(const lower::LoweredGraph& g, capture::CompileReport* re
   if (!todo.empty()) {
     compile_module(todo, r);
     for (const auto& [sym, kk] : todo) {
-      CompiledKernel k{(KernelFn)jit.lookup(sym), (KernelInfoFn)jit.lookup(sym + "_info")};
+      CompiledKernel k = find_kernel(*kk.first, sym, [&](const std::string& name) { return jit.lookup(name); });
       cache.emplace(sym, Compiled{kk.second, k});
     }
   }

@@ -13,7 +13,34 @@ using lower::BufferView;
 
 namespace {
 
+constexpr int64_t kMaxParts = 256;
+
+// A two-level kernel: the outer range cut into parts that depend on the sizes only (the result
+// does not depend on the thread count), each part's partial results, then _final combines them
+// in order and runs the kernel's final code (also without outer iterations: a mean of nothing).
+void launch_two_level(const CompiledKernel& k, void* const* buffers, const int64_t* sizes, int64_t outer,
+                      int64_t work) {
+  outer = std::max<int64_t>(outer, 0);
+  const int64_t grain = std::max<int64_t>(1, kParallelWork / work);
+  const int64_t parts = std::clamp<int64_t>((outer + grain - 1) / grain, 1, kMaxParts);
+  const int64_t per = (outer + parts - 1) / parts;
+  const size_t slots = (size_t)k.outer_reductions * kPartialBytes / sizeof(uint64_t);
+  std::vector<uint64_t> partials((size_t)parts * slots);
+  auto run = [&](int64_t b, int64_t e) {
+    std::vector<void*> bufs(buffers, buffers + k.num_buffers);
+    bufs.push_back(nullptr);
+    for (int64_t p = b; p < e; p++) {
+      bufs.back() = &partials[(size_t)p * slots];
+      k.fn(bufs.data(), sizes, std::min(outer, p * per), std::min(outer, (p + 1) * per));
+    }
+  };
+  if (parts == 1 || outer * work < kParallelWork || get_num_threads() == 1) run(0, parts);
+  else parallel_for(0, parts, 1, run);
+  k.final(buffers, sizes, partials.data(), parts);
+}
+
 void launch_range(const CompiledKernel& k, void* const* buffers, const int64_t* sizes, int64_t outer, int64_t work) {
+  if (k.final) return launch_two_level(k, buffers, sizes, outer, work);
   if (outer <= 0) return;
   if (outer * work < kParallelWork || get_num_threads() == 1) return k.fn(buffers, sizes, 0, outer);
   parallel_for(0, outer, std::max<int64_t>(1, kParallelWork / work),

@@ -10,6 +10,7 @@
 #pragma once
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "codegen.h"
@@ -20,7 +21,22 @@ namespace tc::backends::cpu {
 struct CompiledKernel {
   KernelFn fn = nullptr;
   KernelInfoFn info = nullptr;
+  // A two-level kernel's (codegen.h): its _final, buffer parameters and outer reductions.
+  KernelFinalFn final = nullptr;
+  int num_buffers = 0, outer_reductions = 0;
 };
+
+// The functions of kernel `k` compiled under `symbol` (codegen.h), found by `lookup(name)`.
+template <typename Lookup>
+CompiledKernel find_kernel(const lower::Kernel& k, const std::string& symbol, Lookup&& lookup) {
+  CompiledKernel c{(KernelFn)lookup(symbol), (KernelInfoFn)lookup(symbol + "_info")};
+  if (k.two_level()) {
+    c.final = (KernelFinalFn)lookup(symbol + "_final");
+    c.num_buffers = (int)k.buffers.size();
+    c.outer_reductions = (int)k.outer_reductions.size();
+  }
+  return c;
+}
 
 // Below this many inner iterations a launch runs on the calling thread.
 constexpr int64_t kParallelWork = 1 << 15;

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <set>
 
+#include "cuda_fuse.h"
 #include "cuda_program.h"
 #include "eager/eager.h"
 #include "lower/lower.h"
@@ -61,7 +62,9 @@ Compiled CudaBackend::compile(const capture::Graph& g, const CompileOptions& o) 
     lower::LowerOptions lo;
     lo.device = DeviceType::CUDA;
     lo.externals = false;  // index checks as eager CUDA externs; functions kept in the graph are cut out
-    lower::LoweredGraph lg = lower::lower(g, lo);
+    lo.library_externals = true;  // the cuBLASLt calls fuse_library_epilogues makes
+    int fused = 0;
+    lower::LoweredGraph lg = lower::lower(cuda::fuse_library_epilogues(g, &fused), lo);
     c.report.lower_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     auto program = std::make_shared<const cuda::Program>(cuda::compile_lowered(lg, device, &c.report));
     for (const lower::Step& s : lg.steps) c.report.fallback_nodes += s.kind == lower::Step::Kind::Extern && s.ext.fallback;

@@ -127,6 +127,8 @@ class Emitter {
   std::string math(const Instr& in);
   void emit_stores(const Stmt& s, bool guard);
   void emit_loop(const Stmt& s, int index);
+  void emit_two_level_end();
+  void block_combine(const std::string& v, ReduceOp op, Ty t, const std::string& sm);
   void barrier();
   std::string load_expr(int buffer, const std::string& index) const;
 
@@ -290,7 +292,7 @@ void Emitter::emit_instr(Val v) {
   switch (in.op) {
     case Opc::ConstI: case Opc::ConstF: case Opc::SizeParam: case Opc::OuterVar: case Opc::LoopVar:
       return;  // written where used
-    case Opc::Acc:
+    case Opc::Acc: case Opc::OuterAcc:
       TC_CHECK(!names_[v].empty(), CompileError, "cuda codegen: %s: reduction result %%%d read before its loop",
                k_.name.c_str(), v);
       return;
@@ -545,6 +547,74 @@ void Emitter::emit_loop(const Stmt& s, int index) {
   }
 }
 
+// Across the block: `v` of every thread combined into thread 0's (warp shuffles, then the warps'
+// results through shared memory `sm`[32]); the same tree on every launch.
+void Emitter::block_combine(const std::string& v, ReduceOp op, Ty t, const std::string& sm) {
+  const std::string T = tyname(t);
+  line("for (int o = 16; o > 0; o >>= 1) { " + T + " t = shfl_down_x(" + v + ", o); " + v + " = " + combine(op, t, v, "t") +
+       "; }");
+  if (sh_.block <= 32) return;
+  const std::string decl = "  __shared__ " + T + " " + sm + "[32];\n";
+  if (shared_.find(decl) == std::string::npos) shared_ += decl;
+  line("if ((threadIdx.x & 31) == 0) " + sm + "[threadIdx.x >> 5] = " + v + ";");
+  line("__syncthreads();");
+  line("if (threadIdx.x < 32) {");
+  ind_++;
+  line(v + " = threadIdx.x < " + std::to_string(sh_.block / 32) + " ? " + sm + "[threadIdx.x] : " + init_of(op, t) + ";");
+  line("for (int o = 16; o > 0; o >>= 1) { " + T + " t = shfl_down_x(" + v + ", o); " + v + " = " + combine(op, t, v, "t") +
+       "; }");
+  ind_--;
+  line("}");
+  line("__syncthreads();");
+}
+
+// After the outer iterations of a two-level kernel (Kernel::outer_reductions): each block's
+// threads' accumulators combined, the block's result written to its slot of a static array; the
+// last block to finish (a counter) combines the slots in block order and runs Kernel::final on
+// thread 0, then resets the counter for the next launch. Deterministic for a given grid size
+// (plan: at most kMaxTwoLevelBlocks blocks). One block (a tiny graph's step): no slots.
+void Emitter::emit_two_level_end() {
+  const auto& rs = k_.outer_reductions;
+  for (size_t j = 0; j < rs.size(); j++)
+    block_combine("oa" + std::to_string(j), rs[j].op, ty(rs[j].result), "smoa" + std::to_string(j));
+  if (!sh_.device_fn) {
+    shared_ += "  __shared__ bool last_block;\n";
+    line("static unsigned blocks_done;");
+    for (size_t j = 0; j < rs.size(); j++)
+      line("static " + std::string(tyname(ty(rs[j].result))) + " part" + std::to_string(j) + "[" +
+           std::to_string(kMaxTwoLevelBlocks) + "];");
+    line("if (threadIdx.x == 0) {");
+    ind_++;
+    for (size_t j = 0; j < rs.size(); j++) line("part" + std::to_string(j) + "[blockIdx.x] = oa" + std::to_string(j) + ";");
+    line("__threadfence();");
+    line("last_block = atomicAdd(&blocks_done, 1u) == gridDim.x - 1;");
+    ind_--;
+    line("}");
+    line("__syncthreads();");
+    line("if (!last_block) return;");
+    line("__threadfence();");
+    for (size_t j = 0; j < rs.size(); j++) {
+      const std::string a = "oa" + std::to_string(j), T = tyname(ty(rs[j].result));
+      line(a + " = " + init_of(rs[j].op, ty(rs[j].result)) + ";");
+      line("for (unsigned i = threadIdx.x; i < gridDim.x; i += blockDim.x) " + a + " = " +
+           combine(rs[j].op, ty(rs[j].result), a, "((volatile " + T + "*)part" + std::to_string(j) + ")[i]") + ";");
+      block_combine(a, rs[j].op, ty(rs[j].result), "smoa" + std::to_string(j));
+    }
+  }
+  line("if (threadIdx.x == 0) {");
+  ind_++;
+  if (!sh_.device_fn) line("blocks_done = 0;");
+  for (size_t j = 0; j < rs.size(); j++) {
+    check_val(rs[j].result);
+    names_[rs[j].result] = "v" + std::to_string(rs[j].result);
+    line("const " + std::string(tyname(ty(rs[j].result))) + " " + names_[rs[j].result] + " = oa" + std::to_string(j) + ";");
+  }
+  emit_instrs(k_.final.body);
+  emit_stores(k_.final, false);
+  ind_--;
+  line("}");
+}
+
 std::string Emitter::emit(const std::string& name) {
   const int R = sh_.threads_per_row, B = sh_.block;
   const std::string I = sh_.index32 ? "unsigned" : "i64";
@@ -554,6 +624,13 @@ std::string Emitter::emit(const std::string& name) {
     if (in.op == Opc::Load && in.a >= 0 && in.a < (int)k_.buffers.size() && k_.buffers[in.a].written) reads_written = true;
   ind_ = 1;
   for (Val v : k_.preamble) emit_instr(v);
+  for (size_t j = 0; j < k_.outer_reductions.size(); j++) {  // a two-level kernel's accumulators
+    const lower::Reduction& r = k_.outer_reductions[j];
+    check_val(r.result);
+    TC_CHECK(k_.instrs[r.result].op == Opc::OuterAcc && !r.ordered_fma, CompileError,
+             "cuda codegen: %s: an outer reduction without its OuterAcc", k_.name.c_str());
+    line(std::string(tyname(ty(r.result))) + " oa" + std::to_string(j) + " = " + init_of(r.op, ty(r.result)) + ";");
+  }
   std::vector<std::string> ext;
   for (Val e : k_.outer) ext.push_back(cast(get(e), ty(e), Ty::I64));
   const std::string rows_per_block = std::to_string(B / R * sh_.unroll);
@@ -598,12 +675,18 @@ std::string Emitter::emit(const std::string& name) {
     }
     if (reads_written && !s.stores.empty()) barrier();
   }
+  for (size_t j = 0; j < k_.outer_reductions.size(); j++) {  // once per row: on its lane 0
+    const lower::Reduction& r = k_.outer_reductions[j];
+    const std::string a = "oa" + std::to_string(j);
+    line("if (lane == 0) " + a + " = " + combine(r.op, ty(r.result), a, cast(get(r.input), ty(r.input), ty(r.result))) + ";");
+  }
   ind_--;
   line("}");
   if (sh_.unroll > 1) {
     ind_--;
     line("}");
   }
+  if (k_.two_level()) emit_two_level_end();
   std::string params;
   for (size_t i = 0; i < k_.buffers.size(); i++) {
     const lower::BufferParam& p = k_.buffers[i];
@@ -703,7 +786,7 @@ std::vector<KernelShape> plan_kernel(const Kernel& k, bool noalias) {
   std::optional<KernelWork> w = kernel_work(k, nullptr);
   if (w) sh.index32 = w->outer < (int64_t(1) << 31);
   if (!loops) {  // unrolled where it pays (large static sizes): it costs NVRTC time
-    if (w && w->outer >= (int64_t(1) << 18)) sh.unroll = 4;
+    if (w && w->outer >= (int64_t(1) << 18) && !k.two_level()) sh.unroll = 4;
     return {sh};
   }
   if (!w) {  // row length known only at launch: a warp per row, or a block per row for long rows

@@ -15,6 +15,10 @@
 //          warp shuffles; rows of moderate length (and of unknown length);
 //   block  one block per row (256 or 1024 threads): warp shuffles, then shared memory across warps.
 // Code stmts of a row kernel run on every lane (values are uniform), their stores on lane 0 only.
+// A two-level kernel (Kernel::outer_reductions) accumulates its outer reductions on each row's lane
+// 0, combines them per block, and its last block to finish combines the blocks' results in block
+// order and runs Kernel::final: launch it with at most kMaxTwoLevelBlocks blocks, also when
+// n_outer is 0.
 // Values are computed in the loop IR's compute types (float16/bfloat16 load and store as such,
 // computed in float32); integer and bool semantics are eager CUDA's (stdlib/cuda/pointwise.cpp).
 #pragma once
@@ -26,6 +30,8 @@
 #include "lower/loop_ir.h"
 
 namespace tc::backends::cuda {
+
+constexpr int64_t kMaxTwoLevelBlocks = 1024;
 
 struct KernelShape {
   int threads_per_row = 1;  // 1, 32 or `block`

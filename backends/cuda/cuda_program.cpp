@@ -110,11 +110,14 @@ bool rebindable(const lower::LoweredGraph& g, const BufferView& v, const Tensor&
 constexpr int kTinyBlock = 256;
 constexpr size_t kKernelsPerProgram = 4;  // at least this many kernels per NVRTC program
 
-// Whether `g` may run as one kernel of one block (opt-in, TC_CUDA_TINY_GRAPH=1): static sizes,
-// only generated steps, each small enough for one block.
+// Whether `g` runs as one kernel of one block: static sizes, only generated steps, each small
+// enough for one block: at most 1024 outer iterations (4 per thread) by default, where one block
+// beats a launch per step (the 64-layer seed model: 4x); TC_CUDA_TINY_GRAPH=1 allows up to 4096,
+// =0 turns it off.
 bool tiny_eligible(const lower::LoweredGraph& g) {
   const char* on = std::getenv("TC_CUDA_TINY_GRAPH");
-  if (!on || !*on || *on == '0' || !g.symbols.empty() || g.steps.size() < 2) return false;
+  if ((on && *on == '0') || !g.symbols.empty() || g.steps.size() < 2) return false;
+  const int64_t max_outer = on && *on && *on != '0' ? 16 * kTinyBlock : 4 * kTinyBlock;
   int io = 0;  // pointer parameters of the graph kernel (4 KiB of parameters at most)
   for (const Buffer& b : g.buffers) io += b.kind != Buffer::Kind::Temp;
   if (io > 400) return false;
@@ -124,19 +127,74 @@ bool tiny_eligible(const lower::LoweredGraph& g) {
     std::vector<int64_t> sizes;
     for (const lower::SymInt& v : s.launch.sizes) sizes.push_back(v.eval(none));
     std::optional<KernelWork> w = kernel_work(g.kernels[s.launch.kernel], &sizes);
-    if (!w || w->outer > 16 * kTinyBlock || w->row > 256) return false;
+    if (!w || w->outer > max_outer || w->row > 256) return false;
     for (int b : s.launch.buffers)
       if (g.buffers[b].kind == Buffer::Kind::Temp && g.buffers[b].offset < 0) return false;
   }
   return true;
 }
 
-// The tiny graph's kernel: each step's device function called in launch order.
+// The tiny graph's kernel: each step's device function called in launch order. Its arena and
+// the read-only inputs of 4-byte-or-wider dtypes (weights) live in shared memory while they fit
+// (kTinySmem; TC_CUDA_TINY_SMEM=0: global memory): the inputs are copied in once at the start,
+// and every step then reads shared memory (a few dozen cycles) instead of L2 (hundreds), which is
+// what the chain of dependent steps waits on. `smem_bytes` gets the dynamic shared memory size.
+constexpr int64_t kTinySmem = 160 * 1024;
+
 std::string tiny_graph_source(const lower::LoweredGraph& g, const std::vector<std::vector<std::string>>& names,
-                              std::vector<int>* params) {
-  std::string sig = "char* arena", body;
+                              std::vector<int>* params, int64_t* smem_bytes) {
+  std::string sig = "char* arena", body, prologue;
   std::vector<bool> param(g.buffers.size(), false);
   const std::vector<int64_t> none;
+  // shared-memory plan: byte offset per buffer (-1: global memory)
+  std::vector<int64_t> at(g.buffers.size(), -1);
+  int64_t used = 0;
+  struct Copy {
+    int buffer;
+    int64_t at, words;
+  };
+  std::vector<Copy> copies;
+  const char* off = std::getenv("TC_CUDA_TINY_SMEM");
+  bool arena_shared = !(off && *off == '0') && g.arena_bytes_static >= 0 && g.arena_bytes_static <= kTinySmem;
+  for (const BufferView& v : g.outputs) arena_shared &= g.buffers[v.buffer].kind != Buffer::Kind::Temp;
+  if (arena_shared) used = (g.arena_bytes_static + 15) / 16 * 16;
+  if (arena_shared) {
+    std::vector<bool> written(g.buffers.size(), false);
+    for (const lower::Step& st : g.steps)
+      for (size_t j = 0; j < st.launch.buffers.size(); j++)
+        written[st.launch.buffers[j]] = written[st.launch.buffers[j]] || g.kernels[st.launch.kernel].buffers[j].written;
+    for (const lower::Step& st : g.steps)
+      for (int b : st.launch.buffers) {
+        const Buffer& buf = g.buffers[b];
+        const int64_t bytes = buf.numel.eval(none) * (int64_t)itemsize(buf.dtype);
+        if (buf.kind != Buffer::Kind::Input || written[b] || at[b] >= 0 || itemsize(buf.dtype) < 4 || bytes <= 0 ||
+            used + bytes > kTinySmem)
+          continue;
+        at[b] = used;
+        copies.push_back({b, used, bytes / 4});
+        used += (bytes + 15) / 16 * 16;
+      }
+    // Copies of at most one word per thread in batches of 16 loads, then 16 stores (the loads of a
+    // batch in flight together); larger inputs in loops.
+    std::vector<Copy> small;
+    for (const Copy& c : copies) {
+      const std::string dst = "((unsigned*)(sh + " + std::to_string(c.at) + "))", src = "((const unsigned*)p" + std::to_string(c.buffer) + ")";
+      if (c.words > kTinyBlock)
+        prologue += "  for (int i = threadIdx.x; i < " + std::to_string(c.words) + "; i += blockDim.x) " + dst + "[i] = " + src + "[i];\n";
+      else
+        small.push_back(c);
+    }
+    for (size_t i = 0; i < small.size(); i += 16) {
+      std::string loads, stores;
+      for (size_t j = i; j < small.size() && j < i + 16; j++) {
+        const std::string n = std::to_string(small[j].words), v = "w" + std::to_string(j - i);
+        loads += "    const unsigned " + v + " = t < " + n + " ? ((const unsigned*)p" + std::to_string(small[j].buffer) + ")[t] : 0u;\n";
+        stores += "    if (t < " + n + ") ((unsigned*)(sh + " + std::to_string(small[j].at) + "))[t] = " + v + ";\n";
+      }
+      prologue += "  {\n    const int t = threadIdx.x;\n" + loads + stores + "  }\n";
+    }
+  }
+  *smem_bytes = arena_shared ? used : 0;
   for (size_t i = 0; i < g.steps.size(); i++) {
     const lower::Launch& l = g.steps[i].launch;
     const lower::Kernel& k = g.kernels[l.kernel];
@@ -145,13 +203,10 @@ std::string tiny_graph_source(const lower::LoweredGraph& g, const std::vector<st
       const int b = l.buffers[j];
       const std::string T = std::string(k.buffers[j].written ? "" : "const ") + buffer_type(k.buffers[j].dtype) + "*";
       if (g.buffers[b].kind == Buffer::Kind::Temp) {
-        call += "(" + T + ")(arena + " + std::to_string(g.buffers[b].offset) + "), ";
+        call += "(" + T + ")(" + (arena_shared ? "sh" : "arena") + " + " + std::to_string(g.buffers[b].offset) + "), ";
+      } else if (at[b] >= 0) {
+        call += "(" + T + ")(sh + " + std::to_string(at[b]) + "), ";
       } else {
-        if (!param[b]) {
-          param[b] = true;
-          params->push_back(b);
-          sig += ", void* p" + std::to_string(b);
-        }
         call += "(" + T + ")p" + std::to_string(b) + ", ";
       }
     }
@@ -161,8 +216,17 @@ std::string tiny_graph_source(const lower::LoweredGraph& g, const std::vector<st
     call += std::to_string(kernel_work(k, &sizes)->outer) + "ll);";
     body += (i ? "  __syncthreads();\n  " : "  ") + call + "\n";
   }
+  // parameters: every non-Temp buffer a step uses, in first-use order (also those copied in)
+  for (const lower::Step& st : g.steps)
+    for (int b : st.launch.buffers)
+      if (g.buffers[b].kind != Buffer::Kind::Temp && !param[b]) {
+        param[b] = true;
+        params->push_back(b);
+        sig += ", void* p" + std::to_string(b);
+      }
+  std::string head = arena_shared ? "  extern __shared__ __align__(16) char sh[];\n" + prologue + "  __syncthreads();\n" : "";
   return "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(kTinyBlock) + ") TC_KERNEL_NAME(" + sig +
-         ") {\n" + body + "}\n";
+         ") {\n" + head + body + "}\n";
 }
 
 }  // namespace
@@ -206,7 +270,7 @@ Program compile_lowered(const lower::LoweredGraph& g, int device, capture::Compi
   }
   std::string tiny_name;
   if (p.tiny_graph) {
-    std::string src = tiny_graph_source(g, names, &p.tiny_params);
+    std::string src = tiny_graph_source(g, names, &p.tiny_params, &p.tiny_smem);
     tiny_name = hash_name(src);
     src.replace(src.find("TC_KERNEL_NAME"), 14, tiny_name);
     listing += "// " + tiny_name + " = the whole graph in one block (TC_CUDA_TINY_GRAPH)\n";
@@ -284,6 +348,10 @@ Program compile_lowered(const lower::LoweredGraph& g, int device, capture::Compi
   if (p.tiny_graph) {
     auto f = it->second.functions.find(tiny_name);
     if (f != it->second.functions.end()) p.tiny = f->second;
+    if (p.tiny && p.tiny_smem > 48 * 1024)
+      drv::check(drv::drv().FuncSetAttribute((CUfunction)p.tiny, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                             (int)p.tiny_smem),
+                 "raising a tiny graph kernel's shared memory");
   }
   for (size_t i = 0; i < names.size(); i++)
     for (size_t j = 0; j < names[i].size(); j++) {
@@ -291,13 +359,28 @@ Program compile_lowered(const lower::LoweredGraph& g, int device, capture::Compi
       if (f != it->second.functions.end()) p.functions[i][j] = f->second;
     }
   p.prepare_static_launches();
+  if (profiling()) {
+    int externs = 0;
+    for (const lower::Step& s : g.steps) externs += s.kind == lower::Step::Kind::Extern;
+    p.profile = profile_table("graph of " + std::to_string(g.steps.size()) + " steps (" + std::to_string(externs) +
+                              " library calls), program " + program_key);
+  }
   return p;
 }
 
-unsigned Program::grid(const KernelShape& sh, int64_t n_outer) const {
+namespace {
+std::string shape_str(const Tensor& t) {
+  std::string s = "[";
+  for (int64_t d = 0; d < t.dim(); d++) s += (d ? "x" : "") + std::to_string(t.size(d));
+  return s + "]";
+}
+}  // namespace
+
+unsigned Program::grid(const KernelShape& sh, int64_t n_outer, bool two_level) const {
   const int64_t rows_per_block = sh.block / sh.threads_per_row * sh.unroll;
   const int64_t blocks = (n_outer + rows_per_block - 1) / rows_per_block;
-  const int64_t cap = (int64_t)drv::dev(device).sm_count * std::max(1, 2048 / sh.block) * 4;
+  int64_t cap = (int64_t)drv::dev(device).sm_count * std::max(1, 2048 / sh.block) * 4;
+  if (two_level) cap = std::min(cap, kMaxTwoLevelBlocks);  // its blocks' result slots
   return (unsigned)std::max<int64_t>(1, std::min(blocks, cap));
 }
 
@@ -316,7 +399,7 @@ void Program::prepare_static_launches() {
              graph.kernels[s.launch.kernel].name.c_str());
     sl.n_outer = w->outer;
     sl.shape = choose_shape(shapes[s.launch.kernel], *w);
-    sl.grid = grid(shapes[s.launch.kernel][sl.shape], w->outer);
+    sl.grid = grid(shapes[s.launch.kernel][sl.shape], w->outer, graph.kernels[s.launch.kernel].two_level());
   }
 }
 
@@ -376,12 +459,14 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
   std::vector<void*> ptrs;
   std::vector<int64_t> sizes;
   std::vector<void*> args;
+  ProfileRun prof(profile.get(), device, tiny_graph ? 1 : g.steps.size());
   if (tiny_graph) {
+    prof.mark(0, "tiny graph kernel");
     ptrs = {arena->data()};
     for (int b : tiny_params) ptrs.push_back(places[b].ptr);
     for (void*& p : ptrs) args.push_back(&p);
     try {
-      if (tiny) drv::launch(device, (CUfunction)tiny, 1, (unsigned)kTinyBlock, args.data());
+      if (tiny) drv::launch(device, (CUfunction)tiny, 1, (unsigned)kTinyBlock, args.data(), (unsigned)tiny_smem);
     } catch (const Error& e) {
       if (e.kind() == ErrorKind::OutOfMemoryError) throw;
       throw LaunchFailed(e.what());
@@ -408,10 +493,15 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
                  g.kernels[k].name.c_str());
         n_outer = w->outer;
         shape = choose_shape(shapes[k], *w);
-        blocks = grid(shapes[k][shape], n_outer);
+        blocks = grid(shapes[k][shape], n_outer, g.kernels[k].two_level());
       }
       void* fn = functions[k][shape];
-      if (n_outer <= 0 || !fn) continue;
+      if (profile) {
+        std::string label = "kernel " + g.kernels[k].name + " (lines " + join(g.kernels[k].source_lines) +
+                            ") outer " + std::to_string(n_outer) + " tpr " + std::to_string(shapes[k][shape].threads_per_row);
+        prof.mark(step, label);
+      }
+      if ((n_outer <= 0 && !g.kernels[k].two_level()) || !fn) continue;  // (a two-level kernel's final code runs)
       ptrs.clear();
       for (int b : s.launch.buffers) ptrs.push_back(places[b].ptr);
       args.clear();
@@ -431,6 +521,11 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
     for (const BufferView& v : e.inputs)
       ins.push_back(view_of(places[v.buffer].storage, places[v.buffer].offset, g.buffers[v.buffer].dtype, v, syms));
     Stack a = lower::extern_args(e, ins);
+    if (profile) {
+      std::string label = e.external ? e.external->name : op_name(e.op);
+      for (const Tensor& t : ins) label += " " + shape_str(t) + (t.is_contiguous() ? "" : "nc");
+      prof.mark(step, label);
+    }
     std::vector<Tensor> out;
     try {
       if (e.external) {
@@ -465,6 +560,7 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
       dst.copy_from(out[i]);
     }
   }
+  prof.finish();
   std::vector<Tensor> outs;
   outs.reserve(g.outputs.size());
   for (const BufferView& v : g.outputs)

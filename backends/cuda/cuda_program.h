@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cuda_codegen.h"
+#include "cuda_profile.h"
 #include "tc/capture/graph.h"
 
 namespace tc::backends::cuda {
@@ -34,6 +35,7 @@ struct Program {
   bool tiny_graph = false;
   void* tiny = nullptr;  // its CUfunction (null in compile-only mode)
   std::vector<int> tiny_params;
+  int64_t tiny_smem = 0;  // its dynamic shared memory (arena and weights), bytes
 
   std::vector<Tensor> run(capture::GraphInputs inputs) const;
 
@@ -53,10 +55,11 @@ struct Program {
     int stream = -1;
   };
   std::shared_ptr<KeptArena> kept = std::make_shared<KeptArena>();
+  std::shared_ptr<ProfileTable> profile;  // TC_CUDA_PROFILE only
 
  private:
   std::shared_ptr<Storage> arena(int64_t bytes) const;
-  unsigned grid(const KernelShape& sh, int64_t n_outer) const;
+  unsigned grid(const KernelShape& sh, int64_t n_outer, bool two_level) const;
 };
 
 // Thrown by Program::run when the driver refuses a launch (the backend then runs the graph on

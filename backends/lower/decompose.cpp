@@ -28,6 +28,7 @@ struct D {
   capture::Graph& g;
   int line = -1;
   std::unordered_map<const TensorImpl*, capture::Ref> refs;
+  DeviceType device = DeviceType::CPU;
 
   void note(const Stack& fakes, const std::vector<capture::Ref>& rs) {
     size_t k = 0;
@@ -198,26 +199,73 @@ Stack norm(D& d, const Stack& a) {
 // Class dim of a loss input: 2 (1-based) when it has a batch dim.
 int64_t class_dim(const Tensor& x) { return x.dim() >= 2 ? 2 : 1; }
 
-Stack nll_loss(D& d, const Stack& a) {
-  Tensor x = a[0].tensor(), t = a[1].tensor();
-  if (!is_none(a[2]) || is_floating(t.dtype())) return {};
-  int64_t cd = class_dim(x), ignore = a[4].to_int();
+// The loss at class-index targets `t` of log-probabilities `x`: -w[t] * x[t] where the target is
+// not ignored, else 0 (nll's "none"); `wt` gets w[t] (1 without weights) there, 0 elsewhere.
+Tensor picked_loss(D& d, const Tensor& x, const Tensor& t, const Value& weight, int64_t ignore, Tensor* wt) {
+  int64_t cd = class_dim(x);
   Tensor valid = d.op(Op::ne, {t, ignore});
   // gathers at the targets themselves: lowering checks them with nll_loss's rule (ignore_index
   // passes) and the kernel clamps, so an ignored target reads a class that `valid` then drops
   Tensor picked = d.op(Op::squeeze, {d.op(Op::gather, {x, cd, d.op(Op::unsqueeze, {t, cd})}), IntList{cd}});
-  Tensor loss = d.op(Op::where, {valid, d.op(Op::neg, {picked}), 0.0});
-  const std::string& red = a[3].str();
-  if (red != "mean") return {reduce_loss(d, loss, red)};
-  Tensor n = d.op(Op::sum, {d.op(Op::to_dtype, {valid, x.dtype()})});
-  return {d.op(Op::div, {d.op(Op::sum, {loss}), n})};
+  if (is_none(weight)) {
+    *wt = d.op(Op::to_dtype, {valid, x.dtype()});
+    return d.op(Op::where, {valid, d.op(Op::neg, {picked}), 0.0});
+  }
+  Tensor w = d.op(Op::to_dtype, {weight, x.dtype()});
+  Tensor flat = d.op(Op::reshape, {t, IntList{-1}});
+  Tensor wk = d.op(Op::reshape, {d.op(Op::index_select, {w, int64_t(1), flat}), IntList(t.sizes())});
+  *wt = d.op(Op::where, {valid, wk, 0.0});
+  return d.op(Op::where, {valid, d.op(Op::neg, {d.op(Op::mul, {picked, wk})}), 0.0});
 }
 
+// Class-index targets, optional class weights: mean = sum(-w[t] x[t]) / sum(w[t]) over the
+// targets not ignored (eager's nll_loss).
+Stack nll_loss(D& d, const Stack& a) {
+  Tensor x = a[0].tensor(), t = a[1].tensor();
+  if (is_floating(t.dtype())) return {};
+  Tensor wt;
+  Tensor loss = picked_loss(d, x, t, a[2], a[4].to_int(), &wt);
+  const std::string& red = a[3].str();
+  if (red != "mean") return {reduce_loss(d, loss, red)};
+  return {d.op(Op::div, {d.op(Op::sum, {loss}), d.op(Op::sum, {wt})})};
+}
+
+// log_softmax then nll_loss; with label smoothing eps the loss is (1 - eps) nll + eps / C smooth,
+// smooth = -sum_c w[c] log p[c] (0 where ignored), whose mean divides by sum(w[t]) with weights and
+// by the number of positions without (eager's kernel); class probabilities p' (a target shaped
+// like the input): -sum_c w[c] (p'[c] (1 - eps) + eps / C) log p[c], mean over positions.
 Stack cross_entropy(D& d, const Stack& a) {
   Tensor x = a[0].tensor(), t = a[1].tensor();
-  if (!is_none(a[2]) || a[5].to_double() != 0 || is_floating(t.dtype())) return {};
-  Tensor lsm = d.op(Op::log_softmax, {x, class_dim(x)});
-  return {d.op(Op::nll_loss, {lsm, t, none(), a[3], a[4]})};
+  const double eps = std::max(0.0, a[5].to_double());
+  const std::string& red = a[3].str();
+  const int64_t cd = class_dim(x), classes = x.sizes()[cd - 1];
+  Tensor lsm = d.op(Op::log_softmax, {x, cd});
+  Value wv;  // the weights along the class dim of x
+  if (!is_none(a[2])) {
+    Tensor w = d.op(Op::to_dtype, {a[2], x.dtype()});
+    wv = x.dim() >= 2 ? per_channel(d, w, x.dim()) : w;
+  }
+  auto weighted = [&](const Tensor& v) { return is_none(wv) ? v : d.op(Op::mul, {v, wv}); };
+  if (is_floating(t.dtype())) {
+    if (t.sizes() != x.sizes()) return {};
+    Tensor p = eps > 0 ? d.op(Op::add, {d.op(Op::mul, {t, 1 - eps}), eps / double(classes)}) : t;
+    Tensor loss = d.op(Op::neg, {d.op(Op::sum, {weighted(d.op(Op::mul, {lsm, p})), IntList{cd}})});
+    return {reduce_loss(d, loss, red)};
+  }
+  if (eps == 0) return {d.op(Op::nll_loss, {lsm, t, a[2], a[3], a[4]})};
+  Tensor wt;
+  Tensor nll = picked_loss(d, lsm, t, a[2], a[4].to_int(), &wt);
+  Tensor valid = d.op(Op::ne, {t, a[4]});
+  Tensor smooth = d.op(Op::where, {valid, d.op(Op::neg, {d.op(Op::sum, {weighted(lsm), IntList{cd}})}), 0.0});
+  if (red == "none")
+    return {d.op(Op::add, {d.op(Op::mul, {nll, 1 - eps}), d.op(Op::mul, {smooth, eps / double(classes)})})};
+  Tensor main = d.op(Op::sum, {nll}), extra = d.op(Op::sum, {smooth});
+  if (red == "mean") {
+    Tensor n = d.op(Op::sum, {wt});
+    main = d.op(Op::div, {main, n});
+    extra = is_none(a[2]) ? d.op(Op::mean, {smooth}) : d.op(Op::div, {extra, n});
+  }
+  return {d.op(Op::add, {d.op(Op::mul, {main, 1 - eps}), d.op(Op::mul, {extra, eps / double(classes)})})};
 }
 
 Stack mse_loss(D& d, const Stack& a) {
@@ -250,7 +298,7 @@ Stack bce_with_logits(D& d, const Stack& a) {
 
 Stack attention(D& d, const Stack& a) {
   Tensor q = a[0].tensor(), k = a[1].tensor(), v = a[2].tensor();
-  if (a[4].to_double() != 0 || q.dim() < 2) return {};
+  if (a[4].to_double() != 0 || q.dim() < 2 || attention_is_library_call(a, d.device)) return {};
   double scale = is_none(a[6]) ? 1.0 / std::sqrt(double(q.sizes().back())) : a[6].to_double();
   Tensor s = d.op(Op::mul, {d.op(Op::matmul, {q, d.op(Op::transpose, {k, int64_t(-2), int64_t(-1)})}), scale});
   if (a[5].to_bool()) {
@@ -312,10 +360,23 @@ const std::vector<Rule>& rules() {
 
 }  // namespace
 
-capture::Graph decompose(const capture::Graph& g, std::vector<int>* origin) {
+bool attention_is_library_call(const Stack& a, DeviceType device) {
+  if (device != DeviceType::CUDA || !is_none(a[3]) || a[4].to_double() != 0) return false;
+  const Tensor &q = a[0].tensor(), &k = a[1].tensor(), &v = a[2].tensor();
+  const int64_t nd = q.dim();
+  if (nd < 3 || nd > 4 || k.dim() != nd || v.dim() != nd) return false;
+  for (const Tensor* t : {&q, &k, &v})
+    if (t->dtype() != DType::Float32) return false;
+  for (int64_t i = 0; i < nd - 2; i++)
+    if (k.sizes()[i] != q.sizes()[i] || v.sizes()[i] != q.sizes()[i]) return false;
+  const int64_t e = q.sizes()[nd - 1];
+  return e > 0 && e % 4 == 0 && e <= 128 && k.sizes()[nd - 1] == e && v.sizes()[nd - 1] == e && v.sizes()[nd - 2] == k.sizes()[nd - 2];
+}
+
+capture::Graph decompose(const capture::Graph& g, std::vector<int>* origin, DeviceType device) {
   capture::Graph out;
   out.dynamic_dims = g.dynamic_dims;
-  D d{out, -1, {}};
+  D d{out, -1, {}, device};
   // Old (node, flat output) -> fake in the new graph.
   std::vector<std::vector<Tensor>> now(g.nodes.size());
   auto get = [&](capture::Ref r) { return now[r.node][r.elem >= 0 ? r.elem : r.out]; };

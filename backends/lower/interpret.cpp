@@ -235,7 +235,7 @@ void run_kernel(const Kernel& k, const std::vector<char*>& bufs, const std::vect
         v[x] = math(in.sop, in.ty, at, v[in.a], in.b >= 0 ? v[in.b] : S{}, in.c >= 0 ? v[in.c] : S{});
         break;
       }
-      case Opc::Acc: break;  // set by its loop
+      case Opc::Acc: case Opc::OuterAcc: break;  // set by its loop
     }
   };
   auto do_stores = [&](const Stmt& s) {
@@ -244,7 +244,9 @@ void run_kernel(const Kernel& k, const std::vector<char*>& bufs, const std::vect
   for (Val x : k.preamble) eval(x);
   std::vector<int64_t> outer;
   for (Val x : k.outer) outer.push_back(v[x].i);
-  std::vector<Acc> accs;
+  std::vector<Acc> accs, outer_accs(k.outer_reductions.size());
+  for (size_t r = 0; r < outer_accs.size(); r++)
+    init(outer_accs[r], k.outer_reductions[r].op, k.instrs[k.outer_reductions[r].result].ty);
   for_each(outer, outer_idx, [&]() {
     for (const Stmt& s : k.body) {
       if (s.kind == Stmt::Kind::Code) {
@@ -281,7 +283,15 @@ void run_kernel(const Kernel& k, const std::vector<char*>& bufs, const std::vect
         if (red.value >= 0) v[red.value] = accs[r].best;
       }
     }
+    for (size_t r = 0; r < outer_accs.size(); r++) {  // in outer order (a code generator may reassociate)
+      const Reduction& red = k.outer_reductions[r];
+      combine(outer_accs[r], red.op, k.instrs[red.result].ty, v[red.input], 0);
+    }
   });
+  if (!k.two_level()) return;
+  for (size_t r = 0; r < outer_accs.size(); r++) v[k.outer_reductions[r].result] = outer_accs[r].v;
+  for (Val x : k.final.body) eval(x);
+  do_stores(k.final);
 }
 
 Tensor view_of(const Tensor& base, const BufferView& b, const std::vector<int64_t>& syms) {

@@ -16,15 +16,15 @@ Val KernelBuilder::add(Instr in, int level) {
   std::memcpy(&fbits, &in.f, 8);
   std::vector<int64_t> key = {int64_t(in.op), int64_t(in.ty), int64_t(in.sop), in.a, in.b, in.c, in.i,
                               int64_t(fbits)};
-  TC_LOWER_CHECK(level < 2 || !loops_.empty(), "loop value outside a loop");
-  std::map<std::vector<int64_t>, Val>& cse = level == 0 ? cse0_ : level == 1 ? cse1_ : loops_.back().cse;
+  TC_LOWER_CHECK(level != 2 || !loops_.empty(), "loop value outside a loop");
+  std::map<std::vector<int64_t>, Val>& cse = level == 0 ? cse0_ : level == 1 ? cse1_ : level == 3 ? cse3_ : loops_.back().cse;
   auto it = cse.find(key);
   if (it != cse.end()) return it->second;
   Val v = Val(k_.instrs.size());
   k_.instrs.push_back(in);
   level_.push_back(level);
   cse[key] = v;
-  (level == 0 ? k_.preamble : level == 1 ? code_.body : loops_.back().stmt.body).push_back(v);
+  (level == 0 ? k_.preamble : level == 1 ? code_.body : level == 3 ? k_.final.body : loops_.back().stmt.body).push_back(v);
   return v;
 }
 
@@ -112,6 +112,9 @@ Val KernelBuilder::math(ScalarOp op, Val a, Val b, Val c) {
   int level = level_[a];
   if (b != kNoVal) level = std::max(level, level_[b]);
   if (c != kNoVal) level = std::max(level, level_[c]);
+  if (level == 3)
+    for (Val x : {a, b, c})
+      TC_LOWER_CHECK(x == kNoVal || level_[x] == 0 || level_[x] == 3, "a value of an outer iteration in the final code");
   Instr in{Opc::Math, t, op, a, b, c};
   return add(in, level);
 }
@@ -139,14 +142,15 @@ static int param(std::vector<int>& buffers, Kernel& k, const LoweredGraph& lg, i
 Val KernelBuilder::load(int buffer, Val index) {
   int p = param(buffers_, k_, lg_, buffer, false);
   Instr in{Opc::Load, compute_type(lg_.buffers[buffer].dtype), ScalarOp::add, p, index};
-  return add(in, std::max(1, level_[index]));
+  TC_LOWER_CHECK(!final_mode_ || level_[index] == 0 || level_[index] == 3, "a load in the final code at an outer index");
+  return add(in, std::max(final_mode_ ? 3 : 1, level_[index]));
 }
 
 void KernelBuilder::store(int buffer, Val index, Val value) {
   int p = param(buffers_, k_, lg_, buffer, true);
   value = cast(value, compute_type(lg_.buffers[buffer].dtype));
   int level = std::max(level_[index], level_[value]);
-  (level == 2 ? loops_.back().stmt.stores : code_.stores).push_back({p, index, value});
+  (level == 2 ? loops_.back().stmt.stores : level == 3 ? k_.final.stores : code_.stores).push_back({p, index, value});
 }
 
 void KernelBuilder::open_loop(const std::vector<SymInt>& extents) {
@@ -181,6 +185,20 @@ Val KernelBuilder::reduce(ReduceOp op, Val input, Val index, Val* value, bool or
   return r.result;
 }
 
+Val KernelBuilder::reduce_outer(ReduceOp op, Val input) {
+  TC_LOWER_CHECK(level_[input] <= 1 && op != ReduceOp::ArgMax && op != ReduceOp::ArgMin,
+                 "an outer reduction of a loop value or an arg reduction");
+  Reduction r{op, input};
+  Val v = Val(k_.instrs.size());
+  Instr in{Opc::OuterAcc, op == ReduceOp::Any || op == ReduceOp::All ? Ty::Bool : ty(input), ScalarOp::add,
+           Val(k_.outer_reductions.size())};
+  k_.instrs.push_back(in);
+  level_.push_back(3);
+  r.result = v;
+  k_.outer_reductions.push_back(r);
+  return v;
+}
+
 void KernelBuilder::flush_code() {
   if (code_.body.empty() && code_.stores.empty()) return;
   k_.body.push_back(std::move(code_));
@@ -201,11 +219,14 @@ Kernel KernelBuilder::finish(std::vector<int>* buffers, std::vector<SymInt>* siz
   // Drop values nothing uses (constants folded away, trial emissions' leftovers).
   std::vector<bool> used(k_.instrs.size(), false);
   std::vector<Val> work(k_.outer.begin(), k_.outer.end());
-  for (const Stmt& s : k_.body) {
+  auto roots = [&](const Stmt& s) {
     work.insert(work.end(), s.extents.begin(), s.extents.end());
     for (const Reduction& r : s.reductions) work.insert(work.end(), {r.input, r.index});
     for (const Store& st : s.stores) work.insert(work.end(), {st.index, st.value});
-  }
+  };
+  for (const Stmt& s : k_.body) roots(s);
+  for (const Reduction& r : k_.outer_reductions) work.push_back(r.input);
+  roots(k_.final);
   while (!work.empty()) {
     Val v = work.back();
     work.pop_back();
@@ -218,6 +239,7 @@ Kernel KernelBuilder::finish(std::vector<int>* buffers, std::vector<SymInt>* siz
   auto keep = [&](std::vector<Val>& xs) { std::erase_if(xs, [&](Val v) { return !used[v]; }); };
   keep(k_.preamble);
   for (Stmt& s : k_.body) keep(s.body);
+  keep(k_.final.body);
   std::erase_if(k_.body, [](const Stmt& s) { return s.kind == Stmt::Kind::Code && s.body.empty() && s.stores.empty(); });
   k_.source_nodes = source_nodes;
   *buffers = buffers_;

@@ -124,7 +124,8 @@ struct Hasher {
 
 bool Kernel::same_structure(const Kernel& o) const {
   return buffers == o.buffers && num_size_params == o.num_size_params && instrs == o.instrs &&
-         preamble == o.preamble && outer == o.outer && body == o.body;
+         preamble == o.preamble && outer == o.outer && body == o.body && outer_reductions == o.outer_reductions &&
+         final == o.final;
 }
 
 uint64_t Kernel::structural_hash() const {
@@ -150,13 +151,9 @@ uint64_t Kernel::structural_hash() const {
   }
   h.vals(preamble);
   h.vals(outer);
-  h.pod(body.size());
-  for (const Stmt& s : body) {
-    h.pod(s.kind);
-    h.vals(s.extents);
-    h.vals(s.body);
-    h.pod(s.reductions.size());
-    for (const Reduction& r : s.reductions) {
+  auto reductions = [&](const std::vector<Reduction>& rs) {
+    h.pod(rs.size());
+    for (const Reduction& r : rs) {
       h.pod(r.op);
       h.pod(r.input);
       h.pod(r.index);
@@ -164,13 +161,23 @@ uint64_t Kernel::structural_hash() const {
       h.pod(r.value);
       h.pod(r.ordered_fma);
     }
+  };
+  auto stmt = [&](const Stmt& s) {
+    h.pod(s.kind);
+    h.vals(s.extents);
+    h.vals(s.body);
+    reductions(s.reductions);
     h.pod(s.stores.size());
     for (const Store& st : s.stores) {
       h.pod(st.buffer);
       h.pod(st.index);
       h.pod(st.value);
     }
-  }
+  };
+  h.pod(body.size());
+  for (const Stmt& s : body) stmt(s);
+  reductions(outer_reductions);
+  stmt(final);
   return h.h;
 }
 
@@ -240,6 +247,7 @@ static std::string print_instr(const Kernel& k, Val x) {
     case Opc::Load: return s + "load." + ty_name(i.ty) + " b" + std::to_string(i.a) + "[" + v(i.b) + "]";
     case Opc::Acc:
       return s + "acc." + ty_name(i.ty) + " r" + std::to_string(i.a) + (i.b ? ".value" : "");
+    case Opc::OuterAcc: return s + "acc." + ty_name(i.ty) + " outer r" + std::to_string(i.a);
     case Opc::Math: {
       s += std::string(scalar_op_name(i.sop)) + "." + ty_name(i.ty) + " " + v(i.a);
       if (i.b != kNoVal) s += ", " + v(i.b);
@@ -254,6 +262,24 @@ static std::string vals(const std::vector<Val>& xs) {
   std::string s;
   for (size_t i = 0; i < xs.size(); i++) s += (i ? ", " : "") + v(xs[i]);
   return s;
+}
+
+static void print_reductions(const std::vector<Reduction>& rs, const std::string& ind, std::string& s) {
+  for (size_t r = 0; r < rs.size(); r++) {
+    const Reduction& red = rs[r];
+    s += ind + "r" + std::to_string(r) + ": " + reduce_name(red.op) + (red.ordered_fma ? " fma " : " ") + v(red.input);
+    if (red.index != kNoVal) s += " at " + v(red.index);
+    s += " -> " + v(red.result);
+    if (red.value != kNoVal) s += ", " + v(red.value);
+    s += "\n";
+  }
+}
+
+static void print_stmt(const Kernel& k, const Stmt& st, const std::string& ind, std::string& s) {
+  for (Val x : st.body) s += ind + print_instr(k, x) + "\n";
+  print_reductions(st.reductions, ind, s);
+  for (const Store& o : st.stores)
+    s += ind + "store b" + std::to_string(o.buffer) + "[" + v(o.index) + "] = " + v(o.value) + "\n";
 }
 
 std::string print(const Kernel& k) {
@@ -276,18 +302,12 @@ std::string print(const Kernel& k) {
       s += "    loop [" + vals(st.extents) + "]\n";
       ind = "      ";
     }
-    for (Val x : st.body) s += ind + print_instr(k, x) + "\n";
-    for (size_t r = 0; r < st.reductions.size(); r++) {
-      const Reduction& red = st.reductions[r];
-      s += ind + "r" + std::to_string(r) + ": " + reduce_name(red.op) + (red.ordered_fma ? " fma " : " ") + v(red.input);
-      if (red.index != kNoVal) s += " at " + v(red.index);
-      s += " -> " + v(red.result);
-      if (red.value != kNoVal) s += ", " + v(red.value);
-      s += "\n";
-    }
-    for (const Store& o : st.stores)
-      s += ind + "store b" + std::to_string(o.buffer) + "[" + v(o.index) + "] = " + v(o.value) + "\n";
+    print_stmt(k, st, ind, s);
   }
+  if (!k.two_level()) return s;
+  print_reductions(k.outer_reductions, "  outer ", s);
+  s += "  once\n";
+  print_stmt(k, k.final, "    ", s);
   return s;
 }
 

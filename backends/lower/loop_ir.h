@@ -16,7 +16,10 @@
 // so a pointwise chain is `outer = output dims, body = [Code with loads, math, stores]`, a row
 // reduction is `outer = kept dims, body = [Loop{reduce}, Code{epilogue, store}]`, and softmax is
 // `outer = rows, body = [Loop{max}, Loop{sum exp(x - max)}, Loop{store exp(x - max) / sum}]`:
-// one kernel. Values are SSA instructions (Instr) in one flat array per kernel, referenced by
+// one kernel. A two-level reduction also reduces over the outer iterations themselves
+// (`outer_reductions`, inputs computed once per outer iteration) and then runs `final` once:
+// cross_entropy's mean is `outer = rows, body = [Loop{max}, Loop{sum exp}, Code{loss of the row}],
+// outer_reductions = [sum loss, sum valid], final = Code{store sum loss / sum valid}`. Values are SSA instructions (Instr) in one flat array per kernel, referenced by
 // integer (Val). Loads, math and the index arithmetic before a store are all Instrs; a Val is
 // defined once. Scope: preamble values are visible everywhere; values of an outer-level Code
 // stmt in later stmts of the same outer iteration; a Loop's body values only inside that loop;
@@ -68,6 +71,8 @@ enum class Opc : uint8_t {
   Math,       // sop on a (, b (, c)): Ty from operands except comparisons (Bool) and Cast (ty)
   Acc,        // a = index of the Reduction in its Loop, b = 1 for an ArgMax/ArgMin `value`;
               // defined by that Loop (Reduction::result/value), listed in no stmt's body
+  OuterAcc,   // a = index in Kernel::outer_reductions: its result, defined after every outer
+              // iteration ran (visible in Kernel::final only), listed in no stmt's body
 };
 
 // Invariants lowering guarantees (KernelBuilder asserts them): ConstF only with F32/F64, ConstI
@@ -135,6 +140,16 @@ struct Kernel {
   std::vector<Val> preamble;        // uniform values: sizes, strides (evaluated once a launch)
   std::vector<Val> outer;           // outer extents (values of the preamble), outer dim first
   std::vector<Stmt> body;
+  // A two-level reduction (empty for other kernels): reductions over every outer iteration of
+  // values of the outer-level Code stmts (Sum, Prod, Max, Min, Any, All; never ordered_fma; the
+  // order of combination is unspecified, float sums may be reassociated), whose results are
+  // OuterAcc instrs; then `final` (a Code stmt) runs once, also when there is no outer iteration:
+  // it sees the preamble and the OuterAccs and stores (a scalar, typically). A code generator
+  // splits the outer iterations into parts (CPU chunks, CUDA blocks), reduces each part and
+  // combines the parts' results in part order.
+  std::vector<Reduction> outer_reductions;
+  Stmt final;
+  bool two_level() const { return !outer_reductions.empty(); }
   std::vector<int> source_nodes;    // captured graph nodes fused here (listings, not identity)
   std::vector<int> source_lines;    // their user lines
   // Structural identity: everything above except name and sources.

@@ -23,7 +23,7 @@ static void dump(const LowerOptions& o, const char* stage, F text) {
 LoweredGraph lower(const capture::Graph& input, const LowerOptions& o) {
   dump(o, "captured graph", [&] { return input.print_code(); });
   std::vector<int> origin;
-  capture::Graph g = decompose(input, &origin);
+  capture::Graph g = decompose(input, &origin, o.device);
   dump(o, "decomposed", [&] { return g.print_code(); });
   Shapes shapes = sym_shapes(g);
   LoweredGraph lg;

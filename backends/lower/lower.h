@@ -24,6 +24,9 @@ struct LowerOptions {
   // Functions kept in the graph (allow_in_graph) become Externs with `external` set; a runner
   // that cannot call them leaves this off and such graphs are refused (NotImplementedError).
   bool externals = false;
+  // External nodes that the runner added itself as library calls (the CUDA backend's fused
+  // cuBLASLt products, backends/cuda/cuda_fuse.h): Externs without `externals`, not fallbacks.
+  bool library_externals = false;
   int realize_loads = 2;    // ... or reads more buffers than this (norm internals excepted)
   // The device the graph's tensors are on (the runner's): tensors elsewhere are refused.
   DeviceType device = DeviceType::CPU;

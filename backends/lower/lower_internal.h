@@ -39,7 +39,12 @@ Stack fake_call(Op op, const Stack& args);
 
 // `g` with composite ops rewritten into simpler ops of ops.def (the rule table in decompose.cpp);
 // `origin` gets the node of `g` each new node comes from.
-capture::Graph decompose(const capture::Graph& g, std::vector<int>* origin);
+// On CUDA, scaled_dot_product_attention that the fused kernel takes (attention_is_library_call)
+// stays one node: a library extern, like a matmul.
+capture::Graph decompose(const capture::Graph& g, std::vector<int>* origin, DeviceType device = DeviceType::CPU);
+// Whether sdpa with these arguments runs as one library call on `device` (stdlib/cuda's fused
+// attention: float32, no mask, no dropout, 3-D or 4-D, head dim <= 128, a multiple of 4) instead of decomposing.
+bool attention_is_library_call(const Stack& args, DeviceType device);
 
 // ---- the kernel builder (kernel_builder.cpp) -----------------------------------------------------
 
@@ -61,7 +66,7 @@ class KernelBuilder {
   void store(int buffer, Val index, Val value);
   Ty ty(Val v) const { return k_.instrs[v].ty; }
   const Instr& instr(Val v) const { return k_.instrs[v]; }
-  int level(Val v) const { return level_[v]; }  // 0 preamble, 1 outer, 2 loop
+  int level(Val v) const { return level_[v]; }  // 0 preamble, 1 outer, 2 loop, 3 final
   bool is_const(Val v, int64_t* out = nullptr) const;
   int num_outer() const { return int(outer_vars_.size()); }
 
@@ -71,6 +76,16 @@ class KernelBuilder {
   void close_loop();
   int open_loops() const { return int(loops_.size()); }
 
+  // Two-level reductions (Kernel::outer_reductions): while `final` is on, loads go to the code run
+  // once after the outer iterations (Kernel::final), as does every value computed from an OuterAcc.
+  void set_final(bool on) { final_mode_ = on; }
+  bool final_mode() const { return final_mode_; }
+  // Reduces `input` (an outer-level value) over every outer iteration; returns its OuterAcc.
+  Val reduce_outer(ReduceOp op, Val input);
+
+  // A two-level kernel's (Kernel::outer_reductions): the shape whose elements its outer
+  // iterations walk (its dims of size 1 included), empty for other kernels.
+  std::vector<SymInt> outer_shape;
   // Reductions already computed in this kernel: key (memo id, kept index) -> Acc result, value.
   std::map<std::pair<int, std::vector<Val>>, std::pair<Val, Val>> memo;
   std::vector<int> source_nodes;
@@ -92,8 +107,9 @@ class KernelBuilder {
   Kernel k_;
   std::vector<int> level_;
   std::vector<Val> outer_vars_;
-  std::map<std::vector<int64_t>, Val> cse0_, cse1_;
+  std::map<std::vector<int64_t>, Val> cse0_, cse1_, cse3_;
   Stmt code_;  // outer-level values and stores not yet placed
+  bool final_mode_ = false;
   std::vector<OpenLoop> loops_;
   std::vector<int> buffers_;
   std::vector<SymInt> sizes_;
@@ -175,6 +191,14 @@ class Lowering {
   KernelBuilder root_kernel(int id, Idx* idx);
   std::vector<int> loop_dims_of(int id);
   bool fuses_alone(int id);
+  bool fuses_in(KernelBuilder& kb, int id, const Idx& idx, bool shallow);
+  Val reduce_input(KernelBuilder& kb, const LV& v, Val x);
+  Val shallow_result(KernelBuilder& kb, const LV& v);
+  bool outer_reducible(const LV& v, const std::vector<SymInt>& rows) const;
+  Val emit_outer_reduction(KernelBuilder& kb, int id, const Idx& idx);
+  std::vector<SymInt> two_level_rows(int id);
+  KernelBuilder two_level_kernel(int id, const std::vector<SymInt>& rows, Idx* idx);
+  std::map<int, std::vector<SymInt>> two_level_;  // two_level_rows per value
   std::vector<LV> lvs_;
   std::map<std::pair<int, int>, int> value_of_;  // (node, flat output) -> value id
   std::vector<int> uses_;                        // per node: times its outputs are read

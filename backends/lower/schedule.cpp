@@ -134,6 +134,7 @@ Val Lowering::emit(KernelBuilder& kb, int id, const Idx& idx) {
     kept.push_back(idx[o++]);
     kept_sizes.push_back(src.shape[d]);
   }
+  if (kb.final_mode()) return emit_outer_reduction(kb, id, idx);
   Idx rows;
   for (size_t k = 0; k < kept.size(); k++)
     if (!is_one(kept_sizes[k])) rows.push_back(kept[k]);
@@ -145,13 +146,7 @@ Val Lowering::emit(KernelBuilder& kb, int id, const Idx& idx) {
     realize(id);
     return emit(kb, id, idx);
   }
-  if (shallow_) {  // fuses_alone checks only the rows of the reductions it reads directly
-    bool logical = v.rop == ReduceOp::Any || v.rop == ReduceOp::All;
-    bool arg = (v.rop == ReduceOp::ArgMax || v.rop == ReduceOp::ArgMin) && !v.take_value;
-    Ty t = logical ? Ty::Bool : arg ? Ty::I64 : compute_type(v.dtype);
-    if ((v.rop == ReduceOp::Sum || v.rop == ReduceOp::Prod) && t == Ty::F32 && !v.blas_order) t = Ty::F64;
-    return t == Ty::F32 || t == Ty::F64 ? kb.cf(0, t) : kb.ci(0, t);
-  }
+  if (shallow_) return shallow_result(kb, v);  // fuses_alone checks only the rows of the reductions it reads directly
   auto key = std::make_pair(v.memo_id, rows);
   auto it = kb.memo.find(key);
   if (it == kb.memo.end()) {
@@ -170,15 +165,8 @@ Val Lowering::emit(KernelBuilder& kb, int id, const Idx& idx) {
         lin = kb.math(ScalarOp::add, kb.math(ScalarOp::mul, lin, kb.size(src.shape[d])), in[d]);
       }
     }
-    Val x = emit(kb, v.input, in);
+    Val x = reduce_input(kb, v, emit(kb, v.input, in));
     bool arg = v.rop == ReduceOp::ArgMax || v.rop == ReduceOp::ArgMin;
-    bool logical = v.rop == ReduceOp::Any || v.rop == ReduceOp::All;
-    // Float sums and products accumulate in float64, as eager's kernels do; a tiny matmul's sum
-    // of products as eager's sgemm (ordered fused multiply-adds in the compute type).
-    Ty acc = compute_type(v.dtype);
-    if ((v.rop == ReduceOp::Sum || v.rop == ReduceOp::Prod) && acc == Ty::F32 && !v.blas_order) acc = Ty::F64;
-    if (logical) x = kb.cast(x, Ty::Bool);
-    else if (!arg) x = kb.cast(x, acc);
     Val value = kNoVal;
     const Instr& xi = kb.instr(x);
     bool fma = v.blas_order && xi.op == Opc::Math && xi.sop == ScalarOp::mul;  // (else a folded product)
@@ -187,6 +175,130 @@ Val Lowering::emit(KernelBuilder& kb, int id, const Idx& idx) {
     it = kb.memo.emplace(key, std::make_pair(r, value)).first;
   }
   return v.take_value ? it->second.second : it->second.first;
+}
+
+// A reduction's input converted to what it accumulates: float sums and products in float64, as
+// eager's kernels do (a tiny matmul's sum of products as eager's sgemm: ordered fused
+// multiply-adds in the compute type), any/all as bool.
+Val Lowering::reduce_input(KernelBuilder& kb, const LV& v, Val x) {
+  if (v.rop == ReduceOp::Any || v.rop == ReduceOp::All) return kb.cast(x, Ty::Bool);
+  if (v.rop == ReduceOp::ArgMax || v.rop == ReduceOp::ArgMin) return x;
+  Ty acc = compute_type(v.dtype);
+  if ((v.rop == ReduceOp::Sum || v.rop == ReduceOp::Prod) && acc == Ty::F32 && !v.blas_order) acc = Ty::F64;
+  return kb.cast(x, acc);
+}
+
+// A zero of the type reduction `v` gives (fuses_alone's shallow emission).
+Val Lowering::shallow_result(KernelBuilder& kb, const LV& v) {
+  bool logical = v.rop == ReduceOp::Any || v.rop == ReduceOp::All;
+  bool arg = (v.rop == ReduceOp::ArgMax || v.rop == ReduceOp::ArgMin) && !v.take_value;
+  Ty t = logical ? Ty::Bool : arg ? Ty::I64 : compute_type(v.dtype);
+  if ((v.rop == ReduceOp::Sum || v.rop == ReduceOp::Prod) && t == Ty::F32 && !v.blas_order) t = Ty::F64;
+  return t == Ty::F32 || t == Ty::F64 ? kb.cf(0, t) : kb.ci(0, t);
+}
+
+// Whether reduction `v` can reduce over the outer iterations of a two-level kernel whose outer
+// index space is `rows`: it reduces every dim of a value of that shape, with a reduction that
+// combines in any order.
+bool Lowering::outer_reducible(const LV& v, const std::vector<SymInt>& rows) const {
+  if (v.kind != LV::Kind::Reduce || lvs_[v.input].shape != rows || v.blas_order || v.rop == ReduceOp::ArgMax ||
+      v.rop == ReduceOp::ArgMin)
+    return false;
+  for (int d = 0; d < int(rows.size()); d++)
+    if (!is_one(rows[d]) && std::find(v.dims.begin(), v.dims.end(), d) == v.dims.end()) return false;
+  return true;
+}
+
+// In the final code of a two-level kernel: reduction `id` as an outer reduction (its input at the
+// outer index), or, when it does not reduce the kernel's rows, stored by a kernel of its own.
+Val Lowering::emit_outer_reduction(KernelBuilder& kb, int id, const Idx& idx) {
+  const LV& v = lvs_[id];
+  if (!outer_reducible(v, kb.outer_shape)) {
+    if (dry_) throw NotFusable{};
+    hint(v.node, "reduction stored by a kernel of its own: it does not reduce the rows of the kernel reading it");
+    realize(id);
+    return emit(kb, id, idx);
+  }
+  if (shallow_) return shallow_result(kb, v);
+  auto key = std::make_pair(v.memo_id, Idx{});
+  auto it = kb.memo.find(key);
+  if (it != kb.memo.end()) return it->second.first;
+  Idx in;
+  int k = 0;
+  for (const SymInt& s : kb.outer_shape) in.push_back(is_one(s) ? kb.ci(0) : kb.outer(k++));
+  struct OuterLevel {  // the input is computed per outer iteration (also when emit throws)
+    KernelBuilder& kb;
+    explicit OuterLevel(KernelBuilder& b) : kb(b) { kb.set_final(false); }
+    ~OuterLevel() { kb.set_final(true); }
+  };
+  Val x;
+  {
+    OuterLevel level(kb);
+    x = reduce_input(kb, v, emit(kb, v.input, in));
+  }
+  Val r = kb.reduce_outer(v.rop, x);
+  kb.memo.emplace(key, std::make_pair(r, kNoVal));
+  return r;
+}
+
+// The rows of a two-level kernel for value `id` (empty: none). A value of one element computed
+// from full reductions (sum, prod, max, min, any, all) of values of one shape, some of which
+// compute row reductions themselves (cross_entropy's mean reads sum(loss) and sum(valid), loss[i]
+// reads row i's logsumexp), loops over that shape's elements as its outer iterations (the row
+// reductions fuse as Loops) and reduces across them: one kernel instead of one storing the
+// per-row values and one reducing them. Only when every reduction fuses so (tried on a copy).
+std::vector<SymInt> Lowering::two_level_rows(int id) {
+  auto memo = two_level_.find(id);
+  if (memo != two_level_.end()) return memo->second;
+  std::vector<SymInt>& out = two_level_[id];
+  const LV& v = lvs_[id];
+  if (v.kind == LV::Kind::Buffer) return {};
+  for (const SymInt& s : v.shape)
+    if (!is_one(s)) return {};
+  std::vector<int> reds;  // the reductions `id` reads directly
+  find_reached(id, true, [&](int x, const LV& r) {
+    if (r.kind == LV::Kind::Reduce) reds.push_back(x);
+    return false;
+  });
+  if (reds.empty()) return {};
+  const std::vector<SymInt> rows = lvs_[lvs_[reds[0]].input].shape;
+  bool nested = false, empty = false, all_one = true;
+  for (int r : reds) {
+    if (!outer_reducible(lvs_[r], rows)) return {};
+    const LV& in = lvs_[lvs_[r].input];
+    nested = nested || in.kind == LV::Kind::Reduce || (in.kind == LV::Kind::Lazy && in.has_reduce);
+  }
+  for (const SymInt& s : rows) {
+    empty = empty || (s.is_const() && s.const_value() == 0);
+    all_one = all_one && is_one(s);
+  }
+  if (!nested || empty || all_one) return {};
+  // Tried without a trace: the trial's fusion verdicts belong to its own kernel's values.
+  std::map<std::tuple<int, int, Idx>, bool> saved = fuses_;
+  Idx idx;
+  KernelBuilder kb = two_level_kernel(id, rows, &idx);
+  bool ok = false;
+  try {
+    ok = fuses_in(kb, id, idx, false);
+  } catch (...) {
+    fuses_ = std::move(saved);
+    throw;
+  }
+  fuses_ = std::move(saved);
+  if (ok) out = rows;
+  return out;
+}
+
+KernelBuilder Lowering::two_level_kernel(int id, const std::vector<SymInt>& rows, Idx* idx) {
+  std::vector<SymInt> outer;
+  for (const SymInt& s : rows)
+    if (!is_one(s)) outer.push_back(s);
+  KernelBuilder kb(lg, outer);
+  kb.roots = {id};
+  kb.outer_shape = rows;
+  kb.set_final(true);
+  idx->assign(lvs_[id].shape.size(), kb.ci(0));
+  return kb;
 }
 
 // A reduction whose input has the value's shape, reached through lazy values: the rows the
@@ -216,6 +328,7 @@ std::vector<int> Lowering::loop_dims_of(int id) {
 }
 
 KernelBuilder Lowering::root_kernel(int id, Idx* idx) {
+  if (std::vector<SymInt> rows = two_level_rows(id); !rows.empty()) return two_level_kernel(id, rows, idx);
   const std::vector<SymInt>& shape = lvs_[id].shape;
   std::vector<int> loop_dims = loop_dims_of(id);
   std::vector<SymInt> outer, loop;
@@ -243,21 +356,24 @@ KernelBuilder Lowering::root_kernel(int id, Idx* idx) {
 bool Lowering::fuses_alone(int id) {
   Idx idx;
   KernelBuilder kb = root_kernel(id, &idx);
-  dry_++;
-  shallow_++;
-  bool ok = true;
+  return fuses_in(kb, id, idx, true);
+}
+
+// Emits `id` into `kb` as a trial (a reduction that cannot fuse throws NotFusable instead of being
+// stored; `shallow`: reductions are not expanded): whether it all fused.
+bool Lowering::fuses_in(KernelBuilder& kb, int id, const Idx& idx, bool shallow) {
+  struct Trial {
+    int &dry, &shallow;
+    bool s;
+    Trial(int& d, int& sh, bool on) : dry(d), shallow(sh), s(on) { dry++, shallow += s; }
+    ~Trial() { dry--, shallow -= s; }
+  } trial(dry_, shallow_, shallow);
   try {
     emit(kb, id, idx);
   } catch (const NotFusable&) {
-    ok = false;
-  } catch (...) {
-    dry_--;
-    shallow_--;
-    throw;
+    return false;
   }
-  dry_--;
-  shallow_--;
-  return ok;
+  return true;
 }
 
 void Lowering::push_kernel(KernelBuilder& kb) {
@@ -386,7 +502,9 @@ bool Lowering::check_indices(int n) {
       return std::vector<Tensor>{in[0].tensor()};
     };
   } else if (from.kind == capture::NodeKind::Op && from.op != node.op) {
-    hint(n, "indices made by a decomposition are not range-checked (out-of-range ones read a clamped element)");
+    // (nll_loss's and cross_entropy's class weights at the targets: the targets' gather checks them)
+    if (from.op != Op::nll_loss && from.op != Op::cross_entropy)
+      hint(n, "indices made by a decomposition are not range-checked (out-of-range ones read a clamped element)");
     return true;
   } else {
     if (!opt.externals || !g.dynamic_dims.empty()) return false;
@@ -528,9 +646,10 @@ void Lowering::lower_node(int n) {
     TC_CHECK(!t.defined() || t.device().type == opt.device, NotImplementedError, "lowering: tensors on %s",
              t.device().str().c_str());
   }
-  TC_CHECK(node.kind != capture::NodeKind::External || opt.externals, NotImplementedError,
+  TC_CHECK(node.kind != capture::NodeKind::External || opt.externals || opt.library_externals, NotImplementedError,
            "lowering: the function %s kept in the graph", node.target());
-  std::vector<int> ids = node.kind == capture::NodeKind::External ? add_extern(n, true) : lower_op(n);
+  std::vector<int> ids =
+      node.kind == capture::NodeKind::External ? add_extern(n, !opt.library_externals) : lower_op(n);
   if (store_[n])
     for (int id : ids) realize(id);
   for (size_t k = 0; k < ids.size(); k++) {

@@ -638,10 +638,11 @@ std::vector<int> Lowering::lower_op(int n) {
       int xs = in(0), ys = in(1);
       bool lin = node.op == Op::linear, batched = node.op == Op::bmm;
       int64_t K = x.sizes().back();
-      if (lin) {
+      if (lin && opt.device == DeviceType::CPU) {
         // linear's weight [N, K] read along k for each output j would be gathered (stride K) when
         // the kernel vectorizes over j: it is transposed into a [K, N] buffer first (a small
-        // kernel), read along j with contiguous loads.
+        // kernel), read along j with contiguous loads. (CUDA threads take one output each: the
+        // weight is read in place, no extra launch.)
         LV wt;
         wt.dtype = lv(ys).dtype;
         wt.shape = {lv(ys).shape[1], lv(ys).shape[0]};
@@ -743,8 +744,10 @@ std::vector<int> Lowering::lower_op(int n) {
     }
 
     // ---- composites that decompose.cpp declined ------------------------------------------------
+    case Op::scaled_dot_product_attention:  // on CUDA: the fused attention kernel, a library call
+      return add_extern(n, !attention_is_library_call(a, opt.device));
     case Op::batch_norm:  // training: updates its running stats in place (an extern)
-    case Op::layer_norm: case Op::group_norm: case Op::rms_norm: case Op::scaled_dot_product_attention:
+    case Op::layer_norm: case Op::group_norm: case Op::rms_norm:
     case Op::cross_entropy: case Op::nll_loss: case Op::mse_loss: case Op::l1_loss:
     case Op::binary_cross_entropy: case Op::binary_cross_entropy_with_logits: case Op::interpolate:
     case Op::dropout:

@@ -10,6 +10,8 @@
 #include <memory>
 #include <mutex>
 #include <tuple>
+#include <vector>
+#include <algorithm>
 
 #include "cuda/runtime.h"
 #include "tc/config.h"
@@ -111,7 +113,7 @@ cublasLtEpilogue_t epilogue(Act act, bool bias) {
 
 // What picks a plan: everything the heuristic looks at.
 using Key = std::tuple<int, int, int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t, int, bool, bool, int, int,
-                       int, int>;
+                       int, int, int64_t, int>;  // ..., out's row stride, residual's alignment (0: none)
 
 struct Plan {
   bool ok = false;
@@ -127,6 +129,48 @@ std::map<Key, Plan>& plans() {
 }
 
 constexpr size_t kMaxWorkspace = 32u << 20;
+constexpr int kCandidates = 6;  // algorithms the heuristic proposes, timed once per plan
+
+// TC_BLASLT_TUNE=0: take the heuristic's first algorithm without timing the others.
+bool tuning() {
+  static const bool on = [] {
+    const char* e = std::getenv("TC_BLASLT_TUNE");
+    return !(e && *e == '0');
+  }();
+  return on;
+}
+
+// Times each candidate on the call's own operands (out is written, then written again by the call
+// itself) and keeps the fastest in p: cuBLASLt's first guess is not always its best (max-autotune,
+// for the library's choices). Once per plan, outside CUDA graph capture.
+void pick_fastest(Lt& l, int device, Plan& p, const std::vector<cublasLtMatmulHeuristicResult_t>& cands,
+                  const float* alpha, const void* A, const void* B, const float* beta, const void* C, void* D) {
+  size_t ws_bytes = 0;
+  for (const auto& c : cands) ws_bytes = std::max(ws_bytes, c.workspaceSize);
+  Tensor ws = ws_bytes ? Tensor::empty({(int64_t)ws_bytes}, DType::UInt8, Device{DeviceType::CUDA, device}) : Tensor();
+  CUstream st = current(device);
+  CUevent e0, e1;
+  check(drv().EventCreate(&e0, CU_EVENT_DEFAULT), "cuBLASLt tuning event");
+  check(drv().EventCreate(&e1, CU_EVENT_DEFAULT), "cuBLASLt tuning event");
+  float best = 1e30f;
+  for (const auto& c : cands) {
+    auto run = [&] {
+      return l.Matmul(l.handle[device], p.desc, alpha, A, p.la, B, p.lb, beta, C, p.ld, D, p.ld, &c.algo,
+                      ws_bytes ? ws.data_ptr() : nullptr, c.workspaceSize, st) == CUBLAS_STATUS_SUCCESS;
+    };
+    if (!run()) continue;  // warm-up
+    drv().EventRecord(e0, st);
+    bool ok = true;
+    for (int i = 0; i < 3; i++) ok = ok && run();
+    drv().EventRecord(e1, st);
+    drv().EventSynchronize(e1);
+    float ms = 0;
+    drv().EventElapsedTime(&ms, e0, e1);
+    if (ok && ms < best) best = ms, p.algo = c.algo, p.workspace = c.workspaceSize;
+  }
+  drv().EventDestroy(e0);
+  drv().EventDestroy(e1);
+}
 
 }  // namespace
 
@@ -139,13 +183,26 @@ bool blaslt_available(std::string* why) {
 int64_t blaslt_calls() { return g_calls; }
 
 bool matmul_act(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias, Act act) {
+  return matmul_act(out, a, b, bias, act, Tensor());
+}
+
+bool matmul_act(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias, Act act,
+                const Tensor& residual) {
   const DType dt = out.dtype();
   if (dt != DType::Float32 && dt != DType::Float16 && dt != DType::BFloat16) return false;
   if (a.dtype() != dt || b.dtype() != dt || (bias.defined() && bias.dtype() != dt)) return false;
   if (!out.device().is_cuda() || a.device() != out.device() || b.device() != out.device()) return false;
-  if (out.dim() != 2 || !out.is_contiguous() || compile_only()) return false;
+  if (out.dim() != 2 || compile_only()) return false;
   const int64_t m = a.sizes()[0], k = a.sizes()[1], n = b.sizes()[1];
   if (b.sizes()[0] != k || out.sizes()[0] != m || out.sizes()[1] != n || m == 0 || n == 0 || k == 0) return false;
+  // out: rows of unit stride, `ldo` apart (a padded leading dimension keeps the rows aligned)
+  const int64_t ldo = m == 1 ? n : out.strides()[0];
+  if ((n > 1 && out.strides()[1] != 1) || ldo < n) return false;
+  // residual: added before the bias and the activation (D = act(a b + residual + bias)), laid out as out
+  if (residual.defined() &&
+      (residual.dtype() != dt || residual.device() != out.device() || residual.dim() != 2 ||
+       residual.sizes() != out.sizes() || (m > 1 && residual.strides()[0] != ldo) || (n > 1 && residual.strides()[1] != 1)))
+    return false;
   if (bias.defined() && (bias.dim() != 1 || bias.sizes()[0] != n || bias.strides()[0] != 1 || bias.device() != out.device()))
     return false;
   if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return false;
@@ -159,7 +216,7 @@ bool matmul_act(const Tensor& out, const Tensor& a, const Tensor& b, const Tenso
   const void* bias_p = bias.defined() ? bias.data_ptr() : nullptr;
   const Key key{device, (int)dt, m, n, k, oa.trans, ob.trans, oa.ld, ob.ld, (int)act, bias_p != nullptr, tf32,
                 alignment(a.data_ptr()), alignment(b.data_ptr()), alignment(out.data_ptr()),
-                bias_p ? alignment(bias_p) : 16};
+                bias_p ? alignment(bias_p) : 16, ldo, residual.defined() ? alignment(residual.data_ptr()) : 0};
   std::lock_guard<std::mutex> lock(mu());
   if (!l.handle[device]) {
     dev(device);
@@ -167,6 +224,7 @@ bool matmul_act(const Tensor& out, const Tensor& a, const Tensor& b, const Tenso
   }
   auto [it, fresh] = plans().try_emplace(key);
   Plan& p = it->second;
+  std::vector<cublasLtMatmulHeuristicResult_t> candidates;
   if (fresh) {
     const cudaDataType T = data_type(dt);
     const cublasComputeType_t ct = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -180,22 +238,27 @@ bool matmul_act(const Tensor& out, const Tensor& a, const Tensor& b, const Tenso
               l.DescSet(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_p, sizeof bias_p) == CUBLAS_STATUS_SUCCESS &&
               l.LayoutCreate(&p.la, T, ob.trans ? k : n, ob.trans ? n : k, ob.ld) == CUBLAS_STATUS_SUCCESS &&
               l.LayoutCreate(&p.lb, T, oa.trans ? m : k, oa.trans ? k : m, oa.ld) == CUBLAS_STATUS_SUCCESS &&
-              l.LayoutCreate(&p.ld, T, n, m, n) == CUBLAS_STATUS_SUCCESS;
+              l.LayoutCreate(&p.ld, T, n, m, ldo) == CUBLAS_STATUS_SUCCESS;
     cublasLtMatmulPreference_t pref = nullptr;
     if (ok && l.PrefCreate(&pref) == CUBLAS_STATUS_SUCCESS) {
       const size_t ws = kMaxWorkspace;
       l.PrefSet(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-      const uint32_t al[4] = {(uint32_t)std::get<13>(key), (uint32_t)std::get<12>(key), (uint32_t)std::get<14>(key),
+      const int res_align = std::get<17>(key);
+      const uint32_t al[4] = {(uint32_t)std::get<13>(key), (uint32_t)std::get<12>(key),
+                              (uint32_t)(res_align ? std::min(res_align, std::get<14>(key)) : std::get<14>(key)),
                               (uint32_t)std::get<14>(key)};
       l.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0], sizeof al[0]);
       l.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], sizeof al[1]);
       l.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], sizeof al[2]);
       l.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[3], sizeof al[3]);
-      cublasLtMatmulHeuristicResult_t r{};
+      cublasLtMatmulHeuristicResult_t r[kCandidates]{};
       int found = 0;
-      ok = l.Heuristic(l.handle[device], p.desc, p.la, p.lb, p.ld, p.ld, pref, 1, &r, &found) == CUBLAS_STATUS_SUCCESS &&
-           found > 0 && r.state == CUBLAS_STATUS_SUCCESS;
-      if (ok) p.algo = r.algo, p.workspace = r.workspaceSize;
+      ok = l.Heuristic(l.handle[device], p.desc, p.la, p.lb, p.ld, p.ld, pref, kCandidates, r, &found) ==
+               CUBLAS_STATUS_SUCCESS &&
+           found > 0 && r[0].state == CUBLAS_STATUS_SUCCESS;
+      if (ok) p.algo = r[0].algo, p.workspace = r[0].workspaceSize;
+      for (int i = 0; ok && i < found; i++)
+        if (r[i].state == CUBLAS_STATUS_SUCCESS) candidates.push_back(r[i]);
       l.PrefDestroy(pref);
     }
     p.ok = ok;
@@ -203,11 +266,14 @@ bool matmul_act(const Tensor& out, const Tensor& a, const Tensor& b, const Tenso
   if (!p.ok) return false;
   TC_CHECK(l.DescSet(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_p, sizeof bias_p) == CUBLAS_STATUS_SUCCESS,
            DeviceError, "cuBLASLt: setting the bias failed");
+  const float alpha = 1, beta = residual.defined() ? 1 : 0;
+  const void* c = residual.defined() ? residual.data_ptr() : out.data_ptr();
+  if (candidates.size() > 1 && tuning() && !capturing())
+    pick_fastest(l, device, p, candidates, &alpha, b.data_ptr(), a.data_ptr(), &beta, c, out.data_ptr());
   Tensor ws;
   if (p.workspace) ws = Tensor::empty({(int64_t)p.workspace}, DType::UInt8, out.device());
-  const float alpha = 1, beta = 0;
   const cublasStatus_t st =
-      l.Matmul(l.handle[device], p.desc, &alpha, b.data_ptr(), p.la, a.data_ptr(), p.lb, &beta, out.data_ptr(), p.ld,
+      l.Matmul(l.handle[device], p.desc, &alpha, b.data_ptr(), p.la, a.data_ptr(), p.lb, &beta, c, p.ld,
                out.data_ptr(), p.ld, &p.algo, p.workspace ? ws.data_ptr() : nullptr, p.workspace, current(device));
   TC_CHECK(st == CUBLAS_STATUS_SUCCESS, DeviceError, "cuBLASLt matmul failed (status %d, m=%lld n=%lld k=%lld)", (int)st,
            (long long)m, (long long)n, (long long)k);
@@ -216,14 +282,37 @@ bool matmul_act(const Tensor& out, const Tensor& a, const Tensor& b, const Tenso
 }
 
 bool linear_act(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias, Act act) {
+  return linear_act(out, x, w, bias, act, Tensor());
+}
+
+bool linear_act(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias, Act act,
+                const Tensor& residual) {
   if (x.dim() < 1 || w.dim() != 2 || !out.is_contiguous() || !x.is_contiguous()) return false;
+  if (residual.defined() && (!residual.is_contiguous() || residual.sizes() != out.sizes())) return false;
   const int64_t k = w.sizes()[1], n = w.sizes()[0];
   if (x.sizes().back() != k || out.sizes().back() != n) return false;
   const int64_t rows = x.numel() / std::max<int64_t>(k, 1);
   if (out.numel() != rows * n) return false;
   const Tensor x2 = x.as_strided({rows, k}, {k, 1}, x.offset());
   const Tensor wt = w.as_strided({k, n}, {w.strides()[1], w.strides()[0]}, w.offset());
-  return matmul_act(out.as_strided({rows, n}, {n, 1}, out.offset()), x2, wt, bias, act);
+  const Tensor o2 = out.as_strided({rows, n}, {n, 1}, out.offset());
+  // Rows whose byte length is not a multiple of 16 (GPT-2's 50257 logits) allow only cuBLAS's
+  // slowest kernels (align1): a large product writes rows padded to 16 bytes instead, then one
+  // copy packs them.
+  const int64_t item = (int64_t)out.itemsize(), per16 = 16 / item;
+  // Opt-in (TC_BLASLT_PAD=1): on an H100 GPT-2's LM head took as long either way (the copy ate
+  // the product's gain).
+  const char* pad = std::getenv("TC_BLASLT_PAD");
+  if (pad && *pad == '1' && !residual.defined() && rows > 1 && n % per16 != 0 && rows * n >= (1 << 22) && !compile_only()) {
+    const int64_t ldp = (n + per16 - 1) / per16 * per16;
+    Tensor padded = Tensor::empty({rows * ldp}, out.dtype(), out.device());
+    if (matmul_act(padded.as_strided({rows, n}, {ldp, 1}, 0), x2, wt, bias, act)) {
+      copy_strided(o2, padded.as_strided({rows, n}, {ldp, 1}, 0));
+      return true;
+    }
+  }
+  const Tensor r2 = residual.defined() ? residual.as_strided({rows, n}, {n, 1}, residual.offset()) : Tensor();
+  return matmul_act(o2, x2, wt, bias, act, r2);
 }
 
 }  // namespace tc::cuda

@@ -2,7 +2,8 @@
 // row, statistics in double like the CPU; batch_norm: per-channel statistics in double, the
 // running-stat update on the device, then one fused scale-and-shift pass), embedding (the
 // index_select kernel), dropout (the CPU's Philox bernoulli stream, fused), and
-// scaled_dot_product_attention composed of native ops (cuBLAS batched GEMMs, masking and the
+// scaled_dot_product_attention: float32 without a mask or dropout as one fused kernel
+// (attention.cpp), otherwise composed of native ops (cuBLAS batched GEMMs, masking and the
 // softmax kernel). Losses: loss.cpp; interpolate: interpolate.cpp.
 #include <cmath>
 
@@ -228,8 +229,15 @@ bool sdpa(const Stack& a, const TensorMeta& m, Stack* result) {
   const Tensor& q0 = a[0].tensor();
   int64_t e = q0.sizes().back(), s = a[1].tensor().sizes().end()[-2];
   if (e == 0 || s == 0) return false;
-  Tensor q = contiguous_as(q0, ct), k = contiguous_as(a[1].tensor(), ct), v = contiguous_as(a[2].tensor(), ct);
   double scale = a[6].is_none() ? 1.0 / std::sqrt((double)e) : a[6].to_double();
+  if (a[3].is_none() && a[4].to_double() == 0 && dt == DType::Float32) {  // one fused kernel
+    Tensor out = empty_from_meta(m);
+    if (flash_attention(q0, a[1].tensor(), a[2].tensor(), a[5].to_bool(), scale, out)) {
+      *result = {Value(out)};
+      return true;
+    }
+  }
+  Tensor q = contiguous_as(q0, ct), k = contiguous_as(a[1].tensor(), ct), v = contiguous_as(a[2].tensor(), ct);
   Tensor scores = call1(Op::matmul, {q, call1(Op::transpose, {k, (int64_t)-2, (int64_t)-1})});
   scores = call1(Op::mul, {scores, scale});
   int64_t l = q.sizes().end()[-2];

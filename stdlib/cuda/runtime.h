@@ -193,6 +193,12 @@ bool interpolate(const Stack& a, const TensorMeta& m, Stack* out);
 bool fused_optim(Op op, const Stack& a, Stack* out);
 // einsum (stdlib/cuda/einsum.cpp), called by linalg().
 bool einsum(const Stack& a, const Metas& m, Stack* out);
+// Fused float32 attention (stdlib/cuda/attention.cpp): out = softmax(q k^T * scale [causal mask,
+// keys j <= query i]) v for q (..., L, E), k and v (..., S, E) with equal batch dims (1 or 2 of
+// any strides), unit stride along E, E <= 128 and a multiple of 4; out likewise (any strides but
+// the last). False (nothing written) when the problem is outside that or
+// TC_FLASH_ATTENTION_DISABLE=1.
+bool flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale, const Tensor& out);
 // dropout with the CPU's bernoulli(1 - p) stream (stdlib/cuda/creation.cpp).
 Tensor dropout_cuda(const Tensor& x, double p, const TensorMeta& m);
 

@@ -44,11 +44,22 @@ local Exported = {}
 Exported.__index = Exported
 Exported.__name = "tc.ExportedProgram"
 
-function Exported:code() return self.graph.code end
+-- The graph's listing, its inputs named as the export names them (input names; constants with
+-- dots as underscores: %layers_1_linear1_weight).
+function Exported:code()
+  if self._code == nil then
+    local names = {}
+    for k, gi in ipairs(self.spec.graph_inputs) do
+      names[k] = gi.constant and self.spec.constant_names[gi.index] or self.spec.input_names[gi.index]
+    end
+    self._code = native("ExportedProgram:code()").code(self.graph, names)
+  end
+  return self._code
+end
 
 function Exported:__tostring()
   local lines = {"ExportedProgram:"}
-  for line in (self.graph.code .. "\n"):gmatch("([^\n]*)\n") do lines[#lines + 1] = "    " .. line end
+  for line in (self:code() .. "\n"):gmatch("([^\n]*)\n") do lines[#lines + 1] = "    " .. line end
   local ins = {}
   for i, n in ipairs(self.input_names) do ins[i] = n end
   lines[#lines + 1] = "Inputs: " .. table.concat(ins, ", ")
@@ -110,10 +121,19 @@ function M.export(f, args, opts)
   local src = module and "local _, id = ... return function(m, ...) local _ = id return m(...) end"
                       or "local f, id = ... return function(...) local _ = id return f(...) end"
   local wrapper = load(src, "@[tc]/tc.export")(module or f, "tc.export#" .. counter)
-  local compiled = tc.compile(wrapper, {backend = backend, fullgraph = true})
-  local results
-  if module then results = table.pack(compiled(module, table.unpack(ex, 1, #ex)))
-  else results = table.pack(compiled(table.unpack(ex, 1, #ex))) end
+  -- An export always traces: tcrun --eager (tc.config.eager) and a stance such as force_eager
+  -- are set aside for it.
+  local saved_eager, saved_stance = tc.config.eager, tc.compiler.stance
+  tc.config.eager = false
+  if saved_stance ~= "default" then tc.compiler.set_stance("default") end
+  local ok, results = pcall(function()
+    local compiled = tc.compile(wrapper, {backend = backend, fullgraph = true})
+    if module then return table.pack(compiled(module, table.unpack(ex, 1, #ex))) end
+    return table.pack(compiled(table.unpack(ex, 1, #ex)))
+  end)
+  tc.config.eager = saved_eager
+  if saved_stance ~= "default" then tc.compiler.set_stance(saved_stance) end
+  if not ok then error(results, 0) end
   if captured == nil then raise("ValueError", "tc.export(): the function made no graph (it computes nothing with tensors)") end
   local gm = captured.gm
   local nodes = gm.nodes
@@ -127,7 +147,14 @@ function M.export(f, args, opts)
     raise("ValueError", ("tc.export(): the function returns %d tensors but its graph has %d outputs (side effects on tables, or a result returned twice, cannot be exported)"):format(results.n, n_out))
   end
 
-  local spec = {graph_inputs = {}, input_names = names, constant_names = {}}
+  -- every example input's dtype and sizes (an input the graph never reads keeps these)
+  local input_specs = {}
+  for i, t in ipairs(ex) do
+    local sizes = {}
+    for d = 1, t:dim() do sizes[d] = t:size(d) end
+    input_specs[i] = {dtype = tostring(t.dtype):gsub("^tc%.", ""), shape = sizes}
+  end
+  local spec = {graph_inputs = {}, input_names = names, input_specs = input_specs, constant_names = {}}
   local state = {}
   -- the module's own names for its tensors (its state dict's: containers' internals left out)
   local own_name = {}
@@ -190,6 +217,7 @@ function M.compile(ep, opts)
   end
   if opts.path == nil then raise("ValueError", 'tc.aot.compile(): opts.path is required (path = "model.tcpkg")') end
   local spec = ep.spec
+  spec.code = ep:code()
   if opts.package_constants then
     spec.constant_values = {}
     for i, n in ipairs(spec.constant_names) do spec.constant_values[i] = ep.state_dict[n] end
@@ -201,11 +229,16 @@ function M.compile(ep, opts)
   return opts.path, report
 end
 
--- tc.aot.load(path) -> package: pkg(...) runs it; pkg:load_constants(sd, {strict = true});
--- pkg:manifest(); pkg:constants().
-function M.load(path)
+-- tc.aot.load(path [, {device = "cuda:1"}]) -> package: pkg(...) runs it;
+-- pkg:load_constants(sd, {strict = true}); pkg:manifest(); pkg:constants(). `device` picks the
+-- GPU of a CUDA package (default cuda:0).
+function M.load(path, opts)
   if type(path) ~= "string" then raise("ValueError", "tc.aot.load(path): expected a string, got " .. type(path)) end
-  return native("tc.aot.load").load(path)
+  if opts ~= nil and type(opts) ~= "table" then raise("ValueError", "tc.aot.load(path, opts): opts must be a table, got " .. type(opts)) end
+  for k in pairs(opts or {}) do
+    if k ~= "device" then raise("ValueError", ("tc.aot.load() got an unexpected option '%s' (options: device)"):format(tostring(k))) end
+  end
+  return native("tc.aot.load").load(path, opts)
 end
 
 return M

@@ -17,7 +17,7 @@ local function write(bytes)
 end
 local function refused(bytes, pattern)
   local p = write(bytes)
-  local msg = h.expect_error(pattern, tc.aot.load, p)
+  local msg = h.expect_kind("ValueError", pattern, tc.aot.load, p)
   assert(msg:find(p, 1, true), "the error names the file: " .. msg)
   os.remove(p)
 end

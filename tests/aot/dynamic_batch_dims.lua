@@ -29,3 +29,22 @@ fp:load_constants({w = w})
 local a, b = tc.randn(6, 10), tc.randn(10)
 h.close_to_eager(fp(a, b), f(a, b), "function with a dynamic input")
 os.remove(fpath)
+
+-- an input the function does not read is still an input of the package, checked by its spec
+local up, upath = h.round_trip(function(a, unused) return a * 2 end, {tc.randn(3), tc.randn(2, 2)})
+h.eq(up:manifest().inputs[2].str, "float32[2, 2]", "unused input's spec")
+h.close(up(tc.ones(3), tc.zeros(2, 2)), tc.full({3}, 2.0), "unused input", 0)
+h.expect_error("package input 2 ('unused') is float32[3]", function() return up(tc.ones(3), tc.ones(3)) end)
+os.remove(upath)
+
+-- a two-level kernel (cross_entropy's mean: row logsumexps, then the mean over rows in one kernel)
+-- round-trips through the package: its outer reductions and final code, at any batch size
+local function xent(a)  -- (targets from the input itself: one dynamic dim)
+  return tc.cross_entropy(a, tc.argmax(a * a:flip({2}), 2), nil, {label_smoothing = 0.1, ignore_index = 2})
+end
+local xp, xpath = h.round_trip(xent, {tc.randn(5, 7)}, {dynamic = {{1}}})
+for _, n in ipairs({1, 6, 20000}) do
+  local a = tc.randn(n, 7)
+  h.close_to_eager(xp(a), xent(a), "cross_entropy, batch " .. n)
+end
+os.remove(xpath)

@@ -25,9 +25,18 @@ function a.error_of(fn, ...)
 end
 
 function a.expect_error(pattern, fn, ...)
-  local msg = a.error_of(fn, ...)
+  local msg, e = a.error_of(fn, ...)
   if not msg:find(pattern, 1, true) then error(("expected an error containing %q, got: %s"):format(pattern, msg), 2) end
-  return msg
+  return msg, e
+end
+
+-- As expect_error, and the error is a tc error of `kind` ("ValueError", "DeviceError" ...).
+function a.expect_kind(kind, pattern, fn, ...)
+  local msg, e = a.expect_error(pattern, fn, ...)
+  if type(e) ~= "table" or e.kind ~= kind then
+    error(("expected a %s, got %s: %s"):format(kind, type(e) == "table" and tostring(e.kind) or type(e), msg), 2)
+  end
+  return msg, e
 end
 
 return a

@@ -11,6 +11,8 @@
 #include "../backends/graph_node.h"
 #include "compile.h"
 #include "container.h"
+#include "lower/lower.h"
+#include "plan.h"
 #include "tc/aot.h"
 #include "tc/cuda.h"
 
@@ -62,6 +64,35 @@ std::string load_error(const std::string& path) {
     return e.what();
   }
   return "";
+}
+
+// The plan's JSON carries the whole lowered graph: reductions (softmax, argmax with its value),
+// a library call with constants, dynamic sizes; what is read back writes the same JSON again and
+// every kernel has the same structure (the CUDA runtime computes launch geometry from it).
+TEST(AotPackage, PlanRoundTripsTheLoweredGraph) {
+  capture::Graph g;
+  capture::Ref x = g.add_input("x", "arg[1]", Tensor::fake({4, 6}, {6, 1}, DType::Float32));
+  capture::Ref w = g.add_input("w", "arg[2].w", Tensor::fake({6, 3}, {3, 1}, DType::Float32));
+  g.dynamic_dims.push_back({0, 0});
+  capture::Ref s = node(g, Op::softmax, {x, Value(int64_t(-1))})[0];
+  capture::Ref m = node(g, Op::mm, {s, w})[0];
+  capture::Ref a = node(g, Op::argmax, {m, Value(int64_t(-1))})[0];
+  capture::Ref t = node(g, Op::sum, {node(g, Op::mul, {m, Value(0.5)})[0], Value(IntList{-1})})[0];
+  g.outputs = {a, t, m};
+  lower::LoweredGraph lg = lower::lower(g, {});
+  ASSERT_FALSE(lg.symbols.empty());
+  std::vector<nlohmann::json> code;
+  for (size_t i = 0; i < lg.kernels.size(); i++) code.push_back({{"symbol", "k" + std::to_string(i)}});
+  std::vector<GraphInput> inputs = {{false, 0}, {true, 0}};
+  nlohmann::json j = plan_to_json(lg, inputs, code);
+  lower::LoweredGraph back;
+  std::vector<GraphInput> back_inputs;
+  std::vector<nlohmann::json> back_code;
+  plan_from_json(nlohmann::json::parse(j.dump()), &back, &back_inputs, &back_code);
+  EXPECT_EQ(plan_to_json(back, back_inputs, back_code).dump(), j.dump());
+  ASSERT_EQ(back.kernels.size(), lg.kernels.size());
+  for (size_t i = 0; i < lg.kernels.size(); i++) EXPECT_TRUE(back.kernels[i].same_structure(lg.kernels[i])) << i;
+  EXPECT_EQ(lower::print(back), lower::print(lg));
 }
 
 TEST(AotPackage, RunsAndChecksConstants) {

@@ -13,6 +13,8 @@ local pkg, path, ep = h.round_trip(model, {x}, nil, {package_constants = false})
 h.eq(#ep.constant_names, 2 + 64 * 4, "constants of the whole model")
 assert(ep.state_dict["layers.64.linear2.bias"] == model.layers[64].linear2.bias, "state dict names follow module paths")
 assert(tostring(ep):find("layers.17.linear1.weight: float32[10, 10]", 1, true), "print(ep) lists the state dict")
+assert(ep:code():find("linear(x, linear_weight, linear_bias)", 1, true) and ep:code():find("%layers_64_linear2_bias", 1, true),
+       "code names inputs and constants")
 pkg:load_constants(model:state_dict(), {strict = true})
 h.close_to_eager(pkg(x), eager, "whole model")
 local m = pkg:manifest()

@@ -89,6 +89,34 @@ TEST(CpuMatchesInterpreter, RowKernelsAndReductions) {
   }
 }
 
+// Two-level reductions (one kernel: row reductions in loops, the sum over rows across the outer
+// iterations): cross_entropy's mean and sum over many rows (split into parts run on threads, then
+// combined in order), with a spatial dim and ignore_index, and other full reductions of row
+// reductions.
+TEST(CpuMatchesInterpreter, TwoLevelReductions) {
+  for (Shape s : {Shape{20000, 7}, Shape{5, 9, 4}, Shape{1, 3}}) {
+    for (const char* red : {"mean", "sum"}) {
+      GraphBuilder b;
+      Tensor x = b.in(randn(s));
+      Shape ts = s;
+      ts.erase(ts.begin() + 1);
+      Tensor t = b.in(call1(Op::randint, {int64_t(1), s[1] + 1, IntList(ts)}));
+      b.out(b.op(Op::cross_entropy, {x, t}, {{"reduction", red}, {"ignore_index", int64_t(2)}}));
+      lower::LoweredGraph lg = lower::lower(b.g);
+      EXPECT_EQ(lower::count_launches(lg), 1) << lower::print(lg);
+      expect_generated_matches(b, "cross entropy, two-level", 1e-5, 1e-4);
+    }
+  }
+  {
+    GraphBuilder b;
+    Tensor x = b.in(randn({3000, 33}));
+    b.out(b.op(Op::sum, {b.op(Op::amax, {x, IntList{2}})}));
+    b.out(b.op(Op::amin, {b.op(Op::logsumexp, {x, IntList{2}})}));
+    b.out(b.op(Op::mean, {b.op(Op::log_softmax, {x, int64_t(2)})}));
+    expect_generated_matches(b, "full reductions of row reductions", 1e-4, 1e-4);
+  }
+}
+
 TEST(CpuMatchesInterpreter, LinearExternsAndTinyMatmuls) {
   {
     GraphBuilder b;

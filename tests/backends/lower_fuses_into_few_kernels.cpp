@@ -66,18 +66,47 @@ TEST(LowerFusion, SoftmaxOverAMiddleDimIsOneKernel) {
   EXPECT_EQ(lower::count_launches(lg), 1) << lower::print(lg);
 }
 
-TEST(LowerFusion, CrossEntropyPerSampleIsOneKernelMeanAddsOne) {
-  for (const char* red : {"none", "mean"}) {
+TEST(LowerFusion, CrossEntropyIsOneKernelForEveryReduction) {
+  for (const char* red : {"none", "mean", "sum"}) {
     GraphBuilder b;
     Tensor x = b.in(randn({6, 11}));
     Tensor t = b.in(call1(Op::randint, {int64_t(1), int64_t(12), IntList{6}}));
     b.out(b.op(Op::cross_entropy, {x, t}, {{"reduction", red}}));
     lower::LoweredGraph lg = expect_matches_eager(b);
-    EXPECT_EQ(lower::count_launches(lg), std::string(red) == "none" ? 1 : 2) << red << "\n" << lower::print(lg);
+    // mean and sum: a two-level reduction (each row's logsumexp in loops, the sum over rows
+    // across the outer iterations)
+    EXPECT_EQ(lower::count_launches(lg), 1) << red << "\n" << lower::print(lg);
+    EXPECT_EQ(lg.kernels[0].two_level(), std::string(red) != "none") << red;
     // one extern step: the range check of the targets (eager raises for a target out of range)
     EXPECT_EQ(lower::count_externs(lg, false), 1);
     EXPECT_EQ(lower::count_externs(lg, true), 0);
   }
+}
+
+// Class weights, ignore_index, label smoothing, class-probability targets, a spatial dim: still one
+// kernel, nothing on eager (the weights at the targets are read through the targets' check).
+TEST(LowerFusion, CrossEntropyWithWeightsSmoothingOrProbabilitiesIsOneKernel) {
+  for (const char* red : {"none", "mean", "sum"})
+    for (int variant = 0; variant < 5; variant++) {
+      GraphBuilder b;
+      Shape s = variant == 4 ? Shape{3, 5, 4} : Shape{6, 11};
+      Tensor x = b.in(randn(s));
+      Tensor w = b.in(call1(Op::rand, {IntList{s[1]}}));
+      Shape ts = s;
+      ts.erase(ts.begin() + 1);
+      Tensor t = variant == 3 ? b.in(call1(Op::softmax, {randn(s), int64_t(2)}))
+                              : b.in(call1(Op::randint, {int64_t(1), s[1] + 1, IntList(ts)}));
+      Value weight = variant == 1 || variant >= 2 ? Value(w) : Value();
+      double smoothing = variant >= 2 ? 0.2 : 0.0;
+      int64_t ignore = variant == 3 ? -100 : 2;
+      b.out(variant == 0 ? b.op(Op::nll_loss, {b.op(Op::log_softmax, {x, int64_t(2)}), t, w}, {{"reduction", red}, {"ignore_index", ignore}})
+                         : b.op(Op::cross_entropy, {x, t, weight}, {{"reduction", red}, {"ignore_index", ignore},
+                                                                    {"label_smoothing", smoothing}}));
+      lower::LoweredGraph lg = expect_matches_eager(b, 1e-5, 1e-4);
+      EXPECT_EQ(lower::count_launches(lg), 1) << red << " variant " << variant << "\n" << lower::print(lg);
+      EXPECT_EQ(lower::count_externs(lg, true), 0) << red << " variant " << variant;
+      EXPECT_TRUE(lg.perf_hints.empty()) << lg.perf_hints[0];
+    }
 }
 
 TEST(LowerFusion, LinearBiasReluIsOneGemmAndOneKernel) {

@@ -88,6 +88,30 @@ TEST_F(Blaslt, RefusesWhatItDoesNotTake) {
   EXPECT_FALSE(cuda::linear_act(out, x, w, Tensor(), cuda::Act::Relu));
   Tensor xf = gpu(randn(8, 8), DType::Float32), wf = gpu(randn(8, 8), DType::Float32);
   Tensor wide = Tensor::empty({8, 16}, DType::Float32, xf.device());
-  Tensor strided = wide.as_strided({8, 8}, {16, 1}, 0);  // not contiguous
+  Tensor strided = wide.as_strided({8, 8}, {1, 16}, 0);  // columns of unit stride: not rows
   EXPECT_FALSE(cuda::matmul_act(strided, xf, wf, Tensor(), cuda::Act::None));
+}
+
+// Rows of unit stride further apart than n (padded rows), a residual read as C, and linear_act's
+// padded path for rows that are not a multiple of 16 bytes, all equal the unfused ops.
+TEST_F(Blaslt, PaddedRowsAndResidualEqualTheUnfusedOps) {
+  set_float32_matmul_precision("highest");
+  Tensor x = gpu(randn(40, 24), DType::Float32), w = gpu(randn(13, 24), DType::Float32);
+  Tensor b = gpu(call1(Op::randn, {(int64_t)13}), DType::Float32), r = gpu(randn(40, 13), DType::Float32);
+  Tensor want = call1(Op::add, {unfused(x, w, b, cuda::Act::None), r});
+  Tensor got = Tensor::empty({40, 13}, DType::Float32, x.device());
+  ASSERT_TRUE(cuda::linear_act(got, x, w, b, cuda::Act::None, r));
+  EXPECT_LT(rel_err(got, want), 1e-5);
+  Tensor wide = Tensor::empty({40, 16}, DType::Float32, x.device());
+  Tensor padded = wide.as_strided({40, 13}, {16, 1}, 0);
+  Tensor wT = call1(Op::contiguous, {call1(Op::t, {w})});
+  ASSERT_TRUE(cuda::matmul_act(padded, x, wT, b, cuda::Act::Relu));
+  EXPECT_LT(rel_err(padded, unfused(x, w, b, cuda::Act::Relu)), 1e-5);
+  // 2048 x 2049 logits: rows of 8196 bytes take the padded path (one product, one copy)
+  setenv("TC_BLASLT_PAD", "1", 1);
+  Tensor xl = gpu(randn(2048, 64), DType::Float32), wl = gpu(randn(2049, 64), DType::Float32);
+  Tensor big = Tensor::empty({2048, 2049}, DType::Float32, x.device());
+  ASSERT_TRUE(cuda::linear_act(big, xl, wl, Tensor(), cuda::Act::GeluTanh));
+  unsetenv("TC_BLASLT_PAD");
+  EXPECT_LT(rel_err(big, unfused(xl, wl, Tensor(), cuda::Act::GeluTanh)), 1e-5);
 }

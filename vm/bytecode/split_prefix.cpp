@@ -88,11 +88,15 @@ std::string make_prefix(Proto& t, int up, const ResumePlan& plan, const Proto& r
     e.emit(make_abc(OpCode::CALL, x, 0, 2));
     e.emit(make_abc(OpCode::MOVE, packed, x, 0));
     e.emit(make_abc(OpCode::GETUPVAL, x, up + kSplitSave, 0));
+    // The packed table waits in the upvalue while CLOSURE below runs: a GC step there treats
+    // the registers above the closure's as dead and clears them (lvm.c's checkGC sets top).
+    e.emit(make_abc(OpCode::SETUPVAL, packed, up + kSplitSave, 0));
   }
   e.emit(make_abc(OpCode::GETUPVAL, S, up + kSplitFinish, 0));
   e.emit(make_abc(OpCode::GETUPVAL, S + 1, up + kSplitHandoff, 0));
   e.emit(make_abx(OpCode::CLOSURE, S + 2, int(t.protos.size())));
   for (int i = 0; i < n; i++) e.emit(make_abc(OpCode::MOVE, S + 3 + i, plan.registers[i], 0));
+  if (plan.open_results) e.emit(make_abc(OpCode::GETUPVAL, packed, up + kSplitSave, 0));
   if (plan.varargs) {
     e.emit(make_abc(OpCode::VARARG, S + 3 + n, 0, 0));
     e.emit(make_abc(OpCode::CALL, S + 1, 0, 0));

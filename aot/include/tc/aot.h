@@ -56,7 +56,9 @@ class Package {
   // Binds constants by name (tensors on the package's device, each of the recorded dtype and
   // shape; a whole model's state dict may be given: names the package lacks are ignored). strict:
   // every constant of the package must be given; non-strict: missing ones keep their current
-  // binding. Errors name the constant; after an error nothing is bound.
+  // binding. Errors name the constant; after an error nothing is bound. Contiguous tensors are
+  // bound by reference, not copied (PyTorch's user_managed): in-place updates of the model's
+  // weights are seen by the package.
   void load_constants(const std::map<std::string, Tensor>& constants, bool strict = true);
   // Runs the package on the user inputs (checked against the input specs); throws ValueError when
   // a constant is still unbound.

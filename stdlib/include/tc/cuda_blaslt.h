@@ -25,7 +25,7 @@ enum class Act { None, Relu, GeluTanh };
 
 // out (m x n) = act(a (m x k) @ b (k x n) + bias (n)). a, b, out: 2-D CUDA tensors of one
 // float dtype on one device; a and b row-major or transposed (column-major) with any leading
-// dimension, out contiguous; bias: undefined, or 1-D (n) contiguous of the same dtype. False when
+// dimension, out with rows of unit stride (contiguous, or a padded row stride); bias: undefined, or 1-D (n) contiguous of the same dtype. False when
 // cuBLASLt is unavailable (or TC_CUBLASLT_DISABLE=1), the problem is outside that (other dtypes or
 // layouts, empty, sizes past int32), or cuBLASLt finds no algorithm: nothing was written, the
 // caller runs its unfused path. Device errors raise DeviceError.
@@ -33,6 +33,14 @@ bool matmul_act(const Tensor& out, const Tensor& a, const Tensor& b, const Tenso
 // linear's layout: out (..., n) = act(x (..., k) @ w (n, k)^T + bias (n)); x's leading dims are
 // folded into rows (x must then be contiguous in them), out contiguous.
 bool linear_act(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias, Act act);
+// With a residual: out = act(a @ b + residual + bias), residual (undefined, or shaped and laid out
+// as out) read as cuBLASLt's C (beta = 1): the graph's `y + linear(x)` in the same call.
+// matmul_act's out (and residual) may have a row stride above n (rows of unit stride); with
+// TC_BLASLT_PAD=1 linear_act writes large products whose rows are not 16-byte multiples through
+// padded rows and one copy. Each plan times up to 6 of the heuristic's algorithms once on its
+// first call outside graph capture and keeps the fastest (TC_BLASLT_TUNE=0: the first).
+bool matmul_act(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias, Act act, const Tensor& residual);
+bool linear_act(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias, Act act, const Tensor& residual);
 bool blaslt_available(std::string* why = nullptr);
 int64_t blaslt_calls();  // products run through cuBLASLt since the process started (tests, reports)
 

@@ -1,0 +1,22 @@
+// Library epilogues for the CUDA backend: before lowering, chains
+//
+//   linear(x, w[, b])  [-> relu | gelu(approximate = "tanh")]  [-> add(that, r) | add(r, that)]
+//
+// whose intermediate results have no other reader become ONE External node that runs
+// tc::cuda::linear_act (cuBLASLt: bias, activation and the residual read as C in the product's
+// epilogue) — one library call instead of a product and a pointwise kernel that reads and writes
+// the whole result again. The residual only without an activation (cuBLASLt applies it after C).
+// Node indices are kept (errors keep naming the user's line): the chain's last node becomes the
+// call, the absorbed nodes become unused zeros (lazy: never computed). Tiny products (every dim
+// <= 16: generated reductions), graphs with dynamic dims and dtypes other than float32/16/bf16
+// are left alone. When cuBLASLt declines at run time (layouts, no algorithm), the call runs the
+// unfused eager ops.
+#pragma once
+#include "tc/capture/graph.h"
+
+namespace tc::backends::cuda {
+
+// The rewritten graph; `fused` gets the number of chains replaced. TC_CUDA_EPILOGUES=0 disables.
+capture::Graph fuse_library_epilogues(const capture::Graph& g, int* fused);
+
+}  // namespace tc::backends::cuda

@@ -1,0 +1,241 @@
+// Fused scaled-dot-product attention for float32 (flash-attention style): one launch reads q, k
+// and v once per tile and never materializes the [L, S] scores. Each block takes 64 queries of one
+// (batch, head) and walks the keys in tiles of 64: scores in registers (4 x 4 per thread), an
+// online softmax per row (running max and sum, combined across the 16 threads of a row with warp
+// shuffles), probabilities through shared memory into the [64, E] output accumulator; shared
+// memory is read 16 bytes at a time (rows padded to keep them aligned and free of bank conflicts). Causal
+// masks skip the key tiles past the block's last query. Arithmetic is plain float32 FMA (more
+// precise than the TF32 matmuls of the composed path).
+#include <cmath>
+#include <mutex>
+#include <set>
+
+#include "cuda/runtime.h"
+
+namespace tc::cuda {
+namespace {
+
+constexpr int kBQ = 64, kBK = 64, kThreads = 256, kMaxE = 128;
+
+std::string flash_source(int64_t e) {
+  return "#define E " + std::to_string(e) + "\n" + R"(
+#define EP (E + 4)
+#define BQ 64
+#define BK 64
+#define PS (BK + 4)
+#define G ((E + 63) / 64)
+#define NEG_INF (-__int_as_float(0x7f800000))
+typedef long long i64;
+extern "C" __global__ void __launch_bounds__(256) flash_fwd(
+    const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ o,
+    i64 L, i64 S, i64 nb1, i64 qs0, i64 qs1, i64 qs2, i64 ks0, i64 ks1, i64 ks2, i64 vs0, i64 vs1, i64 vs2,
+    i64 os0, i64 os1, i64 os2, float scale, int causal) {
+  extern __shared__ float4 sm4[];
+  float* sm = (float*)sm4;
+  float* Qs = sm;            // BQ x EP (rows 16-byte aligned: E % 4 == 0)
+  float* Ks = Qs + BQ * EP;  // BK x EP
+  float* Vs = Ks + BK * EP;  // BK x E
+  float* Ps = Vs + BK * E;   // BQ x PS
+  const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+  const i64 z = blockIdx.x, b0 = z / nb1, b1 = z % nb1;
+  // the last query tiles first: under a causal mask they walk the most key tiles
+  const i64 q0 = (i64)(gridDim.y - 1 - blockIdx.y) * BQ;
+  q += b0 * qs0 + b1 * qs1;
+  k += b0 * ks0 + b1 * ks1;
+  v += b0 * vs0 + b1 * vs1;
+  o += b0 * os0 + b1 * os1;
+  for (int i = tid; i < BQ * E; i += 256) {
+    const int r = i / E, d = i % E;
+    const i64 row = q0 + r;
+    Qs[r * EP + d] = row < L ? q[row * qs2 + d] : 0.f;
+  }
+  // scores: rows ty*4 + r, keys tx + 16*c; output: rows ty*4 + r, columns g*64 + tx*4 + (0..3)
+  float m[4], l[4], acc[4][G][4];
+#pragma unroll
+  for (int r = 0; r < 4; r++) {
+    m[r] = NEG_INF;
+    l[r] = 0.f;
+#pragma unroll
+    for (int g = 0; g < G; g++)
+#pragma unroll
+      for (int j = 0; j < 4; j++) acc[r][g][j] = 0.f;
+  }
+  i64 kend = S;
+  if (causal && q0 + BQ < kend) kend = q0 + BQ;
+  for (i64 k0 = 0; k0 < kend; k0 += BK) {
+    __syncthreads();
+    for (int i = tid; i < BK * E; i += 256) {
+      const int r = i / E, d = i % E;
+      const i64 key = k0 + r;
+      const bool in = key < S;
+      Ks[r * EP + d] = in ? k[key * ks2 + d] : 0.f;
+      Vs[r * E + d] = in ? v[key * vs2 + d] : 0.f;
+    }
+    __syncthreads();
+    float s[4][4];
+#pragma unroll
+    for (int r = 0; r < 4; r++)
+#pragma unroll
+      for (int c = 0; c < 4; c++) s[r][c] = 0.f;
+#pragma unroll 4
+    for (int d = 0; d < E; d += 4) {
+      float4 qv[4], kv[4];
+#pragma unroll
+      for (int r = 0; r < 4; r++) qv[r] = *(const float4*)&Qs[(ty * 4 + r) * EP + d];
+#pragma unroll
+      for (int c = 0; c < 4; c++) kv[c] = *(const float4*)&Ks[(tx + 16 * c) * EP + d];
+#pragma unroll
+      for (int r = 0; r < 4; r++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+          s[r][c] = fmaf(qv[r].x, kv[c].x, s[r][c]);
+          s[r][c] = fmaf(qv[r].y, kv[c].y, s[r][c]);
+          s[r][c] = fmaf(qv[r].z, kv[c].z, s[r][c]);
+          s[r][c] = fmaf(qv[r].w, kv[c].w, s[r][c]);
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+      const i64 row = q0 + ty * 4 + r;
+      float mx = NEG_INF;
+#pragma unroll
+      for (int c = 0; c < 4; c++) {
+        const i64 key = k0 + tx + 16 * c;
+        float x = s[r][c] * scale;
+        if (key >= S || (causal && key > row)) x = NEG_INF;
+        s[r][c] = x;
+        mx = fmaxf(mx, x);
+      }
+#pragma unroll
+      for (int off = 8; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+      const float mnew = fmaxf(m[r], mx);
+      const bool none = mnew == NEG_INF;
+      const float alpha = none ? 1.f : expf(m[r] - mnew);
+      float rs = 0.f;
+#pragma unroll
+      for (int c = 0; c < 4; c++) {
+        const float p = none ? 0.f : expf(s[r][c] - mnew);
+        Ps[(ty * 4 + r) * PS + tx + 16 * c] = p;
+        rs += p;
+      }
+#pragma unroll
+      for (int off = 8; off > 0; off >>= 1) rs += __shfl_xor_sync(0xffffffffu, rs, off);
+      l[r] = l[r] * alpha + rs;
+      m[r] = mnew;
+#pragma unroll
+      for (int g = 0; g < G; g++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) acc[r][g][j] *= alpha;
+    }
+    __syncthreads();
+#pragma unroll 2
+    for (int key = 0; key < BK; key += 4) {
+      float4 pv[4];
+#pragma unroll
+      for (int r = 0; r < 4; r++) pv[r] = *(const float4*)&Ps[(ty * 4 + r) * PS + key];
+#pragma unroll
+      for (int g = 0; g < G; g++) {
+        const int c = g * 64 + tx * 4;
+        if (c < E) {
+#pragma unroll
+          for (int kk = 0; kk < 4; kk++) {
+            const float4 vv = *(const float4*)&Vs[(key + kk) * E + c];
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+              const float p = kk == 0 ? pv[r].x : kk == 1 ? pv[r].y : kk == 2 ? pv[r].z : pv[r].w;
+              acc[r][g][0] = fmaf(p, vv.x, acc[r][g][0]);
+              acc[r][g][1] = fmaf(p, vv.y, acc[r][g][1]);
+              acc[r][g][2] = fmaf(p, vv.z, acc[r][g][2]);
+              acc[r][g][3] = fmaf(p, vv.w, acc[r][g][3]);
+            }
+          }
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 4; r++) {
+    const i64 row = q0 + ty * 4 + r;
+    if (row >= L) continue;
+    const float inv = 1.f / l[r];
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+      const int c = g * 64 + tx * 4;
+      if (c < E) {
+#pragma unroll
+        for (int j = 0; j < 4; j++) o[row * os2 + c + j] = acc[r][g][j] * inv;
+      }
+    }
+  }
+}
+)";
+}
+
+// The batch dims of t (dims before the last two) as (size of dim 1 of the batch, strides of the
+// two batch dims): 3-D tensors have one batch dim.
+bool batch_layout(const Tensor& t, int64_t* nb1, int64_t* s0, int64_t* s1) {
+  if (t.dim() == 3) {
+    *nb1 = 1, *s0 = t.strides()[0], *s1 = 0;
+    return true;
+  }
+  if (t.dim() == 4) {
+    *nb1 = t.sizes()[1], *s0 = t.strides()[0], *s1 = t.strides()[1];
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale, const Tensor& out) {
+  static const bool off = [] {
+    const char* e = std::getenv("TC_FLASH_ATTENTION_DISABLE");
+    return e && *e && *e != '0';
+  }();
+  if (off) return false;
+  for (const Tensor* t : {&q, &k, &v, &out})
+    if (t->dtype() != DType::Float32 || !t->device().is_cuda() || t->dim() != q.dim() || t->dim() < 3 || t->dim() > 4 ||
+        (t->strides().back() != 1 && t->sizes().back() != 1))
+      return false;
+  const int64_t nd = q.dim(), L = q.sizes()[nd - 2], S = k.sizes()[nd - 2], E = q.sizes()[nd - 1];
+  if (E == 0 || E % 4 != 0 || E > kMaxE || L == 0 || S == 0 || k.sizes()[nd - 1] != E || v.sizes()[nd - 1] != E ||
+      v.sizes()[nd - 2] != S || out.sizes()[nd - 2] != L || out.sizes()[nd - 1] != E)
+    return false;
+  for (int64_t d = 0; d < nd - 2; d++)
+    if (k.sizes()[d] != q.sizes()[d] || v.sizes()[d] != q.sizes()[d] || out.sizes()[d] != q.sizes()[d]) return false;
+  int64_t batch = 1;
+  for (int64_t d = 0; d < nd - 2; d++) batch *= q.sizes()[d];
+  if (batch == 0) return true;
+  if (batch > 0x7fffffff || (L + kBQ - 1) / kBQ > 65535) return false;
+  int64_t nb1, qs0, qs1, ks0, ks1, vs0, vs1, os0, os1, unused;
+  batch_layout(q, &nb1, &qs0, &qs1);
+  batch_layout(k, &unused, &ks0, &ks1);
+  batch_layout(v, &unused, &vs0, &vs1);
+  batch_layout(out, &unused, &os0, &os1);
+  int64_t qs2 = q.strides()[nd - 2], ks2 = k.strides()[nd - 2], vs2 = v.strides()[nd - 2], os2 = out.strides()[nd - 2];
+  const int device = q.device().index;
+  CUfunction f = kernels(device, "flash_fwd:" + std::to_string(E), [&] { return flash_source(E); }, {"flash_fwd"})[0];
+  const unsigned smem = (unsigned)(sizeof(float) * ((kBQ + kBK) * (E + 4) + kBK * E + kBQ * (kBK + 4)));
+  if (compile_only()) return true;
+  {
+    static std::mutex mu;
+    static std::set<CUfunction> raised;
+    std::lock_guard<std::mutex> lock(mu);
+    if (raised.insert(f).second)
+      check(drv().FuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem),
+            "raising the attention kernel's shared memory");
+  }
+  const void* qp = q.data_ptr();
+  const void* kp = k.data_ptr();
+  const void* vp = v.data_ptr();
+  void* op = out.data_ptr();
+  float sc = (float)scale;
+  int ca = causal ? 1 : 0;
+  int64_t Lv = L, Sv = S;
+  void* args[] = {&qp, &kp, &vp, &op, &Lv, &Sv, &nb1, &qs0, &qs1, &qs2, &ks0, &ks1, &ks2,
+                  &vs0, &vs1, &vs2, &os0, &os1, &os2, &sc, &ca};
+  launch3(device, f, (unsigned)batch, (unsigned)((L + kBQ - 1) / kBQ), 1, kThreads, args, smem);
+  return true;
+}
+
+}  // namespace tc::cuda
