@@ -12,6 +12,13 @@ function common.say(key, value)
   io.stdout:flush()
 end
 
+-- The median of a list of numbers (sorts it in place).
+function common.median(t)
+  table.sort(t)
+  local n = #t
+  return n % 2 == 1 and t[(n + 1) // 2] or (t[n // 2] + t[n // 2 + 1]) / 2
+end
+
 -- The first call's time and the compiler's counters (tc.compiler.stats()) under `prefix`.
 function common.report_compile(prefix, ms, s)
   local say = common.say

@@ -19,10 +19,6 @@ local device = "cuda:" .. (os.getenv("LOCAL_RANK") or "0")
 dist.init_process_group{backend = "nccl"}
 local rank, world = dist.get_rank(), dist.get_world_size()
 local function say(k, v) if rank == 0 then common.say(k, v) end end
-local function median(xs)
-  table.sort(xs)
-  return xs[(#xs + 1) // 2]
-end
 local function timed(fn, reps)
   local ts = {}
   for _ = 1, reps do
@@ -33,7 +29,7 @@ local function timed(fn, reps)
     tc.cuda.synchronize(device)
     ts[#ts + 1] = tc.utils.perf_counter() - t0
   end
-  return median(ts)
+  return common.median(ts)
 end
 
 say("world_size", world)

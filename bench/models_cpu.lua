@@ -7,7 +7,8 @@
 -- column gives the first call's ms (trace and backend compile included); bench/run_codegen_cpu.sh.
 local tc = require "tc"
 local nn = require "tc.nn"
-package.path = "scripts/models/?.lua;" .. package.path
+package.path = "bench/?.lua;scripts/models/?.lua;" .. package.path
+local common = require "bench_common"
 
 local threads = tonumber(arg[1]) or tc.get_num_threads()
 tc.set_num_threads(threads)
@@ -28,11 +29,7 @@ local backend = os.getenv("TC_BENCH_BACKEND")
 local wanted = {}
 for i = 2, #arg do wanted[arg[i]] = true end
 
-local function median(t)
-  table.sort(t)
-  local n = #t
-  return n % 2 == 1 and t[(n + 1) // 2] or (t[n // 2] + t[n // 2 + 1]) / 2
-end
+local median = common.median
 
 for _, m in ipairs(models) do
   local name, make, input, iters = m[1], m[2], m[3], m[4]

@@ -4,7 +4,8 @@
 -- Prints "<name> <best ms> <median ms> <iterations>" per model (synchronized per call);
 -- bench/run_cuda.sh puts these next to bench/peer_torch_models_cuda.py.
 local tc = require "tc"
-package.path = "scripts/models/?.lua;" .. package.path
+package.path = "bench/?.lua;scripts/models/?.lua;" .. package.path
+local common = require "bench_common"
 tc.set_float32_matmul_precision("high")
 tc.set_default_device("cuda")
 tc.manual_seed(0)
@@ -32,11 +33,7 @@ local models = {
 local wanted = {}
 for i = 1, #arg do wanted[arg[i]] = true end
 
-local function median(t)
-  table.sort(t)
-  local n = #t
-  return n % 2 == 1 and t[(n + 1) // 2] or (t[n // 2] + t[n // 2 + 1]) / 2
-end
+local median = common.median
 
 for _, m in ipairs(models) do
   local name, make, input, iters = m[1], m[2], m[3], m[4]

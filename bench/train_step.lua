@@ -13,7 +13,8 @@ local tc = require "tc"
 local nn = require "tc.nn"
 local F = nn.functional
 local optim = require "tc.optim"
-package.path = "scripts/models/?.lua;" .. package.path
+package.path = "bench/?.lua;scripts/models/?.lua;" .. package.path
+local common = require "bench_common"
 
 local model_name = arg[1] or "cnn"
 local device = arg[2] or "cuda"
@@ -63,18 +64,14 @@ local function train_step()
 end
 
 local function sync() if device ~= "cpu" then tc.cuda.synchronize() end end
-local function median(t)
-  table.sort(t)
-  local n = #t
-  return n % 2 == 1 and t[(n + 1) // 2] or (t[n // 2] + t[n // 2 + 1]) / 2
-end
+local median = common.median
 local function message(e)
   local s = type(e) == "table" and (e.message or tostring(e)) or tostring(e)
   return (s:gsub("\n.*", ""):sub(1, 200))
 end
 
-print(("# tc %s on %s, %d CPU threads, optimizer %s (%s)"):format(model_name, device, tc.get_num_threads(),
-  getmetatable(opt).__name, device == "cpu" and "per parameter, the CPU's default" or "fused, the default for CUDA"))
+print(("# tc %s on %s, %d CPU threads, optimizer %s (fused, the default for floating-point parameters)"):format(
+  model_name, device, tc.get_num_threads(), getmetatable(opt).__name))
 io.stdout:flush()
 for _, v in ipairs(variants) do
   local fn = train_step
