@@ -10,6 +10,8 @@
 #include "lower/lower.h"
 #include "tc/error.h"
 #ifdef TC_HAVE_CUDA
+#include "cuda/cuda_backend.h"
+#include "cuda/cuda_library_calls.h"
 #include "cuda/cuda_package.h"
 #include "tc/cuda.h"
 #endif
@@ -101,26 +103,32 @@ AotReport compile_package(const capture::Graph& g, const ExportSpec& spec, const
     }
   }
   auto t0 = std::chrono::steady_clock::now();
-  lower::LowerOptions lo;
-  lo.externals = false;  // a package cannot call Lua functions
-  lo.device = cuda ? DeviceType::CUDA : DeviceType::CPU;
-  lower::LoweredGraph lg = lower::lower(rg, lo);
+  // Lowered as the device's backend lowers it (cuda: linear chains as cuBLASLt library calls).
+  LibraryCalls calls;
+  lower::LoweredGraph lg;
+  if (cuda) {
+#ifdef TC_HAVE_CUDA
+    lg = backends::lower_for_cuda(rg);
+    calls = backends::cuda::library_call;
+#endif
+  } else {
+    lower::LowerOptions lo;
+    lo.externals = false;  // a package cannot call Lua functions
+    lg = lower::lower(rg, lo);
+  }
   r.lower_ms = ms_since(t0);
   capture::CompileReport cr;
   std::vector<Section> code_sections;
   std::vector<nlohmann::json> kernel_code;
+  nlohmann::json graph_code;
   if (cuda) {
 #ifdef TC_HAVE_CUDA
     int arch = o.arch;
     if (arch <= 0) arch = tc::cuda::device_count() > 0 ? backends::cuda::device_arch(0) : 90;
-    backends::cuda::CubinCode cc = backends::cuda::compile_cubins(lg, arch, &cr);
+    backends::cuda::CudaCode cc = backends::cuda::generate_code(lg, arch, &cr);
     m.target = "sm_" + std::to_string(arch);
-    for (size_t i = 0; i < lg.kernels.size(); i++) {
-      nlohmann::json shapes = nlohmann::json::array();
-      for (const backends::cuda::KernelShape& sh : cc.shapes[i])
-        shapes.push_back({sh.threads_per_row, sh.block, sh.index32, sh.noalias, sh.unroll, sh.device_fn});
-      kernel_code.push_back({{"shapes", shapes}, {"names", cc.names[i]}});
-    }
+    for (size_t i = 0; i < lg.kernels.size(); i++) kernel_code.push_back(backends::cuda::kernel_code_to_json(cc, i));
+    graph_code = backends::cuda::code_to_json(cc);
     for (size_t i = 0; i < cc.cubins.size(); i++) code_sections.push_back({"cuda.cubin." + std::to_string(i), std::move(cc.cubins[i])});
 #else
     TC_FAIL(NotImplementedError, "tc.aot.compile: this tc was built without the CUDA toolkit: no device \"cuda\" packages");
@@ -133,8 +141,9 @@ AotReport compile_package(const capture::Graph& g, const ExportSpec& spec, const
   }
   r.codegen_ms = cr.codegen_ms;
   r.compile_ms = cr.compile_ms;
-  r.distinct_kernels = (int)lg.kernels.size();
   for (const lower::Step& s : lg.steps) (s.kind == lower::Step::Kind::Launch ? r.kernels : r.externs)++;
+  if (cuda) r.kernels = cr.kernels;  // launches per call: a tiny graph's is one
+  r.distinct_kernels = cr.distinct_kernels;
   for (size_t i = 0; i < g.outputs.size(); i++) {
     std::vector<int> dyn;
     const lower::BufferView& v = lg.outputs[i];
@@ -145,7 +154,7 @@ AotReport compile_package(const capture::Graph& g, const ExportSpec& spec, const
   auto t1 = std::chrono::steady_clock::now();
   std::vector<Section> sections;
   sections.push_back({"manifest", manifest_to_json(m).dump(1)});
-  sections.push_back({"plan", plan_to_json(lg, spec.graph_inputs, kernel_code).dump()});
+  sections.push_back({"plan", plan_to_json(lg, spec.graph_inputs, kernel_code, graph_code, calls).dump()});
   for (Section& c : code_sections) sections.push_back(std::move(c));
   if (o.package_constants) {
     std::string blob;

@@ -16,6 +16,7 @@
 #include "tc/aot.h"
 #include "tc/error.h"
 #ifdef TC_HAVE_CUDA
+#include "cuda/cuda_library_calls.h"
 #include "cuda/cuda_package.h"
 #include "tc/cuda.h"
 #endif
@@ -116,8 +117,13 @@ Package Package::load(const std::string& path, int cuda_device) {
            "tc.aot.load: '%s' was made by tc %s; this is tc %s (compile it again with this version)", path.c_str(),
            m.tc_version.c_str(), TC_VERSION);
   std::vector<nlohmann::json> code;
+  nlohmann::json graph_code;
   lower::LoweredGraph lg;
-  plan_from_json(pj, &lg, &loaded->graph_inputs, &code);
+  LibraryCalls calls;
+#ifdef TC_HAVE_CUDA
+  if (m.device == "cuda") calls = backends::cuda::library_call;
+#endif
+  plan_from_json(pj, &lg, &loaded->graph_inputs, &code, &graph_code, calls);
   if (m.device == "cuda") {
 #ifdef TC_HAVE_CUDA
     const bool gpu = cuda::device_count() > 0;
@@ -129,27 +135,23 @@ Package Package::load(const std::string& path, int cuda_device) {
 #ifdef TC_HAVE_CUDA
     TC_CHECK(cuda_device >= 0 && cuda_device < cuda::device_count(), DeviceError,
              "tc.aot.load: no CUDA device %d (this machine has %d)", cuda_device, cuda::device_count());
-    backends::cuda::CubinCode cc;
     TC_CHECK(m.target.rfind("sm_", 0) == 0, ValueError, "tc.aot.load: '%s' names no CUDA architecture ('%s')",
              path.c_str(), m.target.c_str());
-    cc.arch = std::atoi(m.target.c_str() + 3);
-    parsing_code(path, [&] {
-      for (const nlohmann::json& k : code) {
-        cc.shapes.emplace_back();
-        for (const nlohmann::json& sh : k["shapes"])
-          cc.shapes.back().push_back({sh[0].get<int>(), sh[1].get<int>(), sh[2].get<bool>(), sh[3].get<bool>(),
-                                      sh[4].get<int>(), sh[5].get<bool>()});
-        cc.names.push_back(k["names"].get<std::vector<std::string>>());
-      }
-    });
+    std::vector<std::string> cubins;
     for (const Section& sec : sections)
-      if (sec.name.rfind("cuda.cubin.", 0) == 0) cc.cubins.push_back(sec.data);
+      if (sec.name.rfind("cuda.cubin.", 0) == 0) cubins.push_back(sec.data);
+    backends::cuda::CudaCode cc;
+    try {
+      cc = backends::cuda::code_from_json(code, graph_code, std::atoi(m.target.c_str() + 3), std::move(cubins));
+    } catch (const Error& e) {
+      TC_FAIL(ValueError, "tc.aot.load: '%s': %s", path.c_str(), e.what());
+    }
     try {
       auto program = std::make_shared<const backends::cuda::Program>(
           backends::cuda::load_program(std::move(lg), cuda_device, cc));
       loaded->run = [program](capture::GraphInputs in) { return program->run(in); };
-    } catch (const Error& e) {
-      TC_FAIL(DeviceError, "tc.aot.load: '%s': %s", path.c_str(), e.what());
+    } catch (const Error& e) {  // the device's architecture (DeviceError), a cubin the driver refuses
+      throw Error(e.kind(), "tc.aot.load: '" + path + "': " + e.what());
     }
     loaded->device = Device{DeviceType::CUDA, cuda_device};
 #endif

@@ -284,8 +284,9 @@ Manifest manifest_from_json(const json& j) {
 }
 
 json plan_to_json(const lower::LoweredGraph& g, const std::vector<GraphInput>& inputs,
-                  const std::vector<json>& kernel_code) {
+                  const std::vector<json>& kernel_code, const json& code, const LibraryCalls& calls) {
   json j;
+  j["code"] = code;
   json ins = json::array();
   for (const GraphInput& in : inputs) ins.push_back({{in.constant ? "constant" : "arg", in.index}});
   j["graph_inputs"] = ins;
@@ -310,13 +311,14 @@ json plan_to_json(const lower::LoweredGraph& g, const std::vector<GraphInput>& i
       continue;
     }
     const lower::Extern& e = s.ext;
-    TC_CHECK(!e.external, NotImplementedError,
+    TC_CHECK(!e.external || (calls && calls(e.external->name)), NotImplementedError,
              "tc.aot.compile: the graph calls '%s', a function kept in the graph (allow_in_graph): a package cannot "
              "hold Lua functions",
              e.external->name.c_str());
     json constants = json::array();
     for (const Value& v : e.constants) constants.push_back(value_to_json(v));
-    steps.push_back({{"extern", op_name(e.op)},
+    steps.push_back({{"extern", e.external ? "" : op_name(e.op)},
+                     {"library", e.external ? e.external->name : ""},
                      {"inputs", views_to_json(e.inputs)},
                      {"constants", constants},
                      {"output", view_to_json(e.output)},
@@ -332,8 +334,9 @@ json plan_to_json(const lower::LoweredGraph& g, const std::vector<GraphInput>& i
 }
 
 void plan_from_json(const json& j, lower::LoweredGraph* g, std::vector<GraphInput>* inputs,
-                    std::vector<json>* kernel_code) {
+                    std::vector<json>* kernel_code, json* code, const LibraryCalls& calls) {
   parsing("plan", [&] {
+    *code = j.at("code");
     for (const json& in : j["graph_inputs"]) {
       const bool c = in.contains("constant");
       inputs->push_back({c, in[c ? "constant" : "arg"].get<int>()});
@@ -364,10 +367,16 @@ void plan_from_json(const json& j, lower::LoweredGraph* g, std::vector<GraphInpu
       } else {
         step.kind = lower::Step::Kind::Extern;
         lower::Extern& e = step.ext;
-        const std::string op = s["extern"].get<std::string>();
-        std::optional<Op> o = op_from_name(op);
-        TC_CHECK(o.has_value(), ValueError, "tc.aot.load: the package calls op '%s', which this tc lacks", op.c_str());
-        e.op = *o;
+        const std::string op = s["extern"].get<std::string>(), library = s["library"].get<std::string>();
+        if (library.empty()) {
+          std::optional<Op> o = op_from_name(op);
+          TC_CHECK(o.has_value(), ValueError, "tc.aot.load: the package calls op '%s', which this tc lacks", op.c_str());
+          e.op = *o;
+        } else {
+          e.external = calls ? calls(library) : nullptr;
+          TC_CHECK(e.external != nullptr, ValueError, "tc.aot.load: the package calls library function '%s', which this "
+                   "tc lacks", library.c_str());
+        }
         e.inputs = views_from_json(s["inputs"]);
         for (const json& c : s["constants"]) e.constants.push_back(value_from_json(c));
         e.output = view_from_json(s["output"]);

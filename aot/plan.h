@@ -3,6 +3,7 @@
 // index into the package's object code). Readers throw tc::Error (ValueError) on a malformed
 // document, naming the field.
 #pragma once
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "lower/loop_ir.h"
@@ -19,14 +20,22 @@ struct GraphInput {
   int index = 0;
 };
 
+// The library calls a backend puts into graphs as External steps (the CUDA backend's cuBLASLt
+// epilogues), by name: a package stores the name and its loader gets the call back. Null (or a
+// null result): none.
+using LibraryCalls = std::function<std::shared_ptr<const capture::ExternalFn>(const std::string& name)>;
+
 // The plan: the lowered graph (kernels with their loop IR, from which the CUDA launch geometry is
 // computed; their machine code is in the object / cubins) and the graph's inputs. `kernel_code`:
 // per kernel, what the device's runtime needs to find and launch it (cpu: {"symbol"}; cuda:
-// {"shapes", "names"}), stored as the kernel's "code". Throws NotImplementedError for steps a
-// package cannot hold (functions kept in the graph with allow_in_graph).
+// {"shapes", "names"}), stored as the kernel's "code"; `code`: what the device's runtime needs for
+// the whole graph (cuda: the tiny graph's kernel; cpu: null), stored as the plan's "code".
+// Throws NotImplementedError for steps a package cannot hold (External steps that are not
+// `calls`: functions kept in the graph with allow_in_graph).
 nlohmann::json plan_to_json(const lower::LoweredGraph& g, const std::vector<GraphInput>& inputs,
-                            const std::vector<nlohmann::json>& kernel_code);
+                            const std::vector<nlohmann::json>& kernel_code, const nlohmann::json& code,
+                            const LibraryCalls& calls);
 void plan_from_json(const nlohmann::json& j, lower::LoweredGraph* g, std::vector<GraphInput>* inputs,
-                    std::vector<nlohmann::json>* kernel_code);
+                    std::vector<nlohmann::json>* kernel_code, nlohmann::json* code, const LibraryCalls& calls);
 
 }  // namespace tc::aot

@@ -47,6 +47,18 @@ int cuda_device_of(const capture::Graph& g) {
   return dev < 0 ? -1 : dev;
 }
 
+lower::LoweredGraph lower_for_cuda(const capture::Graph& g) {
+  for (const capture::Node& n : g.nodes)  // (the partitioner keeps them out of the backend's graphs)
+    TC_CHECK(n.kind != capture::NodeKind::External, NotImplementedError,
+             "'%s' is a function kept in the graph (allow_in_graph): generated CUDA code cannot call it", n.ext->name.c_str());
+  lower::LowerOptions lo;
+  lo.device = DeviceType::CUDA;
+  lo.externals = false;  // index checks as eager CUDA externs
+  lo.library_externals = true;  // the cuBLASLt calls fuse_library_epilogues makes
+  int fused = 0;
+  return lower::lower(cuda::fuse_library_epilogues(g, &fused), lo);
+}
+
 bool CudaBackend::supports(const capture::Node& n) const { return n.kind != capture::NodeKind::External; }
 
 Compiled CudaBackend::compile(const capture::Graph& g, const CompileOptions& o) const {
@@ -59,12 +71,7 @@ Compiled CudaBackend::compile(const capture::Graph& g, const CompileOptions& o) 
       c.report.perf_hints.push_back("cuda backend: the graph's tensors are not on one CUDA device: it runs on eager");
       return c;
     }
-    lower::LowerOptions lo;
-    lo.device = DeviceType::CUDA;
-    lo.externals = false;  // index checks as eager CUDA externs; functions kept in the graph are cut out
-    lo.library_externals = true;  // the cuBLASLt calls fuse_library_epilogues makes
-    int fused = 0;
-    lower::LoweredGraph lg = lower::lower(cuda::fuse_library_epilogues(g, &fused), lo);
+    lower::LoweredGraph lg = lower_for_cuda(g);
     c.report.lower_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     auto program = std::make_shared<const cuda::Program>(cuda::compile_lowered(lg, device, &c.report));
     for (const lower::Step& s : lg.steps) c.report.fallback_nodes += s.kind == lower::Step::Kind::Extern && s.ext.fallback;

@@ -6,6 +6,7 @@
 // warning naming the reason (under fullgraph a compile failure raises). Functions kept in the
 // graph (allow_in_graph) are not supported nodes: the partitioner runs them on eager.
 #pragma once
+#include "lower/loop_ir.h"
 #include "tc/backends.h"
 
 namespace tc::backends {
@@ -20,5 +21,11 @@ class CudaBackend final : public Backend {
 // The CUDA device index every tensor of the graph is on, or -1 when some tensor is elsewhere (or
 // they are on several devices, or there is no tensor).
 int cuda_device_of(const capture::Graph& g);
+
+// How the cuda backend lowers a graph: linear chains as cuBLASLt calls with epilogues
+// (cuda_fuse.h, library externals), index checks as eager CUDA externs; External nodes other than
+// those calls are refused (NotImplementedError) by lowering. AOT packages (aot/compile.cpp) lower
+// with it too, so that they hold what tc.compile runs.
+lower::LoweredGraph lower_for_cuda(const capture::Graph& g);
 
 }  // namespace tc::backends

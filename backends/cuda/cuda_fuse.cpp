@@ -3,8 +3,8 @@
 
 #include <cstdlib>
 
+#include "cuda_library_calls.h"
 #include "lower/lower_internal.h"
-#include "tc/cuda_blaslt.h"
 
 namespace tc::backends::cuda {
 namespace {
@@ -19,37 +19,6 @@ using tc::cuda::Act;
 bool float_dtype(DType d) { return d == DType::Float32 || d == DType::Float16 || d == DType::BFloat16; }
 
 bool is_ref(const NodeArg& a) { return a.kind == NodeArg::Kind::Ref && a.refs[0].elem < 0 && a.refs[0].out == 0; }
-
-// The eager composition (what the call runs when cuBLASLt declines).
-Tensor unfused(const Tensor& x, const Tensor& w, const Tensor& b, Act act, const Tensor& r) {
-  Tensor y = call1(Op::linear, {x, w, b.defined() ? Value(b) : Value()});
-  if (act == Act::Relu) y = call1(Op::relu, {y});
-  if (act == Act::GeluTanh) y = call1(Op::gelu, {y}, {{"approximate", std::string("tanh")}});
-  if (r.defined()) y = call1(Op::add, {r, y});
-  return y;
-}
-
-std::shared_ptr<capture::ExternalFn> make_call(Act act, bool bias, bool residual) {
-  auto fn = std::make_shared<capture::ExternalFn>();
-  fn->name = std::string("linear") + (bias ? " + bias" : "") +
-             (act == Act::Relu ? " + relu" : act == Act::GeluTanh ? " + gelu(tanh)" : "") +
-             (residual ? " + residual" : "") + " (cuBLASLt epilogue)";
-  fn->call = [act, bias, residual](const Stack& in) {
-    const Tensor& x = in[0].tensor();
-    const Tensor& w = in[1].tensor();
-    const Tensor b = bias ? in[2].tensor() : Tensor();
-    const Tensor r = residual ? in[bias ? 3 : 2].tensor() : Tensor();
-    Shape shape(x.sizes().begin(), x.sizes().end() - 1);
-    shape.push_back(w.sizes()[0]);
-    Tensor out = Tensor::empty(shape, x.dtype(), x.device());
-    const Tensor xc = x.is_contiguous() ? x : call1(Op::contiguous, {x});
-    const Tensor bc = b.defined() && b.strides()[0] != 1 ? call1(Op::contiguous, {b}) : b;
-    const Tensor rc = r.defined() && !r.is_contiguous() ? call1(Op::contiguous, {r}) : r;
-    if (tc::cuda::linear_act(out, xc, w, bc, act, rc)) return std::vector<Tensor>{out};
-    return std::vector<Tensor>{unfused(x, w, b, act, r)};
-  };
-  return fn;
-}
 
 }  // namespace
 
@@ -131,7 +100,7 @@ Graph fuse_library_epilogues(const Graph& g, int* fused) {
     if (writes) continue;
     Node call;
     call.kind = NodeKind::External;
-    call.ext = make_call(act, bias, residual_arg >= 0);
+    call.ext = linear_act_call(act, bias, residual_arg >= 0);
     call.args = {lin.args[0], lin.args[1]};
     if (bias) call.args.push_back(lin.args[2]);
     if (residual_arg >= 0) call.args.push_back(g.nodes[last].args[residual_arg]);

@@ -1,10 +1,13 @@
-// The CUDA code generator's side of ahead-of-time packages (aot/, docs/aot.md): a lowered
-// graph's kernels as cubins for one architecture (NVRTC only: no GPU needed), and the Program
-// that runs them, rebuilt from a package's plan and cubins without generating code.
+// The CUDA code generator's side of ahead-of-time packages (aot/, docs/aot.md): a package holds
+// the CudaCode that compile_lowered makes (cuda_program.h: every kernel and strategy, the tiny
+// graph's kernel, the cubins of its NVRTC programs), so a loaded package runs exactly what
+// tc.compile runs. This file is its JSON form and the architecture check at load.
 //
-//   CubinCode code = compile_cubins(lowered, 90, &report);        // at tc.aot.compile
-//   Program p = load_program(lowered, device, code);               // at load: cuModuleLoadData
+//   CudaCode code = generate_code(lowered, 90, &report);       // at tc.aot.compile (no GPU needed)
+//   json k = kernel_code_to_json(code, i), c = code_to_json(code);  // the plan's "code" entries
+//   Program p = load_program(lowered, device, code_from_json(ks, c, 90, cubins));   // at load
 #pragma once
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -12,25 +15,19 @@
 
 namespace tc::backends::cuda {
 
-struct CubinCode {
-  int arch = 0;  // sm_<arch>: 90 for sm_90
-  // Per graph kernel, per strategy (plan_kernel): how it launches and its entry point's name.
-  std::vector<std::vector<KernelShape>> shapes;
-  std::vector<std::vector<std::string>> names;
-  std::vector<std::string> cubins;  // the modules holding those entry points
-};
-
 // The architecture of `device` (cc major * 10 + minor); DeviceError without a usable GPU.
 int device_arch(int device);
 
-// Generates every kernel of `g` (each strategy it may launch with) and compiles them with NVRTC
-// for sm_<arch>, through the disk cache. Throws CompileError (codegen, NVRTC) or DeviceError
-// (no NVRTC). Tiny-graph mode is not used.
-CubinCode compile_cubins(const lower::LoweredGraph& g, int arch, capture::CompileReport* report = nullptr);
+// Kernel `i`'s strategies and functions ({"shapes", "names"}), and what belongs to the whole
+// graph ({"tiny", "tiny_params", "tiny_smem", "key"}); the cubins are not in it.
+nlohmann::json kernel_code_to_json(const CudaCode& code, size_t i);
+nlohmann::json code_to_json(const CudaCode& code);
+// Throws ValueError naming what is malformed.
+CudaCode code_from_json(const std::vector<nlohmann::json>& kernels, const nlohmann::json& code, int arch,
+                        std::vector<std::string> cubins);
 
-// Loads the cubins on `device` and returns the launch list (`g` with its kernels' loop IR, which
-// the launch geometry is computed from). DeviceError when the device's architecture cannot run
-// sm_<code.arch> cubins.
-Program load_program(lower::LoweredGraph g, int device, const CubinCode& code);
+// load_code on `device`, after checking that its architecture runs sm_<code.arch> cubins
+// (DeviceError naming both when not).
+Program load_program(lower::LoweredGraph g, int device, const CudaCode& code);
 
 }  // namespace tc::backends::cuda

@@ -53,17 +53,6 @@ std::string join(const std::vector<int>& v) {
   return s;
 }
 
-// Loaded modules of this process: program hash -> function per kernel name.
-struct Loaded {
-  std::string source;  // guards against a hash collision
-  std::map<std::string, void*> functions;
-};
-std::mutex g_mu;
-std::unordered_map<std::string, Loaded>& loaded() {
-  static auto* m = new std::unordered_map<std::string, Loaded>;
-  return *m;
-}
-
 // The cubin of `source` for sm_<arch>: from the disk cache, else NVRTC (then cached).
 // `r.cached_kernels` gets `distinct` added on a hit. Called from several threads at once.
 std::string cubin_for(const std::string& source, int arch, capture::CompileReport& r, int distinct) {
@@ -229,38 +218,42 @@ std::string tiny_graph_source(const lower::LoweredGraph& g, const std::vector<st
          ") {\n" + head + body + "}\n";
 }
 
-}  // namespace
+// What generate() makes: the code without cubins, and the sources of its NVRTC programs.
+struct Generated {
+  CudaCode code;
+  std::vector<std::string> programs;
+  std::string source;  // every kernel after one header: TC_LOGS=output_code, and code.key's text
+  int distinct = 0;    // distinct functions
+};
 
-Program compile_lowered(const lower::LoweredGraph& g, int device, capture::CompileReport* report) {
-  capture::CompileReport local;
-  capture::CompileReport& r = report ? *report : local;
+// Code generation: per kernel its strategies (each distinct source emitted once, named after its
+// hash: kernels that lowering kept apart but that generate the same code are one function), the
+// tiny graph's kernel when the graph is tiny, cut into the programs NVRTC compiles side by side.
+Generated generate(const lower::LoweredGraph& g, int arch, capture::CompileReport& r) {
   auto t0 = std::chrono::steady_clock::now();
-  Program p;
-  p.graph = g;
-  p.device = device;
+  Generated gen;
+  CudaCode& code = gen.code;
+  code.arch = arch;
   for (const lower::Step& s : g.steps) r.kernels += s.kind == lower::Step::Kind::Launch;
   std::vector<bool> noalias = lower::kernels_without_aliasing(g);
-  // One function per distinct source: kernels that lowering kept apart but that generate the
-  // same code (or the same kernel twice) are emitted once.
-  std::vector<std::vector<std::string>> names;  // per kernel, per shape
   std::map<std::string, std::string> sources;  // name -> source, in name order (reproducible)
   std::string listing;
-  p.tiny_graph = tiny_eligible(g);
+  const bool tiny = tiny_eligible(g);
   for (size_t i = 0; i < g.kernels.size(); i++) {
     const lower::Kernel& k = g.kernels[i];
-    p.shapes.push_back(plan_kernel(k, noalias[i]));
-    if (p.tiny_graph) {
-      KernelShape& sh = p.shapes.back()[0];
-      p.shapes.back().resize(1);
+    code.shapes.push_back(plan_kernel(k, noalias[i]));
+    if (tiny) {
+      KernelShape& sh = code.shapes.back()[0];
+      code.shapes.back().resize(1);
       sh.threads_per_row = 1, sh.block = kTinyBlock, sh.unroll = 1, sh.index32 = true, sh.device_fn = true;
       sh.noalias = false;  // no __restrict__: a later step reads what an earlier one wrote (no .nc loads)
     }
-    names.emplace_back();
-    for (const KernelShape& sh : p.shapes.back()) {
+    code.names.emplace_back();
+    for (const KernelShape& sh : code.shapes.back()) {
       std::string src = emit_kernel(k, "TC_KERNEL_NAME", sh);
       const std::string name = hash_name(src);
       src.replace(src.find("TC_KERNEL_NAME"), 14, name);
-      names.back().push_back(name);
+      code.names.back().push_back(name);
       listing += "// " + name + " = kernel " + k.name;
       if (!k.source_nodes.empty()) listing += ": graph nodes " + join(k.source_nodes);
       if (!k.source_lines.empty()) listing += " (lines " + join(k.source_lines) + ")";
@@ -268,16 +261,16 @@ Program compile_lowered(const lower::LoweredGraph& g, int device, capture::Compi
       sources.emplace(name, std::move(src));
     }
   }
-  std::string tiny_name;
-  if (p.tiny_graph) {
-    std::string src = tiny_graph_source(g, names, &p.tiny_params, &p.tiny_smem);
-    tiny_name = hash_name(src);
-    src.replace(src.find("TC_KERNEL_NAME"), 14, tiny_name);
-    listing += "// " + tiny_name + " = the whole graph in one block (TC_CUDA_TINY_GRAPH)\n";
-    sources.emplace(tiny_name, std::move(src));
+  if (tiny) {
+    std::string src = tiny_graph_source(g, code.names, &code.tiny_params, &code.tiny_smem);
+    code.tiny = hash_name(src);
+    src.replace(src.find("TC_KERNEL_NAME"), 14, code.tiny);
+    listing += "// " + code.tiny + " = the whole graph in one block (TC_CUDA_TINY_GRAPH)\n";
+    sources.emplace(code.tiny, std::move(src));
     r.kernels -= (int)g.steps.size() - 1;  // one launch per call
   }
-  r.distinct_kernels += (int)sources.size();
+  gen.distinct = (int)sources.size();
+  r.distinct_kernels += gen.distinct;
   std::string header = drv::prelude() + codegen_prelude();
   // Testing the fallback: a program NVRTC must reject.
   if (const char* f = std::getenv("TC_CUDA_FAIL_NVRTC"); f && *f && *f != '0')
@@ -286,88 +279,163 @@ Program compile_lowered(const lower::LoweredGraph& g, int device, capture::Compi
   // programs that NVRTC compiles in parallel (a tiny graph: one program).
   std::vector<std::string> order;
   for (const auto& [name, src] : sources)
-    if (name != tiny_name) order.push_back(name);
-  if (p.tiny_graph) order.push_back(tiny_name);
+    if (name != code.tiny) order.push_back(name);
+  if (tiny) order.push_back(code.tiny);
   const size_t threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
-  const size_t programs = p.tiny_graph ? 1 : std::min(threads, (order.size() + kKernelsPerProgram - 1) / kKernelsPerProgram);
-  std::vector<std::string> chunks(std::max<size_t>(programs, 1), header);
-  for (size_t i = 0; i < order.size(); i++) chunks[i * chunks.size() / order.size()] += "\n" + sources.at(order[i]);
-  p.source = header;
-  for (const std::string& name : order) p.source += "\n" + sources.at(name);
+  const size_t programs = tiny ? 1 : std::min(threads, (order.size() + kKernelsPerProgram - 1) / kKernelsPerProgram);
+  if (!order.empty()) gen.programs.assign(std::max<size_t>(programs, 1), header);
+  for (size_t i = 0; i < order.size(); i++)
+    gen.programs[i * gen.programs.size() / order.size()] += "\n" + sources.at(order[i]);
+  gen.source = header;
+  for (const std::string& name : order) gen.source += "\n" + sources.at(name);
+  code.key = hash_name(gen.source) + " sm_" + std::to_string(arch);
   r.codegen_ms += ms_since(t0);
   if (log_output_code())
-    std::fprintf(stderr, "// ---- tc cuda backend: generated CUDA C++ ----\n%s%s\n", listing.c_str(), p.source.c_str());
-  for (const auto& n : names) p.functions.emplace_back(n.size(), nullptr);
-  if (sources.empty()) return p;
-  const std::string program_key = hash_name(p.source);
-  std::lock_guard<std::mutex> lock(g_mu);
-  auto it = loaded().find(std::to_string(device) + program_key);
-  if (it == loaded().end() || it->second.source != p.source) {
-    drv::DeviceState& ds = drv::dev(device);
-    const int arch = ds.cc_major * 10 + ds.cc_minor;
-    std::vector<std::string> cubins(chunks.size());
-    std::vector<capture::CompileReport> reports(chunks.size());
-    std::vector<std::exception_ptr> errors(chunks.size());
-    auto compile = [&](size_t i) {
-      try {
-        cubins[i] = cubin_for(chunks[i], arch, reports[i], 1);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    };
-    auto t1 = std::chrono::steady_clock::now();
-    std::vector<std::thread> pool;
-    for (size_t i = 1; i < chunks.size(); i++) pool.emplace_back(compile, i);
-    compile(0);
-    for (std::thread& t : pool) t.join();
-    for (const std::exception_ptr& e : errors)
-      if (e) std::rethrow_exception(e);
-    r.compile_ms += ms_since(t1);  // wall time: the programs compile side by side
-    bool all_cached = true;
-    for (const capture::CompileReport& c : reports) all_cached &= c.cached_kernels > 0;
-    if (all_cached) r.cached_kernels += (int)sources.size();
-    Loaded l;
-    l.source = p.source;
-    for (const std::string& cubin : cubins) {
-      if (drv::compile_only()) break;
-      CUmodule mod;
-      drv::check(drv::drv().ModuleLoadData(&mod, cubin.data()), "loading a generated CUDA module");
-      for (const auto& [name, src] : sources) {
-        if (src.rfind("__device__", 0) == 0) continue;  // a tiny graph's step: no entry point
-        CUfunction f;
-        if (drv::drv().ModuleGetFunction(&f, mod, name.c_str()) == CUDA_SUCCESS) l.functions[name] = (void*)f;
-      }
+    std::fprintf(stderr, "// ---- tc cuda backend: generated CUDA C++ ----\n%s%s\n", listing.c_str(), gen.source.c_str());
+  return gen;
+}
+
+// NVRTC: gen.code.cubins from gen.programs, side by side on threads, each through the disk cache.
+void compile_programs(Generated& gen, capture::CompileReport& r) {
+  const size_t n = gen.programs.size();
+  std::vector<std::string> cubins(n);
+  std::vector<capture::CompileReport> reports(n);
+  std::vector<std::exception_ptr> errors(n);
+  auto compile = [&](size_t i) {
+    try {
+      cubins[i] = cubin_for(gen.programs[i], gen.code.arch, reports[i], 1);
+    } catch (...) {
+      errors[i] = std::current_exception();
     }
-    for (const auto& [name, src] : sources)
-      TC_CHECK(drv::compile_only() || src.rfind("__device__", 0) == 0 || l.functions.count(name), CompileError,
-               "cuda backend: the generated kernel %s is in no loaded module", name.c_str());
-    it = loaded().insert_or_assign(std::to_string(device) + program_key, std::move(l)).first;
-  } else {
-    r.cached_kernels += (int)sources.size();
-  }
-  if (p.tiny_graph) {
-    auto f = it->second.functions.find(tiny_name);
-    if (f != it->second.functions.end()) p.tiny = f->second;
-    if (p.tiny && p.tiny_smem > 48 * 1024)
-      drv::check(drv::drv().FuncSetAttribute((CUfunction)p.tiny, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                             (int)p.tiny_smem),
-                 "raising a tiny graph kernel's shared memory");
-  }
-  for (size_t i = 0; i < names.size(); i++)
-    for (size_t j = 0; j < names[i].size(); j++) {
-      auto f = it->second.functions.find(names[i][j]);
-      if (f != it->second.functions.end()) p.functions[i][j] = f->second;
+  };
+  auto t1 = std::chrono::steady_clock::now();
+  std::vector<std::thread> pool;
+  for (size_t i = 1; i < n; i++) pool.emplace_back(compile, i);
+  if (n) compile(0);
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  r.compile_ms += ms_since(t1);  // wall time: the programs compile side by side
+  bool all_cached = n > 0;
+  for (const capture::CompileReport& c : reports) all_cached &= c.cached_kernels > 0;
+  if (all_cached) r.cached_kernels += gen.distinct;
+  gen.code.cubins = std::move(cubins);
+}
+
+// Loaded modules of this process: device and CudaCode::key -> function per entry point name.
+struct Loaded {
+  std::string source;  // compile_lowered's: guards against a hash collision ("" from a package)
+  std::map<std::string, void*> functions;
+};
+std::mutex g_mu;
+std::unordered_map<std::string, Loaded>& loaded() {
+  static auto* m = new std::unordered_map<std::string, Loaded>;
+  return *m;
+}
+// (compile-only mode loads nothing: its entries hold no functions)
+std::string loaded_key(int device, const CudaCode& code) {
+  return (drv::compile_only() ? "compile-only " : "") + std::to_string(device) + " " + code.key;
+}
+// Whether `code` (with this source; null: any) is loaded on `device` (g_mu held).
+bool is_loaded(const std::string& key, const std::string* source) {
+  auto it = loaded().find(key);
+  return it != loaded().end() && (!source || it->second.source == *source);
+}
+
+Program load(lower::LoweredGraph g, int device, const CudaCode& code, const std::string* source) {
+  TC_CHECK(code.shapes.size() == g.kernels.size() && code.names.size() == g.kernels.size(), ValueError,
+           "cuda backend: %zu kernels but launch plans for %zu", g.kernels.size(), code.shapes.size());
+  for (size_t i = 0; i < g.kernels.size(); i++)
+    TC_CHECK(!code.shapes[i].empty() && code.shapes[i].size() == code.names[i].size(), ValueError,
+             "cuda backend: kernel %zu has %zu strategies and %zu function names", i, code.shapes[i].size(),
+             code.names[i].size());
+  for (int b : code.tiny_params)
+    TC_CHECK(b >= 0 && b < (int)g.buffers.size(), ValueError, "cuda backend: the tiny graph kernel reads buffer %d of %zu",
+             b, g.buffers.size());
+  Program p;
+  p.device = device;
+  p.shapes = code.shapes;
+  p.tiny_graph = !code.tiny.empty();
+  p.tiny_params = code.tiny_params;
+  p.tiny_smem = code.tiny_smem;
+  for (const auto& n : code.names) p.functions.emplace_back(n.size(), nullptr);
+  p.graph = std::move(g);
+  // The entry points: the tiny graph's kernel, or every step's kernel.
+  std::vector<std::string> entries;
+  if (p.tiny_graph) entries.push_back(code.tiny);
+  for (size_t i = 0; !p.tiny_graph && i < code.names.size(); i++)
+    entries.insert(entries.end(), code.names[i].begin(), code.names[i].end());
+  if (!entries.empty()) {
+    const std::string key = loaded_key(device, code);
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (!is_loaded(key, source)) {
+      Loaded l;
+      l.source = source ? *source : "";
+      for (size_t m = 0; m < code.cubins.size() && !drv::compile_only(); m++) {
+        CUmodule mod;
+        drv::check(drv::drv().ModuleLoadData(&mod, code.cubins[m].data()), "loading a generated CUDA module");
+        for (const std::string& name : entries) {
+          CUfunction f;
+          if (!l.functions.count(name) && drv::drv().ModuleGetFunction(&f, mod, name.c_str()) == CUDA_SUCCESS)
+            l.functions[name] = (void*)f;
+        }
+      }
+      for (const std::string& name : entries)
+        TC_CHECK(drv::compile_only() || l.functions.count(name), CompileError,
+                 "cuda backend: the generated kernel %s is in no loaded module", name.c_str());
+      loaded().insert_or_assign(key, std::move(l));
     }
+    const std::map<std::string, void*>& fns = loaded().at(key).functions;
+    if (p.tiny_graph && !drv::compile_only()) {
+      p.tiny = fns.at(code.tiny);
+      if (p.tiny_smem > 48 * 1024)
+        drv::check(drv::drv().FuncSetAttribute((CUfunction)p.tiny, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                               (int)p.tiny_smem),
+                   "raising a tiny graph kernel's shared memory");
+    }
+    for (size_t i = 0; !p.tiny_graph && !drv::compile_only() && i < code.names.size(); i++)
+      for (size_t j = 0; j < code.names[i].size(); j++) p.functions[i][j] = fns.at(code.names[i][j]);
+  }
   p.prepare_static_launches();
   if (profiling()) {
     int externs = 0;
-    for (const lower::Step& s : g.steps) externs += s.kind == lower::Step::Kind::Extern;
-    p.profile = profile_table("graph of " + std::to_string(g.steps.size()) + " steps (" + std::to_string(externs) +
-                              " library calls), program " + program_key);
+    for (const lower::Step& s : p.graph.steps) externs += s.kind == lower::Step::Kind::Extern;
+    p.profile = profile_table("graph of " + std::to_string(p.graph.steps.size()) + " steps (" +
+                              std::to_string(externs) + " library calls), program " + code.key);
   }
   return p;
 }
 
+}  // namespace
+
+Program compile_lowered(const lower::LoweredGraph& g, int device, capture::CompileReport* report) {
+  capture::CompileReport local;
+  capture::CompileReport& r = report ? *report : local;
+  drv::DeviceState& ds = drv::dev(device);
+  Generated gen = generate(g, ds.cc_major * 10 + ds.cc_minor, r);
+  bool have;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    have = is_loaded(loaded_key(device, gen.code), &gen.source);
+  }
+  if (have)
+    r.cached_kernels += gen.distinct;
+  else
+    compile_programs(gen, r);
+  return load(g, device, gen.code, &gen.source);
+}
+
+CudaCode generate_code(const lower::LoweredGraph& g, int arch, capture::CompileReport* report) {
+  capture::CompileReport local;
+  capture::CompileReport& r = report ? *report : local;
+  Generated gen = generate(g, arch, r);
+  compile_programs(gen, r);
+  return std::move(gen.code);
+}
+
+Program load_code(lower::LoweredGraph g, int device, const CudaCode& code) {
+  return load(std::move(g), device, code, nullptr);
+}
 namespace {
 std::string shape_str(const Tensor& t) {
   std::string s = "[";

@@ -1,8 +1,12 @@
-// A lowered graph as CUDA: all its kernels in one NVRTC program (cubins cached on disk under
+// A lowered graph as CUDA: all its kernels in NVRTC programs (cubins cached on disk under
 // $TC_CACHE_DIR/cuda, modules loaded once per process), and the launch list that runs it.
 //
 //   Program p = compile_lowered(lowered, device, &report);   // codegen + NVRTC (or caches)
 //   std::vector<Tensor> outs = p.run(inputs);                 // launches on the current stream
+//
+// compile_lowered is generate_code (codegen + NVRTC, no GPU needed) then load_code (modules and
+// the launch list); an AOT package stores the CudaCode between the two (cuda_package.h), so a
+// loaded package runs exactly the kernels and launches tc.compile runs.
 //
 // Per call: graph sizes from the inputs' dims, one arena from the CUDA caching allocator for the
 // planned buffers (kept across calls for static shapes while nothing views it and the stream is
@@ -21,21 +25,34 @@
 
 namespace tc::backends::cuda {
 
+// What code generation makes of a lowered graph for one architecture, before anything is loaded.
+struct CudaCode {
+  int arch = 0;  // sm_<arch>: 90 for sm_90
+  // Per graph.kernels entry, per strategy compiled for it (plan_kernel): its shape and function
+  // name (in a tiny graph, a __device__ function the tiny kernel calls: no entry point).
+  std::vector<std::vector<KernelShape>> shapes;
+  std::vector<std::vector<std::string>> names;
+  // A tiny graph (tiny_eligible: static, no externs, every step small) runs as ONE kernel of one
+  // block that calls each step's function in turn, __syncthreads() between them; its parameters
+  // are the arena, then the graph buffers `tiny_params`. "": launched step by step.
+  std::string tiny;
+  std::vector<int> tiny_params;
+  int64_t tiny_smem = 0;  // its dynamic shared memory (arena and weights), bytes
+  std::string key;        // names the programs' source and arch: modules load once per device and key
+  std::vector<std::string> cubins;  // one per NVRTC program (compiled side by side)
+};
+
 struct Program {
   lower::LoweredGraph graph;
   int device = 0;
-  // Per graph.kernels entry, per strategy compiled for it (plan_kernel): the shape and the
-  // CUfunction (null in compile-only mode).
+  // Per graph.kernels entry, per strategy: the shape and the CUfunction (null in compile-only
+  // mode and for a tiny graph's steps).
   std::vector<std::vector<KernelShape>> shapes;
   std::vector<std::vector<void*>> functions;
-  std::string source;                 // the NVRTC program
-  // A tiny graph (TC_CUDA_TINY_GRAPH=1: static, no externs, every step small) runs as one kernel
-  // of one block that calls each step's __device__ function in turn, __syncthreads() between
-  // them; its parameters are the arena, then the graph buffers `tiny_params`.
-  bool tiny_graph = false;
-  void* tiny = nullptr;  // its CUfunction (null in compile-only mode)
+  bool tiny_graph = false;  // CudaCode::tiny
+  void* tiny = nullptr;     // its CUfunction (null in compile-only mode)
   std::vector<int> tiny_params;
-  int64_t tiny_smem = 0;  // its dynamic shared memory (arena and weights), bytes
+  int64_t tiny_smem = 0;
 
   std::vector<Tensor> run(capture::GraphInputs inputs) const;
 
@@ -71,5 +88,14 @@ struct LaunchFailed : std::runtime_error {
 // Throws tc::Error (CompileError) when code generation or NVRTC fails. `report` gets kernel
 // counts and codegen / NVRTC times added.
 Program compile_lowered(const lower::LoweredGraph& g, int device, capture::CompileReport* report);
+
+// Code generation and NVRTC for sm_<arch> (through the disk cache); needs NVRTC, not a GPU.
+// Throws CompileError (codegen, NVRTC) or DeviceError (no NVRTC).
+CudaCode generate_code(const lower::LoweredGraph& g, int arch, capture::CompileReport* report);
+
+// The Program running `code` on `device`: its modules loaded (once per process, device and
+// code.key), its functions found, launch geometry evaluated. Nothing is generated or compiled.
+// Throws tc::Error when a cubin does not load or lacks a function it names.
+Program load_code(lower::LoweredGraph g, int device, const CudaCode& code);
 
 }  // namespace tc::backends::cuda

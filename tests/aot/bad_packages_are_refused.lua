@@ -25,8 +25,10 @@ refused("hello", "is not a tc package")
 refused(good:sub(1, 20), "is truncated (20 bytes")
 refused(good:sub(1, #good - 1), "is truncated or damaged")
 refused(good .. "x", "is truncated or damaged")
--- format version 2 at offset 8
-refused(good:sub(1, 8) .. string.pack("<I4", 2) .. good:sub(13), "has package format version 2; this tc")
+-- another format version at offset 8: an older package (version 1: CUDA plans without the tiny
+-- graph's kernel) or a newer one
+refused(good:sub(1, 8) .. string.pack("<I4", 1) .. good:sub(13), "has package format version 1; this tc")
+refused(good:sub(1, 8) .. string.pack("<I4", 3) .. good:sub(13), "has package format version 3; this tc")
 -- one byte flipped in each section (the manifest first, the object code last) and in the table
 local n = string.unpack("<I4", good, 13)
 for i = 0, n - 1 do

@@ -1,5 +1,6 @@
 -- device = "cuda" packages: compiled anywhere NVRTC loads (no GPU needed: the cubins are sm_90
--- without a GPU, the GPU's own arch with one), from an export made on the CPU. Without a GPU the
+-- without a GPU, the GPU's own arch with one), from an export made on the CPU, with the code the
+-- CUDA backend generates (the whole seed model is one tiny-graph kernel). Without a GPU the
 -- load is refused with a DeviceError naming the package; with one (the lead's GPU runs), the
 -- whole model, the regional recipe (one layer package loaded 64 times) and a dynamic batch dim
 -- equal eager on the GPU. Skipped where this tc has no NVRTC.
@@ -11,20 +12,14 @@ local model = S.Model()
 model:eval()
 local x = tc.randn(10, 10)
 
-local path = h.tmp("cuda")
-local ok, err = pcall(tc.aot.compile, tc.export(model, {x}), {path = path, device = "cuda"})
-if not ok then
-  local msg = tostring(type(err) == "table" and err.message or err)
-  if msg:find("NVRTC", 1, true) or msg:find("without the CUDA toolkit", 1, true) then return end  -- no NVRTC here
-  error(err)
-end
-local f = assert(io.open(path, "rb"))
-local bytes = f:read("a")
-f:close()
+local path, bytes, report = h.compile_for_cuda(tc.export(model, {x}), "cuda")
+if not path then return end  -- no NVRTC here
+-- the CUDA backend's code: the 64 layers' 10x10 steps as ONE kernel (the tiny graph), one launch
+-- per call as under tc.compile
+h.eq(report.kernels, 1, "launches per call of the whole model")
 assert(bytes:find("cuda.cubin.0", 1, true), "the package has a cubin section")
 assert(bytes:find("\127ELF", 1, true), "the cubin is an ELF image")
-local lpath = h.tmp("cuda-layer")
-tc.aot.compile(tc.export(model.layers[1], {tc.randn(4, 10)}, {dynamic = {x = {1}}}), {path = lpath, device = "cuda"})
+local lpath = h.compile_for_cuda(tc.export(model.layers[1], {tc.randn(4, 10)}, {dynamic = {x = {1}}}), "cuda-layer")
 
 if not tc.cuda.is_available() then
   local msg = h.expect_kind("DeviceError", "is a CUDA package (sm_", tc.aot.load, path)

@@ -17,6 +17,23 @@ function a.round_trip(f, args, export_opts, compile_opts)
   return tc.aot.load(opts.path), opts.path, ep
 end
 
+-- Compiles exported program `ep` for device "cuda" (opts merged in) and returns the package's path,
+-- its bytes and the report; nil where this tc has no NVRTC (the caller skips).
+function a.compile_for_cuda(ep, name, opts)
+  local o = {path = a.tmp(name), device = "cuda"}
+  for k, v in pairs(opts or {}) do o[k] = v end
+  local ok, err, report = pcall(tc.aot.compile, ep, o)
+  if not ok then
+    local msg = tostring(type(err) == "table" and err.message or err)
+    if msg:find("NVRTC", 1, true) or msg:find("without the CUDA toolkit", 1, true) then return nil end
+    error(err, 2)
+  end
+  local f = assert(io.open(o.path, "rb"))
+  local bytes = f:read("a")
+  f:close()
+  return o.path, bytes, report
+end
+
 -- Runs fn and returns the error's message (fails when fn succeeds).
 function a.error_of(fn, ...)
   local ok, e = pcall(fn, ...)

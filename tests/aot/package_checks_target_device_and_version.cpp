@@ -84,12 +84,13 @@ TEST(AotPackage, PlanRoundTripsTheLoweredGraph) {
   std::vector<nlohmann::json> code;
   for (size_t i = 0; i < lg.kernels.size(); i++) code.push_back({{"symbol", "k" + std::to_string(i)}});
   std::vector<GraphInput> inputs = {{false, 0}, {true, 0}};
-  nlohmann::json j = plan_to_json(lg, inputs, code);
+  nlohmann::json j = plan_to_json(lg, inputs, code, nullptr, nullptr);
   lower::LoweredGraph back;
   std::vector<GraphInput> back_inputs;
   std::vector<nlohmann::json> back_code;
-  plan_from_json(nlohmann::json::parse(j.dump()), &back, &back_inputs, &back_code);
-  EXPECT_EQ(plan_to_json(back, back_inputs, back_code).dump(), j.dump());
+  nlohmann::json back_graph_code;
+  plan_from_json(nlohmann::json::parse(j.dump()), &back, &back_inputs, &back_code, &back_graph_code, nullptr);
+  EXPECT_EQ(plan_to_json(back, back_inputs, back_code, back_graph_code, nullptr).dump(), j.dump());
   ASSERT_EQ(back.kernels.size(), lg.kernels.size());
   for (size_t i = 0; i < lg.kernels.size(); i++) EXPECT_TRUE(back.kernels[i].same_structure(lg.kernels[i])) << i;
   EXPECT_EQ(lower::print(back), lower::print(lg));

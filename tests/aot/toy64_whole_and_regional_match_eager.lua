@@ -18,7 +18,7 @@ assert(ep:code():find("linear(x, linear_weight, linear_bias)", 1, true) and ep:c
 pkg:load_constants(model:state_dict(), {strict = true})
 h.close_to_eager(pkg(x), eager, "whole model")
 local m = pkg:manifest()
-h.eq(m.format_version, 1, "format version")
+h.eq(m.format_version, 2, "format version")
 h.eq(m.device, "cpu", "device")
 h.eq(#m.constants, 258, "manifest constants")
 h.eq(m.inputs[1].name, "x", "input named after forward's parameter")

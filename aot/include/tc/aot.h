@@ -24,7 +24,7 @@
 namespace tc::aot {
 
 // The package format this tc writes and reads (docs/aot.md).
-constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kFormatVersion = 2;
 
 // One tensor of the package's signature: a user input, an output, or a constant (a parameter or
 // buffer lifted out of the module, named as in its state dict: "layers.1.linear1.weight").

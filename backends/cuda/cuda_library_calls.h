@@ -1,0 +1,24 @@
+// The library calls the CUDA backend puts into graphs as External nodes before lowering
+// (cuda_fuse.h): linear with a cuBLASLt epilogue. Each has a name that says all it does, so an
+// AOT package stores the call by name and its loader gets the same call back (library_call).
+//
+//   auto fn = linear_act_call(tc::cuda::Act::Relu, /*bias=*/true, /*residual=*/false);
+//   library_call(fn->name) -> a call doing the same; library_call("G.scale") -> null
+#pragma once
+#include <memory>
+#include <string>
+
+#include "tc/capture/graph.h"
+#include "tc/cuda_blaslt.h"
+
+namespace tc::backends::cuda {
+
+// linear(x, w[, b]) [-> act] [-> + residual] as one tc::cuda::linear_act call; its arguments are
+// x, w, then b (with bias), then the residual (with residual). When cuBLASLt declines at run time
+// it runs the unfused eager ops.
+std::shared_ptr<const capture::ExternalFn> linear_act_call(tc::cuda::Act act, bool bias, bool residual);
+
+// The library call named `name` (an ExternalFn::name made above), or null.
+std::shared_ptr<const capture::ExternalFn> library_call(const std::string& name);
+
+}  // namespace tc::backends::cuda
