@@ -20,6 +20,18 @@ std::string cache_path(const std::string& key, const char* kind = "cpu");
 enum class CacheRead { Hit, Miss, Rejected };  // Rejected: an invalid entry was removed
 CacheRead cache_read(const std::string& key, std::string* object, const char* kind = "cpu");
 void cache_write(const std::string& key, const std::string& object, const char* kind = "cpu");
+// The entry for `key` when the cache holds a valid one, else build()'s result, then written to
+// the cache (an empty result is not). `read` (optional) gets what the cache said.
+template <typename Build>
+std::string cached(const std::string& key, const char* kind, Build&& build, CacheRead* read = nullptr) {
+  std::string object;
+  const CacheRead r = cache_read(key, &object, kind);
+  if (read) *read = r;
+  if (r == CacheRead::Hit) return object;
+  object = build();
+  if (!object.empty()) cache_write(key, object, kind);
+  return object;
+}
 // The checksum stored in an entry's header, over its key and object bytes concatenated.
 uint64_t cache_checksum(const std::string& key_and_object);
 

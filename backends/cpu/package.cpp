@@ -30,20 +30,19 @@ ObjectCode compile_object(const lower::LoweredGraph& g, capture::CompileReport* 
   std::string module_key = "package\n" + jit.target_id();
   for (const auto& [sym, kk] : distinct) module_key += "\n" + sym + ":" + kk.second;
   std::lock_guard<std::mutex> lock(jit.mutex());
-  if (cache_read(module_key, &oc.object) == CacheRead::Hit) {
-    r.cached_kernels += (int)distinct.size();
-    r.compile_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    return oc;
-  }
-  auto ctx = std::make_unique<llvm::LLVMContext>();
-  std::unique_ptr<llvm::Module> m = new_module(*ctx, "tc_package");
-  jit.prepare(*m);
-  for (const auto& [sym, kk] : distinct) emit_kernel(*m, *kk.first, sym, kk.second[0] == 'N');
-  auto t1 = std::chrono::steady_clock::now();
-  r.codegen_ms += std::chrono::duration<double, std::milli>(t1 - t0).count();
-  oc.object = jit.compile_object(std::move(m));
-  r.compile_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
-  cache_write(module_key, oc.object);
+  CacheRead read;
+  oc.object = cached(module_key, "cpu", [&] {
+    auto ctx = std::make_unique<llvm::LLVMContext>();
+    std::unique_ptr<llvm::Module> m = new_module(*ctx, "tc_package");
+    jit.prepare(*m);
+    for (const auto& [sym, kk] : distinct) emit_kernel(*m, *kk.first, sym, kk.second[0] == 'N');
+    auto t1 = std::chrono::steady_clock::now();
+    r.codegen_ms += std::chrono::duration<double, std::milli>(t1 - t0).count();
+    t0 = t1;  // (the rest is LLVM's)
+    return jit.compile_object(std::move(m));
+  }, &read);
+  if (read == CacheRead::Hit) r.cached_kernels += (int)distinct.size();
+  r.compile_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return oc;
 }
 

@@ -3,13 +3,11 @@
 
 #include <algorithm>
 
+#include "lower/launch_list.h"
 #include "tc/error.h"
 #include "tc/parallel.h"
 
 namespace tc::backends::cpu {
-
-using lower::Buffer;
-using lower::BufferView;
 
 namespace {
 
@@ -72,30 +70,6 @@ void Program::prepare_static_launches() {
   }
 }
 
-namespace {
-
-// Where a graph buffer lives during one call: a storage (held by the input, the arena or `own`:
-// not copied per buffer, whose reference counts are atomic) and the element offset of its start.
-struct Place {
-  const std::shared_ptr<Storage>* storage = nullptr;
-  std::shared_ptr<Storage> own;  // an unplanned buffer's
-  int64_t offset = 0;  // elements
-  char* ptr = nullptr;
-};
-
-Tensor view_of(const Place& p, DType dtype, const BufferView& v, const std::vector<int64_t>& syms) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = *p.storage;
-  impl->offset = p.offset + v.offset.eval(syms);
-  for (const lower::SymInt& s : v.sizes) impl->sizes.push_back(s.eval(syms));
-  for (const lower::SymInt& s : v.strides) impl->strides.push_back(s.eval(syms));
-  impl->dtype = dtype;
-  impl->device = (*p.storage)->device();
-  return Tensor(std::move(impl));
-}
-
-}  // namespace
-
 std::shared_ptr<Storage> Program::arena(int64_t bytes) const {
   bytes = std::max<int64_t>(bytes, 1);  // empty temporaries still need a storage to view
   if (graph.arena_bytes_static < 0) return Storage::allocate((size_t)bytes, Device{});
@@ -108,38 +82,9 @@ std::shared_ptr<Storage> Program::arena(int64_t bytes) const {
 
 std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
   const lower::LoweredGraph& g = graph;
-  std::vector<int64_t> syms;
-  for (const lower::Symbol& s : g.symbols) syms.push_back(inputs[s.input]->size(s.dim));
-  // The arena: planned buffers at their offsets; unplanned ones get their own storage.
-  int64_t arena_bytes = g.arena_bytes_static;
-  if (arena_bytes < 0) {
-    arena_bytes = 0;
-    for (const Buffer& b : g.buffers)
-      if (b.kind != Buffer::Kind::Input && b.offset >= 0)
-        arena_bytes = std::max<int64_t>(arena_bytes, b.offset + b.numel.eval(syms) * (int64_t)itemsize(b.dtype));
-  }
-  std::shared_ptr<Storage> arena = this->arena(arena_bytes);
-  std::vector<Place> places(g.buffers.size());
-  for (size_t i = 0; i < g.buffers.size(); i++) {
-    const Buffer& b = g.buffers[i];
-    Place& p = places[i];
-    const int64_t item = (int64_t)itemsize(b.dtype);
-    if (b.kind == Buffer::Kind::Input) {
-      const Tensor& t = *inputs[b.io];
-      p.storage = &t.storage();
-      p.offset = t.offset();
-      p.ptr = static_cast<char*>(t.data_ptr());
-    } else if (b.offset >= 0) {
-      TC_ASSERT(b.offset % item == 0, "memory plan: a buffer's arena offset is not aligned to its dtype");
-      p.storage = &arena;
-      p.offset = b.offset / item;
-      p.ptr = static_cast<char*>(arena->data()) + b.offset;
-    } else {
-      p.own = Storage::allocate((size_t)std::max<int64_t>(1, b.numel.eval(syms)) * item, Device{});
-      p.storage = &p.own;
-      p.ptr = static_cast<char*>(p.own->data());
-    }
-  }
+  const std::vector<int64_t> syms = lower::symbol_values(g, inputs);
+  std::shared_ptr<Storage> arena = this->arena(lower::arena_bytes(g, syms));
+  std::vector<lower::Place> places = lower::place_buffers(g, inputs, arena, syms, Device{});
   std::vector<void*> ptrs;
   std::vector<int64_t> sizes;
   for (size_t step = 0; step < g.steps.size(); step++) {
@@ -157,40 +102,9 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
       launch(kernels[s.launch.kernel], ptrs.data(), sizes.data());
       continue;
     }
-    const lower::Extern& e = s.ext;
-    std::vector<Tensor> ins;
-    for (const BufferView& v : e.inputs) ins.push_back(view_of(places[v.buffer], g.buffers[v.buffer].dtype, v, syms));
-    Stack args = lower::extern_args(e, ins);
-    std::vector<Tensor> out;
-    try {
-      if (e.external) {
-        out = e.external->call(args);
-      } else {
-        for (const Value& v : call(e.op, args)) out.push_back(v.tensor());
-      }
-    } catch (const capture::NodeError&) {
-      throw;
-    } catch (const Error& err) {
-      if (e.node < 0) throw;
-      throw capture::NodeError(err, e.node);  // capture names the node's user line
-    }
-    const char* what = e.external ? e.external->name.c_str() : op_name(e.op);
-    TC_CHECK(out.size() == 1 + e.more_outputs.size(), CompileError, "cpu backend: %s gave %zu results", what,
-             out.size());
-    for (size_t i = 0; i < out.size(); i++) {
-      const BufferView& v = i == 0 ? e.output : e.more_outputs[i - 1];
-      Tensor dst = view_of(places[v.buffer], g.buffers[v.buffer].dtype, v, syms);
-      // An in-place op returns the view it wrote, which is already the output.
-      if (out[i].storage() == dst.storage() && out[i].offset() == dst.offset() && out[i].sizes() == dst.sizes() &&
-          out[i].strides() == dst.strides())
-        continue;
-      dst.copy_from(out[i]);
-    }
+    lower::run_extern(g, s.ext, places, syms, "cpu backend", false);
   }
-  std::vector<Tensor> outs;
-  outs.reserve(g.outputs.size());
-  for (const BufferView& v : g.outputs) outs.push_back(view_of(places[v.buffer], g.buffers[v.buffer].dtype, v, syms));
-  return outs;
+  return lower::graph_outputs(g, places, syms);
 }
 
 }  // namespace tc::backends::cpu

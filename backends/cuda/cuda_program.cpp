@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "cpu/disk_cache.h"
+#include "lower/launch_list.h"
 #include "cuda/runtime.h"
 #include "tc/cuda.h"
 #include "tc/error.h"
@@ -58,42 +59,10 @@ std::string join(const std::vector<int>& v) {
 std::string cubin_for(const std::string& source, int arch, capture::CompileReport& r, int distinct) {
   const std::string key = "tc " TC_VERSION " cuda codegen " + std::to_string(kCodegenVersion) + " nvrtc " +
                           drv::nvrtc_version() + " sm_" + std::to_string(arch) + "\n" + source;
-  std::string cubin;
-  if (cpu::cache_read(key, &cubin, "cuda") == cpu::CacheRead::Hit) {
-    r.cached_kernels += distinct;
-    return cubin;
-  }
-  cubin = drv::compile_cubin(source, arch);
-  cpu::cache_write(key, cubin, "cuda");
+  cpu::CacheRead read;
+  std::string cubin = cpu::cached(key, "cuda", [&] { return drv::compile_cubin(source, arch); }, &read);
+  if (read == cpu::CacheRead::Hit) r.cached_kernels += distinct;
   return cubin;
-}
-
-Tensor view_of(const std::shared_ptr<Storage>& storage, int64_t offset, DType dtype, const BufferView& v,
-               const std::vector<int64_t>& syms) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = storage;
-  impl->offset = offset + v.offset.eval(syms);
-  for (const lower::SymInt& s : v.sizes) impl->sizes.push_back(s.eval(syms));
-  for (const lower::SymInt& s : v.strides) impl->strides.push_back(s.eval(syms));
-  impl->dtype = dtype;
-  impl->device = storage->device();
-  return Tensor(std::move(impl));
-}
-
-// Whether an extern's result `t` can stand for the whole buffer that view `v` writes: a Temp or
-// Output buffer written entirely, contiguously, in its dtype.
-bool rebindable(const lower::LoweredGraph& g, const BufferView& v, const Tensor& t, const std::vector<int64_t>& syms) {
-  const Buffer& b = g.buffers[v.buffer];
-  if (b.kind == Buffer::Kind::Input || t.dtype() != b.dtype || !t.is_contiguous() || v.offset.eval(syms) != 0)
-    return false;
-  if (t.numel() != b.numel.eval(syms) || (int64_t)v.sizes.size() != t.dim()) return false;
-  int64_t stride = 1;
-  for (size_t d = v.sizes.size(); d-- > 0;) {
-    const int64_t n = v.sizes[d].eval(syms);
-    if (n != t.size((int64_t)d) || (n > 1 && v.strides[d].eval(syms) != stride)) return false;
-    stride *= n;
-  }
-  return t.storage() != nullptr;
 }
 
 constexpr int kTinyBlock = 256;
@@ -488,42 +457,9 @@ std::shared_ptr<Storage> Program::arena(int64_t bytes) const {
 
 std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
   const lower::LoweredGraph& g = graph;
-  std::vector<int64_t> syms;
-  for (const lower::Symbol& s : g.symbols) syms.push_back(inputs[s.input]->size(s.dim));
-  int64_t arena_bytes = g.arena_bytes_static;
-  if (arena_bytes < 0) {
-    arena_bytes = 0;
-    for (const Buffer& b : g.buffers)
-      if (b.kind != Buffer::Kind::Input && b.offset >= 0)
-        arena_bytes = std::max<int64_t>(arena_bytes, b.offset + b.numel.eval(syms) * (int64_t)itemsize(b.dtype));
-  }
-  std::shared_ptr<Storage> arena = this->arena(arena_bytes);
-  struct Place {
-    std::shared_ptr<Storage> storage;
-    int64_t offset = 0;  // elements
-    void* ptr = nullptr;
-  };
-  std::vector<Place> places(g.buffers.size());
-  const Device dev{DeviceType::CUDA, device};
-  for (size_t i = 0; i < g.buffers.size(); i++) {
-    const Buffer& b = g.buffers[i];
-    Place& p = places[i];
-    const int64_t item = (int64_t)itemsize(b.dtype);
-    if (b.kind == Buffer::Kind::Input) {
-      const Tensor& t = *inputs[b.io];
-      p.storage = t.storage();
-      p.offset = t.offset();
-      p.ptr = t.data_ptr();
-    } else if (b.offset >= 0) {
-      TC_ASSERT(b.offset % item == 0, "memory plan: a buffer's arena offset is not aligned to its dtype");
-      p.storage = arena;
-      p.offset = b.offset / item;
-      p.ptr = static_cast<char*>(arena->data()) + b.offset;
-    } else {
-      p.storage = Storage::allocate((size_t)std::max<int64_t>(1, b.numel.eval(syms)) * item, dev);
-      p.ptr = p.storage->data();
-    }
-  }
+  const std::vector<int64_t> syms = lower::symbol_values(g, inputs);
+  std::shared_ptr<Storage> arena = this->arena(lower::arena_bytes(g, syms));
+  std::vector<lower::Place> places = lower::place_buffers(g, inputs, arena, syms, Device{DeviceType::CUDA, device});
   std::vector<void*> ptrs;
   std::vector<int64_t> sizes;
   std::vector<void*> args;
@@ -585,55 +521,18 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
       continue;
     }
     const lower::Extern& e = s.ext;
-    std::vector<Tensor> ins;
-    for (const BufferView& v : e.inputs)
-      ins.push_back(view_of(places[v.buffer].storage, places[v.buffer].offset, g.buffers[v.buffer].dtype, v, syms));
-    Stack a = lower::extern_args(e, ins);
     if (profile) {
       std::string label = e.external ? e.external->name : op_name(e.op);
-      for (const Tensor& t : ins) label += " " + shape_str(t) + (t.is_contiguous() ? "" : "nc");
+      for (const BufferView& v : e.inputs) {
+        const Tensor t = lower::view_of(places[v.buffer], g.buffers[v.buffer].dtype, v, syms);
+        label += " " + shape_str(t) + (t.is_contiguous() ? "" : "nc");
+      }
       prof.mark(step, label);
     }
-    std::vector<Tensor> out;
-    try {
-      if (e.external) {
-        out = e.external->call(a);
-      } else {
-        for (const Value& v : call(e.op, a)) out.push_back(v.tensor());
-      }
-    } catch (const capture::NodeError&) {
-      throw;
-    } catch (const Error& err) {
-      if (e.node < 0) throw;
-      throw capture::NodeError(err, e.node);  // capture names the node's user line
-    }
-    const char* what = e.external ? e.external->name.c_str() : op_name(e.op);
-    TC_CHECK(out.size() == 1 + e.more_outputs.size(), CompileError, "cuda backend: %s gave %zu results", what,
-             out.size());
-    for (size_t i = 0; i < out.size(); i++) {
-      const BufferView& v = i == 0 ? e.output : e.more_outputs[i - 1];
-      Place& place = places[v.buffer];
-      if (rebindable(g, v, out[i], syms) &&
-          std::none_of(places.begin(), places.end(), [&](const Place& q) { return q.storage == out[i].storage(); })) {
-        // A fresh result covering the whole buffer: later steps read it where it is (no copy).
-        place.storage = out[i].storage();
-        place.offset = out[i].offset();
-        place.ptr = out[i].data_ptr();
-        continue;
-      }
-      Tensor dst = view_of(place.storage, place.offset, g.buffers[v.buffer].dtype, v, syms);
-      if (out[i].storage() == dst.storage() && out[i].offset() == dst.offset() && out[i].sizes() == dst.sizes() &&
-          out[i].strides() == dst.strides())
-        continue;  // an in-place op returns the view it wrote
-      dst.copy_from(out[i]);
-    }
+    lower::run_extern(g, e, places, syms, "cuda backend", true);
   }
   prof.finish();
-  std::vector<Tensor> outs;
-  outs.reserve(g.outputs.size());
-  for (const BufferView& v : g.outputs)
-    outs.push_back(view_of(places[v.buffer].storage, places[v.buffer].offset, g.buffers[v.buffer].dtype, v, syms));
-  return outs;
+  return lower::graph_outputs(g, places, syms);
 }
 
 }  // namespace tc::backends::cuda
