@@ -52,7 +52,7 @@ struct ClosurePlan {
 };
 
 struct Effect {
-  enum class Kind : uint8_t { RawSet, SetUpval };
+  enum class Kind : uint8_t { RawSet, SetUpval, SetGrad };  // SetGrad: target.grad = value
   Kind kind;
   VPlan target;   // the table, or the function whose upvalue is set
   VPlan key;      // RawSet

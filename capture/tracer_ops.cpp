@@ -436,9 +436,40 @@ Var Tracer::tensor_property(const Var& t, const std::string& key, bool* found) {
     return call_op(int(Op::permute), {t, dims})[0];
   }
   if (key == "data") return call_op(int(Op::detach), {t})[0];
-  if (key == "grad") throw BreakSignal{BreakCode::UnsupportedBytecode, "x.grad"};
+  if (key == "grad") return tensor_grad(t);
   *found = false;
   return Var::nil();
+}
+
+const TensorImpl* Tracer::real_tensor(const Var& x) {
+  if (x.k != Var::K::Tensor || x.input < 0 || x.src < 0) return nullptr;
+  push_source(x.src);
+  const Tensor* t = lua::to_tensor(L, -1);
+  const TensorImpl* impl = t ? t->impl() : nullptr;
+  lua_pop(L, 1);  // the tensor stays alive in its table, which the trace keeps
+  return impl;
+}
+
+Var Tracer::tensor_grad(const Var& x) {
+  const TensorImpl* real = real_tensor(x);
+  if (!real) throw BreakSignal{BreakCode::UnsupportedBytecode, "x.grad of a tensor made in the compiled code"};
+  if (auto it = grad_overlay_.find(real); it != grad_overlay_.end()) return it->second;
+  return read_source(e_.guards.source(SrcKind::Grad, x.src, 0));
+}
+
+void Tracer::set_tensor_grad(const Var& x, const Var& v) {
+  const TensorImpl* real = real_tensor(x);
+  if (!real) throw BreakSignal{BreakCode::TensorAssignment, "x.grad = ... on a tensor made in the compiled code"};
+  if (v.k != Var::K::Nil) {
+    // eager checks shape and dtype (lua_tensor.cpp); a value that fails them runs there
+    if (v.k != Var::K::Tensor) throw BreakSignal{BreakCode::TensorAssignment, "x.grad = a value that is not a tensor"};
+    const Tensor& g = e_.graph.fake(v.ref);
+    const Tensor& t = e_.graph.fake(x.ref);
+    if (g.sizes() != t.sizes() || g.dtype() != t.dtype())
+      throw BreakSignal{BreakCode::TensorAssignment, "x.grad = a tensor of another shape or dtype"};
+  }
+  grad_overlay_[real] = v;
+  effects_.push_back({Effect::Kind::SetGrad, x, Var(), v, 0});
 }
 
 // ---- builtins ----------------------------------------------------------------------------------

@@ -318,11 +318,10 @@ function Optimizer:zero_grad(opts)
   for _, g in ipairs(self.param_groups) do zero_grad(g.params, opts) end
 end
 
--- Under tc.compile, step and zero_grad are graph breaks that run uncompiled (torch.compile breaks
--- there on purpose too): tracing them would break at every `p.grad` read and at tc.no_grad's
--- scope anyway, and their step counters would recompile every step.
+-- Under tc.compile, zero_grad traces into the graph (p.grad is a guarded input, p.grad = nil a
+-- recorded effect); step is a graph break that runs uncompiled: its tc.no_grad scope would break
+-- anyway, and its step counters (Lua numbers grouping the fused calls) would recompile every step.
 Optimizer.step = tc.compiler.disable(Optimizer.step)
-Optimizer.zero_grad = tc.compiler.disable(Optimizer.zero_grad)
 
 -- ---- state_dict ---------------------------------------------------------------------------------
 -- state keyed by parameter position (1, 2, ... across groups), tensors cloned.

@@ -44,6 +44,17 @@ local models = {
   end,
 }
 
+-- the tutorial's train function
+local function train_function(model, crit, opt)
+  return function(xb, yb)
+    opt:zero_grad()
+    local loss = crit(model(xb), yb)
+    loss:backward()
+    opt:step()
+    return loss
+  end
+end
+
 local function run(name, backend, double, mode)
   tc.manual_seed(0)
   local model, x, y, crit, make_opt = models[name]()
@@ -52,14 +63,7 @@ local function run(name, backend, double, mode)
     if x:is_floating_point() then x = x:double() end
     if y:is_floating_point() then y = y:double() end
   end
-  local opt = make_opt(model)
-  local function train(xb, yb)
-    opt:zero_grad()
-    local loss = crit(model(xb), yb)
-    loss:backward()
-    opt:step()
-    return loss
-  end
+  local train = train_function(model, crit, make_opt(model))
   local step = backend and tc.compile(train, {backend = backend, mode = mode}) or train
   local losses = {}
   for i = 1, K do losses[i] = step(x, y) end
@@ -94,5 +98,22 @@ for _, name in ipairs {"toy", "mlp", "cnn", "gpt2"} do
     h.eq(s.training_eager, 0, what .. ": graphs trained op by op")
     assert(s.training_entries >= 1, what .. ": no training entry")
     h.eq(s.backward_compiles, s.training_entries, what .. ": one backward compile per training entry")
+  end
+end
+
+-- Where the train function breaks: at loss:backward() and at opt:step() (tc.compiler.disable'd);
+-- opt:zero_grad() traces into the forward's graph (p.grad is a guarded input, p.grad = nil an
+-- effect), with grads present (after a first step) as without.
+do
+  tc.manual_seed(0)
+  local model, x, y, crit, make_opt = models.toy()
+  local train = train_function(model, crit, make_opt(model))
+  for round = 1, 2 do  -- before any grad exists, then with every parameter's grad present
+    local report = tc.compiler.explain(train)(x, y)
+    h.eq(report.graph_break_count, 2, "train function breaks, round " .. round)
+    local lines = {}
+    for i, b in ipairs(report.break_reasons) do lines[i] = b.code .. " " .. b.source_line:match("^%s*(.-)%s*$") end
+    h.eq(table.concat(lines, "; "), "TC0201 loss:backward(); TC0202 opt:step()", "break reasons, round " .. round)
+    for _, p in ipairs(model:parameters()) do assert(p.grad ~= nil, "step gave grads") end
   end
 end
