@@ -289,6 +289,7 @@ std::vector<Var> Tracer::call_op(int op_id, const std::vector<Var>& in) {
   const int line = user_line(&file);
   std::vector<Ref> refs = e_.graph.add_op(op, std::move(nargs), std::move(fakes), line);
   e_.graph.nodes.back().file = file;
+  e_.graph.nodes.back().no_grad = !lua::grad_enabled();
   std::vector<Var> out;
   for (Ref r : refs) {
     Var v;
@@ -548,6 +549,14 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
   }
   if (name == "tc.is_tensor") {
     *out = {Var::boolean(arg(0).k == Var::K::Tensor)};
+    return true;
+  }
+  if (name == "tc.set_grad_enabled") {  // tc.no_grad/enable_grad: the trace runs in the new mode
+    if (arg(0).k != Var::K::Bool)
+      throw BreakSignal{BreakCode::UnsupportedBytecode, "tc.set_grad_enabled with a value that is not a boolean"};
+    lua::set_grad_enabled(arg(0).b);  // Tracer::run restores the caller's mode
+    effects_.push_back({Effect::Kind::SetGradMode, Var(), Var(), arg(0), 0});
+    *out = {};
     return true;
   }
   if (name == "tc.is_grad_enabled") {
