@@ -166,7 +166,7 @@ local function add_slots(self, g, b)
 end
 
 -- Step counts. While every parameter of a bucket has taken every step (b.together), their count
--- is the bucket's: b.step, a 0-dim tensor the fused step increments in place, so a compiled step
+-- is the bucket's: b.step, a 0-dim float64 tensor the fused step increments in place, so a compiled step
 -- reads no Lua number that changes on every call (it would recompile); state[p].step reads it.
 -- When a step leaves some parameters out, each gets its own count (a number in state[p]).
 local function new_state(b)
@@ -197,7 +197,10 @@ local function allocate(self, g, ps, prior)
   for _, key in ipairs(kinds) do
     local members, total = by_kind[key], 0
     for _, p in ipairs(members) do total = total + p:numel() end
-    local b = {params = members, buffers = {}, numel = total, step = tc.zeros({}, {dtype = tc.float64}), together = true}
+    -- the step count on the parameters' device: on CUDA the fused kernels read it there, so the
+    -- step's graph is on one GPU (reduce-overhead records it into a CUDA graph)
+    local step = tc.zeros({}, {dtype = tc.float64, device = members[1].device})
+    local b = {params = members, buffers = {}, numel = total, step = step, together = true}
     for _, p in ipairs(members) do
       self._slot[p] = {bucket = b}
       self.state[p] = new_state(b)

@@ -2,7 +2,9 @@
 -- optimizer: p.grad are guarded inputs, the fused optimizer op writes parameters and state in
 -- place, the step count is the bucket's tensor (incremented in the graph), so steps after the
 -- first ones reuse the entry instead of recompiling. K steps of the tutorial's train function give
--- eager's parameters for every optimizer; the function breaks only at loss:backward().
+-- eager's parameters for every optimizer, in both modes (reduce-overhead: CUDA graphs on the GPU,
+-- `tcrun --device=cuda tests/capture/run.lua compiled_optimizer`); the function breaks only at
+-- loss:backward().
 local tc, nn, optim = require "tc", require "tc.nn", require "tc.optim"
 local h = require "helpers"
 
@@ -15,13 +17,13 @@ local optimizers = {
   Adagrad = function(ps) return optim.Adagrad(ps, {lr = 0.1, lr_decay = 0.01}) end,
 }
 
-local function run(name, compiled)
+local function run(name, mode)
   tc.manual_seed(0)
   local model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
   local opt = optimizers[name](model:parameters())
   local x, y = tc.randn(5, 4), tc.randn(5, 2)
   local train = h.train_function(model, tc.mse_loss, opt)
-  local step = compiled and tc.compile(train) or train
+  local step = mode and tc.compile(train, {mode = mode}) or train
   local losses, traces = {}, {}
   for i = 1, K do
     losses[i] = step(x, y)
@@ -30,10 +32,13 @@ local function run(name, compiled)
   return losses, model, opt, traces, train, x, y
 end
 
-for _, name in ipairs {"SGD", "Adam", "AdamW", "RMSprop", "Adagrad"} do
+for _, case in ipairs {"SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adam reduce-overhead", "SGD reduce-overhead"} do
   tc.compiler.reset()
-  local want, eager_model, eager_opt = run(name, false)
-  local got, model, opt, traces, train, x, y = run(name, true)
+  local name, mode = case:match("^(%S+) ?(%S*)$")
+  mode = mode ~= "" and mode or "default"
+  local want, eager_model = run(name, nil)
+  local got, model, opt, traces, train, x, y = run(name, mode)
+  name = case
   for i = 1, K do h.close_to_eager(got[i], want[i], name .. ": loss of step " .. i) end
   local pe, pc = eager_model:parameters(), model:parameters()
   for i = 1, #pe do h.close_to_eager(pc[i], pe[i], name .. ": parameter " .. i .. " after " .. K .. " steps") end
@@ -47,6 +52,6 @@ for _, name in ipairs {"SGD", "Adam", "AdamW", "RMSprop", "Adagrad"} do
   for i, b in ipairs(report.break_reasons) do lines[i] = b.code .. " " .. b.source_line:match("^%s*(.-)%s*$") end
   h.eq(table.concat(lines, "; "), "TC0201 loss:backward()", name .. ": break reasons")
   for _, g in ipairs(report.ops_per_graph) do for _, op in ipairs(g) do ops[op] = true end end
-  local fused = "_fused_" .. name:lower() .. "_"
+  local fused = "_fused_" .. name:match("^%S+"):lower() .. "_"
   assert(ops[fused], name .. ": no " .. fused .. " in the graphs")
 end
