@@ -211,6 +211,12 @@ void apply_effects(lua_State* L, const Entry& e, const Run& r) {
         push_plan(L, ef.value, r);
         lua_rawset(L, t);
       }
+    } else if (ef.kind == Effect::Kind::SetGradMode) {
+      push_plan(L, ef.value, r);
+      lua::set_grad_enabled(lua_toboolean(L, -1));
+    } else if (ef.kind == Effect::Kind::SetGrad) {
+      push_plan(L, ef.value, r);
+      lua_setfield(L, t, "grad");  // the tensor's __newindex, as in eager
     } else if (lua_type(L, t) == LUA_TFUNCTION) {
       push_plan(L, ef.value, r);
       if (!lua_setupvalue(L, t, ef.upval)) lua_pop(L, 1);

@@ -52,7 +52,8 @@ struct ClosurePlan {
 };
 
 struct Effect {
-  enum class Kind : uint8_t { RawSet, SetUpval };
+  // SetGrad: target.grad = value; SetGradMode: tc.set_grad_enabled(value)
+  enum class Kind : uint8_t { RawSet, SetUpval, SetGrad, SetGradMode };
   Kind kind;
   VPlan target;   // the table, or the function whose upvalue is set
   VPlan key;      // RawSet

@@ -116,6 +116,10 @@ void GuardProgram::describe_into(int src, std::string* out) const {
       describe_into(int(s.n), out);
       *out += "]";
       return;
+    case SrcKind::Grad:
+      describe_into(s.parent, out);
+      *out += ".grad";
+      return;
   }
   *out += "?";
 }
@@ -225,6 +229,9 @@ void GuardProgram::push_source(lua_State* L, int base, int s, int fn_idx, int ar
       } else {
         lua_pushnil(L);
       }
+      break;
+    case SrcKind::Grad:
+      push_grad(L, slot(base, h.parent));
       break;
   }
 }
@@ -681,6 +688,7 @@ void GuardProgram::build_memo(lua_State* L, int base, int nargs) const {
                      (lua_type(L, slot(base, h.parent)) != LUA_TTABLE || snapshotted(h.parent));
         break;
       case SrcKind::Fn:
+      case SrcKind::Grad:  // backward and zero_grad change it without touching any table
         break;
     }
     if (m.known[s]) m.tensor_of[s] = lua::to_tensor(L, v);
@@ -757,6 +765,13 @@ void GuardProgram::build_memo(lua_State* L, int base, int nargs) const {
   m.vals_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_settop(L, vals - 1);
   m.ready = true;
+}
+
+void push_grad(lua_State* L, int idx) {
+  if (lua_type(L, idx) == LUA_TUSERDATA && lua::to_tensor(L, idx))
+    lua_getfield(L, idx, "grad");  // the tensor's __index: the same object as x.grad in Lua
+  else
+    lua_pushnil(L);
 }
 
 void push_weak_table(lua_State* L, const char* mode) {

@@ -24,6 +24,7 @@ enum class SrcKind : uint8_t {
   Metatable,  // getmetatable(parent) without __metatable
   Pinned,     // K[n]: an object whose identity is guarded (metatables, functions)
   Keyed,      // rawget(parent, the value of source n): a table read with a key from outside
+  Grad,       // parent.grad: the gradient of the tensor at parent (nil when it has none)
 };
 
 struct Source {
@@ -215,6 +216,8 @@ struct GuardProgram {
 };
 
 std::string tensor_spec_string(const TensorSpec& t);
+// Pushes x.grad of the tensor at idx (nil for a tensor without one and for other values).
+void push_grad(lua_State* L, int idx);
 // Pushes a new table with weak keys ("k") or weak values ("v").
 void push_weak_table(lua_State* L, const char* mode);
 

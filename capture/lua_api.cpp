@@ -442,6 +442,9 @@ void collect_builtins(lua_State* L) {
   lua_getfield(L, -1, "is_grad_enabled");
   add("tc.is_grad_enabled");
   lua_pop(L, 1);
+  lua_getfield(L, -1, "set_grad_enabled");
+  add("tc.set_grad_enabled");
+  lua_pop(L, 1);
   lua_getfield(L, -1, "_C");
   lua_getfield(L, -1, "is_dtype");
   add("tc._C.is_dtype");

@@ -285,6 +285,12 @@ class Tracer {
   std::vector<Var> iterate_real_table(const std::string& name, const Var& t, const Var& k);
   Value to_value(const Var& v, bool* ok);
   Var tensor_property(const Var& t, const std::string& key, bool* found);
+  // x.grad of a tensor from outside: a graph input (or nil) guarded at <x's source>.grad, or
+  // what the trace assigned to it; x.grad = v: a recorded effect (optimizers' zero_grad)
+  Var tensor_grad(const Var& x);
+  void set_tensor_grad(const Var& x, const Var& v);
+  const TensorImpl* real_tensor(const Var& x);  // the tensor a graph input reads, null if none
+  std::unordered_map<const TensorImpl*, Var> grad_overlay_;  // x.grad written in the trace
   Var tensor_input(int src, int idx);
   Var new_table();
   Var size_table(const Shape& s);

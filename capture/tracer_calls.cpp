@@ -348,6 +348,7 @@ Var Tracer::tensor_index(const Var& x, const Var& key) {
 // tensors, so the write is a node of the graph (views alias the written tensor when it runs).
 void Tracer::tensor_assign(const Var& x, const Var& key, const Var& v_in) {
   const Var v = spec(v_in);
+  if (key.k == Var::K::Str && key.s == "grad") return set_tensor_grad(x, v);
   if (key.k == Var::K::Str)
     throw BreakSignal{BreakCode::TensorAssignment, "x." + key.s + " = ... (tensor metadata)"};
   if (v.k != Var::K::Tensor && !v.is_number() && v.k != Var::K::Bool)

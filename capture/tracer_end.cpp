@@ -36,6 +36,10 @@ void Tracer::run() {
     int top;
     ~Restore() { lua_settop(L, top); }
   } restore{L, base};
+  struct RestoreGradMode {  // tc.set_grad_enabled in the trace changes it (call_builtin)
+    bool on;
+    ~RestoreGradMode() { lua::set_grad_enabled(on); }
+  } restore_grad{lua::grad_enabled()};
 
   e_.guards.guards.push_back(Guard(GuardKind::GlobalState));
   Guard& gs = e_.guards.guards.back();

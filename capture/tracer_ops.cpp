@@ -289,6 +289,7 @@ std::vector<Var> Tracer::call_op(int op_id, const std::vector<Var>& in) {
   const int line = user_line(&file);
   std::vector<Ref> refs = e_.graph.add_op(op, std::move(nargs), std::move(fakes), line);
   e_.graph.nodes.back().file = file;
+  e_.graph.nodes.back().no_grad = !lua::grad_enabled();
   std::vector<Var> out;
   for (Ref r : refs) {
     Var v;
@@ -436,9 +437,40 @@ Var Tracer::tensor_property(const Var& t, const std::string& key, bool* found) {
     return call_op(int(Op::permute), {t, dims})[0];
   }
   if (key == "data") return call_op(int(Op::detach), {t})[0];
-  if (key == "grad") throw BreakSignal{BreakCode::UnsupportedBytecode, "x.grad"};
+  if (key == "grad") return tensor_grad(t);
   *found = false;
   return Var::nil();
+}
+
+const TensorImpl* Tracer::real_tensor(const Var& x) {
+  if (x.k != Var::K::Tensor || x.input < 0 || x.src < 0) return nullptr;
+  push_source(x.src);
+  const Tensor* t = lua::to_tensor(L, -1);
+  const TensorImpl* impl = t ? t->impl() : nullptr;
+  lua_pop(L, 1);  // the tensor stays alive in its table, which the trace keeps
+  return impl;
+}
+
+Var Tracer::tensor_grad(const Var& x) {
+  const TensorImpl* real = real_tensor(x);
+  if (!real) throw BreakSignal{BreakCode::UnsupportedBytecode, "x.grad of a tensor made in the compiled code"};
+  if (auto it = grad_overlay_.find(real); it != grad_overlay_.end()) return it->second;
+  return read_source(e_.guards.source(SrcKind::Grad, x.src, 0));
+}
+
+void Tracer::set_tensor_grad(const Var& x, const Var& v) {
+  const TensorImpl* real = real_tensor(x);
+  if (!real) throw BreakSignal{BreakCode::TensorAssignment, "x.grad = ... on a tensor made in the compiled code"};
+  if (v.k != Var::K::Nil) {
+    // eager checks shape and dtype (lua_tensor.cpp); a value that fails them runs there
+    if (v.k != Var::K::Tensor) throw BreakSignal{BreakCode::TensorAssignment, "x.grad = a value that is not a tensor"};
+    const Tensor& g = e_.graph.fake(v.ref);
+    const Tensor& t = e_.graph.fake(x.ref);
+    if (g.sizes() != t.sizes() || g.dtype() != t.dtype())
+      throw BreakSignal{BreakCode::TensorAssignment, "x.grad = a tensor of another shape or dtype"};
+  }
+  grad_overlay_[real] = v;
+  effects_.push_back({Effect::Kind::SetGrad, x, Var(), v, 0});
 }
 
 // ---- builtins ----------------------------------------------------------------------------------
@@ -517,6 +549,14 @@ bool Tracer::call_builtin(const std::string& name, const Var& fn, std::vector<Va
   }
   if (name == "tc.is_tensor") {
     *out = {Var::boolean(arg(0).k == Var::K::Tensor)};
+    return true;
+  }
+  if (name == "tc.set_grad_enabled") {  // tc.no_grad/enable_grad: the trace runs in the new mode
+    if (arg(0).k != Var::K::Bool)
+      throw BreakSignal{BreakCode::UnsupportedBytecode, "tc.set_grad_enabled with a value that is not a boolean"};
+    lua::set_grad_enabled(arg(0).b);  // Tracer::run restores the caller's mode
+    effects_.push_back({Effect::Kind::SetGradMode, Var(), Var(), arg(0), 0});
+    *out = {};
     return true;
   }
   if (name == "tc.is_grad_enabled") {

@@ -353,6 +353,9 @@ void Tracer::push_source(int src) {
       else
         lua_pop(L, 1), lua_pushnil(L);
       break;
+    case SrcKind::Grad:
+      push_grad(L, p);
+      break;
     default:
       break;
   }

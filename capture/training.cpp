@@ -39,6 +39,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -84,6 +85,8 @@ std::vector<Stack> interpret(const Graph& g, const std::vector<Tensor>& inputs) 
     args.reserve(n.args.size());
     for (const NodeArg& a : n.args) args.push_back(arg_value(vals, a));
     try {
+      std::optional<GradModeGuard> off;
+      if (n.no_grad) off.emplace(false);
       if (n.kind == NodeKind::Op) {
         vals[i] = call(n.op, args);
       } else {
@@ -323,6 +326,8 @@ struct Training {
 
 bool is_training_graph(const Graph& g) {
   if (!grad_enabled() || g.num_ops() == 0) return false;
+  if (std::all_of(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.kind == NodeKind::Input || n.no_grad; }))
+    return false;  // everything ran under tc.no_grad (an optimizer step)
   for (int i : g.inputs)
     if (g.nodes[size_t(i)].fakes[0].tensor().requires_grad()) return true;
   return false;

@@ -54,10 +54,9 @@ Tensor run_hooks(const std::vector<std::pair<int, Hook>>& hooks, Tensor g) {
   return g;
 }
 
-void to_leaf(Task& task, const Edge& e, Tensor g) {
+// Accumulates a leaf's summed gradient of this backward into its .grad, then its post-accumulate hooks.
+void accumulate_into_leaf(const Task& task, const Edge& e, const Tensor& g) {
   TensorImpl* leaf = e.leaf.get();
-  if (task.run_hooks && leaf->autograd && !leaf->autograd->hooks.empty()) g = run_hooks(leaf->autograd->hooks, g);
-  if (!task.accumulate) return;
   std::shared_ptr<TensorImpl>& slot = leaf->grad;
   if (!slot) {
     Tensor own = task.create_graph ? g : op(Op::clone, {g});
@@ -105,19 +104,25 @@ void run_backward(Task& task, const std::vector<std::pair<Edge, Tensor>>& roots)
   task.captured.assign(task.targets.size(), Tensor());
   // the nodes of this task and the number of edges into each
   std::unordered_map<Node*, int> deps;
+  // a leaf is PyTorch's AccumulateGrad node: its gradients from every use are summed, and it gets
+  // them (hooks, .grad) once, when the last edge into it has been walked
+  std::unordered_map<TensorImpl*, int> leaf_deps;
   std::vector<Node*> order;  // discovery order
   std::vector<Node*> stack;
   auto in_task = [&](const std::shared_ptr<Node>& f) { return f && f->seq >= task.min_seq; };
-  for (const auto& [e, g] : roots)
+  for (const auto& [e, g] : roots) {
+    if (e.leaf) leaf_deps[e.leaf.get()]++;
     if (in_task(e.fn) && !deps.count(e.fn.get())) {
       deps[e.fn.get()] = 0;
       stack.push_back(e.fn.get());
     }
+  }
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
     order.push_back(n);
     for (const Edge& e : n->next) {
+      if (e.leaf) leaf_deps[e.leaf.get()]++;
       if (!in_task(e.fn)) continue;
       auto [it, fresh] = deps.try_emplace(e.fn.get(), 0);
       it->second++;
@@ -149,22 +154,37 @@ void run_backward(Task& task, const std::vector<std::pair<Edge, Tensor>>& roots)
   auto cmp = [](Node* a, Node* b) { return a->seq < b->seq; };
   std::priority_queue<Node*, std::vector<Node*>, decltype(cmp)> ready(cmp);
   std::unordered_map<Node*, std::shared_ptr<Node>> alive;  // keeps nodes alive while they run
+  std::unordered_map<TensorImpl*, Tensor> leaf_sums;
   auto pass = [&](const Edge& e, const Tensor& g, const Node* from, size_t slot) {
     if (!e.defined() || !g.defined()) return;
     Tensor fitted = fit(g, e.meta, from, slot);
     int t = target_of(task, e);
-    if (t >= 0) task.captured[t] = accumulate(task.captured[t], fitted);
     if (e.leaf) {
-      if (t >= 0 || !capturing) to_leaf(task, e, fitted);
+      if (t >= 0 || !capturing) leaf_sums[e.leaf.get()] = accumulate(leaf_sums[e.leaf.get()], fitted);
       return;
     }
+    if (t >= 0) task.captured[t] = accumulate(task.captured[t], fitted);
     if (!in_task(e.fn)) return;
     auto& buf = buffers[e.fn.get()];
     buf.resize(e.fn->outputs.size());
     buf[e.nr] = accumulate(buf[e.nr], fitted);
     alive[e.fn.get()] = e.fn;
   };
+  // after an edge into a leaf was walked (with or without a gradient)
+  auto leaf_walked = [&](const Edge& e) {
+    if (!e.leaf || --leaf_deps[e.leaf.get()] > 0) return;
+    auto it = leaf_sums.find(e.leaf.get());
+    if (it == leaf_sums.end()) return;
+    Tensor g = std::move(it->second);
+    leaf_sums.erase(it);
+    TensorImpl* leaf = e.leaf.get();
+    if (task.run_hooks && leaf->autograd && !leaf->autograd->hooks.empty()) g = run_hooks(leaf->autograd->hooks, g);
+    int t = target_of(task, e);
+    if (t >= 0) task.captured[t] = accumulate(task.captured[t], g);
+    if (!capturing) accumulate_into_leaf(task, e, g);
+  };
   for (const auto& [e, g] : roots) pass(e, g, nullptr, 0);
+  for (const auto& [e, g] : roots) leaf_walked(e);
   for (Node* n : order)
     if (deps[n] == 0) ready.push(n);
   while (!ready.empty()) {
@@ -196,8 +216,10 @@ void run_backward(Task& task, const std::vector<std::pair<Edge, Tensor>>& roots)
       for (auto& v : n->saved) v.clear();
       for (auto& r : n->results) r.data = Tensor();
     }
-    for (const Edge& e : n->next)
+    for (const Edge& e : n->next) {
+      leaf_walked(e);
       if (in_task(e.fn) && --deps[e.fn.get()] == 0) ready.push(e.fn.get());
+    }
     alive.erase(n);
   }
 }
@@ -273,8 +295,8 @@ void backward_walk(const TensorList& outputs, const TensorList& grads, const Ten
     Task leaf;
     leaf.create_graph = o.create_graph;
     Edge e = edge_of(inputs[i]);
-    if (e.leaf) {
-      to_leaf(leaf, e, task.captured[i]);
+    if (e.leaf) {  // its hooks ran in the walk
+      accumulate_into_leaf(leaf, e, task.captured[i]);
     } else {  // a non-leaf named in inputs gets its .grad, as in PyTorch
       auto& slot = inputs[i].impl()->grad;
       slot = accumulate(slot ? Tensor(slot) : Tensor(), task.captured[i]).impl_ptr();

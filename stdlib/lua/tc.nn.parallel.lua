@@ -87,11 +87,7 @@ function DDP:__init(module, opts)
   local index_of, slot = {}, {}
   for i, p in ipairs(params) do index_of[p] = i end
   for _, b in ipairs(r.buckets) do
-    b.ids = {}
-    for k, p in ipairs(b.params) do
-      slot[index_of[p]] = {bucket = b, offset = b.offsets[k], k = k}
-      b.ids[k] = index_of[p]
-    end
+    for k, p in ipairs(b.params) do slot[index_of[p]] = {bucket = b, offset = b.offsets[k], k = k} end
   end
   r.slot = slot
   for index, p in ipairs(params) do
@@ -150,7 +146,6 @@ end
 function DDP:_begin_backward(r)
   r.in_backward = true
   r.next_launch = 1
-  r.late = {}
   for _, b in ipairs(r.buckets) do
     b.pending, b.work, b.seen = #b.params, nil, {}  -- seen[k]: params[k]'s grad arrived
   end
@@ -163,17 +158,8 @@ function DDP:_grad_ready(index)
   if not r.in_backward then self:_begin_backward(r) end
   local p, s = r.params[index], r.slot[index]
   local b = s.bucket
-  if b.seen[s.k] then
-    -- a second accumulation in the same backward: a parameter used twice (tied weights; tc's
-    -- autograd accumulates into a leaf once per use). The bucket needs the sum: copied again
-    -- while the bucket waits, else the parameter is all-reduced again at the end.
-    if b.work == nil then
-      tc.no_grad(function() b.flat:narrow(1, s.offset + 1, p:numel()):copy_(p.grad:reshape(-1)) end)
-    else
-      r.late[index] = true
-    end
-    return
-  end
+  -- autograd sums a parameter's gradients from all its uses (tied weights) and runs this hook once
+  assert(not b.seen[s.k], "DistributedDataParallel: a gradient hook ran twice in one backward")
   b.seen[s.k] = true
   r.log[#r.log + 1] = "grad " .. index
   tc.no_grad(function() b.flat:narrow(1, s.offset + 1, p:numel()):copy_(p.grad:reshape(-1)) end)
@@ -198,19 +184,8 @@ function DDP:_finish_backward()
     for _, b in ipairs(r.buckets) do
       b.work:wait()
       for k, p in ipairs(b.params) do
-        if not r.late[b.ids[k]] then
-          local avg = b.flat:narrow(1, b.offsets[k] + 1, p:numel()):view(p.shape)
-          if p.grad == nil then p.grad = avg:clone() else p.grad:copy_(avg) end
-        end
-      end
-    end
-    -- gradients completed after their bucket was launched (in parameter order: the same on
-    -- every rank)
-    for index, p in ipairs(r.params) do
-      if r.late[index] then
-        local g = p.grad:contiguous()
-        dist.all_reduce(g, "avg")
-        p.grad = g
+        local avg = b.flat:narrow(1, b.offsets[k] + 1, p:numel()):view(p.shape)
+        if p.grad == nil then p.grad = avg:clone() else p.grad:copy_(avg) end
       end
     end
   end)

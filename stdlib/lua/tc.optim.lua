@@ -18,6 +18,7 @@
 --   (tests/lua/test_optim_steps.lua) 1.5-7x faster (bench/optim_step.lua cpu).
 -- All three run the same arithmetic (cls.update; the fused kernels follow it element by element,
 -- stdlib/cpu/optim.h). fused=true and foreach=true together are an error, as in PyTorch.
+-- Under tc.compile, step and zero_grad trace into graphs (docs/architecture.md "Compiled training").
 local tc = require "tc"
 local raise = tc._C.raise
 local zero_grad = require("tc.nn.utils").zero_grad
@@ -164,6 +165,23 @@ local function add_slots(self, g, b)
   end
 end
 
+-- Step counts. While every parameter of a bucket has taken every step (b.together), their count
+-- is the bucket's: b.step, a 0-dim float64 tensor the fused step increments in place, so a compiled step
+-- reads no Lua number that changes on every call (it would recompile); state[p].step reads it.
+-- When a step leaves some parameters out, each gets its own count (a number in state[p]).
+local function new_state(b)
+  return setmetatable({}, {__index = function(_, k)
+    if k == "step" and b.together then return b.step:item() end
+  end})
+end
+
+local function separate(self, b)
+  if not b.together then return end
+  local n = b.step:item()
+  for _, p in ipairs(b.params) do rawset(self.state[p], "step", n) end
+  b.together = false
+end
+
 -- Gives every parameter of `ps` (all of group g) that has no bucket yet its state: views into new
 -- flat buffers shared by the parameters of one device and dtype, filled from prior[p] (a state
 -- table: loaded, or the parameter's state before it was re-bucketed) where given.
@@ -179,17 +197,29 @@ local function allocate(self, g, ps, prior)
   for _, key in ipairs(kinds) do
     local members, total = by_kind[key], 0
     for _, p in ipairs(members) do total = total + p:numel() end
-    local b = {params = members, buffers = {}, numel = total}
+    -- the step count on the parameters' device: on CUDA the fused kernels read it there, so the
+    -- step's graph is on one GPU (reduce-overhead records it into a CUDA graph)
+    local step = tc.zeros({}, {dtype = tc.float64, device = members[1].device})
+    local b = {params = members, buffers = {}, numel = total, step = step, together = true}
     for _, p in ipairs(members) do
       self._slot[p] = {bucket = b}
-      self.state[p] = {step = 0}
+      self.state[p] = new_state(b)
     end
     add_slots(self, g, b)
-    for _, p in ipairs(members) do
-      local s = self.state[p]
-      for k, v in pairs(prior and prior[p] or {}) do
-        if tc.is_tensor(s[k]) then s[k]:copy_(v) elseif not tc.is_tensor(v) then s[k] = v end
+    local steps = {}
+    for i, p in ipairs(members) do
+      local s, pr = self.state[p], prior and prior[p] or {}
+      for k, v in pairs(pr) do
+        if tc.is_tensor(s[k]) then s[k]:copy_(v) elseif not tc.is_tensor(v) and k ~= "step" then s[k] = v end
       end
+      steps[i] = pr.step or 0
+    end
+    for i = 2, #steps do b.together = b.together and steps[i] == steps[1] end
+    if b.together then
+      b.step:fill_(steps[1])
+      b.stepped = steps[1] > 0
+    else
+      for i, p in ipairs(members) do rawset(self.state[p], "step", steps[i]) end
     end
   end
 end
@@ -222,6 +252,7 @@ local function on_cuda(p) return p.device:sub(1, 4) == "cuda" end
 -- One step of the whole bucket on its flat buffers, when every parameter has a gradient and all
 -- have taken the same number of steps.
 local function try_foreach(self, g, b)
+  separate(self, b)
   local ps = b.params
   local step = self.state[ps[1]].step
   local grads, params = {}, {}
@@ -244,10 +275,32 @@ local function try_foreach(self, g, b)
 end
 
 -- One step of the bucket's parameters that have a gradient through the class's fused op: one
--- call per distinct step count (all the same unless some parameters missed a gradient before).
+-- call while they step together (b.step, incremented in place), else one call per distinct step
+-- count.
 local function fused_step(self, g, b)
   local cls = getmetatable(self)
   local slots = cls.slots(g)
+  if b.together then
+    local params, grads, n = {}, {}, 0  -- lists made here: a traced op takes those
+    for i, p in ipairs(b.params) do
+      local grad = p.grad
+      params[i] = p
+      if grad ~= nil then n = n + 1; grads[n] = grad end
+    end
+    if n == #params then
+      local states = {}
+      for _, slot in ipairs(slots) do
+        local list = {}
+        for i, p in ipairs(b.params) do list[i] = self.state[p][slot[1]] end
+        states[slot[1]] = list
+      end
+      b.step:add_(1)
+      cls.fused(g, params, grads, states, b.step, not b.stepped)
+      b.stepped = true
+      return true
+    end
+    separate(self, b)
+  end
   local calls, order = {}, {}
   for _, p in ipairs(b.params) do
     local grad = p.grad
@@ -266,7 +319,7 @@ local function fused_step(self, g, b)
   end
   for _, step in ipairs(order) do
     local c = calls[step]
-    cls.fused(g, c.params, c.grads, c.states, step + 1)
+    cls.fused(g, c.params, c.grads, c.states, step + 1, step == 0)
     for _, p in ipairs(c.params) do self.state[p].step = step + 1 end
   end
   return true
@@ -278,10 +331,7 @@ local function use_fused(g, p)
   return g.foreach == nil and p.dtype.is_floating_point
 end
 
-function Optimizer:step(closure)
-  local loss
-  if closure ~= nil then loss = tc.enable_grad(closure) end
-  local _ <close> = tc.no_grad()
+local function step_groups(self)
   follow_replacements(self)
   local update = getmetatable(self).update
   for _, g in ipairs(self.param_groups) do
@@ -302,12 +352,22 @@ function Optimizer:step(closure)
         end
       end
       if not done[b] then
+        separate(self, b)
         local s = self.state[p]
         s.step = s.step + 1
         update(g, p:detach(), p.grad, s, s.step)
       end
     end
   end
+end
+
+-- Under tc.compile the step traces into a graph: p.grad are guarded inputs, the fused op writes
+-- parameters and state in place, b.step counts in the graph; the first step (which makes the
+-- state) and steps that leave parameters without a gradient recompile.
+function Optimizer:step(closure)
+  local loss
+  if closure ~= nil then loss = tc.enable_grad(closure) end
+  tc.no_grad(step_groups, self)
   return loss
 end
 
@@ -318,11 +378,7 @@ function Optimizer:zero_grad(opts)
   for _, g in ipairs(self.param_groups) do zero_grad(g.params, opts) end
 end
 
--- Under tc.compile, step and zero_grad are graph breaks that run uncompiled (torch.compile breaks
--- there on purpose too): tracing them would break at every `p.grad` read and at tc.no_grad's
--- scope anyway, and their step counters would recompile every step.
-Optimizer.step = tc.compiler.disable(Optimizer.step)
-Optimizer.zero_grad = tc.compiler.disable(Optimizer.zero_grad)
+-- zero_grad traces into the graph too (p.grad = nil is a recorded effect).
 
 -- ---- state_dict ---------------------------------------------------------------------------------
 -- state keyed by parameter position (1, 2, ... across groups), tensors cloned.
@@ -339,7 +395,7 @@ function Optimizer:state_dict()
       gcopy.params[#gcopy.params + 1] = idx
       local s = self.state[p]
       if s then
-        local sc = {}
+        local sc = {step = s.step}
         for k, v in pairs(s) do sc[k] = tc.is_tensor(v) and v:clone() or v end
         state[idx] = sc
       end
@@ -439,9 +495,9 @@ function SGD.update(g, param, d, S, step)
   param:add_(d, {alpha = -g.lr})
 end
 
-function SGD.fused(g, params, grads, S, step)
+function SGD.fused(g, params, grads, S, step, first)
   tc._fused_sgd_(params, grads, S.momentum_buffer or {}, {lr = g.lr, momentum = g.momentum, dampening = g.dampening,
-    weight_decay = g.weight_decay, nesterov = g.nesterov, maximize = g.maximize, first_step = step == 1})
+    weight_decay = g.weight_decay, nesterov = g.nesterov, maximize = g.maximize, first_step = first})
 end
 
 -- ---- Adam and AdamW -----------------------------------------------------------------------------

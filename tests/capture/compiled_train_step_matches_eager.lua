@@ -52,14 +52,7 @@ local function run(name, backend, double, mode)
     if x:is_floating_point() then x = x:double() end
     if y:is_floating_point() then y = y:double() end
   end
-  local opt = make_opt(model)
-  local function train(xb, yb)
-    opt:zero_grad()
-    local loss = crit(model(xb), yb)
-    loss:backward()
-    opt:step()
-    return loss
-  end
+  local train = h.train_function(model, crit, make_opt(model))
   local step = backend and tc.compile(train, {backend = backend, mode = mode}) or train
   local losses = {}
   for i = 1, K do losses[i] = step(x, y) end
@@ -95,4 +88,21 @@ for _, name in ipairs {"toy", "mlp", "cnn", "gpt2"} do
     assert(s.training_entries >= 1, what .. ": no training entry")
     h.eq(s.backward_compiles, s.training_entries, what .. ": one backward compile per training entry")
   end
+end
+
+-- Where the train function breaks: only at loss:backward(). opt:zero_grad() traces into the
+-- forward's graph (p.grad is a guarded input, p.grad = nil an effect) and opt:step() into the
+-- graph after the break (its fused op writes parameters and state in place). The first step,
+-- which makes the optimizer's state, breaks inside it too (as torch runs _init_group eagerly).
+do
+  tc.manual_seed(0)
+  local model, x, y, crit, make_opt = models.toy()
+  local train = h.train_function(model, crit, make_opt(model))
+  train(x, y)
+  local report = tc.compiler.explain(train)(x, y)
+  local lines = {}
+  for i, b in ipairs(report.break_reasons) do lines[i] = b.code .. " " .. b.source_line:match("^%s*(.-)%s*$") end
+  h.eq(table.concat(lines, "; "), "TC0201 loss:backward()", "break reasons")
+  h.eq(report.graph_count, 2, "forward graph and optimizer graph")
+  h.eq(table.concat(report.ops_per_graph[2], ","), "add,copy_,_fused_adam_", "the optimizer's graph")
 end

@@ -58,6 +58,17 @@ function h.run(code, options)
   return out, ok and 0 or rc
 end
 
+-- The torch.compile tutorial's training step: train(x, y) -> loss.
+function h.train_function(model, crit, opt)
+  return function(xb, yb)
+    opt:zero_grad()
+    local loss = crit(model(xb), yb)
+    loss:backward()
+    opt:step()
+    return loss
+  end
+end
+
 function h.count(s, pattern)
   local n = 0
   for _ in s:gmatch(pattern) do n = n + 1 end

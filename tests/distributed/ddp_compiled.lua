@@ -98,7 +98,7 @@ end
 
 -- tied weights (a tiny GPT-2: the token embedding is also the output layer): eager and compiled
 -- DDP equal one process on the whole batch (the tied weight's gradient is the sum of both uses,
--- accumulated once per backward under compile, twice under eager autograd)
+-- accumulated once per backward, so its bucket is all-reduced once)
 package.path = "scripts/models/?.lua;" .. package.path
 local gpt2 = require "gpt2"
 local function make_gpt2()

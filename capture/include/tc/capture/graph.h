@@ -72,6 +72,7 @@ struct Node {
   int line = -1;              // Op and External nodes: the user's line that made it (the
                               // innermost frame outside tc's own Lua code), as eager's errors
   std::string file;           // ... name it: the chunk of `line` ("model.lua")
+  bool no_grad = false;       // Op nodes: traced with grad mode off (tc.no_grad): never differentiated
   const char* target() const { return kind == NodeKind::External ? ext->name.c_str() : op_name(op); }
 };
 

@@ -1,0 +1,57 @@
+-- opt:step() inside a compiled function traces into a graph, as torch.compile compiles the
+-- optimizer: p.grad are guarded inputs, the fused optimizer op writes parameters and state in
+-- place, the step count is the bucket's tensor (incremented in the graph), so steps after the
+-- first ones reuse the entry instead of recompiling. K steps of the tutorial's train function give
+-- eager's parameters for every optimizer, in both modes (reduce-overhead: CUDA graphs on the GPU,
+-- `tcrun --device=cuda tests/capture/run.lua compiled_optimizer`); the function breaks only at
+-- loss:backward().
+local tc, nn, optim = require "tc", require "tc.nn", require "tc.optim"
+local h = require "helpers"
+
+local K = 6
+local optimizers = {
+  SGD = function(ps) return optim.SGD(ps, {lr = 0.1, momentum = 0.9, weight_decay = 0.01}) end,
+  Adam = function(ps) return optim.Adam(ps, {lr = 0.01}) end,
+  AdamW = function(ps) return optim.AdamW(ps, {lr = 0.01, amsgrad = true}) end,
+  RMSprop = function(ps) return optim.RMSprop(ps, {lr = 0.01, momentum = 0.5, centered = true}) end,
+  Adagrad = function(ps) return optim.Adagrad(ps, {lr = 0.1, lr_decay = 0.01}) end,
+}
+
+local function run(name, mode)
+  tc.manual_seed(0)
+  local model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+  local opt = optimizers[name](model:parameters())
+  local x, y = tc.randn(5, 4), tc.randn(5, 2)
+  local train = h.train_function(model, tc.mse_loss, opt)
+  local step = mode and tc.compile(train, {mode = mode}) or train
+  local losses, traces = {}, {}
+  for i = 1, K do
+    losses[i] = step(x, y)
+    traces[i] = h.stats().traces
+  end
+  return losses, model, opt, traces, train, x, y
+end
+
+for _, case in ipairs {"SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adam reduce-overhead", "SGD reduce-overhead"} do
+  tc.compiler.reset()
+  local name, mode = case:match("^(%S+) ?(%S*)$")
+  mode = mode ~= "" and mode or "default"
+  local want, eager_model = run(name, nil)
+  local got, model, opt, traces, train, x, y = run(name, mode)
+  name = case
+  for i = 1, K do h.close_to_eager(got[i], want[i], name .. ": loss of step " .. i) end
+  local pe, pc = eager_model:parameters(), model:parameters()
+  for i = 1, #pe do h.close_to_eager(pc[i], pe[i], name .. ": parameter " .. i .. " after " .. K .. " steps") end
+  h.eq(traces[K], traces[3], name .. ": steps after the third trace nothing")
+  h.eq(h.stats().training_eager, 0, name .. ": the step graph is no training graph")
+  h.eq(opt.state[pc[1]].step, K, name .. ": step count")
+  h.eq(tc.compiler.stats().graph_breaks > 0, true, name .. ": backward() breaks")
+  -- where it breaks, and the optimizer's op inside a graph
+  local report = tc.compiler.explain(train)(x, y)
+  local lines, ops = {}, {}
+  for i, b in ipairs(report.break_reasons) do lines[i] = b.code .. " " .. b.source_line:match("^%s*(.-)%s*$") end
+  h.eq(table.concat(lines, "; "), "TC0201 loss:backward()", name .. ": break reasons")
+  for _, g in ipairs(report.ops_per_graph) do for _, op in ipairs(g) do ops[op] = true end end
+  local fused = "_fused_" .. name:match("^%S+"):lower() .. "_"
+  assert(ops[fused], name .. ": no " .. fused .. " in the graphs")
+end
