@@ -61,7 +61,8 @@ Compiled CudaBackend::compile(const capture::Graph& g, const CompileOptions& o) 
     }
     lower::LowerOptions lo;
     lo.device = DeviceType::CUDA;
-    lo.externals = false;  // index checks as eager CUDA externs; functions kept in the graph are cut out
+    lo.externals = false;  // functions kept in the graph are cut out (the partitioner runs them on eager)
+    lo.device_checks = true;  // index values checked in the kernels (cuda_program.cpp raise_flagged_index)
     lo.library_externals = true;  // the cuBLASLt calls fuse_library_epilogues makes
     int fused = 0;
     lower::LoweredGraph lg = lower::lower(cuda::fuse_library_epilogues(g, &fused), lo);
