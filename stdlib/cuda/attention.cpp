@@ -1,5 +1,5 @@
-// Fused scaled-dot-product attention for float32 (flash-attention style; on sm_80 and later with
-// head dims a multiple of 8, on tensor cores: flash_mma_source below): one launch reads q, k
+// Fused scaled-dot-product attention for float32 (flash-attention style; TC_FLASH_ATTENTION_MMA=1:
+// on tensor cores, flash_mma_source below): one launch reads q, k
 // and v once per tile and never materializes the [L, S] scores. Each block takes 64 queries of one
 // (batch, head) and walks the keys in tiles of 64: scores in registers (4 x 4 per thread), an
 // online softmax per row (running max and sum, combined across the 16 threads of a row with warp
@@ -390,12 +390,15 @@ bool flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool cau
   batch_layout(out, &unused, &os0, &os1);
   int64_t qs2 = q.strides()[nd - 2], ks2 = k.strides()[nd - 2], vs2 = v.strides()[nd - 2], os2 = out.strides()[nd - 2];
   const int device = q.device().index;
-  // tensor cores where the device has TF32 mma (TC_FLASH_ATTENTION_MMA=0: the CUDA-core kernel)
-  static const bool no_mma = [] {
+  // TC_FLASH_ATTENTION_MMA=1: the tensor-core kernel where the device has TF32 mma. Not the
+  // default: on an H100 it took 75 us for GPT-2's [8, 12, 256, 64] causal heads against the
+  // CUDA-core kernel's 58 (each warp splits every key and value into TF32 parts again: the
+  // conversions, not the products, bound it; splitting once into shared memory is the next step).
+  static const bool use_mma = [] {
     const char* e = std::getenv("TC_FLASH_ATTENTION_MMA");
-    return e && *e == '0';
+    return e && *e == '1';
   }();
-  const bool mma = !no_mma && E % 8 == 0 && (compile_only() || dev(device).cc_major >= 8);
+  const bool mma = use_mma && E % 8 == 0 && (compile_only() || dev(device).cc_major >= 8);
   CUfunction f = mma ? kernels(device, "flash_mma:" + std::to_string(E), [&] { return flash_mma_source(E); }, {"flash_mma"})[0]
                      : kernels(device, "flash_fwd:" + std::to_string(E), [&] { return flash_source(E); }, {"flash_fwd"})[0];
   const unsigned smem =
