@@ -53,7 +53,8 @@ lower::LoweredGraph lower_for_cuda(const capture::Graph& g) {
              "'%s' is a function kept in the graph (allow_in_graph): generated CUDA code cannot call it", n.ext->name.c_str());
   lower::LowerOptions lo;
   lo.device = DeviceType::CUDA;
-  lo.externals = false;  // index checks as eager CUDA externs
+  lo.externals = false;  // functions kept in the graph are cut out (the partitioner runs them on eager)
+  lo.device_checks = true;  // index values checked in the kernels (cuda_program.cpp raise_flagged_index)
   lo.library_externals = true;  // the cuBLASLt calls fuse_library_epilogues makes
   int fused = 0;
   return lower::lower(cuda::fuse_library_epilogues(g, &fused), lo);

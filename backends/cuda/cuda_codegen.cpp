@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <set>
 
 #include "cuda/runtime.h"
 #include "tc/error.h"
@@ -111,7 +113,7 @@ std::string float_lit(double v, Ty t) {
 
 class Emitter {
  public:
-  Emitter(const Kernel& k, const KernelShape& sh) : k_(k), sh_(sh), names_(k.instrs.size()) {}
+  Emitter(const Kernel& k, const KernelShape& sh) : k_(k), sh_(sh), names_(k.instrs.size()), keys_(k.instrs.size()) {}
   std::string emit(const std::string& name);
 
  private:
@@ -131,6 +133,8 @@ class Emitter {
   void block_combine(const std::string& v, ReduceOp op, Ty t, const std::string& sm);
   void barrier();
   std::string load_expr(int buffer, const std::string& index) const;
+  const std::string& key(Val v);
+  void plan_row_cache();
 
   const Kernel& k_;
   KernelShape sh_;
@@ -138,7 +142,85 @@ class Emitter {
   std::vector<std::string> outer_vars_, loop_vars_;
   std::string out_, shared_;
   int ind_ = 0;
+  // Row cache (plan_row_cache): every Loop of a row kernel walks the same static extents, at most
+  // kCachedPerLane iterations per lane, fully unrolled; a load that several Loops make (the row of
+  // softmax, layer_norm) is kept in registers by the first (`c<n>[t]`) and read from there by the
+  // others, so the row is read from memory once.
+  int cached_per_lane_ = 0;             // iterations per lane (0: no row cache)
+  int64_t row_ = 0;                     // the Loops' iteration count
+  std::map<std::string, int> cached_;   // load key -> array number
+  std::vector<int> filled_by_;          // per array: the Loop that fills it (-1: not yet)
+  int loop_index_ = -1;                 // the Loop being emitted
+  std::vector<std::string> keys_;       // key() memo
 };
+
+constexpr int kCachedPerLane = 32;
+
+// A structural key of v: equal for equal computations in different Loops (loop variables by dim).
+const std::string& Emitter::key(Val v) {
+  check_val(v);
+  if (!keys_[v].empty()) return keys_[v];
+  const Instr& in = k_.instrs[v];
+  std::string r;
+  switch (in.op) {
+    case Opc::ConstI: r = "i" + std::to_string((int)in.ty) + ":" + std::to_string(in.i); break;
+    case Opc::ConstF: r = "f" + std::to_string((int)in.ty) + ":" + float_lit(in.f, Ty::F64); break;
+    case Opc::SizeParam: r = "s" + std::to_string(in.a); break;
+    case Opc::OuterVar: r = "o" + std::to_string(in.a); break;
+    case Opc::LoopVar: r = "l" + std::to_string(in.a); break;
+    case Opc::Acc: case Opc::OuterAcc: r = "a" + std::to_string(v); break;
+    case Opc::Load: r = "L" + std::to_string(in.a) + "[" + key(in.b) + "]" + std::to_string((int)in.ty); break;
+    case Opc::Math: {
+      r = std::string("M") + lower::scalar_op_name(in.sop) + std::to_string((int)in.ty) + "(";
+      for (Val x : {in.a, in.b, in.c})
+        if (x != lower::kNoVal) r += key(x) + ",";
+      r += ")";
+      break;
+    }
+  }
+  keys_[v] = r;
+  return keys_[v];
+}
+
+// Whether this row kernel keeps its rows in registers (the row cache, above), and which loads.
+void Emitter::plan_row_cache() {
+  if (sh_.threads_per_row == 1 || sh_.device_fn) return;
+  std::vector<const Stmt*> loops;
+  for (const Stmt& st : k_.body)
+    if (st.kind == Stmt::Kind::Loop) loops.push_back(&st);
+  if (loops.size() < 2) return;
+  int64_t row = 1;
+  for (Val e : loops[0]->extents) {
+    auto x = eval_uniform(k_, e, nullptr);
+    if (!x) return;
+    row *= std::max<int64_t>(0, *x);
+  }
+  for (const Stmt* l : loops) {
+    if (l->extents.size() != loops[0]->extents.size()) return;
+    for (size_t d = 0; d < l->extents.size(); d++)
+      if (key(l->extents[d]) != key(loops[0]->extents[d])) return;
+  }
+  const int64_t per_lane = (row + sh_.threads_per_row - 1) / sh_.threads_per_row;
+  if (row == 0 || per_lane > kCachedPerLane) return;
+  std::map<std::string, int> loops_reading;  // load key -> Loops that load it
+  for (const Stmt* l : loops) {
+    std::set<std::string> seen;
+    for (Val v : l->body) {
+      const Instr& in = k_.instrs[v];
+      if (in.op == Opc::Load && !k_.buffers.at(in.a).written && seen.insert(key(v)).second) loops_reading[key(v)]++;
+    }
+  }
+  for (const auto& [k, n] : loops_reading)
+    if (n > 1) cached_.emplace(k, (int)cached_.size());
+  // registers: __launch_bounds__(1024) leaves 64 a thread
+  const int64_t budget = sh_.block >= 1024 ? 16 : 64;
+  if (cached_.empty() || per_lane * (int64_t)cached_.size() > budget) {
+    cached_.clear();
+    return;
+  }
+  cached_per_lane_ = (int)per_lane;
+  row_ = row;
+}
 
 std::string Emitter::get(Val v) {
   check_val(v);
@@ -188,6 +270,7 @@ std::string Emitter::math(const Instr& in) {
     tys.push_back(ty(x));
   }
   if (in.sop == ScalarOp::cast) return cast(a[0], tys[0], in.ty);
+  if (in.sop == ScalarOp::flag_if) return "flag_if(" + a[0] + ", " + a[1] + ", " + a[2] + ", tc_err)";
   if (in.sop == ScalarOp::where)
     return "(" + cast(a[0], tys[0], Ty::Bool) + " ? " + a[1] + " : " + cast(a[2], tys[2], tys[1]) + ")";
   Ty t = tys[0];
@@ -296,10 +379,23 @@ void Emitter::emit_instr(Val v) {
       TC_CHECK(!names_[v].empty(), CompileError, "cuda codegen: %s: reduction result %%%d read before its loop",
                k_.name.c_str(), v);
       return;
-    case Opc::Load:
+    case Opc::Load: {
+      auto c = loop_index_ >= 0 ? cached_.find(key(v)) : cached_.end();
+      if (c != cached_.end() && filled_by_[c->second] >= 0 && filled_by_[c->second] != loop_index_) {
+        names_[v] = "c" + std::to_string(c->second) + "[t]";  // loaded by an earlier Loop of this row
+        return;
+      }
       e = cast(load_expr(in.a, cast(get(in.b), ty(in.b), Ty::I64)), lower::compute_type(k_.buffers.at(in.a).dtype),
                in.ty);
+      if (c != cached_.end()) {
+        filled_by_[c->second] = loop_index_;
+        names_[v] = "v" + std::to_string(v);
+        line("const " + std::string(tyname(in.ty)) + " " + names_[v] + " = " + e + ";");
+        line("c" + std::to_string(c->second) + "[t] = " + names_[v] + ";");
+        return;
+      }
       break;
+    }
     case Opc::Math: {
       std::vector<Ty> tys;
       for (Val x : {in.a, in.b, in.c})
@@ -441,9 +537,22 @@ void Emitter::emit_loop(const Stmt& s, int index) {
       line("const i64 " + L + "e" + std::to_string(d) + " = " + ext[d] + ";");
       total += (d ? " * " : "") + L + "e" + std::to_string(d);
     }
-    line("for (i64 " + L + "j = lane; " + L + "j < " + total + "; " + L + "j += " + std::to_string(R) + ") {");
-    ind_++;
-    opened = 1;
+    if (cached_per_lane_) {  // the row cache: iteration t of this lane is lane + t * R
+      line("#pragma unroll");
+      line("for (int t = 0; t < " + std::to_string(cached_per_lane_) + "; t++) {");
+      ind_++;
+      line("const i64 " + L + "j = lane + (i64)t * " + std::to_string(R) + ";");
+      opened = 1;
+      if (row_ % R != 0) {
+        line("if (" + L + "j < " + total + ") {");
+        ind_++;
+        opened = 2;
+      }
+    } else {
+      line("for (i64 " + L + "j = lane; " + L + "j < " + total + "; " + L + "j += " + std::to_string(R) + ") {");
+      ind_++;
+      opened = 1;
+    }
     loop_vars_.resize(ext.size());
     if (ext.size() == 1) {
       loop_vars_[0] = L + "j";
@@ -465,7 +574,9 @@ void Emitter::emit_loop(const Stmt& s, int index) {
     check_val(v);
     if (names_[v].empty() && k_.instrs[v].op != Opc::Acc) defined.push_back(v);
   }
+  loop_index_ = index;
   emit_instrs(s.body);
+  loop_index_ = -1;
   for (Acc& a : accs) {
     const lower::Reduction& r = *a.r;
     const std::string x = cast(get(r.input), ty(r.input), a.t);
@@ -623,6 +734,7 @@ std::string Emitter::emit(const std::string& name) {
   for (const Instr& in : k_.instrs)
     if (in.op == Opc::Load && in.a >= 0 && in.a < (int)k_.buffers.size() && k_.buffers[in.a].written) reads_written = true;
   ind_ = 1;
+  plan_row_cache();
   for (Val v : k_.preamble) emit_instr(v);
   for (size_t j = 0; j < k_.outer_reductions.size(); j++) {  // a two-level kernel's accumulators
     const lower::Reduction& r = k_.outer_reductions[j];
@@ -665,6 +777,13 @@ std::string Emitter::emit(const std::string& name) {
       }
     }
   }
+  for (const auto& [k, n] : cached_) {
+    Ty t = Ty::F32;
+    for (Val v = 0; v < (Val)k_.instrs.size(); v++)
+      if (k_.instrs[v].op == Opc::Load && key(v) == k) t = k_.instrs[v].ty;
+    line(std::string(tyname(t)) + " c" + std::to_string(n) + "[" + std::to_string(cached_per_lane_) + "];");
+  }
+  filled_by_.assign(cached_.size(), -1);
   int loops = 0;
   for (const Stmt& s : k_.body) {
     if (s.kind == Stmt::Kind::Loop) {
@@ -695,6 +814,7 @@ std::string Emitter::emit(const std::string& name) {
   }
   for (int i = 0; i < k_.num_size_params; i++) params += std::string(params.empty() ? "" : ", ") + "i64 s" + std::to_string(i);
   params += std::string(params.empty() ? "" : ", ") + "i64 n_outer";
+  if (checks_index_values(k_)) params += ", i64* tc_err";
   std::string src = (sh_.device_fn ? "__device__ __noinline__ void "
                                    : "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(B) + ") ") +
                     name + "(" + params + ") {\n";
@@ -811,12 +931,23 @@ int choose_shape(const std::vector<KernelShape>& shapes, const KernelWork& w) {
 
 const char* buffer_type(DType d) { return storage_type(d); }
 
+bool checks_index_values(const Kernel& k) {
+  for (const Instr& in : k.instrs)
+    if (in.op == Opc::Math && in.sop == ScalarOp::flag_if) return true;
+  return false;
+}
+
 std::string emit_kernel(const Kernel& k, const std::string& name, const KernelShape& shape) {
   return Emitter(k, shape).emit(name);
 }
 
 const std::string& codegen_prelude() {
   static const std::string p = R"CUDA(
+// An index value v checked on the device (loop IR flag_if): a bad one flags check k.
+__device__ __forceinline__ i64 flag_if(i64 v, bool bad, i64 k, i64* err) {
+  if (bad) flag_error(err, k, v);
+  return v;
+}
 template <typename M> __device__ __forceinline__ M fmod_i(M a, M b) {
   if (b == (M)0 || b == (M)(-1)) return (M)0;
   return (M)(a % b);

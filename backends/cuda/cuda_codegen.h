@@ -4,7 +4,10 @@
 //   std::string src = emit_kernel(k, "tck_0", sh); // extern "C" __global__ void tck_0(...)
 //
 // Kernel ABI: one pointer per buffer parameter (in Kernel::buffers order; bool as u8), then one
-// i64 per size parameter, then `i64 n_outer` (the number of outer iterations). Launch with
+// i64 per size parameter, then `i64 n_outer` (the number of outer iterations), then, in kernels
+// that check index values (checks_index_values), `i64* tc_err`: the device's error word, where
+// a bad index value flags its IndexCheck (stdlib/cuda's flag_error: code = check number, detail =
+// the value). Runners may pass the error word to every kernel (extra parameters are ignored). Launch with
 // `block` threads per block and ceil(n_outer * threads_per_row / (block * unroll)) blocks (or
 // fewer): the kernel walks its outer iterations grid-stride.
 //
@@ -64,6 +67,10 @@ std::optional<KernelWork> kernel_work(const lower::Kernel& k, const std::vector<
 // is not known to fit 31 bits.
 std::vector<KernelShape> plan_kernel(const lower::Kernel& k, bool noalias);
 int choose_shape(const std::vector<KernelShape>& shapes, const KernelWork& w);
+
+// Whether `k` checks index values on the device (loop IR flag_if): its last parameter is then
+// the error word.
+bool checks_index_values(const lower::Kernel& k);
 
 // The C type of a buffer element in generated code (bool as u8).
 const char* buffer_type(DType d);

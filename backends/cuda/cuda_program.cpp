@@ -171,7 +171,7 @@ std::string tiny_graph_source(const lower::LoweredGraph& g, const std::vector<st
     std::vector<int64_t> sizes;
     for (const lower::SymInt& v : l.sizes) sizes.push_back(v.eval(none));
     for (int64_t v : sizes) call += std::to_string(v) + "ll, ";
-    call += std::to_string(kernel_work(k, &sizes)->outer) + "ll);";
+    call += std::to_string(kernel_work(k, &sizes)->outer) + "ll" + (checks_index_values(k) ? ", tc_err" : "") + ");";
     body += (i ? "  __syncthreads();\n  " : "  ") + call + "\n";
   }
   // parameters: every non-Temp buffer a step uses, in first-use order (also those copied in)
@@ -182,6 +182,11 @@ std::string tiny_graph_source(const lower::LoweredGraph& g, const std::vector<st
         params->push_back(b);
         sig += ", void* p" + std::to_string(b);
       }
+  for (const lower::Kernel& k : g.kernels)
+    if (checks_index_values(k)) {
+      sig += ", i64* tc_err";
+      break;
+    }
   std::string head = arena_shared ? "  extern __shared__ __align__(16) char sh[];\n" + prologue + "  __syncthreads();\n" : "";
   return "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(kTinyBlock) + ") TC_KERNEL_NAME(" + sig +
          ") {\n" + head + body + "}\n";
@@ -455,6 +460,24 @@ std::shared_ptr<Storage> Program::arena(int64_t bytes) const {
   return s;
 }
 
+// After a graph whose kernels check index values: a flagged check raises its op's eager error
+// (at the op's line). One wait for the device per call of such graphs; under CUDA graph capture
+// the replays read the word instead (tc::cuda::CudaGraph::device_error).
+static void raise_flagged_index(const lower::LoweredGraph& g, const std::vector<int64_t>& syms, int device) {
+  int64_t value = 0;
+  const int64_t k = drv::take_device_error(device, &value);
+  if (k == 0) return;
+  TC_CHECK(k >= 1 && k <= (int64_t)g.index_checks.size(), DeviceError,
+           "a device-side check failed (code %lld) in a graph without such a check", (long long)k);
+  const lower::IndexCheck& c = g.index_checks[k - 1];
+  try {
+    c.raise(value, syms, Device{DeviceType::CUDA, device});
+  } catch (const Error& e) {
+    throw capture::NodeError(e, c.node);
+  }
+  throw capture::NodeError(Error(ErrorKind::IndexError, "index " + std::to_string(value) + " is out of range"), c.node);
+}
+
 std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
   const lower::LoweredGraph& g = graph;
   const std::vector<int64_t> syms = lower::symbol_values(g, inputs);
@@ -463,12 +486,15 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
   std::vector<void*> ptrs;
   std::vector<int64_t> sizes;
   std::vector<void*> args;
+  // every kernel gets the error word last (those that check index values declare it)
+  void* err = drv::compile_only() ? nullptr : reinterpret_cast<void*>(drv::dev(device).error_word);
   ProfileRun prof(profile.get(), device, tiny_graph ? 1 : g.steps.size());
   if (tiny_graph) {
     prof.mark(0, "tiny graph kernel");
     ptrs = {arena->data()};
     for (int b : tiny_params) ptrs.push_back(places[b].ptr);
     for (void*& p : ptrs) args.push_back(&p);
+    args.push_back(&err);
     try {
       if (tiny) drv::launch(device, (CUfunction)tiny, 1, (unsigned)kTinyBlock, args.data(), (unsigned)tiny_smem);
     } catch (const Error& e) {
@@ -512,6 +538,7 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
       for (void*& p : ptrs) args.push_back(&p);
       for (int64_t& v : sizes) args.push_back(&v);
       args.push_back(&n_outer);
+      args.push_back(&err);
       try {
         drv::launch(device, (CUfunction)fn, blocks, (unsigned)shapes[k][shape].block, args.data());
       } catch (const Error& e) {
@@ -532,6 +559,7 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
     lower::run_extern(g, e, places, syms, "cuda backend", true);
   }
   prof.finish();
+  if (!g.index_checks.empty()) raise_flagged_index(g, syms, device);
   return lower::graph_outputs(g, places, syms);
 }
 

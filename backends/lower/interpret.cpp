@@ -147,6 +147,7 @@ S math(ScalarOp op, Ty t, Ty at, const S& a, const S& b, const S& c) {
     case ScalarOp::bitwise_or: return I(a.i | b.i);
     case ScalarOp::bitwise_xor: return I(a.i ^ b.i);
     case ScalarOp::where: return a.i ? b : c;
+    case ScalarOp::flag_if: return a;  // never lowered for this runner (LowerOptions::device_checks)
   }
   __builtin_unreachable();
 }

@@ -80,6 +80,9 @@ Val KernelBuilder::math(ScalarOp op, Val a, Val b, Val c) {
     case ScalarOp::cast:
       TC_LOWER_CHECK(false, "use KernelBuilder::cast");
       break;
+    case ScalarOp::flag_if:
+      TC_LOWER_CHECK(t == Ty::I64 && ty(b) == Ty::Bool && is_const(c, nullptr), "flag_if: operand types");
+      return add({Opc::Math, t, op, a, b, c}, std::max(level_[a], level_[b]));
     default:
       break;
   }

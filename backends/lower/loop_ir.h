@@ -32,6 +32,7 @@
 // are kernel parameters too (SizeParam), so one kernel serves every size.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -242,6 +243,15 @@ struct Step {
   Extern ext;
 };
 
+// Index values checked inside the kernels that read them (LowerOptions::device_checks): a kernel
+// evaluating ScalarOp::flag_if(v, bad, k) with `bad` true flags check k (1-based position in
+// LoweredGraph::index_checks) with the value v in the device's error word; the runner reads the
+// word after the graph and calls `raise`, which raises node `node`'s eager error for that value.
+struct IndexCheck {
+  int node = -1;  // the captured graph's node (the user's line)
+  std::function<void(int64_t value, const std::vector<int64_t>& symbol_values, Device device)> raise;
+};
+
 struct LoweredGraph {
   std::vector<Kernel> kernels;      // distinct kernels
   std::vector<Buffer> buffers;
@@ -250,6 +260,7 @@ struct LoweredGraph {
   std::vector<BufferView> outputs;  // one per graph output (may view an input buffer)
   int64_t arena_bytes_static = -1;  // bytes of the arena holding the Temps of static size
   int num_fused_nodes = 0;          // graph op nodes that became kernels
+  std::vector<IndexCheck> index_checks;
   // What could not be fused or generated, and why, one line each (TC_LOGS=perf_hints):
   // "line 12: sort runs on its eager kernel (not generated)".
   std::vector<std::string> perf_hints;

@@ -27,6 +27,10 @@ struct LowerOptions {
   // External nodes that the runner added itself as library calls (the CUDA backend's fused
   // cuBLASLt products, backends/cuda/cuda_fuse.h): Externs without `externals`, not fallbacks.
   bool library_externals = false;
+  // The runner checks index values inside its kernels (ScalarOp::flag_if, LoweredGraph::
+  // index_checks): index_select, gather, embedding and the class targets of nll_loss and
+  // cross_entropy are generated with such checks instead of a host check step or an extern.
+  bool device_checks = false;
   int realize_loads = 2;    // ... or reads more buffers than this (norm internals excepted)
   // The device the graph's tensors are on (the runner's): tensors elsewhere are refused.
   DeviceType device = DeviceType::CPU;

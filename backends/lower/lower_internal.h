@@ -151,6 +151,14 @@ struct LV {
 // Whether node n is a matmul small enough (every dim <= opt.tiny_matmul) to generate.
 bool tiny_matmul(const capture::Graph& g, int n, const LowerOptions& opt);
 
+// An index value's device check (LowerOptions::device_checks): IndexCheck number `id` (0: none),
+// values equal to `ignore` passing when `has_ignore`.
+struct IndexFlag {
+  int id = 0;
+  bool has_ignore = false;
+  int64_t ignore = 0;
+};
+
 class Lowering {
  public:
   Lowering(const capture::Graph& captured, const capture::Graph& g, const Shapes& s, const LowerOptions& o,
@@ -178,7 +186,8 @@ class Lowering {
   std::vector<int> add_extern(int n, bool fallback);  // values of its outputs
   void push_kernel(KernelBuilder& kb);
   void hint(int node, const std::string& what);  // a perf_hints line
-  bool check_indices(int n);
+  bool check_indices(int n, const std::vector<SymInt>& data, IndexFlag* flag);
+  int add_index_check(int n, std::function<void(int64_t, const std::vector<int64_t>&, Device)> raise);
   bool check_divisor(int n, int id);
   void add_check(int n, int id, std::shared_ptr<capture::ExternalFn> fn);
   // The first value reached from `id` (itself, then what lazy values read, and a reduction's

@@ -467,11 +467,13 @@ void Lowering::realize_all(const std::vector<int>& ids, bool as_output) {
 }
 
 // Index values are data: a kernel cannot raise eager's IndexError for one out of range (it clamps
-// them for memory safety). So an index_select/gather/embedding is generated only behind a step
-// that runs the eager op on a stand-in for its source (no data for index_select and embedding) and
-// raises what eager raises. False when that is not possible (the runner calls no functions,
-// dynamic sizes): the op is then an extern.
-bool Lowering::check_indices(int n) {
+// them for memory safety). So an index_select/gather/embedding is generated only behind a check:
+// on a runner with device checks (LowerOptions::device_checks), `flag` gets an IndexCheck that the
+// kernels reading the indices flag (flag_index); otherwise a step runs the eager op on a stand-in
+// for its source (no data for index_select and embedding) and raises what eager raises. False
+// when neither is possible (the runner calls no functions, dynamic sizes): the op is then an
+// extern. `data` is the indexed value's shape.
+bool Lowering::check_indices(int n, const std::vector<SymInt>& data, IndexFlag* flag) {
   const capture::Node& node = g.nodes[n];
   const capture::Node& from = captured.nodes[origin[n]];
   const int src_arg = 0, index_arg = node.op == Op::embedding ? 0 : 2;
@@ -479,26 +481,37 @@ bool Lowering::check_indices(int n) {
   Stack args;
   for (const capture::NodeArg& a : node.args)
     args.push_back(a.kind == capture::NodeArg::Kind::Const ? a.constant : Value(g.fake(a.refs[0])));
-  const Tensor& data = g.fake(node.args[data_arg].refs[0]);
+  const Tensor& fake = g.fake(node.args[data_arg].refs[0]);
+  const int64_t dim = node.op == Op::embedding ? 0 : wrap_dim(args[1].to_int(), fake.dim());
   Op op = node.op;
   auto fn = std::make_shared<capture::ExternalFn>();
   fn->name = std::string("index check of ") + op_name(op);
   if (from.kind == capture::NodeKind::Op && (from.op == Op::nll_loss || from.op == Op::cross_entropy) &&
       node.op == Op::gather && from.args.size() > 4 && from.args[4].kind == capture::NodeArg::Kind::Const &&
-      opt.externals) {
+      (opt.externals || opt.device_checks)) {
     // The gather of the class targets that nll_loss and cross_entropy decompose into (its indices
     // are the targets themselves, the kernel clamps them): checked with eager's rule and message,
     // ignore_index passing.
     const int64_t ignore = from.args[4].constant.to_int();
-    const int64_t classes = data.sizes()[wrap_dim(args[1].to_int(), data.dim())];
+    const SymInt classes = data[dim];
     const char* name = op_name(from.op);
-    fn->call = [ignore, classes, name](const Stack& in) {
+    auto bad_target = [name](int64_t t, int64_t classes) {
+      TC_FAIL(IndexError, "%s(): target %lld is out of bounds (targets are 1-based, %lld classes)", name,
+              (long long)t, (long long)classes);
+    };
+    if (opt.device_checks) {
+      *flag = {add_index_check(n, [bad_target, classes](int64_t t, const std::vector<int64_t>& syms, Device) {
+                 bad_target(t, classes.eval(syms));
+               }),
+               true, ignore};
+      return true;
+    }
+    const int64_t c = fake.sizes()[dim];
+    fn->call = [ignore, c, bad_target](const Stack& in) {
       Tensor t = in[0].tensor().contiguous();
       const int64_t* p = t.data<int64_t>();
       for (int64_t i = 0; i < t.numel(); i++)
-        TC_CHECK(p[i] == ignore || (p[i] >= 1 && p[i] <= classes), IndexError,
-                 "%s(): target %lld is out of bounds (targets are 1-based, %lld classes)", name, (long long)p[i],
-                 (long long)classes);
+        if (p[i] != ignore && (p[i] < 1 || p[i] > c)) bad_target(p[i], c);
       return std::vector<Tensor>{in[0].tensor()};
     };
   } else if (from.kind == capture::NodeKind::Op && from.op != node.op) {
@@ -506,14 +519,31 @@ bool Lowering::check_indices(int n) {
     if (from.op != Op::nll_loss && from.op != Op::cross_entropy)
       hint(n, "indices made by a decomposition are not range-checked (out-of-range ones read a clamped element)");
     return true;
+  } else if (opt.device_checks) {
+    // The eager op on the device, on a stand-in for its source (size 1 in the other dims) and the
+    // one offending value, raises eager's error for it.
+    const DType dt = fake.dtype();
+    const int rank = int(data.size());
+    *flag = {add_index_check(n, [op, args, index_arg, data_arg, data, dim, dt, rank](
+                                    int64_t v, const std::vector<int64_t>& syms, Device device) {
+      Shape stand_in(rank, 1), index_shape(op == Op::gather ? rank : 1, 1);
+      stand_in[dim] = data[dim].eval(syms);
+      Stack a = args;
+      Tensor index = Tensor::empty(index_shape, DType::Int64, device);
+      index.copy_from(Tensor::scalar_int(v));
+      a[data_arg] = Tensor::empty(stand_in, dt, device);
+      a[index_arg] = index;
+      call(op, a);
+    })};
+    return true;
   } else {
     if (!opt.externals || !g.dynamic_dims.empty()) return false;
-    Shape stand_in = data.sizes();
+    Shape stand_in = fake.sizes();
     if (node.op == Op::embedding) stand_in = {stand_in[0], 0};
     if (node.op == Op::index_select)
       for (int64_t d = 0; d < int64_t(stand_in.size()); d++)
-        if (d != wrap_dim(args[1].to_int(), int64_t(stand_in.size()))) stand_in[d] = 0;
-    DType dt = data.dtype();
+        if (d != dim) stand_in[d] = 0;
+    DType dt = fake.dtype();
     fn->call = [op, args, index_arg, data_arg, stand_in, dt](const Stack& in) {
       Stack a = args;
       a[index_arg] = in[0];
@@ -525,6 +555,12 @@ bool Lowering::check_indices(int n) {
   const capture::Ref& r = node.args[index_arg].refs[0];
   add_check(n, value_of_.at({r.node, r.elem >= 0 ? r.elem : r.out}), std::move(fn));
   return true;
+}
+
+// A device check of node n's index values (LoweredGraph::index_checks): its number for flag_if.
+int Lowering::add_index_check(int n, std::function<void(int64_t, const std::vector<int64_t>&, Device)> raise) {
+  lg.index_checks.push_back({origin[n], std::move(raise)});
+  return int(lg.index_checks.size());
 }
 
 // A step that runs `fn` on value `id` (realized into a buffer first) before the kernels reading it:

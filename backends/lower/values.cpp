@@ -80,6 +80,15 @@ Val clamp_index(KernelBuilder& kb, Val i, const SymInt& size) {
   return kb.math(ScalarOp::maximum, kb.math(ScalarOp::minimum, i, hi), kb.ci(0));
 }
 
+// `at`, a 1-based index value into a dim of `size`, flagged on the device when out of range
+// (flag.ignore passing) for a runner with device checks.
+Val flag_index(KernelBuilder& kb, Val at, const SymInt& size, const IndexFlag& flag) {
+  if (!flag.id) return at;
+  Val bad = kb.math(ScalarOp::logical_or, kb.math(ScalarOp::lt, at, kb.ci(1)), kb.math(ScalarOp::gt, at, kb.size(size)));
+  if (flag.has_ignore) bad = kb.math(ScalarOp::logical_and, bad, kb.math(ScalarOp::ne, at, kb.ci(flag.ignore)));
+  return kb.math(ScalarOp::flag_if, at, bad, kb.ci(flag.id));
+}
+
 int64_t static_size(const SymInt& s, const char* what) {
   TC_CHECK(s.is_const(), NotImplementedError, "lowering: %s over a dynamic dim", what);
   return s.const_value();
@@ -585,27 +594,29 @@ std::vector<int> Lowering::lower_op(int n) {
       })};
     }
     case Op::index_select: case Op::gather: {
-      if (!check_indices(n)) return add_extern(n, false);
       int src = in(0), index = in(2);
+      std::vector<SymInt> ins = lv(src).shape;
+      IndexFlag flag;
+      if (!check_indices(n, ins, &flag)) return add_extern(n, false);
       int d = int(wrap_dim(a[1].to_int(), int64_t(lv(src).shape.size())));
       bool gather = node.op == Op::gather;
-      std::vector<SymInt> ins = lv(src).shape;
-      return {lazy(base(), {src, index}, [this, src, index, d, gather, ins](KernelBuilder& kb, const Idx& idx) {
+      return {lazy(base(), {src, index}, [this, src, index, d, gather, ins, flag](KernelBuilder& kb, const Idx& idx) {
         Idx ii = gather ? idx : (lv(index).shape.empty() ? Idx{} : Idx{idx[d]});
         Val at = kb.cast(emit(kb, index, ii), Ty::I64);
         Idx i = idx;
-        if (!ins.empty()) i[d] = clamp_index(kb, kb.math(ScalarOp::sub, at, kb.ci(1)), ins[d]);
+        if (!ins.empty()) i[d] = clamp_index(kb, kb.math(ScalarOp::sub, flag_index(kb, at, ins[d], flag), kb.ci(1)), ins[d]);
         return emit(kb, src, i);
       })};
     }
     case Op::embedding: {
-      if (!check_indices(n)) return add_extern(n, false);
       int ids = in(0), w = in(1);
       std::vector<SymInt> ws = lv(w).shape;
-      return {lazy(base(), {ids, w}, [this, ids, w, ws](KernelBuilder& kb, const Idx& idx) {
+      IndexFlag flag;
+      if (!check_indices(n, ws, &flag)) return add_extern(n, false);
+      return {lazy(base(), {ids, w}, [this, ids, w, ws, flag](KernelBuilder& kb, const Idx& idx) {
         Idx ii(idx.begin(), idx.end() - 1);
-        Val row = kb.math(ScalarOp::sub, kb.cast(emit(kb, ids, ii), Ty::I64), kb.ci(1));
-        return emit(kb, w, {clamp_index(kb, row, ws[0]), idx.back()});
+        Val at = flag_index(kb, kb.cast(emit(kb, ids, ii), Ty::I64), ws[0], flag);
+        return emit(kb, w, {clamp_index(kb, kb.math(ScalarOp::sub, at, kb.ci(1)), ws[0]), idx.back()});
       })};
     }
     case Op::scatter: case Op::scatter_add: case Op::masked_select: case Op::nonzero:

@@ -7,7 +7,13 @@ _pk=${1:-.gpupack}
 mkdir -p /tmp/p && tar -xJf "$_pk/gpu.tar.xz" -C /tmp/p
 if [ -f "$_pk/tree.tar.xz" ]; then
   rm -rf /tmp/tree && mkdir -p /tmp/tree && tar -xJf "$_pk/tree.tar.xz" -C /tmp/tree
-  mkdir -p /work && rm -f /work/main && ln -s /tmp/tree /work/main && cd /tmp/tree
+  # fixtures are found by absolute path: the checkout the binaries were built in (src_dir) and
+  # /work/main point at the tree, unless one is a real directory (the device's copy of main)
+  for _d in /work/main $(cat "$_pk/src_dir" 2>/dev/null); do
+    [ -d "$_d" ] && [ ! -L "$_d" ] && continue
+    mkdir -p "$(dirname "$_d")" && rm -f "$_d" && ln -s /tmp/tree "$_d"
+  done
+  cd /tmp/tree
 else
   [ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
 fi

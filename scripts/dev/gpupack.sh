@@ -41,5 +41,5 @@ for l in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
   cp -L "/lib/x86_64-linux-gnu/$l" "$s/lib/"
 done
 tar -C "$s" -cJf "$out/gpu.tar.xz" build lib
-[ $tree = 1 ] && git ls-files -z | tar --null -T - -cJf "$out/tree.tar.xz"
+[ $tree = 1 ] && git ls-files -z | tar --null -T - -cJf "$out/tree.tar.xz" && pwd > "$out/src_dir"
 ls -la "$out"

@@ -1,4 +1,5 @@
-// Fused scaled-dot-product attention for float32 (flash-attention style): one launch reads q, k
+// Fused scaled-dot-product attention for float32 (flash-attention style; TC_FLASH_ATTENTION_MMA=1:
+// on tensor cores, flash_mma_source below): one launch reads q, k
 // and v once per tile and never materializes the [L, S] scores. Each block takes 64 queries of one
 // (batch, head) and walks the keys in tiles of 64: scores in registers (4 x 4 per thread), an
 // online softmax per row (running max and sum, combined across the 16 threads of a row with warp
@@ -17,6 +18,21 @@ namespace {
 
 constexpr int kBQ = 64, kBK = 64, kThreads = 256, kMaxE = 128;
 
+// Both kernels' key and value tiles: rows k0 .. k0 + BK - 1 into shared memory (rows `kp` and
+// `vp` floats apart), zeros past S.
+const char* const kLoadTile = R"(
+__device__ __forceinline__ void load_kv(const float* __restrict__ k, const float* __restrict__ v, float* Ks, float* Vs,
+                                        int kp, int vp, i64 k0, i64 S, i64 ks2, i64 vs2) {
+  for (int i = threadIdx.x; i < BK * E; i += blockDim.x) {
+    const int r = i / E, d = i % E;
+    const i64 key = k0 + r;
+    const bool in = key < S;
+    Ks[r * kp + d] = in ? k[key * ks2 + d] : 0.f;
+    Vs[r * vp + d] = in ? v[key * vs2 + d] : 0.f;
+  }
+}
+)";
+
 std::string flash_source(int64_t e) {
   return "#define E " + std::to_string(e) + "\n" + R"(
 #define EP (E + 4)
@@ -26,6 +42,7 @@ std::string flash_source(int64_t e) {
 #define G ((E + 63) / 64)
 #define NEG_INF (-__int_as_float(0x7f800000))
 typedef long long i64;
+)" + kLoadTile + R"(
 extern "C" __global__ void __launch_bounds__(256) flash_fwd(
     const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ o,
     i64 L, i64 S, i64 nb1, i64 qs0, i64 qs1, i64 qs2, i64 ks0, i64 ks1, i64 ks2, i64 vs0, i64 vs1, i64 vs2,
@@ -64,13 +81,7 @@ extern "C" __global__ void __launch_bounds__(256) flash_fwd(
   if (causal && q0 + BQ < kend) kend = q0 + BQ;
   for (i64 k0 = 0; k0 < kend; k0 += BK) {
     __syncthreads();
-    for (int i = tid; i < BK * E; i += 256) {
-      const int r = i / E, d = i % E;
-      const i64 key = k0 + r;
-      const bool in = key < S;
-      Ks[r * EP + d] = in ? k[key * ks2 + d] : 0.f;
-      Vs[r * E + d] = in ? v[key * vs2 + d] : 0.f;
-    }
+    load_kv(k, v, Ks, Vs, EP, E, k0, S, ks2, vs2);
     __syncthreads();
     float s[4][4];
 #pragma unroll
@@ -171,6 +182,171 @@ extern "C" __global__ void __launch_bounds__(256) flash_fwd(
 )";
 }
 
+// The same attention on tensor cores (sm_80 and later, head dims a multiple of 8): 4 warps of 16
+// queries each, key tiles of 64 in shared memory, scores and the output accumulated by
+// mma.sync m16n8k8 TF32 in 3xTF32 form (each operand split into a TF32 high part and a TF32
+// remainder, three products summed in float32: float32's precision, as cuBLAS's fast-fp32 mode
+// and PyTorch's fp32 memory-efficient attention). Probabilities go from the score fragments to
+// the A fragments of P·V through a per-warp [16, 64] tile of shared memory; each thread keeps
+// its rows' running max and partial sums (exponentials in base 2 on queries pre-scaled by
+// scale·log2(e)).
+std::string flash_mma_source(int64_t e) {
+  return "#define E " + std::to_string(e) + "\n" + R"(
+#define BQ 64
+#define BK 64
+#define QP (E + 4)
+#define KP (E + 4)
+#define VP (E + 8)
+#define PP (BK + 4)
+#define NEG_INF (-__int_as_float(0x7f800000))
+typedef long long i64;
+)" + kLoadTile + R"(
+__device__ __forceinline__ unsigned to_tf32(float x) {
+  unsigned r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ void split(float x, unsigned& hi, unsigned& lo) {
+  hi = to_tf32(x);
+  lo = to_tf32(x - __uint_as_float(hi));
+}
+__device__ __forceinline__ void mma(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// c += a b, a given as high and low parts: a_lo b_hi + a_hi b_lo + a_hi b_hi (small terms first)
+__device__ __forceinline__ void mma3(float* c, const unsigned* ah, const unsigned* al, float b0, float b1) {
+  unsigned h0, l0, h1, l1;
+  split(b0, h0, l0);
+  split(b1, h1, l1);
+  mma(c, al, h0, h1);
+  mma(c, ah, l0, l1);
+  mma(c, ah, h0, h1);
+}
+// The A fragment (rows g and g + 8, columns c + t and c + t + 4) of a row-major tile, split.
+__device__ __forceinline__ void a_frag(const float* m, int pitch, int g, int t, int c, unsigned* ah, unsigned* al) {
+  split(m[g * pitch + c + t], ah[0], al[0]);
+  split(m[(g + 8) * pitch + c + t], ah[1], al[1]);
+  split(m[g * pitch + c + t + 4], ah[2], al[2]);
+  split(m[(g + 8) * pitch + c + t + 4], ah[3], al[3]);
+}
+extern "C" __global__ void __launch_bounds__(128) flash_mma(
+    const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ o,
+    i64 L, i64 S, i64 nb1, i64 qs0, i64 qs1, i64 qs2, i64 ks0, i64 ks1, i64 ks2, i64 vs0, i64 vs1, i64 vs2,
+    i64 os0, i64 os1, i64 os2, float scale, int causal) {
+  extern __shared__ float4 sm4[];
+  float* Qs = (float*)sm4;   // BQ x QP, pre-scaled
+  float* Ks = Qs + BQ * QP;  // BK x KP
+  float* Vs = Ks + BK * KP;  // BK x VP
+  float* Ps = Vs + BK * VP;  // per warp 16 x PP
+  const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const i64 z = blockIdx.x, b0 = z / nb1, b1 = z % nb1;
+  // the last query tiles first: under a causal mask they walk the most key tiles
+  const i64 q0 = (i64)(gridDim.y - 1 - blockIdx.y) * BQ;
+  q += b0 * qs0 + b1 * qs1;
+  k += b0 * ks0 + b1 * ks1;
+  v += b0 * vs0 + b1 * vs1;
+  o += b0 * os0 + b1 * os1;
+  const float qscale = scale * 1.4426950408889634f;
+  for (int i = tid; i < BQ * E; i += 128) {
+    const int r = i / E, d = i % E;
+    const i64 row = q0 + r;
+    Qs[r * QP + d] = row < L ? q[row * qs2 + d] * qscale : 0.f;
+  }
+  const float* Qw = Qs + w * 16 * QP;
+  float* P = Ps + w * 16 * PP;
+  float acc[E / 8][4];
+#pragma unroll
+  for (int j = 0; j < E / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+  float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.f, l1 = 0.f;  // rows ra and rb: max and this thread's part of the sum
+  const i64 ra = q0 + w * 16 + g, rb = ra + 8;
+  i64 kend = S;
+  if (causal && q0 + BQ < kend) kend = q0 + BQ;
+  for (i64 k0 = 0; k0 < kend; k0 += BK) {
+    __syncthreads();
+    load_kv(k, v, Ks, Vs, KP, VP, k0, S, ks2, vs2);
+    __syncthreads();
+    float s[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < E; kk += 8) {
+      unsigned ah[4], al[4];
+      a_frag(Qw, QP, g, t, kk, ah, al);
+#pragma unroll
+      for (int j = 0; j < 8; j++) mma3(s[j], ah, al, Ks[(j * 8 + g) * KP + kk + t], Ks[(j * 8 + g) * KP + kk + t + 4]);
+    }
+    float x0 = NEG_INF, x1 = NEG_INF;
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+      for (int c = 0; c < 2; c++) {
+        const i64 key = k0 + j * 8 + 2 * t + c;
+        if (key >= S || (causal && key > ra)) s[j][c] = NEG_INF;
+        if (key >= S || (causal && key > rb)) s[j][2 + c] = NEG_INF;
+        x0 = fmaxf(x0, s[j][c]);
+        x1 = fmaxf(x1, s[j][2 + c]);
+      }
+    x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
+    x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
+    x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
+    x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
+    const float n0 = fmaxf(m0, x0), n1 = fmaxf(m1, x1);
+    const float a0 = n0 == NEG_INF ? 1.f : exp2f(m0 - n0), a1 = n1 == NEG_INF ? 1.f : exp2f(m1 - n1);
+    m0 = n0;
+    m1 = n1;
+    l0 *= a0;
+    l1 *= a1;
+#pragma unroll
+    for (int j = 0; j < E / 8; j++) {
+      acc[j][0] *= a0;
+      acc[j][1] *= a0;
+      acc[j][2] *= a1;
+      acc[j][3] *= a1;
+    }
+    __syncwarp();  // the previous tile's reads of P are done
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+      for (int c = 0; c < 2; c++) {
+        const float p0 = n0 == NEG_INF ? 0.f : exp2f(s[j][c] - n0);
+        const float p1 = n1 == NEG_INF ? 0.f : exp2f(s[j][2 + c] - n1);
+        l0 += p0;
+        l1 += p1;
+        P[g * PP + j * 8 + 2 * t + c] = p0;
+        P[(g + 8) * PP + j * 8 + 2 * t + c] = p1;
+      }
+    __syncwarp();
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 8) {
+      unsigned ah[4], al[4];
+      a_frag(P, PP, g, t, kk, ah, al);
+#pragma unroll
+      for (int j = 0; j < E / 8; j++) mma3(acc[j], ah, al, Vs[(kk + t) * VP + j * 8 + g], Vs[(kk + t + 4) * VP + j * 8 + g]);
+    }
+  }
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
+#pragma unroll
+  for (int j = 0; j < E / 8; j++) {
+    const int c = j * 8 + 2 * t;
+    if (ra < L) {
+      o[ra * os2 + c] = acc[j][0] * i0;
+      o[ra * os2 + c + 1] = acc[j][1] * i0;
+    }
+    if (rb < L) {
+      o[rb * os2 + c] = acc[j][2] * i1;
+      o[rb * os2 + c + 1] = acc[j][3] * i1;
+    }
+  }
+}
+)";
+}
+
 // The batch dims of t (dims before the last two) as (size of dim 1 of the batch, strides of the
 // two batch dims): 3-D tensors have one batch dim.
 bool batch_layout(const Tensor& t, int64_t* nb1, int64_t* s0, int64_t* s1) {
@@ -214,8 +390,20 @@ bool flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool cau
   batch_layout(out, &unused, &os0, &os1);
   int64_t qs2 = q.strides()[nd - 2], ks2 = k.strides()[nd - 2], vs2 = v.strides()[nd - 2], os2 = out.strides()[nd - 2];
   const int device = q.device().index;
-  CUfunction f = kernels(device, "flash_fwd:" + std::to_string(E), [&] { return flash_source(E); }, {"flash_fwd"})[0];
-  const unsigned smem = (unsigned)(sizeof(float) * ((kBQ + kBK) * (E + 4) + kBK * E + kBQ * (kBK + 4)));
+  // TC_FLASH_ATTENTION_MMA=1: the tensor-core kernel where the device has TF32 mma. Not the
+  // default: on an H100 it took 75 us for GPT-2's [8, 12, 256, 64] causal heads against the
+  // CUDA-core kernel's 58 (each warp splits every key and value into TF32 parts again: the
+  // conversions, not the products, bound it; splitting once into shared memory is the next step).
+  static const bool use_mma = [] {
+    const char* e = std::getenv("TC_FLASH_ATTENTION_MMA");
+    return e && *e == '1';
+  }();
+  const bool mma = use_mma && E % 8 == 0 && (compile_only() || dev(device).cc_major >= 8);
+  CUfunction f = mma ? kernels(device, "flash_mma:" + std::to_string(E), [&] { return flash_mma_source(E); }, {"flash_mma"})[0]
+                     : kernels(device, "flash_fwd:" + std::to_string(E), [&] { return flash_source(E); }, {"flash_fwd"})[0];
+  const unsigned smem =
+      mma ? (unsigned)(sizeof(float) * (kBQ * (E + 4) + kBK * (E + 4) + kBK * (E + 8) + kBQ * (kBK + 4)))
+          : (unsigned)(sizeof(float) * ((kBQ + kBK) * (E + 4) + kBK * E + kBQ * (kBK + 4)));
   if (compile_only()) return true;
   {
     static std::mutex mu;
@@ -234,7 +422,7 @@ bool flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool cau
   int64_t Lv = L, Sv = S;
   void* args[] = {&qp, &kp, &vp, &op, &Lv, &Sv, &nb1, &qs0, &qs1, &qs2, &ks0, &ks1, &ks2,
                   &vs0, &vs1, &vs2, &os0, &os1, &os2, &sc, &ca};
-  launch3(device, f, (unsigned)batch, (unsigned)((L + kBQ - 1) / kBQ), 1, kThreads, args, smem);
+  launch3(device, f, (unsigned)batch, (unsigned)((L + kBQ - 1) / kBQ), 1, mma ? 128 : kThreads, args, smem);
   return true;
 }
 

@@ -83,6 +83,39 @@ TEST(LowerFusion, CrossEntropyIsOneKernelForEveryReduction) {
   }
 }
 
+// A runner with device checks (the CUDA backend): index_select, gather, embedding and the targets
+// of cross_entropy are read by the kernels themselves, which flag bad values (flag_if) for the
+// graph's IndexCheck; raising a check gives the op's eager error for the value. No check steps.
+TEST(LowerFusion, WithDeviceChecksIndexOpsFuseAndFlagBadValues) {
+  lower::LowerOptions o;
+  o.device_checks = true;
+  for (Op op : {Op::embedding, Op::index_select, Op::gather, Op::cross_entropy}) {
+    GraphBuilder b;
+    Tensor x = b.in(randn({6, 11}));
+    Tensor i = b.in(call1(Op::randint, {int64_t(1), int64_t(7), op == Op::gather ? IntList{6, 3} : IntList{4}}));
+    Tensor y = op == Op::embedding      ? b.op(op, {i, x})
+             : op == Op::index_select ? b.op(op, {x, int64_t(1), i})
+             : op == Op::gather       ? b.op(op, {x, int64_t(2), i})
+                                      : b.op(op, {b.op(Op::narrow, {x, int64_t(1), int64_t(1), int64_t(4)}), i});
+    b.out(b.op(Op::mul, {y, 2.0}));
+    lower::LoweredGraph lg = expect_matches_eager(b, 1e-5, 1e-4, o);
+    EXPECT_EQ(lower::count_externs(lg, false), 0) << op_name(op) << "\n" << lower::print(lg);
+    EXPECT_EQ(lower::count_launches(lg), 1) << op_name(op) << "\n" << lower::print(lg);
+    ASSERT_EQ(lg.index_checks.size(), 1u) << op_name(op);
+    int flags = 0;
+    for (const lower::Kernel& k : lg.kernels)
+      for (const lower::Instr& in : k.instrs) flags += in.op == lower::Opc::Math && in.sop == lower::ScalarOp::flag_if;
+    EXPECT_EQ(flags, 1) << op_name(op) << "\n" << lower::print(lg);
+    try {
+      lg.index_checks[0].raise(40, {}, Device{});
+      ADD_FAILURE() << op_name(op) << ": raise did not raise";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::IndexError) << op_name(op) << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find("40"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // Class weights, ignore_index, label smoothing, class-probability targets, a spatial dim: still one
 // kernel, nothing on eager (the weights at the targets are read through the targets' check).
 TEST(LowerFusion, CrossEntropyWithWeightsSmoothingOrProbabilitiesIsOneKernel) {

@@ -19,7 +19,8 @@ local report = tc.compiler.explain(f)(blocks, tc.ones(2))
 local lines = report.guards[1].guards
 local text = table.concat(lines, "\n")
 assert(not text:find("0x%x%x%x%x"), "no raw addresses:\n" .. text)
-assert(text:find("TENSOR_MATCH: arg[1][1..3].parts[1..2].w float32[2] on cpu (x6)", 1, true), text)
+local on = " on " .. tc.get_default_device()  -- cpu, or cuda:0 under tcrun --device=cuda
+assert(text:find("TENSOR_MATCH: arg[1][1..3].parts[1..2].w float32[2]" .. on .. " (x6)", 1, true), text)
 assert(text:find("ID_MATCH: getmetatable(arg[1][1..3]) the same class Block (x3)", 1, true), text)
 assert(text:find("the same function <" , 1, true), text)
 assert(text:find("the same builtin math.sqrt", 1, true), text)

@@ -8,7 +8,7 @@ function h.close(a, b, what, tol)
   if tc.is_tensor(a) then
     assert(tc.is_tensor(b), (what or "value") .. ": expected a tensor")
     if a.shape ~= b.shape then error(("%s: shape %s vs %s"):format(what or "tensor", tostring(a.shape), tostring(b.shape)), 2) end
-    local d = (a:double() - b:double()):abs():max():item()
+    local d = (a:cpu():double() - b:cpu():double()):abs():max():item()  -- on any devices
     if d > tol then error(("%s: max difference %g"):format(what or "tensor", d), 2) end
     return
   end
@@ -30,7 +30,7 @@ function h.close_to_eager(compiled, eager, what)
     error(("%s: shape %s vs %s"):format(what or "tensor", tostring(compiled.shape), tostring(eager.shape)), 2)
   end
   local tol = float_tol[eager.dtype] or 0
-  local a, b = compiled:double(), eager:double()
+  local a, b = compiled:cpu():double(), eager:cpu():double()
   local excess = ((a - b):abs() - (b:abs() + 1) * tol):max():item()
   if compiled:numel() > 0 and excess > 0 then
     error(("%s: max difference %g beyond tolerance %g"):format(what or "tensor", (a - b):abs():max():item(), tol), 2)
