@@ -330,6 +330,7 @@ json plan_to_json(const lower::LoweredGraph& g, const std::vector<GraphInput>& i
   j["steps"] = steps;
   j["outputs"] = views_to_json(g.outputs);
   j["arena_bytes_static"] = g.arena_bytes_static;
+  j["index_checks"] = g.index_checks.size();  // the kernels' device-side index checks (flag numbers 1..n)
   return j;
 }
 
@@ -389,6 +390,13 @@ void plan_from_json(const json& j, lower::LoweredGraph* g, std::vector<GraphInpu
     }
     g->outputs = views_from_json(j["outputs"]);
     g->arena_bytes_static = j["arena_bytes_static"].get<int64_t>();
+    // A flagged check raises IndexError from run(): the package keeps no graph, so no user line.
+    const size_t checks = j.value("index_checks", size_t(0));
+    for (size_t i = 0; i < checks; i++)
+      g->index_checks.push_back({-1, [](int64_t v, const std::vector<int64_t>&, Device) {
+                                   TC_FAIL(IndexError, "index %lld is out of range (checked in the package's kernels)",
+                                           (long long)v);
+                                 }});
     return 0;
   });
 }

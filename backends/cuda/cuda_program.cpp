@@ -473,9 +473,12 @@ static void raise_flagged_index(const lower::LoweredGraph& g, const std::vector<
   try {
     c.raise(value, syms, Device{DeviceType::CUDA, device});
   } catch (const Error& e) {
+    if (c.node < 0) throw;  // a loaded package's check: no graph node to name
     throw capture::NodeError(e, c.node);
   }
-  throw capture::NodeError(Error(ErrorKind::IndexError, "index " + std::to_string(value) + " is out of range"), c.node);
+  Error e(ErrorKind::IndexError, "index " + std::to_string(value) + " is out of range");
+  if (c.node < 0) throw e;
+  throw capture::NodeError(e, c.node);
 }
 
 std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {

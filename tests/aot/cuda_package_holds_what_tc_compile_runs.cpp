@@ -136,6 +136,41 @@ TEST(AotCudaPackage, LinearChainsAreLibraryCallsByName) {
   std::remove(path.c_str());
 }
 
+TEST(AotCudaPackage, IndexChecksTravelAndRaiseIndexErrorAfterLoad) {
+  // embedding's indices are checked in the kernel (a flag in the device's error word); the loaded
+  // plan must read and raise it, or a later graph's check would find the flag still set
+  ExportSpec spec;
+  capture::Graph g;
+  Shape one = {1};
+  capture::Ref idx = g.add_input("idx", "arg[1]", Tensor::fake({4}, one, DType::Int64, kCuda));
+  capture::Ref w = g.add_input("w", "arg[2].w", fake({10, 8}));
+  g.outputs.push_back(node(g, Op::embedding, {idx, w})[0]);
+  spec.graph_inputs = {{false, 0}, {true, 0}};
+  spec.input_names = {"idx"};
+  spec.constant_names = {"w"};
+  const std::string path = tmp_path("index");
+  AotReport r;
+  if (!package(g, spec, path, &r)) GTEST_SKIP() << "no NVRTC here";
+  const json plan = plan_of(read_container(path));
+  const lower::LoweredGraph lg = backends::lower_for_cuda(g);
+  ASSERT_EQ(lg.index_checks.size(), 1u) << "embedding is generated behind a device-side check";
+  EXPECT_EQ(plan["index_checks"], 1);
+  lower::LoweredGraph back;
+  std::vector<GraphInput> inputs;
+  std::vector<json> kernel_code;
+  json code;
+  plan_from_json(plan, &back, &inputs, &kernel_code, &code, backends::cuda::library_call);
+  ASSERT_EQ(back.index_checks.size(), 1u);
+  try {
+    back.index_checks[0].raise(12, {}, kCuda);
+    ADD_FAILURE() << "a flagged check raised nothing";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::IndexError);
+    EXPECT_NE(std::string(e.what()).find("index 12 is out of range"), std::string::npos) << e.what();
+  }
+  std::remove(path.c_str());
+}
+
 TEST(AotCudaPackage, MalformedKernelCodeIsAValueError) {
   backends::cuda::CudaCode c;
   c.shapes = {{backends::cuda::KernelShape{}}};

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <dirent.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
@@ -23,9 +24,15 @@ inline std::vector<std::string> lua_files(const std::string& dir) {
   return files;
 }
 
+// A path under the test temp folder that no other process uses: several test binaries (and other
+// checkouts' runs) write their generated files at once.
+inline std::string private_temp_path(const std::string& name) {
+  return ::testing::TempDir() + "tc_" + std::to_string(getpid()) + "_" + name;
+}
+
 // A chunk with more than 2^17 constants, so that its last ones are loaded with LOADKX.
 inline std::string write_loadkx_file() {
-  std::string path = ::testing::TempDir() + "tc_loadkx.lua";
+  std::string path = private_temp_path("loadkx.lua");
   std::ofstream out(path);
   out << "-- generated: 131200 string constants\nreturn {";
   for (int i = 0; i < 131200; i++) out << "\"s" << i << "\",";

@@ -65,7 +65,7 @@ TEST(ReaderMatchesLuacListing, CorpusCoversAll83Opcodes) {
 
 TEST(ReaderMatchesLuacListing, AbsoluteLinesAgreeWithLuacForLongFunctions) {
   // 300 instructions on lines far apart: forces abslineinfo entries (delta >= 128, 128-run rule).
-  std::string path = ::testing::TempDir() + "tc_lines.lua";
+  std::string path = testing::private_temp_path("lines.lua");
   {
     std::ofstream out(path);
     out << "local x = 0\n";
