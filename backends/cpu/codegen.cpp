@@ -224,8 +224,13 @@ llvm::BranchInst* KernelEmitter::for_loop(Value* n, const std::function<void(Val
 // long bodies (a 10-op pointwise chain with sigmoid and tanh: ~95) at one vector per iteration,
 // and then one iteration's dependent chain (exp polynomials, divisions) is longer than the
 // out-of-order window hides: the chain ran at 1.5 ns/element on one core, 0.7 with 8 independent
-// vectors per iteration (0 = the vectorizer's own choice, which short bodies keep).
-int interleave_count(size_t instrs) { return instrs >= 64 ? 8 : instrs >= 24 ? 4 : 0; }
+// vectors per iteration (0 = the vectorizer's own choice, which short bodies keep). Runs of a
+// static length under 256 (the seed model's rows of 10) keep it too: the interleaved loop would
+// never run there and only cost compile time (+15-45 ms for its regional module).
+int interleave_count(size_t instrs, Value* run_length) {
+  if (auto* c = llvm::dyn_cast<llvm::ConstantInt>(run_length); c && c->getSExtValue() < 256) return 0;
+  return instrs >= 64 ? 8 : instrs >= 24 ? 4 : 0;
+}
 
 void set_interleave(llvm::BranchInst* latch, int count) {
   if (count <= 0) return;
@@ -466,7 +471,7 @@ void KernelEmitter::emit_outer(Value* begin, Value* end) {
     outer_vars_[n - 1] = b_.CreateAdd(j0, i, "", true, true);
     body();
   });
-  set_interleave(run_latch, interleave_count(fn_->getInstructionCount() - before));
+  set_interleave(run_latch, interleave_count(fn_->getInstructionCount() - before, ext[n - 1]));
   llvm::BasicBlock* latch = b_.GetInsertBlock();
   Value* carry = b_.getTrue();
   for (size_t d = n - 1; d-- > 0;) {
