@@ -2,7 +2,8 @@
 -- to eager, in one process. bench/run_codegen_cpu.sh runs its sections and PyTorch's
 -- (bench/peer_torch_codegen.py) and prints the ratios.
 -- Usage: tcrun bench/codegen_cpu.lua BACKEND SECTION [THREADS]
---   kernels        10-op pointwise chain on 16M floats, softmax and layer_norm over [4096, 1024]
+--   kernels        10-op pointwise chains on 16M floats (bench_common.chain, with sigmoid and tanh,
+--                  and cheap_chain), copies, softmax and layer_norm over [4096, 1024]
 --   seed_whole     the 64-layer seed model compiled whole: first call (compile), then per call
 --   seed_regional  the same with each Layer compiled (regional): first call, then per call
 -- Prints "key value" lines (times in ms: best of N, the least disturbed figure on a shared machine).
@@ -51,9 +52,13 @@ function sections.kernels()
     local cchain = tc.compile(chain, {backend = backend})
     local y = tc.empty(n)
     say("copy_ms", best_ms(function() y:copy_(x) end, 10))
+    -- a copy into a new tensor each call, as a compiled graph allocates its output
+    say("clone_ms", best_ms(function() return x:clone() end, 10))
     say("chain_eager_ms", best_ms(chain, 5, x))
     say("chain_compiled_ms", best_ms(cchain, 5, x))
     say("chain_fallback_nodes", tc.compiler.stats().fallback_nodes)
+    say("cheap_chain_eager_ms", best_ms(common.cheap_chain, 5, x))
+    say("cheap_chain_compiled_ms", best_ms(tc.compile(common.cheap_chain, {backend = backend}), 5, x))
     -- softmax and layer_norm over the rows of [4096, 1024]
     local m = tc.randn(4096, 1024)
     local w, b = tc.randn(1024), tc.randn(1024)

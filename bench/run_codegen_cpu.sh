@@ -2,7 +2,8 @@
 # Issue 11's Measure section in one run: a backend's compiled code next to tc's eager and PyTorch's
 # eager CPU (Debian's python3-torch), same machine, same thread count, ratios from the same run.
 # Usage: bench/run_codegen_cpu.sh BACKEND [THREADS [MODEL...]]   (e.g. cpu; eager gives ratios ~1)
-#   kernels: 10-op pointwise chain on 16M floats (and its GB/s as a share of a copy's), softmax and
+#   kernels: 10-op pointwise chains on 16M floats (bench_common.chain, arithmetic-bound on a CPU, and
+#            cheap_chain, memory-bound; their GB/s as shares of copy_'s and clone's), softmax and
 #            layer_norm over [4096, 1024];
 #   the 64-layer seed model: cold compile whole and regional (fresh disk caches), warm start of the
 #            whole model from the disk cache (a fresh process), per call;
@@ -47,9 +48,15 @@ for k in chain softmax layer_norm; do
   case $k in chain) label="pointwise chain 10 ops, 16M";; softmax) label="softmax [4096, 1024]";; *) label="layer_norm [4096, 1024]";; esac
   printf "%-28s %12s %12s %12s %9s %9s\n" "$label" "$(num "$c")" "$(num "$e")" "$(num "$t")" "$(ratio "$e" "$c")" "$(ratio "$t" "$c")"
 done
-copy=$(val copy_ms "$tmp/k"); chain=$(val chain_compiled_ms "$tmp/k")
-awk -v c="$copy" -v t="$chain" 'BEGIN{mb = 2 * 64 * 1.048576e6 / 1e9;
-  printf "chain compiled: %.1f GB/s (64 MiB in + 64 MiB out), copy: %.1f GB/s, %.0f%% of copy\n", mb / (t / 1e3), mb / (c / 1e3), 100 * c / t}'
+copy=$(val copy_ms "$tmp/k"); clone=$(val clone_ms "$tmp/k")
+for k in chain cheap_chain; do
+  t=$(val ${k}_compiled_ms "$tmp/k")
+  awk -v c="$copy" -v n="$clone" -v t="$t" -v k="$k" 'BEGIN{mb = 2 * 64 * 1.048576e6 / 1e9;
+    printf "%s compiled: %.1f GB/s (64 MiB in + 64 MiB out); copy_ into a tensor %.1f GB/s: %.0f%%; clone (new output, as compiled) %.1f GB/s: %.0f%%\n",
+      k, mb / (t / 1e3), mb / (c / 1e3), 100 * c / t, mb / (n / 1e3), 100 * n / t}'
+done
+printf "%-28s %12s %12s %12s %9s\n" "cheap chain 10 ops, 16M" "$(num "$(val cheap_chain_compiled_ms "$tmp/k")")" \
+  "$(num "$(val cheap_chain_eager_ms "$tmp/k")")" "-" "$(ratio "$(val cheap_chain_eager_ms "$tmp/k")" "$(val cheap_chain_compiled_ms "$tmp/k")")"
 echo "chain fallback nodes: $(val chain_fallback_nodes "$tmp/k")"
 echo
 echo "seed model (64 layers, [10, 10] input)"

@@ -1,6 +1,8 @@
 // Storage allocation and the Tensor basics: views, copies with dtype conversion, item access.
 #include "tc/tensor.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <map>
 #include <thread>
@@ -24,6 +26,9 @@ const DeviceAllocator* g_allocators[2] = {nullptr, nullptr};
 // all the time, and fresh memory costs glibc's aligned-allocation path (small blocks) or mmap
 // plus page faults on first touch (large blocks). Small blocks come from power-of-two free lists,
 // large ones (rounded to 2 MiB) from lists keyed by size. At most kMaxCachedBytes stay cached.
+// Fresh large blocks are 2 MiB aligned and asked for transparent huge pages (PyTorch's
+// THP_MEM_ALLOC_ENABLE): one fault per 2 MiB instead of 512. On the dev VM a fresh 64 MiB
+// block's first write went from ~300-540 ms (4 KiB faults, ~26 us each there) to ~21 ms.
 class CpuCache {
  public:
   static constexpr size_t kMinBlock = 64, kMaxSmall = size_t(1) << 20, kLargeQuantum = size_t(2) << 20,
@@ -40,7 +45,12 @@ class CpuCache {
         return p;
       }
     }
-    return std::aligned_alloc(64, *block);
+    if (*block <= kMaxSmall) return std::aligned_alloc(64, *block);
+    void* p = std::aligned_alloc(kLargeQuantum, *block);
+#ifdef MADV_HUGEPAGE
+    if (p) madvise(p, *block, MADV_HUGEPAGE);  // advice only: fails harmlessly where THP is off
+#endif
+    return p;
   }
   void free(void* p, size_t block) {
     std::lock_guard g(mu_);

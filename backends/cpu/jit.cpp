@@ -25,7 +25,7 @@
 namespace tc::backends::cpu {
 
 // Bumped whenever generated code changes for the same loop IR (invalidates disk caches).
-constexpr int kCodegenVersion = 3;
+constexpr int kCodegenVersion = 5;
 
 namespace {
 

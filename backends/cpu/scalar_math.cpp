@@ -153,9 +153,33 @@ Value* ScalarMath::fma(Value* a, Value* b, Value* c) {
   return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {b_.getFloatTy()}, {a, b, c});
 }
 
+// exp(y) for y in [-87, 88] only (so one power of two 2^k, k in [-126, 127], scales it and no
+// overflow, underflow or NaN case exists): eager's exp polynomial with fused multiply-adds.
+Value* ScalarMath::exp_in_range_f32(Value* y) {
+  Value* magic = fconst(12582912.0f);
+  Value* t = fma(y, fconst(1.44269504088896341f), magic);
+  Value* k = b_.CreateFSub(t, magic);
+  Value* ki = b_.CreateSub(b_.CreateBitCast(t, b_.getInt32Ty()), b_.CreateBitCast(magic, b_.getInt32Ty()));
+  Value* r = fma(k, fconst(2.12194440e-4f), fma(k, fconst(-0.693359375f), y));
+  Value* q = poly(r, {1.0f, 1.0f, 0.5f, 1.0f / 6, 1.0f / 24, 1.0f / 120, 1.0f / 720, 1.0f / 5040});
+  return b_.CreateFMul(q, b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(ki, b_.getInt32(127)), 23), b_.getFloatTy()));
+}
+
+// num / den for a den that is finite and not zero (the caller's ranges promise it): `arcp ninf`
+// lets the backend use a reciprocal estimate refined by Newton steps where the target has one
+// (AVX-512: vrcp14ps and one step, within an ulp; the divider was a quarter of a 10-op chain's
+// cycles) and a division elsewhere.
+Value* ScalarMath::div_finite(Value* num, Value* den) {
+  Value* q = b_.CreateFDiv(num, den);
+  llvm::FastMathFlags fmf;
+  fmf.setAllowReciprocal();
+  fmf.setNoInfs();
+  llvm::cast<llvm::Instruction>(q)->setFastMathFlags(fmf);
+  return q;
+}
+
 // |x| < 0.625: x + x^3 P(x^2); else sign(x) (1 - 2 / (exp(2|x|) + 1)). 2|x| is clamped to 40
-// (tanh is 1 in float32 from 9.01 on), so its exp needs no overflow, underflow or NaN cases and
-// one power of two: eager's exp polynomial, with fused multiply-adds, on [1.25, 40] only.
+// (tanh is 1 in float32 from 9.01 on), so its exp is exp_in_range_f32 and the divisor is finite.
 Value* ScalarMath::tanh_f32(Value* x) {
   Value* a = b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
   Value* x2 = b_.CreateFMul(x, x);
@@ -163,17 +187,21 @@ Value* ScalarMath::tanh_f32(Value* x) {
                        -8.154772222e-03f, 2.092749812e-03f});
   Value* small = fma(b_.CreateFMul(x, x2), p, x);
   Value* y = b_.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, b_.CreateFMul(a, fconst(2.0f)), fconst(40.0f));
-  Value* magic = fconst(12582912.0f);
-  Value* t = fma(y, fconst(1.44269504088896341f), magic);
-  Value* k = b_.CreateFSub(t, magic);
-  Value* ki = b_.CreateSub(b_.CreateBitCast(t, b_.getInt32Ty()), b_.CreateBitCast(magic, b_.getInt32Ty()));
-  Value* r = fma(k, fconst(2.12194440e-4f), fma(k, fconst(-0.693359375f), y));
-  Value* q = poly(r, {1.0f, 1.0f, 0.5f, 1.0f / 6, 1.0f / 24, 1.0f / 120, 1.0f / 720, 1.0f / 5040});
-  Value* e = b_.CreateFMul(q, b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(ki, b_.getInt32(127)), 23), b_.getFloatTy()));
-  Value* big = b_.CreateFSub(fconst(1.0f), b_.CreateFDiv(fconst(2.0f), b_.CreateFAdd(e, fconst(1.0f))));
+  Value* e = exp_in_range_f32(y);
+  Value* big = b_.CreateFSub(fconst(1.0f), div_finite(fconst(2.0f), b_.CreateFAdd(e, fconst(1.0f))));
   big = b_.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, big, x);
   Value* res = b_.CreateSelect(b_.CreateFCmpOLT(a, fconst(0.625f)), small, big);
   res = b_.CreateSelect(b_.CreateFCmpOLT(a, fconst(0x1p-12f)), x, res);  // keeps -0
+  return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, res);
+}
+
+// 1 / (1 + exp(-x)) with -x clamped to [-87, 87]: exp_in_range_f32 and a finite divisor whose
+// reciprocal is a normal float (a reciprocal estimate may flush subnormal results). Beyond the
+// clamp the result is 1 (x > 87) or 1.6e-38 instead of eager's 0..1.6e-38 (x < -87).
+Value* ScalarMath::sigmoid_f32(Value* x) {
+  Value* z = b_.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, b_.CreateFNeg(x), fconst(87.0f));
+  z = b_.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, z, fconst(-87.0f));
+  Value* res = div_finite(fconst(1.0f), b_.CreateFAdd(fconst(1.0f), exp_in_range_f32(z)));
   return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, res);
 }
 
@@ -282,6 +310,7 @@ Value* ScalarMath::unary(ScalarOp op, Ty t, Value* x) {
     case ScalarOp::erf: return t == Ty::F32 ? erf_f32(x) : libm("erff", "erf", t, x);
     case ScalarOp::sigmoid: {  // 1 / (1 + exp(-x)), eager's formula
       TC_CHECK(fl, CompileError, "cpu codegen: sigmoid of a non-float value");
+      if (t == Ty::F32) return sigmoid_f32(x);
       Value* e = unary(ScalarOp::exp, t, b_.CreateFNeg(x));
       return b_.CreateFDiv(cf(t, 1), b_.CreateFAdd(cf(t, 1), e));
     }

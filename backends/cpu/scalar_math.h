@@ -30,7 +30,10 @@ class ScalarMath {
   llvm::Value* binary(lower::ScalarOp op, lower::Ty t, llvm::Value* x, llvm::Value* y, const double* const_b);
   llvm::Value* libm(const char* f32_name, const char* f64_name, lower::Ty t, llvm::Value* x);
   llvm::Value* exp_f32(llvm::Value* x);
+  llvm::Value* exp_in_range_f32(llvm::Value* y);
   llvm::Value* tanh_f32(llvm::Value* x);
+  llvm::Value* sigmoid_f32(llvm::Value* x);
+  llvm::Value* div_finite(llvm::Value* num, llvm::Value* den);
   llvm::Value* log_f32(llvm::Value* x, bool base2);
   llvm::Value* log1p_f32(llvm::Value* x);
   llvm::Value* expm1_f32(llvm::Value* x);
