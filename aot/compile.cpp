@@ -5,7 +5,10 @@
 #include <functional>
 #include <map>
 
+#include <llvm/TargetParser/Host.h>
+
 #include "container.h"
+#include "cpu/jit.h"
 #include "cpu/package.h"
 #include "lower/lower.h"
 #include "tc/error.h"
@@ -18,9 +21,13 @@
 
 namespace tc::aot {
 
-std::string target_of_host();  // package.cpp
-
 namespace {
+
+// What the CPU code generator compiles for: the manifest's target (package.cpp checks it at load).
+std::string target_of_host() {
+  auto& jit = backends::cpu::Jit::get();
+  return llvm::sys::getProcessTriple() + " " + jit.cpu_name() + " " + jit.cpu_features();
+}
 
 double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();

@@ -6,11 +6,10 @@
 #include <set>
 #include <sstream>
 
-#include <llvm/Config/llvm-config.h>
 #include <llvm/TargetParser/Host.h>
 
 #include "container.h"
-#include "cpu/jit.h"
+#include "cpu/object_loader.h"
 #include "cpu/runtime.h"
 #include "plan.h"
 #include "tc/aot.h"
@@ -44,21 +43,20 @@ std::set<std::string> enabled_features(const std::string& features) {
 
 // The package's code needs every CPU feature it was compiled with (and the same target triple).
 void check_cpu_target(const std::string& path, const std::string& target) {
-  auto& jit = backends::cpu::Jit::get();
   std::istringstream in(target);
   std::string triple, cpu, features;
   in >> triple >> cpu >> features;
   const std::string host_triple = llvm::sys::getProcessTriple();
   TC_CHECK(triple == host_triple, DeviceError, "tc.aot.load: '%s' was compiled for %s; this machine is %s",
            path.c_str(), triple.c_str(), host_triple.c_str());
-  std::set<std::string> have = enabled_features(jit.cpu_features()), missing;
+  std::set<std::string> have = enabled_features(backends::cpu::host_cpu_features()), missing;
   for (const std::string& f : enabled_features(features))
     if (!have.count(f)) missing.insert(f);
   if (missing.empty()) return;
   std::string list;
   for (const std::string& f : missing) list += (list.empty() ? "" : ", ") + f;
   TC_FAIL(DeviceError, "tc.aot.load: '%s' was compiled for a %s CPU; this CPU (%s) lacks %s (compile it on this machine)",
-          path.c_str(), cpu.c_str(), jit.cpu_name().c_str(), list.c_str());
+          path.c_str(), cpu.c_str(), backends::cpu::host_cpu_name().c_str(), list.c_str());
 }
 
 std::string shape_str(const Tensor& t) {
@@ -92,11 +90,6 @@ Tensor p_device(const Tensor& t, Device d) {
 }
 
 }  // namespace
-
-std::string target_of_host() {
-  auto& jit = backends::cpu::Jit::get();
-  return llvm::sys::getProcessTriple() + " " + jit.cpu_name() + " " + jit.cpu_features();
-}
 
 Package Package::load(const std::string& path, int cuda_device) {
   std::vector<Section> sections = read_container(path);
@@ -167,16 +160,16 @@ Package Package::load(const std::string& path, int cuda_device) {
     TC_CHECK(obj || symbols.empty(), ValueError, "tc.aot.load: '%s' has no cpu.o section", path.c_str());
     auto program = std::make_shared<backends::cpu::Program>();
     program->graph = std::move(lg);
-    auto& jit = backends::cpu::Jit::get();
+    auto& loader = backends::cpu::ObjectLoader::get();
     {
-      std::lock_guard<std::mutex> lock(jit.mutex());
-      void* lib = symbols.empty() ? nullptr : jit.load_library(obj->data);
+      std::lock_guard<std::mutex> lock(loader.mutex());
+      void* lib = symbols.empty() ? nullptr : loader.load_library(obj->data);
       TC_CHECK(symbols.size() == program->graph.kernels.size(), ValueError,
                "tc.aot.load: '%s' has %zu kernel symbols for %zu kernels", path.c_str(), symbols.size(),
                program->graph.kernels.size());
       for (size_t i = 0; i < symbols.size(); i++)
         program->kernels.push_back(backends::cpu::find_kernel(program->graph.kernels[i], symbols[i],
-                                                              [&](const std::string& n) { return jit.lookup(lib, n); }));
+                                                              [&](const std::string& n) { return loader.lookup(lib, n); }));
     }
     program->prepare_static_launches();
     std::shared_ptr<const backends::cpu::Program> run = program;

@@ -15,10 +15,7 @@
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
-#include <llvm/Support/xxhash.h>
 #include <llvm/Target/TargetMachine.h>
-
-#include <map>
 
 #include "tc/error.h"
 
@@ -60,8 +57,6 @@ struct Jit::Impl {
   std::unique_ptr<llvm::TargetMachine> tm;  // for the optimizer's cost model
   std::string cpu, features;
   CaptureObjects objects;
-  // Package objects linked so far (load_library), by content hash: the object and its library.
-  std::multimap<uint64_t, std::pair<std::string, llvm::orc::JITDylib*>> libraries;
 
   void set_target_attributes(llvm::Module& m) const {
     for (llvm::Function& f : m) {
@@ -168,29 +163,6 @@ std::string Jit::compile_object(std::unique_ptr<llvm::Module> m) {
   llvm::orc::SimpleCompiler compiler(*impl_->tm);
   std::unique_ptr<llvm::MemoryBuffer> obj = take(compiler(*m), "compiling a package's kernels");
   return obj->getBuffer().str();
-}
-
-void* Jit::load_library(const std::string& object) {
-  const uint64_t h = llvm::xxh3_64bits(llvm::StringRef(object));
-  auto [lo, hi] = impl_->libraries.equal_range(h);
-  for (auto it = lo; it != hi; ++it)
-    if (it->second.first == object) return it->second.second;
-  llvm::orc::LLJIT& j = *impl_->jit;
-  auto created = j.getExecutionSession().createJITDylib("tc-package-" + std::to_string(impl_->libraries.size()));
-  if (!created) TC_FAIL(CompileError, "cpu backend: creating a library for a package: %s", message(created.takeError()).c_str());
-  llvm::orc::JITDylib& jd = *created;
-  jd.addGenerator(take(
-      llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(j.getDataLayout().getGlobalPrefix()),
-      "making process symbols visible"));
-  check(j.addObjectFile(jd, llvm::MemoryBuffer::getMemBufferCopy(object, "tc-package-kernels")),
-        "linking a package's kernels");
-  impl_->libraries.emplace(h, std::make_pair(object, &jd));
-  return &jd;
-}
-
-void* Jit::lookup(void* library, const std::string& symbol) {
-  auto& jd = *static_cast<llvm::orc::JITDylib*>(library);
-  return take(impl_->jit->lookup(jd, symbol), "looking up a package's kernel").toPtr<void*>();
 }
 
 const std::string& Jit::cpu_name() const { return impl_->cpu; }

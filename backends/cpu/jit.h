@@ -1,5 +1,6 @@
-// The process's LLVM ORC JIT (LLJIT for the host CPU): the only file that touches ORC, so that
-// LLVM upgrades change one place (research/codegen.md §5.4).
+// The process's LLVM ORC JIT (LLJIT for the host CPU): the only file that compiles with ORC, so
+// that LLVM upgrades change one place (research/codegen.md §5.4); object_loader.h links AOT
+// packages' objects with ORC's JITLink alone.
 //
 //   Jit& jit = Jit::get();
 //   std::string obj = jit.compile(std::move(module), std::move(ctx));  // O3, returns the object
@@ -33,13 +34,8 @@ class Jit {
   void* lookup(const std::string& symbol);
 
   // Ahead-of-time packages (aot/): an object built from `m` with the same O3 pipeline and target
-  // as compile(), NOT added to this process's JIT (the kernels may already be linked here).
+  // as compile(), NOT added to this process's JIT (packages link it with ObjectLoader).
   std::string compile_object(std::unique_ptr<llvm::Module> m);
-  // Links a package's object in a library of its own (one per distinct object: loading one
-  // package 64 times links it once) and returns that library; lookup(library, symbol) finds its
-  // symbols. Call both under mutex().
-  void* load_library(const std::string& object);
-  void* lookup(void* library, const std::string& symbol);
   // The host CPU's name and LLVM feature string ("+avx2,+fma,-avx512f,...").
   const std::string& cpu_name() const;
   const std::string& cpu_features() const;

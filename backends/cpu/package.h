@@ -3,8 +3,8 @@
 //
 //   ObjectCode oc = compile_object(lowered, &report);   // oc.symbols[i]: lowered.kernels[i]
 //   // ... the package stores oc.object; loading it (aot/package.cpp):
-//   void* lib = Jit::get().load_library(oc.object);      // under Jit::get().mutex()
-//   auto fn = (KernelFn)Jit::get().lookup(lib, oc.symbols[i]);
+//   void* lib = ObjectLoader::get().load_library(oc.object);   // object_loader.h, at load
+//   auto fn = (KernelFn)ObjectLoader::get().lookup(lib, oc.symbols[i]);
 #pragma once
 #include <string>
 #include <vector>

@@ -1,5 +1,7 @@
 # ctest aot_loader_links_no_lua: the AOT loader example (tc_aot_runtime) must contain and need no
-# Lua symbol (lua_*, luaL_*, luaopen_*): packages run in programs that embed no Lua.
+# Lua symbol (lua_*, luaL_*, luaopen_*): packages run in programs that embed no Lua. Nor LLVM's
+# optimizer (PassBuilder) or code generator (the X86 AsmPrinter): loading links object code with
+# JITLink only (backends/cpu/object_loader.h).
 execute_process(COMMAND nm ${EXE} OUTPUT_VARIABLE syms RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "nm ${EXE} failed")
@@ -10,8 +12,14 @@ if(lua)
   list(SUBLIST lua 0 5 some)
   message(FATAL_ERROR "${EXE} has ${n} Lua symbols, e.g. ${some}")
 endif()
+foreach(part "_ZN4llvm11PassBuilder" "_ZN4llvm13X86AsmPrinter")
+  string(FIND "${syms}" "${part}" at)
+  if(NOT at EQUAL -1)
+    message(FATAL_ERROR "${EXE} links LLVM's ${part} (the optimizer or code generator): loading needs JITLink only")
+  endif()
+endforeach()
 string(LENGTH "${syms}" len)
 if(len LESS 1000)
   message(FATAL_ERROR "nm ${EXE} listed almost nothing (stripped binary?): cannot check")
 endif()
-message(STATUS "${EXE}: no Lua symbols")
+message(STATUS "${EXE}: no Lua symbols, no LLVM optimizer or code generator")
