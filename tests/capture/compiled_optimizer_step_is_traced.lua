@@ -55,3 +55,29 @@ for _, case in ipairs {"SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adam reduc
   local fused = "_fused_" .. name:match("^%S+"):lower() .. "_"
   assert(ops[fused], name .. ": no " .. fused .. " in the graphs")
 end
+
+-- A learning-rate scheduler changing lr on every step: lr becomes an unspecialized number after
+-- one recompile, so the compiled step keeps its entries (and equals eager's).
+do
+  local function sched_run(compiled)
+    tc.manual_seed(0)
+    local model = nn.Linear(4, 2)
+    local opt = optim.Adam(model:parameters(), {lr = 0.01})
+    local sched = optim.lr_scheduler.CosineAnnealingLR(opt, 30)
+    local train = h.train_function(model, tc.mse_loss, opt)
+    local step = compiled and tc.compile(train) or train
+    local x, y = tc.randn(5, 4), tc.randn(5, 2)
+    local traces = {}
+    for i = 1, 20 do
+      step(x, y)
+      sched:step()
+      traces[i] = h.stats().traces
+    end
+    return model, traces
+  end
+  tc.compiler.reset()
+  local eager = sched_run(false)
+  local model, traces = sched_run(true)
+  h.close_to_eager(model.weight, eager.weight, "scheduled lr: weight after 20 steps")
+  h.eq(traces[20], traces[6], "scheduled lr: no traces after the sixth step")
+end
