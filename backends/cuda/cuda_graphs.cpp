@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #ifdef TC_HAVE_CUDA
@@ -43,14 +44,24 @@ bool draws_random(const capture::Node& n) {
   return schema(n.op).kind == OpKind::Random;
 }
 
-bool writes_inputs(const capture::Graph& g) {
+// Per input: whether an op of the graph writes into it (a mutated argument that is the input or
+// a view of it). Only those are copied back after a replay that ran on a static copy.
+std::vector<bool> written_inputs(const capture::Graph& g) {
+  std::vector<int> input_of(g.nodes.size(), -1);
+  for (size_t i = 0; i < g.inputs.size(); i++) input_of[size_t(g.inputs[i])] = int(i);
+  std::vector<bool> w(g.inputs.size(), false);
   for (const capture::Node& n : g.nodes) {
     if (n.kind != capture::NodeKind::Op) continue;
     const OpSchema& s = schema(n.op);
-    for (size_t k = 0; k < s.args.size() && k < n.args.size(); k++)
-      if (s.args[k].mutated && n.args[k].kind != capture::NodeArg::Kind::Const) return true;
+    for (size_t k = 0; k < s.args.size() && k < n.args.size(); k++) {
+      if (!s.args[k].mutated) continue;
+      for (capture::Ref r : n.args[k].refs) {
+        const int in = input_of[size_t(g.view_root(r))];
+        if (in >= 0) w[size_t(in)] = true;
+      }
+    }
   }
-  return false;
+  return w;
 }
 
 std::string where(const capture::Graph& g) {
@@ -105,7 +116,7 @@ struct Entry {
 struct State {
   capture::CompiledGraph run;
   int device = 0;
-  bool writes = false;
+  std::vector<bool> written;  // per input: the graph writes into it (written_inputs)
   int max_sizes = 8;
   std::string name;
   std::vector<std::unique_ptr<Entry>> entries;
@@ -179,16 +190,39 @@ void warn(State& st, bool& once, const std::string& msg) {
   std::fprintf(stderr, "tc warning: mode=\"reduce-overhead\": %s %s\n", st.name.c_str(), msg.c_str());
 }
 
-// Replays e's graph (inputs in place), writes copied inputs back if the graph writes inputs.
+// Replays e's graph (inputs in place), writes back the copied inputs the graph writes into.
 std::vector<Tensor> replay(State& st, Entry& e, capture::GraphInputs in) {
   e.graph->replay();
   // a value check on the device failed (an index out of range ...): the plain run raises the
   // op's own error, as eager does
   if (e.graph->device_error()) return st.run(in);
-  if (st.writes)
-    for (size_t i = 0; i < in.size(); i++)
-      if (e.statics[i].defined()) Tensor(*in[i]).copy_from(e.statics[i]);
+  for (size_t i = 0; i < in.size(); i++)
+    if (st.written[i] && e.statics[i].defined()) Tensor(*in[i]).copy_from(e.statics[i]);
   return fresh_outputs(e, in);
+}
+
+// TC_DEBUG >= 1: what each replay moves besides the graph's own work (copies into static input
+// buffers, back into written inputs, out of the graph's outputs), once per recording.
+void report_recording(const State& st, const Entry& e, capture::GraphInputs in, const std::vector<Tensor>& outs) {
+  static const bool on = [] {
+    const char* d = std::getenv("TC_DEBUG");
+    return d && std::atoi(d) >= 1;
+  }();
+  if (!on) return;
+  int copied = 0, back = 0;
+  double copied_mb = 0, back_mb = 0, out_mb = 0;
+  for (size_t i = 0; i < in.size(); i++) {
+    if (!e.statics[i].defined()) continue;
+    const double mb = double(in[i]->numel() * in[i]->itemsize()) / (1 << 20);
+    copied++, copied_mb += mb;
+    if (st.written[i]) back++, back_mb += mb;
+  }
+  for (const Tensor& o : outs) out_mb += double(o.numel() * o.itemsize()) / (1 << 20);
+  std::fprintf(stderr,
+               "tc debug: reduce-overhead: %s recorded (%lld nodes): per call %d of %zu inputs copied in (%.1f MiB), "
+               "%d written back (%.1f MiB), %zu outputs copied out (at most %.1f MiB)\n",
+               st.name.c_str(), (long long)e.graph->nodes(), copied, in.size(), copied_mb, back, back_mb,
+               outs.size(), out_mb);
 }
 
 // Records e's graph on this call's inputs and replays it once for this call's results.
@@ -216,6 +250,7 @@ std::vector<Tensor> record(State& st, Entry& e, capture::GraphInputs in) {
     return st.run(in);
   }
   e.graph = std::move(g);
+  report_recording(st, e, in, outs);
   e.alias.assign(outs.size(), {});
   e.outputs.assign(outs.size(), Tensor());
   for (size_t i = 0; i < outs.size(); i++) {
@@ -280,7 +315,7 @@ Compiled with_cuda_graphs(Compiled c, const capture::Graph& g, const CompileOpti
   auto st = std::make_shared<State>();
   st->run = std::move(c.run);
   st->device = g.nodes[g.inputs[0]].fakes[0].tensor().device().index;
-  st->writes = writes_inputs(g);
+  st->written = written_inputs(g);
   st->max_sizes = std::max(0, o.cudagraph_max_sizes);
   st->name = where(g);
   c.run = [st](capture::GraphInputs in) { return call(*st, in); };
