@@ -64,6 +64,22 @@ std::vector<bool> written_inputs(const capture::Graph& g) {
   return w;
 }
 
+// Per input: whether the graph reads it (an op's argument or an output). The others (a p.grad
+// that only a guard looks at) are never copied and may move freely.
+std::vector<bool> read_inputs(const capture::Graph& g) {
+  std::vector<int> input_of(g.nodes.size(), -1);
+  for (size_t i = 0; i < g.inputs.size(); i++) input_of[size_t(g.inputs[i])] = int(i);
+  std::vector<bool> r(g.inputs.size(), false);
+  auto see = [&](capture::Ref ref) {
+    if (input_of[size_t(ref.node)] >= 0) r[size_t(input_of[size_t(ref.node)])] = true;
+  };
+  for (const capture::Node& n : g.nodes)
+    for (const capture::NodeArg& a : n.args)
+      for (capture::Ref ref : a.refs) see(ref);
+  for (capture::Ref ref : g.outputs) see(ref);
+  return r;
+}
+
 std::string where(const capture::Graph& g) {
   for (const capture::Node& n : g.nodes)
     if (n.line >= 0) return "the graph at " + n.file + ":" + std::to_string(n.line);
@@ -102,6 +118,9 @@ struct Entry {
   std::vector<void*> warm_ptr;          // each input's address in the warm-up call
   std::vector<bool> copy;               // per input: copied into a static buffer
   std::vector<Tensor> statics;          // those buffers (undefined: the input is read in place)
+  std::vector<int> same;                // per copied input: an earlier input that is the same
+                                        // tensor (one buffer, copied once), or -1
+  bool share = true;                    // such inputs share a buffer (false once one stopped being the same)
   std::vector<void*> kept_ptr;          // the address recorded for inputs read in place
   std::unique_ptr<cuda::CudaGraph> graph;
   std::vector<Tensor> outputs;          // the graph's outputs (its pool's memory)
@@ -117,6 +136,7 @@ struct State {
   capture::CompiledGraph run;
   int device = 0;
   std::vector<bool> written;  // per input: the graph writes into it (written_inputs)
+  std::vector<bool> read;     // per input: the graph reads it (read_inputs)
   int max_sizes = 8;
   std::string name;
   std::vector<std::unique_ptr<Entry>> entries;
@@ -190,6 +210,12 @@ void warn(State& st, bool& once, const std::string& msg) {
   std::fprintf(stderr, "tc warning: mode=\"reduce-overhead\": %s %s\n", st.name.c_str(), msg.c_str());
 }
 
+// Whether a and b are one view of one storage (what a copy into one static buffer may stand for).
+bool same_tensor(const Tensor& a, const Tensor& b) {
+  return a.storage() == b.storage() && a.offset() == b.offset() && a.dtype() == b.dtype() && a.sizes() == b.sizes() &&
+         a.strides() == b.strides();
+}
+
 // Replays e's graph (inputs in place), writes back the copied inputs the graph writes into.
 std::vector<Tensor> replay(State& st, Entry& e, capture::GraphInputs in) {
   e.graph->replay();
@@ -212,7 +238,7 @@ void report_recording(const State& st, const Entry& e, capture::GraphInputs in, 
   int copied = 0, back = 0;
   double copied_mb = 0, back_mb = 0, out_mb = 0;
   for (size_t i = 0; i < in.size(); i++) {
-    if (!e.statics[i].defined()) continue;
+    if (!e.statics[i].defined() || e.same[i] >= 0) continue;
     const double mb = double(in[i]->numel() * in[i]->itemsize()) / (1 << 20);
     copied++, copied_mb += mb;
     if (st.written[i]) back++, back_mb += mb;
@@ -228,16 +254,27 @@ void report_recording(const State& st, const Entry& e, capture::GraphInputs in, 
 // Records e's graph on this call's inputs and replays it once for this call's results.
 std::vector<Tensor> record(State& st, Entry& e, capture::GraphInputs in) {
   e.statics.assign(in.size(), Tensor());
+  e.same.assign(in.size(), -1);
   e.kept_ptr.assign(in.size(), nullptr);
   std::vector<const Tensor*> args(in.begin(), in.end());
   for (size_t i = 0; i < in.size(); i++) {
+    if (!st.read[i]) continue;
     if (!e.copy[i] && in[i]->data_ptr() != e.warm_ptr[i]) e.copy[i] = true;
     if (!e.copy[i]) {
       e.kept_ptr[i] = in[i]->data_ptr();
       continue;
     }
-    e.statics[i] = Tensor::empty_strided(in[i]->sizes(), in[i]->strides(), in[i]->dtype(), in[i]->device());
-    e.statics[i].copy_from(*in[i]);
+    for (size_t j = 0; j < i && e.share; j++)
+      if (e.statics[j].defined() && e.same[j] < 0 && same_tensor(*in[i], *in[j])) {
+        e.same[i] = int(j);
+        break;
+      }
+    if (e.same[i] >= 0) {
+      e.statics[i] = e.statics[size_t(e.same[i])];
+    } else {
+      e.statics[i] = Tensor::empty_strided(in[i]->sizes(), in[i]->strides(), in[i]->dtype(), in[i]->device());
+      e.statics[i].copy_from(*in[i]);
+    }
     args[i] = &e.statics[i];
   }
   auto g = std::make_unique<cuda::CudaGraph>();
@@ -288,7 +325,14 @@ std::vector<Tensor> call(State& st, capture::GraphInputs in) {
   }
   if (!e->graph) return record(st, *e, in);
   for (size_t i = 0; i < in.size(); i++) {
-    if (e->statics[i].defined()) continue;
+    if (e->same[i] >= 0 && !same_tensor(*in[i], *in[size_t(e->same[i])])) {
+      // inputs that were one tensor are two now: record again with a buffer each
+      e->share = false;
+      e->graph.reset();
+      e->outputs.clear();
+      return record(st, *e, in);
+    }
+    if (!st.read[i] || e->statics[i].defined()) continue;
     if (in[i]->data_ptr() == e->kept_ptr[i]) continue;
     // an input read in place moved: record again with it copied
     e->copy[i] = true;
@@ -297,7 +341,7 @@ std::vector<Tensor> call(State& st, capture::GraphInputs in) {
     return record(st, *e, in);
   }
   for (size_t i = 0; i < in.size(); i++)
-    if (e->statics[i].defined()) e->statics[i].copy_from(*in[i]);
+    if (e->statics[i].defined() && e->same[i] < 0) e->statics[i].copy_from(*in[i]);
   return replay(st, *e, in);
 }
 
@@ -316,6 +360,7 @@ Compiled with_cuda_graphs(Compiled c, const capture::Graph& g, const CompileOpti
   st->run = std::move(c.run);
   st->device = g.nodes[g.inputs[0]].fakes[0].tensor().device().index;
   st->written = written_inputs(g);
+  st->read = read_inputs(g);
   st->max_sizes = std::max(0, o.cudagraph_max_sizes);
   st->name = where(g);
   c.run = [st](capture::GraphInputs in) { return call(*st, in); };

@@ -20,3 +20,18 @@ for i = 1, 5 do
   h.close_to_eager(got, want, "result of call " .. i)
   h.close_to_eager(x, xe, "x after call " .. i)
 end
+
+-- One tensor passed twice (copied into one shared buffer), then two tensors: the recording made
+-- for one tensor is made again, and every call equals eager.
+local g = f
+local cg = tc.compile(g, {mode = "reduce-overhead"})
+for i = 1, 6 do
+  local x, y = tc.randn(5), tc.randn(5)
+  local xe, ye = x:clone(), y:clone()
+  local two = i > 3
+  local want = two and g(xe, ye) or g(xe, xe)
+  local got = two and cg(x, y) or cg(x, x)
+  h.close_to_eager(got, want, "g: result of call " .. i)
+  h.close_to_eager(x, xe, "g: first argument after call " .. i)
+  h.close_to_eager(y, ye, "g: second argument after call " .. i)
+end
