@@ -15,6 +15,25 @@
 namespace tc::backends {
 namespace {
 
+// The first node whose tensors are on another device than the graph's first tensor: "%name
+// (target) on cpu, %x on cuda:0" (TC_LOGS=perf_hints shows why a graph runs on eager).
+std::string mixed_device_node(const capture::Graph& g) {
+  const capture::Node* first = nullptr;
+  Device d;
+  for (const capture::Node& n : g.nodes)
+    for (const Value& v : n.fakes) {
+      TensorList ts = v.is_tensor() ? TensorList{v.tensor()} : v.is_tensor_list() ? v.tensors() : TensorList{};
+      for (const Tensor& t : ts) {
+        if (!t.defined()) continue;
+        if (!first) first = &n, d = t.device();
+        if (t.device() != d)
+          return "%" + n.name + " (" + (n.kind == capture::NodeKind::Input ? n.source : n.target()) + ") on " +
+                 t.device().str() + ", %" + first->name + " on " + d.str();
+      }
+    }
+  return "no tensors";
+}
+
 // "tc": the code generator of the graph's device: cpu for graphs whose tensors are all on the CPU,
 // cuda for graphs whose tensors are all on one CUDA device, eager otherwise (mixed devices).
 class TcBackend final : public Backend {
@@ -27,7 +46,10 @@ class TcBackend final : public Backend {
 #if TC_HAVE_CUDA
     if (cuda_device_of(g) >= 0) return cuda_.compile(g, o);
 #endif
-    return other_.compile(g, o);
+    Compiled c = other_.compile(g, o);
+    c.report.perf_hints.push_back("tc backend: the graph runs on eager: its tensors are not on one device (" +
+                                  mixed_device_node(g) + ")");
+    return c;
   }
 
  private:

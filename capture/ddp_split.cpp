@@ -29,17 +29,6 @@ std::unordered_map<const TensorImpl*, Mark>& marks() {
 using RefKey = std::tuple<int, int, int>;
 RefKey key_of(Ref r) { return {r.node, r.out, r.elem}; }
 
-// The node a value is a view of (through View ops), or its own node.
-int root_node(const Graph& g, Ref r) {
-  for (;;) {
-    const Node& n = g.nodes[size_t(r.node)];
-    if (n.kind != NodeKind::Op || schema(n.op).kind != OpKind::View || n.args.empty() ||
-        n.args[0].kind != NodeArg::Kind::Ref)
-      return r.node;
-    r = n.args[0].refs[0];
-  }
-}
-
 }  // namespace
 
 DdpPlan plan_ddp_split(const Graph& g, const std::vector<int64_t>& params_bytes, const std::vector<int>& same,
@@ -71,7 +60,7 @@ DdpPlan plan_ddp_split(const Graph& g, const std::vector<int64_t>& params_bytes,
         const int in = input_of[size_t(r.node)];
         if (in >= 0 && params_bytes[size_t(in)] > 0 && first_use[size_t(in)] < 0) first_use[size_t(in)] = int(p);
         if (n.kind == NodeKind::Op && a < schema(n.op).args.size() && schema(n.op).args[a].mutated) {
-          const int root = root_node(g, r);
+          const int root = g.view_root(r);
           if (pos[size_t(root)] >= 0) block(pos[size_t(root)], int(p));
         }
       }

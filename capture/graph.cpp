@@ -105,6 +105,16 @@ std::vector<Ref> Graph::add_external(std::shared_ptr<const ExternalFn> fn,
   return refs;
 }
 
+int Graph::view_root(Ref r) const {
+  for (;;) {
+    const Node& n = nodes[size_t(r.node)];
+    if (n.kind != NodeKind::Op || schema(n.op).kind != OpKind::View || n.args.empty() ||
+        n.args[0].kind != NodeArg::Kind::Ref)
+      return r.node;
+    r = n.args[0].refs[0];
+  }
+}
+
 const Tensor& Graph::fake(Ref r) const {
   const Value& v = nodes[r.node].fakes[r.out];
   return r.elem >= 0 ? v.tensors()[r.elem] : v.tensor();

@@ -296,6 +296,7 @@ void Tracer::exec(Frame& f, const Ins& i) {
       break;
     }
     case OpCode::CLOSE:
+      if (close_tbc(f, i.a)) break;  // its <close> variables first, last opened first
       // the block ends: its captured registers leave their cells (closures keep the cells)
       for (int r = i.a; r < int(f.cell_of.size()); r++)
         if (f.cell_of[r] >= 0) {
@@ -303,8 +304,18 @@ void Tracer::exec(Frame& f, const Ins& i) {
           f.cell_of[r] = -1;
         }
       break;
-    case OpCode::TBC:
-      throw BreakSignal{BreakCode::ToBeClosed, ""};
+    case OpCode::TBC: {
+      // a <close> variable (tc.no_grad()'s guard ...): nil and false are ignored, as Lua does;
+      // its __close runs inlined where the block ends (CLOSE, RETURN). A break while it is
+      // open breaks at this instruction instead (Tracer::run), so no resume function starts
+      // inside its scope.
+      const Var v = reg(f, i.a);
+      if (v.k == Var::K::Nil || (v.k == Var::K::Bool && !v.b)) break;
+      if (close_handler(v).k == Var::K::Nil)
+        throw BreakSignal{BreakCode::ToBeClosed, "a value without __close (Lua raises)"};
+      f.tbc.push_back({i.a, f.cur, false});
+      break;
+    }
     case OpCode::JMP:
       f.pc += i.sj;
       break;
@@ -369,6 +380,7 @@ void Tracer::exec(Frame& f, const Ins& i) {
       break;
     }
     case OpCode::RETURN: {
+      if (close_tbc(f, 0)) break;  // the results stay in their registers meanwhile
       const int end = i.b ? i.a + i.b - 1 : f.top;
       std::vector<Var> res;
       res.reserve(std::max(0, end - i.a));

@@ -120,6 +120,11 @@ struct Frame {
   std::string name;                         // for stacks: "bar"
   bool discard = false;  // the caller does not want results (a call made by the tracer)
   bool pcall = false;    // called through pcall: results get a leading true
+  struct Tbc {  // an open to-be-closed variable
+    int reg, pc;  // its register, the pc of its TBC
+    bool closing = false;  // its __close is running (it stays open until that returns)
+  };
+  std::vector<Tbc> tbc;
 };
 
 // Pointers of C functions tc knows (captured when capture is installed). tc's op functions and
@@ -288,6 +293,11 @@ class Tracer {
   // x.grad of a tensor from outside: a graph input (or nil) guarded at <x's source>.grad, or
   // what the trace assigned to it; x.grad = v: a recorded effect (optimizers' zero_grad)
   Var tensor_grad(const Var& x);
+  // <close> variables: the value's __close (nil if none); close_tbc runs the __close of the last
+  // open one at or above register `from` inlined, the instruction at f.cur again after it (false
+  // when none is open)
+  Var close_handler(const Var& v);
+  bool close_tbc(Frame& f, int from);
   void set_tensor_grad(const Var& x, const Var& v);
   const TensorImpl* real_tensor(const Var& x);  // the tensor a graph input reads, null if none
   std::unordered_map<const TensorImpl*, Var> grad_overlay_;  // x.grad written in the trace

@@ -70,6 +70,12 @@ void Tracer::run() {
   try {
     while (!frames_.empty()) step();
   } catch (const BreakSignal& b) {
+    if (!frames_.front().tbc.empty()) {  // inside a <close> scope of the root: break at its TBC
+      GraphBreak brk{BreakCode::ToBeClosed, "a graph break inside its scope: " + b.detail, user_stack()};
+      lua_pushvalue(L, K_);
+      e_.guards.k_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+      throw RestartAt{frames_.front().tbc.front().pc, brk};
+    }
     if (frames_.size() > 1) {
       GraphBreak brk{b.code, b.detail, user_stack()};
       lua_pushvalue(L, K_);  // the guards stay valid for a fallback entry made of this attempt

@@ -442,6 +442,24 @@ Var Tracer::tensor_property(const Var& t, const std::string& key, bool* found) {
   return Var::nil();
 }
 
+Var Tracer::close_handler(const Var& v) {
+  if (v.k == Var::K::Table)
+    return tables_[v.id].metatable ? raw_get(*tables_[v.id].metatable, Var::string("__close")) : Var::nil();
+  if (v.k != Var::K::Object || v.src < 0) return Var::nil();
+  const Var mt = metatable_of(v);
+  return mt.k == Var::K::Nil ? mt : raw_get(mt, Var::string("__close"));
+}
+
+bool Tracer::close_tbc(Frame& f, int from) {
+  while (!f.tbc.empty() && f.tbc.back().closing) f.tbc.pop_back();  // its __close returned
+  if (f.tbc.empty() || f.tbc.back().reg < from) return false;
+  f.tbc.back().closing = true;
+  const Var v = reg(f, f.tbc.back().reg);
+  f.pc = f.cur;  // before the call: pushing a frame may move f
+  call(close_handler(v), {v, Var::nil()}, 0, 0, false);
+  return true;
+}
+
 const TensorImpl* Tracer::real_tensor(const Var& x) {
   if (x.k != Var::K::Tensor || x.input < 0 || x.src < 0) return nullptr;
   push_source(x.src);

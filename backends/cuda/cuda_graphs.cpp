@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #ifdef TC_HAVE_CUDA
@@ -43,14 +44,40 @@ bool draws_random(const capture::Node& n) {
   return schema(n.op).kind == OpKind::Random;
 }
 
-bool writes_inputs(const capture::Graph& g) {
+// Per input: whether an op of the graph writes into it (a mutated argument that is the input or
+// a view of it). Only those are copied back after a replay that ran on a static copy.
+std::vector<bool> written_inputs(const capture::Graph& g) {
+  std::vector<int> input_of(g.nodes.size(), -1);
+  for (size_t i = 0; i < g.inputs.size(); i++) input_of[size_t(g.inputs[i])] = int(i);
+  std::vector<bool> w(g.inputs.size(), false);
   for (const capture::Node& n : g.nodes) {
     if (n.kind != capture::NodeKind::Op) continue;
     const OpSchema& s = schema(n.op);
-    for (size_t k = 0; k < s.args.size() && k < n.args.size(); k++)
-      if (s.args[k].mutated && n.args[k].kind != capture::NodeArg::Kind::Const) return true;
+    for (size_t k = 0; k < s.args.size() && k < n.args.size(); k++) {
+      if (!s.args[k].mutated) continue;
+      for (capture::Ref r : n.args[k].refs) {
+        const int in = input_of[size_t(g.view_root(r))];
+        if (in >= 0) w[size_t(in)] = true;
+      }
+    }
   }
-  return false;
+  return w;
+}
+
+// Per input: whether the graph reads it (an op's argument or an output). The others (a p.grad
+// that only a guard looks at) are never copied and may move freely.
+std::vector<bool> read_inputs(const capture::Graph& g) {
+  std::vector<int> input_of(g.nodes.size(), -1);
+  for (size_t i = 0; i < g.inputs.size(); i++) input_of[size_t(g.inputs[i])] = int(i);
+  std::vector<bool> r(g.inputs.size(), false);
+  auto see = [&](capture::Ref ref) {
+    if (input_of[size_t(ref.node)] >= 0) r[size_t(input_of[size_t(ref.node)])] = true;
+  };
+  for (const capture::Node& n : g.nodes)
+    for (const capture::NodeArg& a : n.args)
+      for (capture::Ref ref : a.refs) see(ref);
+  for (capture::Ref ref : g.outputs) see(ref);
+  return r;
 }
 
 std::string where(const capture::Graph& g) {
@@ -91,6 +118,9 @@ struct Entry {
   std::vector<void*> warm_ptr;          // each input's address in the warm-up call
   std::vector<bool> copy;               // per input: copied into a static buffer
   std::vector<Tensor> statics;          // those buffers (undefined: the input is read in place)
+  std::vector<int> same;                // per copied input: an earlier input that is the same
+                                        // tensor (one buffer, copied once), or -1
+  bool share = true;                    // such inputs share a buffer (false once one stopped being the same)
   std::vector<void*> kept_ptr;          // the address recorded for inputs read in place
   std::unique_ptr<cuda::CudaGraph> graph;
   std::vector<Tensor> outputs;          // the graph's outputs (its pool's memory)
@@ -105,7 +135,8 @@ struct Entry {
 struct State {
   capture::CompiledGraph run;
   int device = 0;
-  bool writes = false;
+  std::vector<bool> written;  // per input: the graph writes into it (written_inputs)
+  std::vector<bool> read;     // per input: the graph reads it (read_inputs)
   int max_sizes = 8;
   std::string name;
   std::vector<std::unique_ptr<Entry>> entries;
@@ -179,31 +210,71 @@ void warn(State& st, bool& once, const std::string& msg) {
   std::fprintf(stderr, "tc warning: mode=\"reduce-overhead\": %s %s\n", st.name.c_str(), msg.c_str());
 }
 
-// Replays e's graph (inputs in place), writes copied inputs back if the graph writes inputs.
+// Whether a and b are one view of one storage (what a copy into one static buffer may stand for).
+bool same_tensor(const Tensor& a, const Tensor& b) {
+  return a.storage() == b.storage() && a.offset() == b.offset() && a.dtype() == b.dtype() && a.sizes() == b.sizes() &&
+         a.strides() == b.strides();
+}
+
+// Replays e's graph (inputs in place), writes back the copied inputs the graph writes into.
 std::vector<Tensor> replay(State& st, Entry& e, capture::GraphInputs in) {
   e.graph->replay();
   // a value check on the device failed (an index out of range ...): the plain run raises the
   // op's own error, as eager does
   if (e.graph->device_error()) return st.run(in);
-  if (st.writes)
-    for (size_t i = 0; i < in.size(); i++)
-      if (e.statics[i].defined()) Tensor(*in[i]).copy_from(e.statics[i]);
+  for (size_t i = 0; i < in.size(); i++)
+    if (st.written[i] && e.statics[i].defined()) Tensor(*in[i]).copy_from(e.statics[i]);
   return fresh_outputs(e, in);
+}
+
+// TC_DEBUG >= 1: what each replay moves besides the graph's own work (copies into static input
+// buffers, back into written inputs, out of the graph's outputs), once per recording.
+void report_recording(const State& st, const Entry& e, capture::GraphInputs in, const std::vector<Tensor>& outs) {
+  static const bool on = [] {
+    const char* d = std::getenv("TC_DEBUG");
+    return d && std::atoi(d) >= 1;
+  }();
+  if (!on) return;
+  int copied = 0, back = 0;
+  double copied_mb = 0, back_mb = 0, out_mb = 0;
+  for (size_t i = 0; i < in.size(); i++) {
+    if (!e.statics[i].defined() || e.same[i] >= 0) continue;
+    const double mb = double(in[i]->numel() * in[i]->itemsize()) / (1 << 20);
+    copied++, copied_mb += mb;
+    if (st.written[i]) back++, back_mb += mb;
+  }
+  for (const Tensor& o : outs) out_mb += double(o.numel() * o.itemsize()) / (1 << 20);
+  std::fprintf(stderr,
+               "tc debug: reduce-overhead: %s recorded (%lld nodes): per call %d of %zu inputs copied in (%.1f MiB), "
+               "%d written back (%.1f MiB), %zu outputs copied out (at most %.1f MiB)\n",
+               st.name.c_str(), (long long)e.graph->nodes(), copied, in.size(), copied_mb, back, back_mb,
+               outs.size(), out_mb);
 }
 
 // Records e's graph on this call's inputs and replays it once for this call's results.
 std::vector<Tensor> record(State& st, Entry& e, capture::GraphInputs in) {
   e.statics.assign(in.size(), Tensor());
+  e.same.assign(in.size(), -1);
   e.kept_ptr.assign(in.size(), nullptr);
   std::vector<const Tensor*> args(in.begin(), in.end());
   for (size_t i = 0; i < in.size(); i++) {
+    if (!st.read[i]) continue;
     if (!e.copy[i] && in[i]->data_ptr() != e.warm_ptr[i]) e.copy[i] = true;
     if (!e.copy[i]) {
       e.kept_ptr[i] = in[i]->data_ptr();
       continue;
     }
-    e.statics[i] = Tensor::empty_strided(in[i]->sizes(), in[i]->strides(), in[i]->dtype(), in[i]->device());
-    e.statics[i].copy_from(*in[i]);
+    for (size_t j = 0; j < i && e.share; j++)
+      if (e.statics[j].defined() && e.same[j] < 0 && same_tensor(*in[i], *in[j])) {
+        e.same[i] = int(j);
+        break;
+      }
+    if (e.same[i] >= 0) {
+      e.statics[i] = e.statics[size_t(e.same[i])];
+    } else {
+      e.statics[i] = Tensor::empty_strided(in[i]->sizes(), in[i]->strides(), in[i]->dtype(), in[i]->device());
+      e.statics[i].copy_from(*in[i]);
+    }
     args[i] = &e.statics[i];
   }
   auto g = std::make_unique<cuda::CudaGraph>();
@@ -216,6 +287,7 @@ std::vector<Tensor> record(State& st, Entry& e, capture::GraphInputs in) {
     return st.run(in);
   }
   e.graph = std::move(g);
+  report_recording(st, e, in, outs);
   e.alias.assign(outs.size(), {});
   e.outputs.assign(outs.size(), Tensor());
   for (size_t i = 0; i < outs.size(); i++) {
@@ -253,7 +325,14 @@ std::vector<Tensor> call(State& st, capture::GraphInputs in) {
   }
   if (!e->graph) return record(st, *e, in);
   for (size_t i = 0; i < in.size(); i++) {
-    if (e->statics[i].defined()) continue;
+    if (e->same[i] >= 0 && !same_tensor(*in[i], *in[size_t(e->same[i])])) {
+      // inputs that were one tensor are two now: record again with a buffer each
+      e->share = false;
+      e->graph.reset();
+      e->outputs.clear();
+      return record(st, *e, in);
+    }
+    if (!st.read[i] || e->statics[i].defined()) continue;
     if (in[i]->data_ptr() == e->kept_ptr[i]) continue;
     // an input read in place moved: record again with it copied
     e->copy[i] = true;
@@ -262,7 +341,7 @@ std::vector<Tensor> call(State& st, capture::GraphInputs in) {
     return record(st, *e, in);
   }
   for (size_t i = 0; i < in.size(); i++)
-    if (e->statics[i].defined()) e->statics[i].copy_from(*in[i]);
+    if (e->statics[i].defined() && e->same[i] < 0) e->statics[i].copy_from(*in[i]);
   return replay(st, *e, in);
 }
 
@@ -280,7 +359,8 @@ Compiled with_cuda_graphs(Compiled c, const capture::Graph& g, const CompileOpti
   auto st = std::make_shared<State>();
   st->run = std::move(c.run);
   st->device = g.nodes[g.inputs[0]].fakes[0].tensor().device().index;
-  st->writes = writes_inputs(g);
+  st->written = written_inputs(g);
+  st->read = read_inputs(g);
   st->max_sizes = std::max(0, o.cudagraph_max_sizes);
   st->name = where(g);
   c.run = [st](capture::GraphInputs in) { return call(*st, in); };

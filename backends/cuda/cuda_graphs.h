@@ -10,7 +10,8 @@
 // (warm-up: kernels compiled, library handles and plans made), the second is recorded into a
 // CUDA graph and every later call replays it. Inputs whose address was the same in the warm-up
 // and the recording call are read in place (parameters, buffers); the others are copied into
-// static buffers before each replay, and copied back after it when the graph writes inputs.
+// static buffers before each replay, and those the graph writes (a Tensor! argument that is the
+// input or a view of it) are copied back after it.
 // Outputs are fresh tensors on every call (a copy of the graph's static outputs after the
 // replay), never overwritten by a later call; an output that is a view of an input is that view.
 // A recording that meets something that cannot be recorded (a host read of device values, a

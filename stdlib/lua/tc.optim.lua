@@ -249,9 +249,13 @@ end
 
 local function on_cuda(p) return p.device:sub(1, 4) == "cuda" end
 
+-- The steps below read per-parameter step counts (Lua numbers that change on every step): under
+-- tc.compile each is a graph break that runs uncompiled (traced, it would recompile every step).
+-- Only the fused step of a bucket that steps together (fused_step) traces.
+
 -- One step of the whole bucket on its flat buffers, when every parameter has a gradient and all
 -- have taken the same number of steps.
-local function try_foreach(self, g, b)
+local try_foreach = tc.compiler.disable(function(self, g, b)
   separate(self, b)
   local ps = b.params
   local step = self.state[ps[1]].step
@@ -272,7 +276,44 @@ local function try_foreach(self, g, b)
     off = off + n
   end
   return true
-end
+end)
+
+-- The fused op once per distinct step count of the bucket's parameters that have a gradient.
+local fused_by_count = tc.compiler.disable(function(self, g, b)
+  separate(self, b)
+  local cls = getmetatable(self)
+  local slots = cls.slots(g)
+  local calls, order = {}, {}
+  for _, p in ipairs(b.params) do
+    local grad = p.grad
+    if grad ~= nil then
+      local s = self.state[p]
+      local c = calls[s.step]
+      if c == nil then
+        c = {params = {}, grads = {}, states = {}}
+        for _, slot in ipairs(slots) do c.states[slot[1]] = {} end
+        calls[s.step], order[#order + 1] = c, s.step
+      end
+      local i = #c.params + 1
+      c.params[i], c.grads[i] = p, grad
+      for _, slot in ipairs(slots) do c.states[slot[1]][i] = s[slot[1]] end
+    end
+  end
+  for _, step in ipairs(order) do
+    local c = calls[step]
+    cls.fused(g, c.params, c.grads, c.states, step + 1, step == 0)
+    for _, p in ipairs(c.params) do self.state[p].step = step + 1 end
+  end
+  return true
+end)
+
+-- One parameter's step, op by op (cls.update).
+local step_one = tc.compiler.disable(function(self, g, b, p)
+  separate(self, b)
+  local s = self.state[p]
+  s.step = s.step + 1
+  getmetatable(self).update(g, p:detach(), p.grad, s, s.step)
+end)
 
 -- One step of the bucket's parameters that have a gradient through the class's fused op: one
 -- call while they step together (b.step, incremented in place), else one call per distinct step
@@ -299,30 +340,8 @@ local function fused_step(self, g, b)
       b.stepped = true
       return true
     end
-    separate(self, b)
   end
-  local calls, order = {}, {}
-  for _, p in ipairs(b.params) do
-    local grad = p.grad
-    if grad ~= nil then
-      local s = self.state[p]
-      local c = calls[s.step]
-      if c == nil then
-        c = {params = {}, grads = {}, states = {}}
-        for _, slot in ipairs(slots) do c.states[slot[1]] = {} end
-        calls[s.step], order[#order + 1] = c, s.step
-      end
-      local i = #c.params + 1
-      c.params[i], c.grads[i] = p, grad
-      for _, slot in ipairs(slots) do c.states[slot[1]][i] = s[slot[1]] end
-    end
-  end
-  for _, step in ipairs(order) do
-    local c = calls[step]
-    cls.fused(g, c.params, c.grads, c.states, step + 1, step == 0)
-    for _, p in ipairs(c.params) do self.state[p].step = step + 1 end
-  end
-  return true
+  return fused_by_count(self, g, b)
 end
 
 -- fused (nil: when the parameters are floating-point tensors and foreach is not asked for)
@@ -333,7 +352,6 @@ end
 
 local function step_groups(self)
   follow_replacements(self)
-  local update = getmetatable(self).update
   for _, g in ipairs(self.param_groups) do
     local with_grad = {}
     for _, p in ipairs(g.params) do if p.grad ~= nil then with_grad[#with_grad + 1] = p end end
@@ -351,19 +369,15 @@ local function step_groups(self)
           done[b] = foreach and try_foreach(self, g, b)
         end
       end
-      if not done[b] then
-        separate(self, b)
-        local s = self.state[p]
-        s.step = s.step + 1
-        update(g, p:detach(), p.grad, s, s.step)
-      end
+      if not done[b] then step_one(self, g, b, p) end
     end
   end
 end
 
 -- Under tc.compile the step traces into a graph: p.grad are guarded inputs, the fused op writes
--- parameters and state in place, b.step counts in the graph; the first step (which makes the
--- state) and steps that leave parameters without a gradient recompile.
+-- parameters and state in place, b.step counts in the graph. The first step (which makes the
+-- state) breaks inside; so do the foreach and per-parameter paths and a fused bucket whose
+-- parameters no longer step together (they run uncompiled).
 function Optimizer:step(closure)
   local loss
   if closure ~= nil then loss = tc.enable_grad(closure) end

@@ -40,6 +40,22 @@ TEST(CudaGraphsMode, AppliesOnlyToGraphsWhoseTensorsAreOnOneGpu) {
   EXPECT_FALSE(backends::on_one_gpu(capture::Graph{}));  // no inputs: nothing says where it runs
 }
 
+// The "tc" backend runs a graph whose tensors are on several devices on eager; a perf hint names
+// the first tensor on another device (a compiled training backward ran on eager unseen this way).
+TEST(CudaGraphsMode, AGraphOnSeveralDevicesRunsOnEagerWithAHintNamingTheTensor) {
+  capture::Graph mixed;
+  capture::Ref a = mixed.add_input("a", "arg[1]", Tensor::fake({2}, {1}, DType::Float32, kGpu));
+  capture::Ref b = mixed.add_input("b", "arg[2]", Tensor::fake({2}, {1}, DType::Float32, Device{}));
+  mixed.outputs.push_back(a);
+  mixed.outputs.push_back(b);
+  backends::Compiled c = backends::compile_graph(mixed, "tc", capture::CompileOptions{});
+  std::string hints;
+  for (const std::string& h : c.report.perf_hints) hints += h + "\n";
+  EXPECT_NE(hints.find("runs on eager: its tensors are not on one device (%b (arg[2]) on cpu, %a on cuda:0)"),
+            std::string::npos)
+      << hints;
+}
+
 TEST(CudaGraphsMode, RandomOpsAreRefusedWithAPerfHintDropoutInEvalIsNot) {
   capture::Graph g;
   capture::Ref x = g.add_input("x", "arg[1]", Tensor::fake({4}, {1}, DType::Float32, kGpu));

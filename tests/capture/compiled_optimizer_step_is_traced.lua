@@ -55,3 +55,65 @@ for _, case in ipairs {"SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adam reduc
   local fused = "_fused_" .. name:match("^%S+"):lower() .. "_"
   assert(ops[fused], name .. ": no " .. fused .. " in the graphs")
 end
+
+-- A learning-rate scheduler changing lr on every step: lr becomes an unspecialized number after
+-- one recompile, so the compiled step keeps its entries (and equals eager's).
+do
+  local function sched_run(compiled)
+    tc.manual_seed(0)
+    local model = nn.Linear(4, 2)
+    local opt = optim.Adam(model:parameters(), {lr = 0.01})
+    local sched = optim.lr_scheduler.CosineAnnealingLR(opt, 30)
+    local train = h.train_function(model, tc.mse_loss, opt)
+    local step = compiled and tc.compile(train) or train
+    local x, y = tc.randn(5, 4), tc.randn(5, 2)
+    local traces = {}
+    for i = 1, 20 do
+      step(x, y)
+      sched:step()
+      traces[i] = h.stats().traces
+    end
+    return model, traces
+  end
+  tc.compiler.reset()
+  local eager = sched_run(false)
+  local model, traces = sched_run(true)
+  h.close_to_eager(model.weight, eager.weight, "scheduled lr: weight after 20 steps")
+  h.eq(traces[20], traces[6], "scheduled lr: no traces after the sixth step")
+end
+
+-- Paths that read per-parameter step counts (numbers that grow every step) run uncompiled, one
+-- break each, so they do not recompile as the counts grow: foreach, per parameter, and a fused
+-- bucket whose parameters stopped stepping together (a parameter left without a gradient on
+-- some steps).
+for _, case in ipairs {"foreach", "per_parameter", "unused_on_odd_steps"} do
+  local function go(compiled)
+    tc.manual_seed(0)
+    local model = nn.Linear(4, 2)
+    local extra = tc.randn(2):requires_grad_()
+    local opts = {lr = 0.01}
+    if case == "foreach" then opts.foreach = true elseif case == "per_parameter" then opts.fused = false end
+    local opt = optim.Adam({model.weight, model.bias, extra}, opts)
+    local function train(x, y, use_extra)
+      opt:zero_grad()
+      local loss = tc.mse_loss(model(x), y)
+      if use_extra then loss = loss + (extra * extra):sum() end
+      loss:backward()
+      opt:step()
+      return loss
+    end
+    local step = compiled and tc.compile(train) or train
+    local x, y = tc.randn(5, 4), tc.randn(5, 2)
+    local traces = {}
+    for i = 1, 14 do
+      step(x, y, case ~= "unused_on_odd_steps" or i % 2 == 0)
+      traces[i] = h.stats().traces
+    end
+    return {model.weight, model.bias, extra}, traces
+  end
+  tc.compiler.reset()
+  local want = go(false)
+  local got, traces = go(true)
+  for i = 1, 3 do h.close_to_eager(got[i], want[i], case .. ": parameter " .. i) end
+  h.eq(traces[14], traces[8], case .. ": no traces after the eighth step")
+end

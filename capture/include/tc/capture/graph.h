@@ -93,6 +93,8 @@ struct Graph {
   std::vector<Ref> add_external(std::shared_ptr<const ExternalFn> fn, std::vector<NodeArg> args,
                                 Stack fakes, int line = -1);
   const Tensor& fake(Ref r) const;
+  // The node whose value r views (through View ops: their first argument), or r's own node.
+  int view_root(Ref r) const;
   int num_ops() const { return int(nodes.size() - inputs.size()); }
   std::vector<std::string> op_names() const;  // in node order: "linear", "relu", ... (external: its name)
 
