@@ -6,7 +6,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
-#include "lower/loop_ir.h"
+#include "lower/lowered_json.h"
 #include "tc/aot.h"
 
 namespace tc::aot {
@@ -20,10 +20,7 @@ struct GraphInput {
   int index = 0;
 };
 
-// The library calls a backend puts into graphs as External steps (the CUDA backend's cuBLASLt
-// epilogues), by name: a package stores the name and its loader gets the call back. Null (or a
-// null result): none.
-using LibraryCalls = std::function<std::shared_ptr<const capture::ExternalFn>(const std::string& name)>;
+using lower::LibraryCalls;
 
 // The plan: the lowered graph (kernels with their loop IR, from which the CUDA launch geometry is
 // computed; their machine code is in the object / cubins) and the graph's inputs. `kernel_code`:

@@ -25,9 +25,12 @@ function common.report_compile(prefix, ms, s)
   say(prefix .. "_first_call_ms", ms)
   say(prefix .. "_trace_ms", s.trace_ms)
   say(prefix .. "_backend_compile_ms", s.backend_compile_ms)
+  say(prefix .. "_lower_ms", s.lower_ms)  -- on a warm start: reading the lowered graph from disk
+  say(prefix .. "_compile_ms", s.compile_ms)
   say(prefix .. "_kernels", s.kernels)
   say(prefix .. "_distinct_kernels", s.distinct_kernels)
   say(prefix .. "_cached_kernels", s.cached_kernels)
+  say(prefix .. "_cached_plans", s.cached_plans)
   say(prefix .. "_fallback_nodes", s.fallback_nodes)
 end
 

@@ -315,6 +315,7 @@ int p_stats(lua_State* L) {
       {"kernels", s.backend.kernels},
       {"distinct_kernels", s.backend.distinct_kernels},
       {"cached_kernels", s.backend.cached_kernels},
+      {"cached_plans", s.backend.cached_plans},
       {"fallback_nodes", s.backend.fallback_nodes}};
   for (auto& [k, v] : fields) {
     lua_pushinteger(L, v);

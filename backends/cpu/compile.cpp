@@ -27,8 +27,8 @@ namespace tc::backends::cpu {
 namespace {
 
 struct Counters {
-  std::atomic<int64_t> graphs_compiled{0}, graphs_fallback{0}, kernels_compiled{0}, memory_hits{0}, disk_hits{0},
-      disk_rejected{0};
+  std::atomic<int64_t> graphs_compiled{0}, graphs_fallback{0}, graphs_lowered{0}, plan_hits{0}, kernels_compiled{0},
+      memory_hits{0}, disk_hits{0}, disk_rejected{0};
   std::atomic<double> lower_s{0}, codegen_s{0}, llvm_s{0};
 };
 Counters& counters() {
@@ -157,7 +157,9 @@ Program compile_lowered(const lower::LoweredGraph& g, capture::CompileReport* re
   return p;
 }
 
-void set_log_output_code(bool on) { log_output_code() = on; }
+void set_log_output_code(bool on) {
+  log_output_code() = on;
+}
 
 void count_graph(bool fallback, double lower_seconds) {
   Counters& c = counters();
@@ -165,11 +167,19 @@ void count_graph(bool fallback, double lower_seconds) {
   c.lower_s += lower_seconds;
 }
 
+void count_plan(bool hit, bool rejected) {
+  Counters& c = counters();
+  (hit ? c.plan_hits : c.graphs_lowered)++;
+  c.disk_rejected += rejected;
+}
+
 Stats stats() {
   Counters& c = counters();
   Stats s;
   s.graphs_compiled = c.graphs_compiled;
   s.graphs_fallback = c.graphs_fallback;
+  s.graphs_lowered = c.graphs_lowered;
+  s.plan_hits = c.plan_hits;
   s.kernels_compiled = c.kernels_compiled;
   s.memory_hits = c.memory_hits;
   s.disk_hits = c.disk_hits;
@@ -182,8 +192,8 @@ Stats stats() {
 
 void reset_stats() {
   Counters& c = counters();
-  for (auto* v : {&c.graphs_compiled, &c.graphs_fallback, &c.kernels_compiled, &c.memory_hits, &c.disk_hits,
-                  &c.disk_rejected})
+  for (auto* v : {&c.graphs_compiled, &c.graphs_fallback, &c.graphs_lowered, &c.plan_hits, &c.kernels_compiled,
+                  &c.memory_hits, &c.disk_hits, &c.disk_rejected})
     *v = 0;
   for (auto* v : {&c.lower_s, &c.codegen_s, &c.llvm_s}) *v = 0;
 }

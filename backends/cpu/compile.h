@@ -16,5 +16,8 @@ Program compile_lowered(const lower::LoweredGraph& g, capture::CompileReport* re
 
 // Counters behind tc/cpu_backend.h's stats() (compile.cpp owns them).
 void count_graph(bool fallback, double lower_seconds);
+// A graph's lowered form: read from the disk cache (`hit`) or lowered; `rejected`: a stored plan
+// was discarded.
+void count_plan(bool hit, bool rejected);
 
 }  // namespace tc::backends::cpu

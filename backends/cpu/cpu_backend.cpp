@@ -4,15 +4,19 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
-#include <mutex>
-#include <set>
 #include <future>
+#include <mutex>
+#include <optional>
+#include <set>
 
 #include "compile.h"
-#include "jit.h"
+#include "disk_cache.h"
 #include "eager/eager.h"
+#include "jit.h"
 #include "lower/lower.h"
+#include "plan_cache.h"
 #include "tc/error.h"
 
 namespace tc::backends {
@@ -48,6 +52,14 @@ std::future<void> start_jit_early() {
   });
 }
 
+// The plan cache's key, or "" when the disk cache is off, the graph's plan is not stored, or
+// TC_DEBUG >= 2 asks for lowering's stages to be printed (so lowering must run).
+std::string plan_key_of(const capture::Graph& g) {
+  const char* d = std::getenv("TC_DEBUG");
+  if (cpu::cache_dir().empty() || (d && std::atoi(d) >= 2)) return "";
+  return cpu::plan_key(g);
+}
+
 }  // namespace
 
 Compiled CpuBackend::compile(const capture::Graph& g, const CompileOptions& o) const {
@@ -56,20 +68,32 @@ Compiled CpuBackend::compile(const capture::Graph& g, const CompileOptions& o) c
   try {
     TC_CHECK(all_on_cpu(g), DeviceError, "the graph has tensors on another device than the CPU");
     std::future<void> jit_started = start_jit_early();
-    lower::LowerOptions lo;
-    lo.externals = true;  // the runtime calls functions kept in the graph and index checks
-    lower::LoweredGraph lg = lower::lower(g, lo);
+    // A warm start reads the lowered graph from the disk cache (plan_cache.h) instead of lowering.
+    const std::string key = plan_key_of(g);
+    bool rejected = false;
+    std::optional<lower::LoweredGraph> stored = key.empty() ? std::nullopt : cpu::read_plan(key, &rejected);
+    cpu::count_plan(stored.has_value(), rejected);
+    c.report.cached_plans = stored.has_value();
+    lower::LoweredGraph lg;
+    if (stored) {
+      lg = std::move(*stored);
+    } else {
+      lower::LowerOptions lo;
+      lo.externals = true;  // the runtime calls functions kept in the graph and index checks
+      lg = lower::lower(g, lo);
+    }
     c.report.lower_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     auto program = std::make_shared<const cpu::Program>(cpu::compile_lowered(lg, &c.report));
-    for (const lower::Step& s : lg.steps) c.report.fallback_nodes += s.kind == lower::Step::Kind::Extern && s.ext.fallback;
+    if (!stored) cpu::write_plan(key, lg);  // once its kernels compiled
+    for (const lower::Step& s : lg.steps)
+      c.report.fallback_nodes += s.kind == lower::Step::Kind::Extern && s.ext.fallback;
     c.report.perf_hints.insert(c.report.perf_hints.end(), lg.perf_hints.begin(), lg.perf_hints.end());
     cpu::count_graph(false, c.report.lower_ms / 1e3);
     c.run = [program](capture::GraphInputs inputs) { return program->run(inputs); };
     return c;
   } catch (const std::exception& e) {  // tc::Error, and anything else a bug in lowering throws
     cpu::count_graph(true, c.report.lower_ms / 1e3);
-    if (o.fullgraph)
-      TC_FAIL(CompileError, "the cpu backend cannot compile this graph (fullgraph=true): %s", e.what());
+    if (o.fullgraph) TC_FAIL(CompileError, "the cpu backend cannot compile this graph (fullgraph=true): %s", e.what());
     // One warning per distinct reason: 64 identical layers falling back say it once.
     static std::mutex mu;
     static std::set<std::string> said;

@@ -1,5 +1,7 @@
-// The CPU thread pool behind parallel_for: workers wait on a condition variable for a job,
-// each takes one contiguous chunk of the range.
+// The CPU thread pool behind parallel_for: workers wait on a condition variable for a job whose
+// range is cut into chunks; the caller and the workers take chunks until none is left, and the
+// caller waits only for chunks taken and not finished, never for a worker that took none (on a
+// loaded machine a worker may wake after the caller has done all the work).
 #include "tc/parallel.h"
 
 #include <algorithm>
@@ -25,50 +27,63 @@ class Pool {
     nthreads_ = std::max(1, n);
     quit_ = false;
     // Workers start at the current generation: a job that finished before the resize is not rerun.
-    for (int i = 1; i < nthreads_; i++) workers_.emplace_back([this, i, g = generation_] { work(i, g); });
+    for (int i = 1; i < nthreads_; i++) workers_.emplace_back([this, g = generation_] { work(g); });
   }
 
-  void run(int64_t begin, int64_t end, const std::function<void(int64_t, int64_t)>& body) {
+  void run(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
     std::unique_lock lk(run_mu_);  // one parallel region at a time
-    int64_t n = end - begin;
-    int parts = (int)std::min<int64_t>(nthreads_, n);
+    const int64_t n = end - begin;
+    // One chunk per thread at least (as many as the range allows); up to 4 per thread while
+    // each keeps `grain` elements, so a thread that starts late still finds work to share.
+    const int64_t parts = std::max(std::min<int64_t>(nthreads_, n), std::min<int64_t>(4 * nthreads_, n / grain));
     {
       std::lock_guard g(mu_);
       body_ = &body;
       begin_ = begin;
       end_ = end;
       parts_ = parts;
-      pending_ = parts - 1;
+      next_ = 0;
+      done_ = 0;
       generation_++;
     }
     cv_.notify_all();
-    chunk(0);
+    while (take_and_run()) {
+    }
     std::unique_lock g(mu_);
-    done_cv_.wait(g, [&] { return pending_ == 0; });
+    done_cv_.wait(g, [&] { return done_ == parts_; });
     body_ = nullptr;
   }
 
  private:
-  void chunk(int part) {
-    if (part >= parts_) return;
-    int64_t n = end_ - begin_, per = (n + parts_ - 1) / parts_;
-    int64_t b = begin_ + part * per, e = std::min(end_, b + per);
-    if (b < e) (*body_)(b, e);
+  // Takes the next chunk of the current job and runs it; false when none is left.
+  bool take_and_run() {
+    int64_t b, e;
+    const std::function<void(int64_t, int64_t)>* body;
+    {
+      std::lock_guard g(mu_);
+      if (next_ >= parts_) return false;
+      const int64_t part = next_++, n = end_ - begin_;
+      b = begin_ + n * part / parts_;
+      e = begin_ + n * (part + 1) / parts_;
+      body = body_;
+    }
+    if (b < e) (*body)(b, e);
+    std::lock_guard g(mu_);
+    if (++done_ == parts_) done_cv_.notify_one();
+    return true;
   }
-  void work(int id, uint64_t seen) {
+  void work(uint64_t seen) {
     for (;;) {
       {
         std::unique_lock g(mu_);
         cv_.wait(g, [&] { return quit_ || generation_ != seen; });
         if (quit_) return;
         seen = generation_;
-        if (id >= parts_) continue;
       }
       in_worker = true;
-      chunk(id);
+      while (take_and_run()) {
+      }
       in_worker = false;
-      std::lock_guard g(mu_);
-      if (--pending_ == 0) done_cv_.notify_one();
     }
   }
   void stop() {
@@ -91,7 +106,7 @@ class Pool {
   std::condition_variable cv_, done_cv_;
   const std::function<void(int64_t, int64_t)>* body_ = nullptr;
   int64_t begin_ = 0, end_ = 0;
-  int parts_ = 0, pending_ = 0;
+  int64_t parts_ = 0, next_ = 0, done_ = 0;  // chunks of the job: all, taken, finished
   uint64_t generation_ = 0;
   bool quit_ = false;
 };
@@ -120,7 +135,7 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
     return;
   }
   in_parallel_region = true;
-  pool().run(begin, end, body);
+  pool().run(begin, end, std::max<int64_t>(1, grain), body);
   in_parallel_region = false;
 }
 

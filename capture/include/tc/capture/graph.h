@@ -147,6 +147,7 @@ struct CompileReport {
   int kernels = 0;           // generated kernels launched per call (library calls not counted)
   int distinct_kernels = 0;  // kernels compiled after structural dedup
   int cached_kernels = 0;    // of the distinct kernels, how many came from the disk cache
+  int cached_plans = 0;      // graphs whose lowered form came from the disk cache (not lowered)
   int fallback_nodes = 0;    // op nodes the backend does not support: they run on eager
   // TC_LOGS=perf_hints lines: what ran on eager or could not be fused, and why. Capture prints
   // them; backends never log themselves.
@@ -154,7 +155,7 @@ struct CompileReport {
   void add(const CompileReport& o) {
     lower_ms += o.lower_ms, codegen_ms += o.codegen_ms, compile_ms += o.compile_ms;
     kernels += o.kernels, distinct_kernels += o.distinct_kernels;
-    cached_kernels += o.cached_kernels, fallback_nodes += o.fallback_nodes;
+    cached_kernels += o.cached_kernels, cached_plans += o.cached_plans, fallback_nodes += o.fallback_nodes;
     perf_hints.insert(perf_hints.end(), o.perf_hints.begin(), o.perf_hints.end());
   }
 };
