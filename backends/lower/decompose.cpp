@@ -188,7 +188,12 @@ Stack norm(D& d, const Stack& a) {
   if (!is_floating(x.dtype())) return {};
   double p = a[1].to_double();
   Tensor ax = d.op(Op::abs, {x});
-  if (p == 2) return {d.op(Op::sqrt, {d.op(Op::sum, {d.op(Op::mul, {x, x}), a[2], a[3]})})};
+  if (p == 2) {
+    // squares summed in float64, as eager does: a float32 norm of values near 1e38 is finite
+    Tensor w = x.dtype() == DType::Float64 ? x : d.op(Op::to_dtype, {x, DType::Float64});
+    Tensor r = d.op(Op::sqrt, {d.op(Op::sum, {d.op(Op::mul, {w, w}), a[2], a[3]})});
+    return {x.dtype() == DType::Float64 ? r : d.op(Op::to_dtype, {r, x.dtype()})};
+  }
   if (p == 1) return {d.op(Op::sum, {ax, a[2], a[3]})};
   if (std::isinf(p)) return {d.op(p > 0 ? Op::amax : Op::amin, {ax, a[2], a[3]})};
   if (p == 0) return {d.op(Op::sum, {d.op(Op::to_dtype, {d.op(Op::ne, {x, 0.0}), x.dtype()}), a[2], a[3]})};
