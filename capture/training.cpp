@@ -156,6 +156,22 @@ struct Rec {
   Stack args_kept, out;  // alive until the graph is built
 };
 
+// Whether an observed op is arithmetic on constants alone (a pointwise op whose tensor arguments
+// are all constants, making 0-dim CPU tensors): the backward graph takes its results as constants
+// rather than as nodes, so a CUDA backward holds no CPU tensor (the "tc" backend would run it on
+// eager, and reduce-overhead would not record it).
+bool folds_to_constant(const OpSchema& s, const Rec& r, const Stack& out) {
+  if (s.kind != OpKind::Pointwise || out.empty()) return false;
+  for (const ArgSpec& a : s.args)
+    if (a.mutated) return false;
+  for (const ArgSrc& a : r.args)
+    for (const Src& src : a.srcs)
+      if (src.k != Src::K::Const) return false;
+  for (const Value& v : out)
+    if (!v.is_tensor() || !v.tensor().defined() || v.tensor().dim() != 0 || !v.tensor().device().is_cpu()) return false;
+  return true;
+}
+
 // Observes the backward's top-level ops (tc::set_call_observer).
 struct Recorder : CallObserver {
   // the backward's values by TensorImpl and by geometry (the tape saves an op's outputs as
@@ -225,6 +241,10 @@ struct Recorder : CallObserver {
         a.constant = args[i];
       }
       r.args.push_back(std::move(a));
+    }
+    if (folds_to_constant(s, r, out)) {  // scalar arithmetic on constants: its result is one too
+      for (const Value& v : out) bw[v.tensor().impl()] = Src{Src::K::Const, {}, 0, 0, v};
+      return;
     }
     size_t flat = 0;
     auto reg = [&](const Tensor& t) {

@@ -181,7 +181,12 @@ Value h_inverse_permutation(Env&, const Stack& a) {
   return Value(inv);
 }
 
+// -x of a number (sub's alpha: a number, not a 0-dim CPU tensor that a compiled CUDA backward
+// would have to hold) or of an int list (roll's shifts)
 Value h_negate(Env&, const Stack& a) {
+  if (a[0].is_int()) return Value(-a[0].to_int());
+  if (a[0].is_number()) return Value(-a[0].to_double());
+  if (a[0].is_tensor()) return Value(op(Op::neg, {a[0]}));
   IntList r = a[0].ints();
   for (auto& v : r) v = -v;
   return Value(r);
