@@ -36,12 +36,17 @@ end
 
 -- zero_grad(params, {set_to_none = true}): the gradients of params become nil, or with
 -- set_to_none = false are zeroed in place (Module:zero_grad and Optimizer:zero_grad).
+-- With set_to_none the gradients are not read: under tc.compile, reading them would make each
+-- p.grad a guarded input of the step's graph (nil on the first call, a tensor after it: one
+-- recompile of the whole forward) that no op uses.
 function utils.zero_grad(params, opts)
   local to_none = opts == nil or opts.set_to_none ~= false
   for _, p in ipairs(params) do
-    local g = p.grad
-    if g ~= nil then
-      if to_none then p.grad = nil else g:zero_() end
+    if to_none then
+      p.grad = nil
+    else
+      local g = p.grad
+      if g ~= nil then g:zero_() end
     end
   end
 end

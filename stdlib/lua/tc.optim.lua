@@ -189,7 +189,7 @@ local function allocate(self, g, ps, prior)
   local by_kind, kinds = {}, {}
   for _, p in ipairs(ps) do
     if self._slot[p] == nil then
-      local key = p.device .. "|" .. tostring(p.dtype)
+      local key = p.device .. "|" .. p.dtype.name
       if not by_kind[key] then by_kind[key] = {}; kinds[#kinds + 1] = key end
       table.insert(by_kind[key], p)
     end
@@ -344,6 +344,10 @@ local function fused_step(self, g, b)
   return fused_by_count(self, g, b)
 end
 
+-- The fused step uncompiled: for an optimizer whose lr a scheduler changes (a constant of the
+-- fused op: traced, each new lr would recompile the step's graph, up to the recompile limit).
+local fused_step_uncompiled = tc.compiler.disable(function(self, g, b) return fused_step(self, g, b) end)
+
 -- fused (nil: when the parameters are floating-point tensors and foreach is not asked for)
 local function use_fused(g, p)
   if g.fused ~= nil then return g.fused end
@@ -362,7 +366,8 @@ local function step_groups(self)
       if done[b] == nil then
         add_slots(self, g, b)
         if use_fused(g, p) then
-          done[b] = fused_step(self, g, b)
+          local fused = self._lr_scheduled and fused_step_uncompiled or fused_step
+          done[b] = fused(self, g, b)
         else
           local foreach = g.foreach
           if foreach == nil then foreach = on_cuda(p) end
@@ -374,13 +379,38 @@ local function step_groups(self)
   end
 end
 
+-- Whether a parameter with a gradient has no state yet (read in the trace: guarded).
+local function lacks_state(self)
+  for _, g in ipairs(self.param_groups) do
+    for _, p in ipairs(g.params) do
+      if p.grad ~= nil and self._slot[p] == nil then return true end
+    end
+  end
+  return false
+end
+
+-- The state of the parameters that got their first gradient, made uncompiled (as torch runs
+-- _init_group eagerly).
+local make_state = tc.compiler.disable(function(self)
+  follow_replacements(self)
+  for _, g in ipairs(self.param_groups) do
+    local with_grad = {}
+    for _, p in ipairs(g.params) do if p.grad ~= nil then with_grad[#with_grad + 1] = p end end
+    allocate(self, g, with_grad)
+  end
+end)
+
 -- Under tc.compile the step traces into a graph: p.grad are guarded inputs, the fused op writes
--- parameters and state in place, b.step counts in the graph. The first step (which makes the
--- state) breaks inside; so do the foreach and per-parameter paths and a fused bucket whose
--- parameters no longer step together (they run uncompiled).
+-- parameters and state in place, b.step counts in the graph. The first step makes the state at
+-- a graph break here, in step's own frame: its entry guards that some parameter lacks state, so
+-- the second step misses it and traces the update into a graph (a break inside the update's
+-- nested calls would be kept by every later call: the steps would stay uncompiled). The foreach
+-- and per-parameter paths and a fused bucket whose parameters no longer step together break
+-- inside (they run uncompiled).
 function Optimizer:step(closure)
   local loss
   if closure ~= nil then loss = tc.enable_grad(closure) end
+  if lacks_state(self) then make_state(self) end
   tc.no_grad(step_groups, self)
   return loss
 end

@@ -117,3 +117,28 @@ for _, case in ipairs {"foreach", "per_parameter", "unused_on_odd_steps"} do
   for i = 1, 3 do h.close_to_eager(got[i], want[i], case .. ": parameter " .. i) end
   h.eq(traces[14], traces[8], case .. ": no traces after the eighth step")
 end
+
+-- In a plain loop (explain above traces afresh, with the state made): the first step makes the
+-- state at a break in Optimizer:step's own frame, the second misses that entry's guard once and
+-- traces the fused update into a graph that the later steps run. (A break inside the update's
+-- nested calls would be kept by every later call: the steps would stay uncompiled.)
+do
+  local out, rc = h.run([[
+    package.path = "tests/capture/?.lua;" .. package.path
+    local tc, nn, optim = require "tc", require "tc.nn", require "tc.optim"
+    local model = nn.Linear(4, 2)
+    local opt = optim.Adam(model:parameters(), {lr = 0.01})
+    local step = tc.compile(require("helpers").train_function(model, tc.mse_loss, opt))
+    local x, y = tc.randn(5, 4), tc.randn(5, 2)
+    for i = 1, 5 do
+      step(x, y)
+      io.stderr:write("## step " .. i .. "\n")
+    end
+  ]], "--log=graph_code,recompiles")
+  h.eq(rc, 0, "exit status:\n" .. out)
+  h.eq(h.count(out, "%[tc recompiles%]"), 1, "one recompile (the state exists from the second step):\n" .. out)
+  local after_first = out:match("## step 1\n(.*)$")
+  assert(after_first:find("_fused_adam_(", 1, true), "no graph with the fused update after the first step:\n" .. out)
+  local after_second = out:match("## step 2\n(.*)$")
+  h.eq(h.count(after_second, "graph%("), 0, "steps after the second trace nothing:\n" .. after_second)
+end
