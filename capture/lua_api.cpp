@@ -551,21 +551,23 @@ void push_compiled(lua_State* L, int fn_idx, std::shared_ptr<CompileConfig> cfg,
 
 void push_wrapper(lua_State* L, int fn_idx, const std::shared_ptr<CompileConfig>& cfg) {
   fn_idx = lua_absindex(L, fn_idx);
-  // one wrapper per function, and per module code under tc.compile(module) (its own caches)
+  // one wrapper per function and compile configuration (a function called at a break of a
+  // default-mode and of a reduce-overhead compile runs with each one's backend and mode), and
+  // per module code under tc.compile(module) (its own caches)
   lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.regional");
-  if (!cfg->code_key.empty()) {
-    if (lua_getfield(L, -1, cfg->code_key.c_str()) != LUA_TTABLE) {
-      lua_pop(L, 1);
-      lua_newtable(L);
-      lua_newtable(L);
-      lua_pushstring(L, "k");
-      lua_setfield(L, -2, "__mode");
-      lua_setmetatable(L, -2);
-      lua_pushvalue(L, -1);
-      lua_setfield(L, -3, cfg->code_key.c_str());
-    }
-    lua_remove(L, -2);
+  const std::string key = cfg->code_key + "|" + cfg->backend_key + (cfg->fullgraph ? "|fullgraph" : "") +
+                          "|dynamic=" + std::to_string(cfg->dynamic);
+  if (lua_getfield(L, -1, key.c_str()) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_newtable(L);
+    lua_pushstring(L, "k");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, key.c_str());
   }
+  lua_remove(L, -2);
   lua_pushvalue(L, fn_idx);
   if (lua_rawget(L, -2) == LUA_TFUNCTION) {
     lua_remove(L, -2);
