@@ -56,6 +56,30 @@ TEST(CudaGraphsMode, AGraphOnSeveralDevicesRunsOnEagerWithAHintNamingTheTensor) 
       << hints;
 }
 
+// A 0-dim CPU tensor as a constant argument (what a compiled backward holds where a derivative
+// formula did arithmetic on numbers: capture/training.cpp folds it) keeps a graph on its GPU; as a
+// node's output (neg(1), what sub's formula once made) it takes the graph off it, and the "tc"
+// backend's hint names it.
+TEST(CudaGraphsMode, AConstantCpuScalarKeepsAGraphOnItsGpuANodeMakingOneDoesNot) {
+  const Tensor minus_one = call1(Op::neg, {Value(int64_t(1))});
+  ASSERT_TRUE(minus_one.device().is_cpu());
+  ASSERT_EQ(minus_one.dim(), 0);
+  capture::Graph folded;
+  capture::Ref x = folded.add_input("x", "arg[1]", Tensor::fake({4}, {1}, DType::Float32, kGpu));
+  folded.outputs.push_back(node(folded, Op::mul, {x, Value(minus_one)})[0]);
+  EXPECT_TRUE(backends::on_one_gpu(folded));
+
+  capture::Graph with_node;
+  capture::Ref y = with_node.add_input("x", "arg[1]", Tensor::fake({4}, {1}, DType::Float32, kGpu));
+  capture::Ref neg = node(with_node, Op::neg, {Value(int64_t(1))})[0];
+  with_node.outputs.push_back(node(with_node, Op::mul, {y, neg})[0]);
+  EXPECT_FALSE(backends::on_one_gpu(with_node));
+  backends::Compiled c = backends::compile_graph(with_node, "tc", capture::CompileOptions{});
+  std::string hints;
+  for (const std::string& h : c.report.perf_hints) hints += h + "\n";
+  EXPECT_NE(hints.find("not on one device (%neg (neg) on cpu, %x on cuda:0)"), std::string::npos) << hints;
+}
+
 TEST(CudaGraphsMode, RandomOpsAreRefusedWithAPerfHintDropoutInEvalIsNot) {
   capture::Graph g;
   capture::Ref x = g.add_input("x", "arg[1]", Tensor::fake({4}, {1}, DType::Float32, kGpu));
