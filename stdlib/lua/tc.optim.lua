@@ -389,29 +389,38 @@ local function lacks_state(self)
   return false
 end
 
--- The state of the parameters that got their first gradient, made uncompiled (as torch runs
--- _init_group eagerly).
-local make_state = tc.compiler.disable(function(self)
+-- The state of the parameters that got their first gradient.
+local function make_state(self)
   follow_replacements(self)
   for _, g in ipairs(self.param_groups) do
     local with_grad = {}
     for _, p in ipairs(g.params) do if p.grad ~= nil then with_grad[#with_grad + 1] = p end end
     allocate(self, g, with_grad)
   end
+end
+
+-- A step that makes state runs uncompiled (as torch runs _init_group eagerly): its update would be
+-- a graph compiled for this one call.
+local step_making_state = tc.compiler.disable(function(self)
+  make_state(self)
+  tc.no_grad(step_groups, self)
 end)
 
 -- Under tc.compile the step traces into a graph: p.grad are guarded inputs, the fused op writes
--- parameters and state in place, b.step counts in the graph. The first step makes the state at
--- a graph break here, in step's own frame: its entry guards that some parameter lacks state, so
--- the second step misses it and traces the update into a graph (a break inside the update's
--- nested calls would be kept by every later call: the steps would stay uncompiled). The foreach
+-- parameters and state in place, b.step counts in the graph. A step that makes state runs
+-- uncompiled at a break here, in step's own frame: that entry guards that some parameter lacks
+-- state, so the next step misses it and traces the update into a graph (a break inside the
+-- update's nested calls would be kept by every later call: the steps would stay uncompiled). The foreach
 -- and per-parameter paths and a fused bucket whose parameters no longer step together break
 -- inside (they run uncompiled).
 function Optimizer:step(closure)
   local loss
   if closure ~= nil then loss = tc.enable_grad(closure) end
-  if lacks_state(self) then make_state(self) end
-  tc.no_grad(step_groups, self)
+  if lacks_state(self) then
+    step_making_state(self)
+  else
+    tc.no_grad(step_groups, self)
+  end
   return loss
 end
 
