@@ -1,7 +1,10 @@
-// linear + activation + residual chains as one cuBLASLt call (cuda_fuse.h).
+// Library calls with what follows them folded in (cuda_fuse.h): linear + activation + residual
+// chains as one cuBLASLt call, attention + head merge as one fused-attention call.
 #include "cuda_fuse.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <functional>
 
 #include "cuda_library_calls.h"
 #include "lower/lower_internal.h"
@@ -20,6 +23,75 @@ bool float_dtype(DType d) { return d == DType::Float32 || d == DType::Float16 ||
 
 bool is_ref(const NodeArg& a) { return a.kind == NodeArg::Kind::Ref && a.refs[0].elem < 0 && a.refs[0].out == 0; }
 
+// Whether a node strictly between `first` and `last` may write memory (a call placed at `last`
+// must read what `first` would have read).
+bool writes_between(const Graph& g, int first, int last) {
+  bool writes = false;
+  for (int k = first + 1; k < last; k++) {
+    const Node& m = g.nodes[k];
+    writes |= m.kind == NodeKind::External;
+    if (m.kind == NodeKind::Op)
+      for (const auto& a : schema(m.op).args) writes |= a.mutated;
+  }
+  return writes;
+}
+
+// An absorbed node: an unread lazy zeros of its shape (node indices stay as they were).
+void absorb(Graph& out, const Graph& g, int n) {
+  Node& dead = out.nodes[n];
+  const Tensor& f = g.nodes[n].fakes[0].tensor();
+  Stack args = bind(Op::zeros, {Value(IntList(f.sizes().begin(), f.sizes().end()))},
+                    {{"dtype", Value(f.dtype())}, {"device", Value(f.device())}});
+  dead.kind = NodeKind::Op;
+  dead.op = Op::zeros;
+  dead.ext = nullptr;
+  dead.args.clear();
+  for (const Value& v : args) dead.args.push_back(NodeArg::constant_of(v));
+  dead.fakes = lower::fake_call(Op::zeros, args);
+}
+
+// The call replacing chain's last node (its fakes, name and line).
+Node call_at(const Node& last, std::shared_ptr<const capture::ExternalFn> fn, std::vector<NodeArg> args) {
+  Node call;
+  call.kind = NodeKind::External;
+  call.ext = std::move(fn);
+  call.args = std::move(args);
+  call.fakes = last.fakes;
+  call.name = last.name;
+  call.line = last.line;
+  call.file = last.file;
+  return call;
+}
+
+// sdpa(q, k, v) [B, H, L, E] -> transpose(1, 2) -> reshape / view [B, L, H * E] (the head merge
+// before GPT-2's c_proj, a copy kernel) as one call writing the merged layout. The chain's nodes
+// (0, 1, 2 in `chain`) as found by `sole_user`; false when the pattern does not match.
+bool merged_heads_chain(const Graph& g, int i, const std::function<int(int)>& sole_user, std::vector<int>* chain) {
+  const Node& at = g.nodes[i];
+  if (at.kind != NodeKind::Op || at.op != Op::scaled_dot_product_attention || at.args.size() != 7 || at.fakes.size() != 1)
+    return false;
+  for (int a = 0; a < 3; a++)
+    if (!is_ref(at.args[a])) return false;
+  Stack args;
+  for (int a = 0; a < 7; a++) args.push_back(a < 3 ? Value(g.fake(at.args[a].refs[0])) : at.args[a].constant);
+  if (at.args[3].kind != NodeArg::Kind::Const || !lower::attention_is_library_call(args, DeviceType::CUDA)) return false;
+  const Tensor& y = at.fakes[0].tensor();
+  if (y.dim() != 4) return false;
+  const int t = sole_user(i);
+  if (t < 0 || g.nodes[t].kind != NodeKind::Op || g.nodes[t].op != Op::transpose) return false;
+  const Node& tr = g.nodes[t];
+  if (tr.args.size() != 3 || tr.args[1].kind != NodeArg::Kind::Const || tr.args[2].kind != NodeArg::Kind::Const) return false;
+  const int64_t d0 = wrap_dim(tr.args[1].constant.to_int(), 4), d1 = wrap_dim(tr.args[2].constant.to_int(), 4);
+  if (std::min(d0, d1) != 1 || std::max(d0, d1) != 2) return false;
+  const int r = sole_user(t);
+  if (r < 0 || g.nodes[r].kind != NodeKind::Op || (g.nodes[r].op != Op::reshape && g.nodes[r].op != Op::view)) return false;
+  const Shape merged = {y.sizes()[0], y.sizes()[2], y.sizes()[1] * y.sizes()[3]};
+  if (g.nodes[r].fakes.size() != 1 || g.nodes[r].fakes[0].tensor().sizes() != merged) return false;
+  if (writes_between(g, i, r)) return false;
+  *chain = {i, t, r};
+  return true;
+}
+
 }  // namespace
 
 Graph fuse_library_epilogues(const Graph& g, int* fused) {
@@ -35,7 +107,7 @@ Graph fuse_library_epilogues(const Graph& g, int* fused) {
     for (const NodeArg& a : node.args)
       for (Ref r : a.refs) uses[r.node]++;
   for (Ref r : g.outputs) uses[r.node] += 2;  // a graph output is never absorbed
-  auto sole_user = [&](int producer) -> int {  // the one later node reading `producer`, or -1
+  const std::function<int(int)> sole_user = [&](int producer) -> int {  // the one later node reading `producer`, or -1
     if (uses[producer] != 1) return -1;
     for (int j = producer + 1; j < n; j++)
       for (const NodeArg& a : g.nodes[j].args)
@@ -90,37 +162,23 @@ Graph fuse_library_epilogues(const Graph& g, int* fused) {
     if (chain.size() == 1 && !bias) continue;  // a plain product: lowering's extern already is one call
     const int last = chain.back();
     // The call reads x, w, b where the chain ends: nothing in between may write memory.
-    bool writes = false;
-    for (int k = i + 1; k < last; k++) {
-      const Node& m = g.nodes[k];
-      writes |= m.kind == NodeKind::External;
-      if (m.kind == NodeKind::Op)
-        for (const auto& a : schema(m.op).args) writes |= a.mutated;
-    }
-    if (writes) continue;
-    Node call;
-    call.kind = NodeKind::External;
-    call.ext = linear_act_call(act, bias, residual_arg >= 0);
-    call.args = {lin.args[0], lin.args[1]};
-    if (bias) call.args.push_back(lin.args[2]);
-    if (residual_arg >= 0) call.args.push_back(g.nodes[last].args[residual_arg]);
-    call.fakes = g.nodes[last].fakes;
-    call.name = g.nodes[last].name;
-    call.line = g.nodes[last].line;
-    call.file = g.nodes[last].file;
-    for (size_t c = 0; c + 1 < chain.size(); c++) {  // absorbed: an unread lazy zeros of its shape
-      Node& dead = out.nodes[chain[c]];
-      const Tensor& f = g.nodes[chain[c]].fakes[0].tensor();
-      Stack args = bind(Op::zeros, {Value(IntList(f.sizes().begin(), f.sizes().end()))},
-                        {{"dtype", Value(f.dtype())}, {"device", Value(f.device())}});
-      dead.kind = NodeKind::Op;
-      dead.op = Op::zeros;
-      dead.ext = nullptr;
-      dead.args.clear();
-      for (const Value& v : args) dead.args.push_back(NodeArg::constant_of(v));
-      dead.fakes = lower::fake_call(Op::zeros, args);
-    }
-    out.nodes[last] = std::move(call);
+    if (writes_between(g, i, last)) continue;
+    std::vector<NodeArg> args = {lin.args[0], lin.args[1]};
+    if (bias) args.push_back(lin.args[2]);
+    if (residual_arg >= 0) args.push_back(g.nodes[last].args[residual_arg]);
+    for (size_t c = 0; c + 1 < chain.size(); c++) absorb(out, g, chain[c]);
+    out.nodes[last] = call_at(g.nodes[last], linear_act_call(act, bias, residual_arg >= 0), std::move(args));
+    (*fused)++;
+  }
+  for (int i = 0; i < n; i++) {
+    std::vector<int> chain;
+    if (!merged_heads_chain(g, i, sole_user, &chain)) continue;
+    const Node& at = g.nodes[i];
+    // q, k, v, is_causal, scale
+    std::vector<NodeArg> args = {at.args[0], at.args[1], at.args[2], at.args[5], at.args[6]};
+    absorb(out, g, chain[0]);
+    absorb(out, g, chain[1]);
+    out.nodes[chain[2]] = call_at(g.nodes[chain[2]], attention_merged_heads_call(), std::move(args));
     (*fused)++;
   }
   return out;

@@ -11,6 +11,12 @@
 // <= 16: generated reductions), graphs with dynamic dims and dtypes other than float32/16/bf16
 // are left alone. When cuBLASLt declines at run time (layouts, no algorithm), the call runs the
 // unfused eager ops.
+//
+// Likewise float32 attention that the fused kernel takes, followed by the head merge
+//
+//   scaled_dot_product_attention(q, k, v) [B, H, L, E] -> transpose(2, 3) -> reshape / view [B, L, H*E]
+//
+// becomes one call whose kernel writes the merged layout (no copy kernel for the merge).
 #pragma once
 #include "tc/capture/graph.h"
 

@@ -1,6 +1,10 @@
 // Library calls by name (cuda_library_calls.h).
 #include "cuda_library_calls.h"
 
+#include <cmath>
+
+#include "cuda/runtime.h"
+
 namespace tc::backends::cuda {
 namespace {
 
@@ -39,7 +43,27 @@ std::shared_ptr<const capture::ExternalFn> linear_act_call(Act act, bool bias, b
   return fn;
 }
 
+std::shared_ptr<const capture::ExternalFn> attention_merged_heads_call() {
+  auto fn = std::make_shared<capture::ExternalFn>();
+  fn->name = "scaled_dot_product_attention, heads merged (fused attention)";
+  fn->call = [](const Stack& in) {
+    const Tensor &q = in[0].tensor(), &k = in[1].tensor(), &v = in[2].tensor();
+    const bool causal = in[3].to_bool();
+    const int64_t B = q.sizes()[0], H = q.sizes()[1], L = q.sizes()[2], E = q.sizes()[3];
+    const double scale = in[4].is_none() ? 1.0 / std::sqrt((double)E) : in[4].to_double();
+    Tensor out = Tensor::empty({B, L, H * E}, q.dtype(), q.device());
+    // [B, H, L, E] viewed on the merged layout: head h of row l at columns h * E ..
+    if (tc::cuda::flash_attention(q, k, v, causal, scale, out.as_strided({B, H, L, E}, {L * H * E, E, H * E, 1}, 0)))
+      return std::vector<Tensor>{out};
+    Tensor y = call1(Op::scaled_dot_product_attention, {q, k, v, Value(), 0.0, causal, in[4]});
+    Tensor t = call1(Op::transpose, {y, (int64_t)2, (int64_t)3});  // dims are 1-based
+    return std::vector<Tensor>{call1(Op::reshape, {t, IntList{B, L, H * E}})};
+  };
+  return fn;
+}
+
 std::shared_ptr<const capture::ExternalFn> library_call(const std::string& name) {
+  if (name == attention_merged_heads_call()->name) return attention_merged_heads_call();
   for (Act act : {Act::None, Act::Relu, Act::GeluTanh})
     for (bool bias : {false, true})
       for (bool residual : {false, true}) {

@@ -1,6 +1,7 @@
 // The library calls the CUDA backend puts into graphs as External nodes before lowering
-// (cuda_fuse.h): linear with a cuBLASLt epilogue. Each has a name that says all it does, so an
-// AOT package stores the call by name and its loader gets the same call back (library_call).
+// (cuda_fuse.h): linear with a cuBLASLt epilogue, attention writing merged heads. Each has a name
+// that says all it does, so an AOT package stores the call by name and its loader gets the same
+// call back (library_call).
 //
 //   auto fn = linear_act_call(tc::cuda::Act::Relu, /*bias=*/true, /*residual=*/false);
 //   library_call(fn->name) -> a call doing the same; library_call("G.scale") -> null
@@ -17,6 +18,12 @@ namespace tc::backends::cuda {
 // x, w, then b (with bias), then the residual (with residual). When cuBLASLt declines at run time
 // it runs the unfused eager ops.
 std::shared_ptr<const capture::ExternalFn> linear_act_call(tc::cuda::Act act, bool bias, bool residual);
+
+// scaled_dot_product_attention(q, k, v, is_causal = c, scale = s) [B, H, L, E] with its heads
+// merged (transpose(1, 2), reshape to [B, L, H * E]) as one fused-attention launch writing the
+// merged layout; its arguments are q, k, v, is_causal, scale (or none). When the fused kernel
+// declines at run time it runs the eager ops.
+std::shared_ptr<const capture::ExternalFn> attention_merged_heads_call();
 
 // The library call named `name` (an ExternalFn::name made above), or null.
 std::shared_ptr<const capture::ExternalFn> library_call(const std::string& name);

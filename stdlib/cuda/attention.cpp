@@ -1,12 +1,14 @@
-// Fused scaled-dot-product attention for float32 (flash-attention style; TC_FLASH_ATTENTION_MMA=1:
-// on tensor cores, flash_mma_source below): one launch reads q, k
-// and v once per tile and never materializes the [L, S] scores. Each block takes 64 queries of one
+// Fused scaled-dot-product attention for float32 (flash-attention style): one launch reads q, k
+// and v once per tile and never materializes the [L, S] scores. Two kernels: on tensor cores
+// (flash_mma_source: sm_80 and later, head dims a multiple of 8 up to 64, 3xTF32, float32's
+// accuracy class; GPT-2's heads) and on CUDA cores (flash_source: any head dim that is a multiple
+// of 4 up to 128, plain float32 FMA). The CUDA-core kernel: each block takes 64 queries of one
 // (batch, head) and walks the keys in tiles of 64: scores in registers (4 x 4 per thread), an
 // online softmax per row (running max and sum, combined across the 16 threads of a row with warp
 // shuffles), probabilities through shared memory into the [64, E] output accumulator; shared
-// memory is read 16 bytes at a time (rows padded to keep them aligned and free of bank conflicts). Causal
-// masks skip the key tiles past the block's last query. Arithmetic is plain float32 FMA (more
-// precise than the TF32 matmuls of the composed path).
+// memory is read 16 bytes at a time (rows padded to keep them aligned and free of bank
+// conflicts). Causal masks skip the key tiles past the block's last query. q, k, v and out may be
+// strided views (head views of a projection read in place, out written in a heads-merged layout).
 #include <cmath>
 #include <mutex>
 #include <set>
@@ -18,9 +20,16 @@ namespace {
 
 constexpr int kBQ = 64, kBK = 64, kThreads = 256, kMaxE = 128;
 
-// Both kernels' key and value tiles: rows k0 .. k0 + BK - 1 into shared memory (rows `kp` and
-// `vp` floats apart), zeros past S.
-const char* const kLoadTile = R"(
+std::string flash_source(int64_t e) {
+  return "#define E " + std::to_string(e) + "\n" + R"(
+#define EP (E + 4)
+#define BQ 64
+#define BK 64
+#define PS (BK + 4)
+#define G ((E + 63) / 64)
+#define NEG_INF (-__int_as_float(0x7f800000))
+typedef long long i64;
+// key and value tiles: rows k0 .. k0 + BK - 1 into shared memory (rows `kp` and `vp` floats apart), zeros past S
 __device__ __forceinline__ void load_kv(const float* __restrict__ k, const float* __restrict__ v, float* Ks, float* Vs,
                                         int kp, int vp, i64 k0, i64 S, i64 ks2, i64 vs2) {
   for (int i = threadIdx.x; i < BK * E; i += blockDim.x) {
@@ -31,22 +40,10 @@ __device__ __forceinline__ void load_kv(const float* __restrict__ k, const float
     Vs[r * vp + d] = in ? v[key * vs2 + d] : 0.f;
   }
 }
-)";
-
-std::string flash_source(int64_t e) {
-  return "#define E " + std::to_string(e) + "\n" + R"(
-#define EP (E + 4)
-#define BQ 64
-#define BK 64
-#define PS (BK + 4)
-#define G ((E + 63) / 64)
-#define NEG_INF (-__int_as_float(0x7f800000))
-typedef long long i64;
-)" + kLoadTile + R"(
 extern "C" __global__ void __launch_bounds__(256) flash_fwd(
     const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ o,
     i64 L, i64 S, i64 nb1, i64 qs0, i64 qs1, i64 qs2, i64 ks0, i64 ks1, i64 ks2, i64 vs0, i64 vs1, i64 vs2,
-    i64 os0, i64 os1, i64 os2, float scale, int causal) {
+    i64 os0, i64 os1, i64 os2, float scale, int causal, int vec /* flash_mma's; unused */) {
   extern __shared__ float4 sm4[];
   float* sm = (float*)sm4;
   float* Qs = sm;            // BQ x EP (rows 16-byte aligned: E % 4 == 0)
@@ -182,64 +179,83 @@ extern "C" __global__ void __launch_bounds__(256) flash_fwd(
 )";
 }
 
-// The same attention on tensor cores (sm_80 and later, head dims a multiple of 8): 4 warps of 16
-// queries each, key tiles of 64 in shared memory, scores and the output accumulated by
-// mma.sync m16n8k8 TF32 in 3xTF32 form (each operand split into a TF32 high part and a TF32
-// remainder, three products summed in float32: float32's precision, as cuBLAS's fast-fp32 mode
-// and PyTorch's fp32 memory-efficient attention). Probabilities go from the score fragments to
-// the A fragments of P·V through a per-warp [16, 64] tile of shared memory; each thread keeps
-// its rows' running max and partial sums (exponentials in base 2 on queries pre-scaled by
-// scale·log2(e)).
+// The same attention on tensor cores (sm_80 and later, head dims a multiple of 8 up to 64): 4
+// warps of 16 queries each, key tiles of 64; scores and the output accumulated by mma.sync
+// m16n8k8 TF32 in 3xTF32 form: each operand split into a TF32 high part and a TF32 remainder,
+// three products summed in float32 (a_lo b_hi + a_hi b_lo + a_hi b_hi): float32's accuracy class,
+// as PyTorch's float32 attention (CUTLASS's OpMultiplyAddFastF32). The splits are integer
+// rounding (add half a TF32 unit, clear the low 13 bits: cvt.rna's result, at full ALU rate);
+// each key and value is split once per block, into shared memory (hi and lo planes), the
+// queries once, into registers (pre-scaled by scale * log2(e): exponentials in base 2). The
+// probabilities never leave registers: the score fragment's columns 2t and 2t + 1 serve as the
+// A fragment's columns t and t + 4 of P.V when the value rows are read in that order too. Each
+// thread keeps its two rows' running max and partial sums. Under a causal mask, 8-key column
+// blocks past a warp's last query are skipped.
 std::string flash_mma_source(int64_t e) {
   return "#define E " + std::to_string(e) + "\n" + R"(
 #define BQ 64
 #define BK 64
-#define QP (E + 4)
 #define KP (E + 4)
-#define VP (E + 8)
-#define PP (BK + 4)
 #define NEG_INF (-__int_as_float(0x7f800000))
 typedef long long i64;
-)" + kLoadTile + R"(
-__device__ __forceinline__ unsigned to_tf32(float x) {
-  unsigned r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return r;
+typedef unsigned u32;
+__device__ __forceinline__ u32 tf32_round(u32 b) { return (b + 0x1000u) & 0xffffe000u; }
+__device__ __forceinline__ void split(float x, u32& hi, u32& lo) {
+  hi = tf32_round(__float_as_uint(x));
+  lo = tf32_round(__float_as_uint(x - __uint_as_float(hi)));
 }
-__device__ __forceinline__ void split(float x, unsigned& hi, unsigned& lo) {
-  hi = to_tf32(x);
-  lo = to_tf32(x - __uint_as_float(hi));
-}
-__device__ __forceinline__ void mma(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+__device__ __forceinline__ void mma(float* c, const u32* a, u32 b0, u32 b1) {
   asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-// c += a b, a given as high and low parts: a_lo b_hi + a_hi b_lo + a_hi b_hi (small terms first)
-__device__ __forceinline__ void mma3(float* c, const unsigned* ah, const unsigned* al, float b0, float b1) {
-  unsigned h0, l0, h1, l1;
-  split(b0, h0, l0);
-  split(b1, h1, l1);
-  mma(c, al, h0, h1);
-  mma(c, ah, l0, l1);
-  mma(c, ah, h0, h1);
+// c += a b in 3xTF32: small terms first
+__device__ __forceinline__ void mma3(float* c, const u32* ah, const u32* al, u32 bh0, u32 bh1, u32 bl0, u32 bl1) {
+  mma(c, al, bh0, bh1);
+  mma(c, ah, bl0, bl1);
+  mma(c, ah, bh0, bh1);
 }
-// The A fragment (rows g and g + 8, columns c + t and c + t + 4) of a row-major tile, split.
-__device__ __forceinline__ void a_frag(const float* m, int pitch, int g, int t, int c, unsigned* ah, unsigned* al) {
-  split(m[g * pitch + c + t], ah[0], al[0]);
-  split(m[(g + 8) * pitch + c + t], ah[1], al[1]);
-  split(m[g * pitch + c + t + 4], ah[2], al[2]);
-  split(m[(g + 8) * pitch + c + t + 4], ah[3], al[3]);
+// rows k0 .. k0 + BK - 1 of k and v, split, into the hi and lo planes (rows KP apart); zeros past
+// S. (Issuing all of a thread's loads before the first split, in unrolled register arrays, made
+// GPT-2's attention slower on an H100: 70 us against 48.)
+__device__ __forceinline__ void load_split(const float* __restrict__ k, const float* __restrict__ v, u32* Kh, u32* Kl,
+                                           u32* Vh, u32* Vl, i64 k0, i64 S, i64 ks2, i64 vs2, bool vec) {
+  if (vec) {
+    for (int i = threadIdx.x; i < BK * E / 4; i += blockDim.x) {
+      const int r = i / (E / 4), d = (i % (E / 4)) * 4;
+      const i64 key = k0 + r;
+      float4 a = make_float4(0.f, 0.f, 0.f, 0.f), b = a;
+      if (key < S) {
+        a = *(const float4*)&k[key * ks2 + d];
+        b = *(const float4*)&v[key * vs2 + d];
+      }
+      uint4 ah, al, bh, bl;
+      split(a.x, ah.x, al.x); split(a.y, ah.y, al.y); split(a.z, ah.z, al.z); split(a.w, ah.w, al.w);
+      split(b.x, bh.x, bl.x); split(b.y, bh.y, bl.y); split(b.z, bh.z, bl.z); split(b.w, bh.w, bl.w);
+      *(uint4*)&Kh[r * KP + d] = ah;
+      *(uint4*)&Kl[r * KP + d] = al;
+      *(uint4*)&Vh[r * KP + d] = bh;
+      *(uint4*)&Vl[r * KP + d] = bl;
+    }
+    return;
+  }
+  for (int i = threadIdx.x; i < BK * E; i += blockDim.x) {
+    const int r = i / E, d = i % E;
+    const i64 key = k0 + r;
+    const bool in = key < S;
+    split(in ? k[key * ks2 + d] : 0.f, Kh[r * KP + d], Kl[r * KP + d]);
+    split(in ? v[key * vs2 + d] : 0.f, Vh[r * KP + d], Vl[r * KP + d]);
+  }
 }
 extern "C" __global__ void __launch_bounds__(128) flash_mma(
     const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ o,
     i64 L, i64 S, i64 nb1, i64 qs0, i64 qs1, i64 qs2, i64 ks0, i64 ks1, i64 ks2, i64 vs0, i64 vs1, i64 vs2,
-    i64 os0, i64 os1, i64 os2, float scale, int causal) {
+    i64 os0, i64 os1, i64 os2, float scale, int causal, int vec) {
   extern __shared__ float4 sm4[];
-  float* Qs = (float*)sm4;   // BQ x QP, pre-scaled
-  float* Ks = Qs + BQ * QP;  // BK x KP
-  float* Vs = Ks + BK * KP;  // BK x VP
-  float* Ps = Vs + BK * VP;  // per warp 16 x PP
+  u32* Kh = (u32*)sm4;      // BK x KP each
+  u32* Kl = Kh + BK * KP;
+  u32* Vh = Kl + BK * KP;
+  u32* Vl = Vh + BK * KP;
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const i64 z = blockIdx.x, b0 = z / nb1, b1 = z % nb1;
   // the last query tiles first: under a causal mask they walk the most key tiles
@@ -248,38 +264,45 @@ extern "C" __global__ void __launch_bounds__(128) flash_mma(
   k += b0 * ks0 + b1 * ks1;
   v += b0 * vs0 + b1 * vs1;
   o += b0 * os0 + b1 * os1;
-  const float qscale = scale * 1.4426950408889634f;
-  for (int i = tid; i < BQ * E; i += 128) {
-    const int r = i / E, d = i % E;
-    const i64 row = q0 + r;
-    Qs[r * QP + d] = row < L ? q[row * qs2 + d] * qscale : 0.f;
+  const i64 ra = q0 + w * 16 + g, rb = ra + 8, rlast = q0 + w * 16 + 15;
+  // this warp's A fragments of q (rows ra and rb, columns c + t and c + t + 4), split
+  u32 qh[E / 8][4], ql[E / 8][4];
+  {
+    const float qscale = scale * 1.4426950408889634f;
+#pragma unroll
+    for (int c = 0; c < E / 8; c++) {
+      const float x0 = ra < L ? q[ra * qs2 + c * 8 + t] : 0.f, x1 = rb < L ? q[rb * qs2 + c * 8 + t] : 0.f;
+      const float x2 = ra < L ? q[ra * qs2 + c * 8 + t + 4] : 0.f, x3 = rb < L ? q[rb * qs2 + c * 8 + t + 4] : 0.f;
+      split(x0 * qscale, qh[c][0], ql[c][0]);
+      split(x1 * qscale, qh[c][1], ql[c][1]);
+      split(x2 * qscale, qh[c][2], ql[c][2]);
+      split(x3 * qscale, qh[c][3], ql[c][3]);
+    }
   }
-  const float* Qw = Qs + w * 16 * QP;
-  float* P = Ps + w * 16 * PP;
   float acc[E / 8][4];
 #pragma unroll
   for (int j = 0; j < E / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
   float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.f, l1 = 0.f;  // rows ra and rb: max and this thread's part of the sum
-  const i64 ra = q0 + w * 16 + g, rb = ra + 8;
   i64 kend = S;
   if (causal && q0 + BQ < kend) kend = q0 + BQ;
   for (i64 k0 = 0; k0 < kend; k0 += BK) {
     __syncthreads();
-    load_kv(k, v, Ks, Vs, KP, VP, k0, S, ks2, vs2);
+    load_split(k, v, Kh, Kl, Vh, Vl, k0, S, ks2, vs2, vec != 0);
     __syncthreads();
-    float s[8][4];
+    float s[BK / 8][4];
 #pragma unroll
-    for (int j = 0; j < 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+    for (int j = 0; j < BK / 8; j++) {
+      s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+      if (causal && k0 + j * 8 > rlast) continue;  // every key of the block is masked for this warp
 #pragma unroll
-    for (int kk = 0; kk < E; kk += 8) {
-      unsigned ah[4], al[4];
-      a_frag(Qw, QP, g, t, kk, ah, al);
-#pragma unroll
-      for (int j = 0; j < 8; j++) mma3(s[j], ah, al, Ks[(j * 8 + g) * KP + kk + t], Ks[(j * 8 + g) * KP + kk + t + 4]);
+      for (int c = 0; c < E / 8; c++) {
+        const int at = (j * 8 + g) * KP + c * 8 + t;
+        mma3(s[j], qh[c], ql[c], Kh[at], Kh[at + 4], Kl[at], Kl[at + 4]);
+      }
     }
     float x0 = NEG_INF, x1 = NEG_INF;
 #pragma unroll
-    for (int j = 0; j < 8; j++)
+    for (int j = 0; j < BK / 8; j++)
 #pragma unroll
       for (int c = 0; c < 2; c++) {
         const i64 key = k0 + j * 8 + 2 * t + c;
@@ -305,25 +328,23 @@ extern "C" __global__ void __launch_bounds__(128) flash_mma(
       acc[j][2] *= a1;
       acc[j][3] *= a1;
     }
-    __syncwarp();  // the previous tile's reads of P are done
 #pragma unroll
-    for (int j = 0; j < 8; j++)
+    for (int j = 0; j < BK / 8; j++) {
+      if (causal && k0 + j * 8 > rlast) continue;  // probabilities all 0
+      // P's A fragment for keys j*8 ..: columns t and t + 4 are keys 2t and 2t + 1
+      const float p0 = n0 == NEG_INF ? 0.f : exp2f(s[j][0] - n0), p1 = n0 == NEG_INF ? 0.f : exp2f(s[j][1] - n0);
+      const float p2 = n1 == NEG_INF ? 0.f : exp2f(s[j][2] - n1), p3 = n1 == NEG_INF ? 0.f : exp2f(s[j][3] - n1);
+      l0 += p0 + p1;
+      l1 += p2 + p3;
+      u32 ph[4], pl[4];
+      split(p0, ph[0], pl[0]);
+      split(p2, ph[1], pl[1]);
+      split(p1, ph[2], pl[2]);
+      split(p3, ph[3], pl[3]);
+      const int r0 = (j * 8 + 2 * t) * KP + g, r1 = r0 + KP;
 #pragma unroll
-      for (int c = 0; c < 2; c++) {
-        const float p0 = n0 == NEG_INF ? 0.f : exp2f(s[j][c] - n0);
-        const float p1 = n1 == NEG_INF ? 0.f : exp2f(s[j][2 + c] - n1);
-        l0 += p0;
-        l1 += p1;
-        P[g * PP + j * 8 + 2 * t + c] = p0;
-        P[(g + 8) * PP + j * 8 + 2 * t + c] = p1;
-      }
-    __syncwarp();
-#pragma unroll
-    for (int kk = 0; kk < BK; kk += 8) {
-      unsigned ah[4], al[4];
-      a_frag(P, PP, g, t, kk, ah, al);
-#pragma unroll
-      for (int j = 0; j < E / 8; j++) mma3(acc[j], ah, al, Vs[(kk + t) * VP + j * 8 + g], Vs[(kk + t + 4) * VP + j * 8 + g]);
+      for (int c = 0; c < E / 8; c++)
+        mma3(acc[c], ph, pl, Vh[r0 + c * 8], Vh[r1 + c * 8], Vl[r0 + c * 8], Vl[r1 + c * 8]);
     }
   }
   l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
@@ -390,21 +411,29 @@ bool flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool cau
   batch_layout(out, &unused, &os0, &os1);
   int64_t qs2 = q.strides()[nd - 2], ks2 = k.strides()[nd - 2], vs2 = v.strides()[nd - 2], os2 = out.strides()[nd - 2];
   const int device = q.device().index;
-  // TC_FLASH_ATTENTION_MMA=1: the tensor-core kernel where the device has TF32 mma. Not the
-  // default: on an H100 it took 75 us for GPT-2's [8, 12, 256, 64] causal heads against the
-  // CUDA-core kernel's 58 (each warp splits every key and value into TF32 parts again: the
-  // conversions, not the products, bound it; splitting once into shared memory is the next step).
+  // The tensor-core kernel where the device has TF32 mma and the head dim fits its registers
+  // (a multiple of 8 up to 64), else the CUDA-core one; TC_FLASH_ATTENTION_MMA=0: always the
+  // CUDA-core kernel. In compile-only mode both are built (NVRTC checks them without a GPU).
   static const bool use_mma = [] {
     const char* e = std::getenv("TC_FLASH_ATTENTION_MMA");
-    return e && *e == '1';
+    return !(e && *e == '0');
   }();
-  const bool mma = use_mma && E % 8 == 0 && (compile_only() || dev(device).cc_major >= 8);
-  CUfunction f = mma ? kernels(device, "flash_mma:" + std::to_string(E), [&] { return flash_mma_source(E); }, {"flash_mma"})[0]
-                     : kernels(device, "flash_fwd:" + std::to_string(E), [&] { return flash_source(E); }, {"flash_fwd"})[0];
-  const unsigned smem =
-      mma ? (unsigned)(sizeof(float) * (kBQ * (E + 4) + kBK * (E + 4) + kBK * (E + 8) + kBQ * (kBK + 4)))
-          : (unsigned)(sizeof(float) * ((kBQ + kBK) * (E + 4) + kBK * E + kBQ * (kBK + 4)));
-  if (compile_only()) return true;
+  auto mma_kernel = [&] {
+    return kernels(device, "flash_mma:" + std::to_string(E), [&] { return flash_mma_source(E); }, {"flash_mma"})[0];
+  };
+  auto fma_kernel = [&] {
+    return kernels(device, "flash_fwd:" + std::to_string(E), [&] { return flash_source(E); }, {"flash_fwd"})[0];
+  };
+  const bool mma_fits = E % 8 == 0 && E <= 64;
+  if (compile_only()) {
+    fma_kernel();
+    if (mma_fits) mma_kernel();
+    return true;
+  }
+  const bool mma = use_mma && mma_fits && dev(device).cc_major >= 8;
+  CUfunction f = mma ? mma_kernel() : fma_kernel();
+  const unsigned smem = mma ? (unsigned)(sizeof(float) * 4 * kBK * (E + 4))
+                            : (unsigned)(sizeof(float) * ((kBQ + kBK) * (E + 4) + kBK * E + kBQ * (kBK + 4)));
   {
     static std::mutex mu;
     static std::set<CUfunction> raised;
@@ -420,8 +449,15 @@ bool flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool cau
   float sc = (float)scale;
   int ca = causal ? 1 : 0;
   int64_t Lv = L, Sv = S;
+  // the tensor-core kernel loads keys and values 16 bytes at a time where every row is aligned
+  auto aligned = [](const void* p, std::initializer_list<int64_t> strides) {
+    bool ok = reinterpret_cast<uintptr_t>(p) % 16 == 0;
+    for (int64_t st : strides) ok = ok && st % 4 == 0;
+    return ok;
+  };
+  int vec = aligned(kp, {ks0, ks1, ks2}) && aligned(vp, {vs0, vs1, vs2}) ? 1 : 0;
   void* args[] = {&qp, &kp, &vp, &op, &Lv, &Sv, &nb1, &qs0, &qs1, &qs2, &ks0, &ks1, &ks2,
-                  &vs0, &vs1, &vs2, &os0, &os1, &os2, &sc, &ca};
+                  &vs0, &vs1, &vs2, &os0, &os1, &os2, &sc, &ca, &vec};
   launch3(device, f, (unsigned)batch, (unsigned)((L + kBQ - 1) / kBQ), 1, mma ? 128 : kThreads, args, smem);
   return true;
 }

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 #include <algorithm>
+#include <numeric>
 
 #include "cuda/runtime.h"
 #include "tc/config.h"
@@ -172,6 +173,42 @@ void pick_fastest(Lt& l, int device, Plan& p, const std::vector<cublasLtMatmulHe
   drv().EventDestroy(e1);
 }
 
+// Rows whose byte length is not a multiple of 16 (GPT-2's LM head: rows of 50257 floats) start
+// at addresses that allow only cuBLASLt's slowest (align1) kernels: 1.25 ms for GPT-2's head on an
+// H100. Every g-th row starts at the same address modulo 16 bytes (g = 16 / gcd(row bytes, 16)),
+// so the product runs as g products over rows j, j + g, j + 2g, ... (row stride g * n: aligned),
+// each from its first 16-byte aligned column c_j on, after one narrow product writes columns
+// [0, max c_j) of every row (the later products overwrite the columns they share with it).
+// Large products without bias or residual only (the bias pointer would shift by c_j too);
+// TC_BLASLT_ROW_GROUPS=0 turns this off.
+bool row_groups(const Tensor& o2, const Tensor& x2, const Tensor& wt, Act act) {
+  static const bool off = [] {
+    const char* e = std::getenv("TC_BLASLT_ROW_GROUPS");
+    return e && *e == '0';
+  }();
+  const int64_t rows = o2.sizes()[0], n = o2.sizes()[1], k = x2.sizes()[1], item = (int64_t)o2.itemsize();
+  const int64_t row_bytes = n * item, g = 16 / std::gcd<int64_t>(row_bytes, 16);
+  if (off || g == 1 || rows < 4 * g || rows * n < (1 << 22) || compile_only()) return false;
+  const auto addr = reinterpret_cast<uintptr_t>(o2.data_ptr());
+  if (addr % item != 0) return false;
+  int64_t first[16], narrow = 0;
+  for (int64_t j = 0; j < g; j++) {
+    first[j] = (int64_t)((16 - (addr + (uintptr_t)(j * row_bytes)) % 16) % 16) / item;
+    narrow = std::max(narrow, first[j]);
+  }
+  if (narrow > 0 && !matmul_act(o2.as_strided({rows, narrow}, {n, 1}, o2.offset()), x2,
+                                wt.as_strided({k, narrow}, wt.strides(), wt.offset()), Tensor(), act))
+    return false;
+  for (int64_t j = 0; j < g; j++) {
+    const int64_t m = (rows - j + g - 1) / g, c = first[j];
+    const Tensor o = o2.as_strided({m, n - c}, {g * n, 1}, o2.offset() + j * n + c);
+    const Tensor a = x2.as_strided({m, k}, {g * x2.strides()[0], x2.strides()[1]}, x2.offset() + j * x2.strides()[0]);
+    const Tensor b = wt.as_strided({k, n - c}, wt.strides(), wt.offset() + c * wt.strides()[1]);
+    if (!matmul_act(o, a, b, Tensor(), act)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool blaslt_available(std::string* why) {
@@ -296,21 +333,7 @@ bool linear_act(const Tensor& out, const Tensor& x, const Tensor& w, const Tenso
   const Tensor x2 = x.as_strided({rows, k}, {k, 1}, x.offset());
   const Tensor wt = w.as_strided({k, n}, {w.strides()[1], w.strides()[0]}, w.offset());
   const Tensor o2 = out.as_strided({rows, n}, {n, 1}, out.offset());
-  // Rows whose byte length is not a multiple of 16 (GPT-2's 50257 logits) allow only cuBLAS's
-  // slowest kernels (align1): a large product writes rows padded to 16 bytes instead, then one
-  // copy packs them.
-  const int64_t item = (int64_t)out.itemsize(), per16 = 16 / item;
-  // Opt-in (TC_BLASLT_PAD=1): on an H100 GPT-2's LM head took as long either way (the copy ate
-  // the product's gain).
-  const char* pad = std::getenv("TC_BLASLT_PAD");
-  if (pad && *pad == '1' && !residual.defined() && rows > 1 && n % per16 != 0 && rows * n >= (1 << 22) && !compile_only()) {
-    const int64_t ldp = (n + per16 - 1) / per16 * per16;
-    Tensor padded = Tensor::empty({rows * ldp}, out.dtype(), out.device());
-    if (matmul_act(padded.as_strided({rows, n}, {ldp, 1}, 0), x2, wt, bias, act)) {
-      copy_strided(o2, padded.as_strided({rows, n}, {ldp, 1}, 0));
-      return true;
-    }
-  }
+  if (!residual.defined() && !bias.defined() && row_groups(o2, x2, wt, act)) return true;
   const Tensor r2 = residual.defined() ? residual.as_strided({rows, n}, {n, 1}, residual.offset()) : Tensor();
   return matmul_act(o2, x2, wt, bias, act, r2);
 }

@@ -221,9 +221,11 @@ bool linalg(Op op, const Stack& a, const Metas& m, Stack* result) {
       x2 = x2.as_strided({rows, k}, {k, 1}, x2.offset());
       Tensor wt = w.as_strided({k, n}, {w.strides()[1], w.strides()[0]}, w.offset());
       // with a bias: one cuBLASLt call with the bias epilogue instead of a broadcast copy into
-      // out and a product accumulating onto it
-      if (!a[2].is_none() && a[2].tensor().dim() == 1 && a[2].tensor().sizes()[0] == n &&
-          linear_act(out, x2, w, contiguous_as(a[2].tensor(), dt), Act::None))
+      // out and a product accumulating onto it; without: cuBLASLt too (its row groups for rows
+      // that are not 16-byte multiples, GPT-2's LM head, blaslt.cpp)
+      if (a[2].is_none() ? linear_act(out, x2, w, Tensor(), Act::None)
+                         : a[2].tensor().dim() == 1 && a[2].tensor().sizes()[0] == n &&
+                               linear_act(out, x2, w, contiguous_as(a[2].tensor(), dt), Act::None))
         return true;
       double beta = 0;
       if (!a[2].is_none()) {

@@ -92,6 +92,40 @@ TEST(CudaBackendTinyGraph, SeedModelInOneLaunchMatchesEager) {
   }
 }
 
+// Attention whose heads are merged right after (transpose(2, 3), reshape: GPT-2's) is one fused
+// call writing the merged layout (cuda_fuse.h); it equals eager for head dims of both attention
+// kernels (40: tensor cores, 80: CUDA cores), q/k/v as head views of one projection, odd lengths.
+TEST(CudaBackendAttention, MergedHeadsMatchEager) {
+  std::string why;
+  if (!cuda::is_available(&why)) GTEST_SKIP() << "CUDA not available: " << why;
+  vm::Runtime rt("cuda_attention_merge");
+  capture::install(rt.state(), strict_compiler());
+  vm::Results r = rt.run_string(R"LUA(
+    local tc = require "tc"
+    local F = require("tc.nn").functional
+    local worst = 0
+    for _, E in ipairs({40, 80}) do
+      for _, causal in ipairs({true, false}) do
+        tc.compiler.reset()
+        local B, T, H = 2, 77, 3
+        local C = H * E
+        local qkv = tc.randn(B, T, 3 * C, {device = "cuda"})
+        local function f(t)
+          local parts = t:split(C, 3)
+          local function heads(p) return p:view(B, T, H, E):transpose(2, 3) end
+          local y = F.scaled_dot_product_attention(heads(parts[1]), heads(parts[2]), heads(parts[3]), {is_causal = causal})
+          return y:transpose(2, 3):reshape(B, T, C) * 2
+        end
+        local want = f(qkv)
+        local got = tc.compile(f, {backend = "cuda"})(qkv)
+        worst = math.max(worst, (got - want):abs():max():item())
+      end
+    end
+    return worst
+  )LUA", "=attention_merge");
+  EXPECT_LT(r[0].number(), 1e-6);
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, CudaBackendModels,
                          testing::Combine(testing::Values("seed_64_layers", "my_module", "resnet18", "resnet50",
                                                           "densenet121", "inception_v3", "gpt2"),

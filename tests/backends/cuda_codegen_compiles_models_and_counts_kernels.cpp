@@ -137,6 +137,12 @@ TEST_F(CudaCodegen, KernelCounts) {
   EXPECT_EQ(kernels(R"(local tc = require 'tc' local F = require('tc.nn').functional
     return function(q, k, v) return F.scaled_dot_product_attention(q, k, v, {is_causal = true}) end)",
                     {"{2, 3, 40, 64}", "{2, 3, 40, 64}", "{2, 3, 40, 64}"}).first, 0);
+  // ... and GPT-2's head merge after it (transpose, reshape: a copy kernel) is written by that call
+  EXPECT_EQ(kernels(R"(local tc = require 'tc' local F = require('tc.nn').functional
+    return function(q, k, v)
+      return F.scaled_dot_product_attention(q, k, v, {is_causal = true}):transpose(2, 3):reshape(2, 40, 192)
+    end)",
+                    {"{2, 3, 40, 64}", "{2, 3, 40, 64}", "{2, 3, 40, 64}"}).first, 0);
   // cross_entropy: per-row logsumexp and the mean over rows in one kernel (a two-level reduction:
   // blocks of rows, then the last block combines them), for each row strategy (a thread, a warp,
   // a block per row); also with a spatial dim and ignore_index. Two losses of the same rows share it.

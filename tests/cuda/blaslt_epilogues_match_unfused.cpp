@@ -92,8 +92,8 @@ TEST_F(Blaslt, RefusesWhatItDoesNotTake) {
   EXPECT_FALSE(cuda::matmul_act(strided, xf, wf, Tensor(), cuda::Act::None));
 }
 
-// Rows of unit stride further apart than n (padded rows), a residual read as C, and linear_act's
-// padded path for rows that are not a multiple of 16 bytes, all equal the unfused ops.
+// Rows of unit stride further apart than n (padded rows) and a residual read as C equal the
+// unfused ops.
 TEST_F(Blaslt, PaddedRowsAndResidualEqualTheUnfusedOps) {
   set_float32_matmul_precision("highest");
   Tensor x = gpu(randn(40, 24), DType::Float32), w = gpu(randn(13, 24), DType::Float32);
@@ -107,11 +107,31 @@ TEST_F(Blaslt, PaddedRowsAndResidualEqualTheUnfusedOps) {
   Tensor wT = call1(Op::contiguous, {call1(Op::t, {w})});
   ASSERT_TRUE(cuda::matmul_act(padded, x, wT, b, cuda::Act::Relu));
   EXPECT_LT(rel_err(padded, unfused(x, w, b, cuda::Act::Relu)), 1e-5);
-  // 2048 x 2049 logits: rows of 8196 bytes take the padded path (one product, one copy)
-  setenv("TC_BLASLT_PAD", "1", 1);
-  Tensor xl = gpu(randn(2048, 64), DType::Float32), wl = gpu(randn(2049, 64), DType::Float32);
-  Tensor big = Tensor::empty({2048, 2049}, DType::Float32, x.device());
-  ASSERT_TRUE(cuda::linear_act(big, xl, wl, Tensor(), cuda::Act::GeluTanh));
-  unsetenv("TC_BLASLT_PAD");
-  EXPECT_LT(rel_err(big, unfused(xl, wl, Tensor(), cuda::Act::GeluTanh)), 1e-5);
+}
+
+// Large products whose rows are not 16-byte multiples (GPT-2's LM head) run as one narrow product
+// and one per group of rows with aligned starts (4 groups for an odd row length, 2 for n = 2 mod
+// 4), also when out starts one float past an aligned address and the row count is not a multiple
+// of the group count; every element equals the float64 product. Eager linear without a bias
+// takes the same path.
+TEST_F(Blaslt, UnalignedRowsRunAsRowGroups) {
+  set_float32_matmul_precision("highest");
+  const int64_t rows = 1027, k = 40;
+  for (int64_t n : {4099, 4098})
+    for (int64_t shift : {0, 1}) {
+      Tensor x = randn(rows, k), w = randn(n, k);
+      Tensor want = call1(Op::relu, {call1(Op::linear, {cpu64(x), cpu64(w)})});
+      Tensor xg = gpu(x, DType::Float32), wg = gpu(w, DType::Float32);
+      Tensor flat = Tensor::empty({rows * n + shift}, DType::Float32, xg.device());
+      Tensor got = flat.as_strided({rows, n}, {n, 1}, shift);
+      const int64_t before = cuda::blaslt_calls();
+      ASSERT_TRUE(cuda::linear_act(got, xg, wg, Tensor(), cuda::Act::Relu));
+      EXPECT_EQ(cuda::blaslt_calls() - before, 1 + (n % 2 ? 4 : 2)) << "n " << n << " shift " << shift;
+      EXPECT_LT(rel_err(got, want), 1e-5) << "n " << n << " shift " << shift;
+    }
+  Tensor x = gpu(randn(rows, k), DType::Float32), w = gpu(randn(4099, k), DType::Float32);
+  const int64_t before = cuda::blaslt_calls();
+  Tensor y = call1(Op::linear, {x, w});
+  EXPECT_EQ(cuda::blaslt_calls() - before, 5);
+  EXPECT_LT(rel_err(y, call1(Op::linear, {cpu64(x), cpu64(w)})), 1e-5);
 }

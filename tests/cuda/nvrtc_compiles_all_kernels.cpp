@@ -51,6 +51,17 @@ TEST_P(NvrtcCompilesAllKernels, EveryCaseOfGroup) {
   EXPECT_GT(ran, 0);
 }
 
+// The fused attention kernels (stdlib/cuda/attention.cpp: tensor cores for head dims that are
+// multiples of 8 up to 64, CUDA cores for all) for the head dims models use, GPT-2's 64 among
+// them: in compile-only mode both kernels of a head dim are built; NVRTC rejecting one raises.
+TEST_F(NvrtcCompilesAllKernels, AttentionKernelsOfCommonHeadDims) {
+  const Device gpu{DeviceType::CUDA, 0};
+  for (int64_t e : {16, 32, 40, 64, 80, 96, 128}) {
+    Tensor q = Tensor::empty({2, 3, 70, e}, DType::Float32, gpu);
+    EXPECT_NO_THROW(call1(Op::scaled_dot_product_attention, {q, q, q}, {{"is_causal", true}})) << "E " << e;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, NvrtcCompilesAllKernels, testing::ValuesIn(fixture::fixture_files()),
                          [](const auto& info) { return std::filesystem::path(info.param).stem().string(); });
 

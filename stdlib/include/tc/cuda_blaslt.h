@@ -35,9 +35,9 @@ bool matmul_act(const Tensor& out, const Tensor& a, const Tensor& b, const Tenso
 bool linear_act(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias, Act act);
 // With a residual: out = act(a @ b + residual + bias), residual (undefined, or shaped and laid out
 // as out) read as cuBLASLt's C (beta = 1): the graph's `y + linear(x)` in the same call.
-// matmul_act's out (and residual) may have a row stride above n (rows of unit stride); with
-// TC_BLASLT_PAD=1 linear_act writes large products whose rows are not 16-byte multiples through
-// padded rows and one copy. Each plan times up to 6 of the heuristic's algorithms once on its
+// matmul_act's out (and residual) may have a row stride above n (rows of unit stride); linear_act
+// runs large products without bias or residual whose rows are not 16-byte multiples as a few
+// products over every g-th row (16-byte aligned rows: faster kernels; TC_BLASLT_ROW_GROUPS=0: one). Each plan times up to 6 of the heuristic's algorithms once on its
 // first call outside graph capture and keeps the fastest (TC_BLASLT_TUNE=0: the first).
 bool matmul_act(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias, Act act, const Tensor& residual);
 bool linear_act(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias, Act act, const Tensor& residual);
