@@ -118,8 +118,9 @@ Compiled compile_graph(const capture::Graph& g, const std::string& backend,
              "backend \"%s\" has no option '%s' (its options: %s)", backend.c_str(), key.c_str(),
              joined(known).c_str());
   Compiled c = compile_partitioned(b, find("eager"), g, o);
-  // every backend's GPU graphs replay as CUDA graphs under this mode (cuda/cuda_graphs.h)
-  if (o.mode == "reduce-overhead") c = with_cuda_graphs(std::move(c), g, o);
+  // every backend's GPU graphs replay as CUDA graphs under these modes (cuda/cuda_graphs.h; as
+  // torch, "max-autotune" also uses them, "max-autotune-no-cudagraphs" does not)
+  if (o.mode == "reduce-overhead" || o.mode == "max-autotune") c = with_cuda_graphs(std::move(c), g, o);
   return c;
 }
 

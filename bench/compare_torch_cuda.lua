@@ -8,7 +8,10 @@
 --                  first call of each compiled mode (cold compile)
 --   gpt2           GPT-2 small on 8x256 token ids: likewise
 --   kernels        a 10-op pointwise chain on 64M floats, softmax and layer_norm over the rows of
---                  [16384, 1024]: ms (GB/s are worked out by the shell script)
+--                  [16384, 1024], the sum of the 64M floats and the sum over dim 1 of [1M, 16]
+--                  (split reductions): ms (GB/s are worked out by the shell script); also under
+--                  mode = "max-autotune-no-cudagraphs" (key suffix _tune_nocg)
+-- resnet50 and densenet121 also run mode = "max-autotune" (keys <model>_tune_*).
 -- Prints "key value" lines (ms; <prefix>_ro_graphs_recorded / _abandoned: CUDA graphs so far).
 -- A compiled mode's first call follows the eager runs (eager's kernels already built) and, for
 -- reduce-overhead, the default mode's compile in the same process.
@@ -53,14 +56,28 @@ local function first_call_ms(cf, ...)
   return (clock() - t0) * 1e3
 end
 
--- eager, default and reduce-overhead per call, and the first call of each compiled mode
-local function three_ways(prefix, model, x, iters)
+local mode_key = {["default"] = "default", ["reduce-overhead"] = "ro", ["max-autotune"] = "tune",
+                  ["max-autotune-no-cudagraphs"] = "tune_nocg"}
+
+-- eager, default and reduce-overhead (and `more` modes) per call, and the first call of each
+-- compiled mode; max-autotune also: launches tuned and the tuning's ms in the first call, and a
+-- second first call (the choices then come from the disk cache)
+local function three_ways(prefix, model, x, iters, more)
   tc.no_grad(function()
     say(prefix .. "_eager_ms", median_ms(model, iters, x))
-    for _, mode in ipairs({"default", "reduce-overhead"}) do
-      local key = prefix .. "_" .. (mode == "default" and "default" or "ro")
+    local modes = {"default", "reduce-overhead"}
+    for _, m in ipairs(more or {}) do modes[#modes + 1] = m end
+    for _, mode in ipairs(modes) do
+      local key = prefix .. "_" .. mode_key[mode]
       local cm = tc.compile(model, {backend = backend, mode = mode})
       say(key .. "_first_call_ms", first_call_ms(cm, x))
+      if mode:find("max%-autotune") then
+        local s = tc.compiler.stats()
+        say(key .. "_tuned_launches", s.tuned_kernels)
+        say(key .. "_tune_only_ms", s.tune_ms)
+        say(key .. "_warm_first_call_ms", first_call_ms(tc.compile(model, {backend = backend, mode = mode}), x))
+        say(key .. "_warm_tuned_cached", tc.compiler.stats().tuned_cached)
+      end
       say(key .. "_ms", median_ms(cm, iters, x))
     end
     local g = tc.cuda.graph_stats()
@@ -100,7 +117,7 @@ local function vision(name)
   return function()
     local model = require(name == "resnet50" and "resnet" or "densenet")[name]()
     model:eval()
-    three_ways(name, model, tc.randn(16, 3, 128, 128), 20)
+    three_ways(name, model, tc.randn(16, 3, 128, 128), 20, {"max-autotune"})
   end
 end
 sections.resnet50 = vision("resnet50")
@@ -118,16 +135,21 @@ function sections.kernels()
   local chain = common.chain
   local m = tc.randn(16384, 1024)
   local w, b = tc.randn(1024), tc.randn(1024)
+  local tall = tc.randn(1024 * 1024, 16)
   local function softmax(v) return tc.softmax(v, -1) end
   local function layer_norm(v) return tc.layer_norm(v, {1024}, w, b) end
+  local function sum_all(v) return tc.sum(v) end
+  local function sum_dim0(v) return tc.sum(v, 1) end
   tc.no_grad(function()
     local y = tc.empty(n)
     say("copy_ms", median_ms(function() y:copy_(x) end, 20))
-    for _, k in ipairs({{"chain", chain, x}, {"softmax", softmax, m}, {"layer_norm", layer_norm, m}}) do
+    for _, k in ipairs({{"chain", chain, x}, {"softmax", softmax, m}, {"layer_norm", layer_norm, m},
+                        {"sum_all", sum_all, x}, {"sum_dim0", sum_dim0, tall}}) do
       local name, f, arg1 = k[1], k[2], k[3]
       say(name .. "_eager_ms", median_ms(f, 20, arg1))
       say(name .. "_default_ms", median_ms(tc.compile(f, {backend = backend}), 20, arg1))
       say(name .. "_ro_ms", median_ms(tc.compile(f, {backend = backend, mode = "reduce-overhead"}), 20, arg1))
+      say(name .. "_tune_nocg_ms", median_ms(tc.compile(f, {backend = backend, mode = "max-autotune-no-cudagraphs"}), 20, arg1))
     end
   end)
 end

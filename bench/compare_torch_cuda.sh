@@ -50,22 +50,26 @@ row "seed: per call (regional)" - seed_regional_default_ms seed_regional_ro_ms -
 for m in resnet50 densenet121 gpt2; do
   row "$m: per call" ${m}_eager_ms ${m}_default_ms ${m}_ro_ms ${m}_eager_ms ${m}_default_ms ${m}_ro_ms
   row "$m: cold compile (first call)" - ${m}_default_first_call_ms ${m}_ro_first_call_ms - ${m}_default_first_call_ms ${m}_ro_first_call_ms
+  t=$(v ${m}_tune_ms "$tmp/all_tc")
+  [ -n "$t" ] && printf "  tc %s max-autotune: per call %.3f ms; first call %.0f ms (%d launches tuned in %.0f ms); again with the choices cached %.0f ms\n" \
+    "$m" "$t" "$(v ${m}_tune_first_call_ms "$tmp/all_tc")" "$(v ${m}_tune_tuned_launches "$tmp/all_tc")" \
+    "$(v ${m}_tune_tune_only_ms "$tmp/all_tc")" "$(v ${m}_tune_warm_first_call_ms "$tmp/all_tc")"
 done
 for m in seed resnet50 densenet121 gpt2; do
   r=$(v ${m}_ro_graphs_recorded "$tmp/all_tc"); a=$(v ${m}_ro_graphs_abandoned "$tmp/all_tc")
   [ -n "$r" ] && printf "  tc %s reduce-overhead: %.0f CUDA graphs recorded, %.0f recordings abandoned\n" "$m" "$r" "$a"
 done
 # bandwidths: the chain reads and writes 64M floats once when fused; softmax and layer_norm read
-# and write [16384, 1024] once
-n=$((64 * 1024 * 1024)); chain_b=$((8 * n)); rows_b=$((8 * 16384 * 1024))
+# and write [16384, 1024] once; the sums read 64M and 16M floats
+n=$((64 * 1024 * 1024)); chain_b=$((8 * n)); rows_b=$((8 * 16384 * 1024)); sum_all_b=$((4 * n)); sum_dim0_b=$((4 * 16 * 1024 * 1024))
 if [ -s "$tmp/all_tc" ] && [ -n "$(v copy_ms "$tmp/all_tc")" ]; then
   echo "GB/s (bytes read + written once), % of a device copy's"
   printf "%-44s%12s%12s%12s%12s%12s%12s\n" "" "tc eager" "tc default" "tc r-o" "pt eager" "pt compile" "pt r-o"
   for who in tc torch; do
     c=$(v copy_ms "$tmp/all_$who"); [ -n "$c" ] && printf "%-44s%s copy %s GB/s\n" "device copy ($who)" "" "$(gbs $chain_b "$c")"
   done
-  for k in chain softmax layer_norm; do
-    b=$rows_b; [ $k = chain ] && b=$chain_b
+  for k in chain softmax layer_norm sum_all sum_dim0; do
+    b=$rows_b; [ $k = chain ] && b=$chain_b; [ $k = sum_all ] && b=$sum_all_b; [ $k = sum_dim0 ] && b=$sum_dim0_b
     printf "%-44s" "$k GB/s"
     for who in tc torch; do
       for mode in eager default ro; do
@@ -74,6 +78,8 @@ if [ -s "$tmp/all_tc" ] && [ -n "$(v copy_ms "$tmp/all_tc")" ]; then
       done
     done
     echo
+    t=$(v ${k}_tune_nocg_ms "$tmp/all_tc")
+    [ -n "$t" ] && printf "%-44s%12s\n" "  tc max-autotune-no-cudagraphs" "$(gbs $b "$t")"
     if [ $k = chain ]; then
       printf "%-44s" "  chain, % of copy"
       for who in tc torch; do

@@ -3,8 +3,9 @@ bench/compare_torch_cuda.lua: eager, torch.compile default and mode="reduce-over
 TF32 allowed, each time the median of N calls synchronized per call; "first_call" is the first call
 after torch._dynamo.reset() (cold when TORCHINDUCTOR_CACHE_DIR is a fresh folder).
 Usage: python3 bench/peer_torch_compare_cuda.py SECTION   (seed_whole, seed_regional, resnet50,
-densenet121, gpt2, kernels). Prints "key value" lines (ms)."""
-import statistics, sys, time
+densenet121, gpt2, kernels). Prints "key value" lines (ms). TC_BENCH_QUICK=1: the kernels section
+without reduce-overhead."""
+import os, statistics, sys, time
 import torch
 import torch.nn.functional as F
 
@@ -83,13 +84,17 @@ def kernels():
     n = 64 * 1024 * 1024
     x, y = torch.randn(n), torch.empty(n)
     m, w, b = torch.randn(16384, 1024), torch.randn(1024), torch.randn(1024)
+    tall = torch.randn(1024 * 1024, 16)
     say("copy_ms", median_ms(lambda: y.copy_(x), 20))
     cases = (("chain", chain, x), ("softmax", lambda v: torch.softmax(v, -1), m),
-             ("layer_norm", lambda v: F.layer_norm(v, (1024,), w, b), m))
+             ("layer_norm", lambda v: F.layer_norm(v, (1024,), w, b), m),
+             ("sum_all", lambda v: torch.sum(v), x), ("sum_dim0", lambda v: torch.sum(v, 0), tall))
+    quick = os.environ.get("TC_BENCH_QUICK") == "1"  # torch.compile default only (a short device call)
     for name, f, arg in cases:
         say(f"{name}_eager_ms", median_ms(f, 20, arg))
         say(f"{name}_default_ms", median_ms(torch.compile(f), 20, arg))
-        say(f"{name}_ro_ms", median_ms(torch.compile(f, mode="reduce-overhead"), 20, arg))
+        if not quick:
+            say(f"{name}_ro_ms", median_ms(torch.compile(f, mode="reduce-overhead"), 20, arg))
 
 
 sections = {

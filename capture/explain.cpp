@@ -20,9 +20,12 @@ static double rest_ms(const Report::TimeRec& t) {
 }
 
 static std::string kernels_line(const CompileReport& b) {
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "%d kernels, %d distinct (%d from cache), %d fallback nodes",
-                b.kernels, b.distinct_kernels, b.cached_kernels, b.fallback_nodes);
+  char buf[240];
+  int n = std::snprintf(buf, sizeof buf, "%d kernels, %d distinct (%d from cache), %d fallback nodes",
+                        b.kernels, b.distinct_kernels, b.cached_kernels, b.fallback_nodes);
+  if (b.tuned_kernels > 0)  // mode = "max-autotune"
+    std::snprintf(buf + n, sizeof buf - n, ", %d launches tuned (%d from cache) in %.1f ms", b.tuned_kernels,
+                  b.tuned_cached, b.tune_ms);
   return buf;
 }
 
@@ -57,6 +60,9 @@ static nlohmann::json to_json(const Report& r) {
     kernels.push_back({{"kernels", g.backend.kernels},
                        {"distinct_kernels", g.backend.distinct_kernels},
                        {"cached_kernels", g.backend.cached_kernels},
+                       {"tuned_kernels", g.backend.tuned_kernels},
+                       {"tuned_cached", g.backend.tuned_cached},
+                       {"tune_ms", g.backend.tune_ms},
                        {"fallback_nodes", g.backend.fallback_nodes}});
   j["kernels_per_graph"] = kernels;
   json guards = json::array();
@@ -215,11 +221,15 @@ void push_report(lua_State* L, const Report& r) {
     const std::pair<const char*, int> fields[] = {{"kernels", b.kernels},
                                                   {"distinct_kernels", b.distinct_kernels},
                                                   {"cached_kernels", b.cached_kernels},
-                                                  {"fallback_nodes", b.fallback_nodes}};
+                                                  {"fallback_nodes", b.fallback_nodes},
+                                                  {"tuned_kernels", b.tuned_kernels},
+                                                  {"tuned_cached", b.tuned_cached}};
     for (auto& [k, v] : fields) {
       lua_pushinteger(L, v);
       lua_setfield(L, -2, k);
     }
+    lua_pushnumber(L, b.tune_ms);
+    lua_setfield(L, -2, "tune_ms");
     lua_rawseti(L, -2, lua_Integer(i) + 1);
   }
   lua_setfield(L, -2, "kernels_per_graph");

@@ -316,7 +316,9 @@ int p_stats(lua_State* L) {
       {"distinct_kernels", s.backend.distinct_kernels},
       {"cached_kernels", s.backend.cached_kernels},
       {"cached_plans", s.backend.cached_plans},
-      {"fallback_nodes", s.backend.fallback_nodes}};
+      {"fallback_nodes", s.backend.fallback_nodes},
+      {"tuned_kernels", s.backend.tuned_kernels},
+      {"tuned_cached", s.backend.tuned_cached}};
   for (auto& [k, v] : fields) {
     lua_pushinteger(L, v);
     lua_setfield(L, -2, k);
@@ -325,7 +327,8 @@ int p_stats(lua_State* L) {
                                                   {"backend_compile_ms", s.backend_ms},
                                                   {"lower_ms", s.backend.lower_ms},
                                                   {"codegen_ms", s.backend.codegen_ms},
-                                                  {"compile_ms", s.backend.compile_ms}};
+                                                  {"compile_ms", s.backend.compile_ms},
+                                                  {"tune_ms", s.backend.tune_ms}};
   for (auto& [k, v] : times) {
     lua_pushnumber(L, v);
     lua_setfield(L, -2, k);

@@ -74,7 +74,8 @@ Compiled CudaBackend::compile(const capture::Graph& g, const CompileOptions& o) 
     }
     lower::LoweredGraph lg = lower_for_cuda(g);
     c.report.lower_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    auto program = std::make_shared<const cuda::Program>(cuda::compile_lowered(lg, device, &c.report));
+    const bool tune = o.mode == "max-autotune" || o.mode == "max-autotune-no-cudagraphs";
+    auto program = std::make_shared<const cuda::Program>(cuda::compile_lowered(lg, device, &c.report, tune));
     for (const lower::Step& s : lg.steps) c.report.fallback_nodes += s.kind == lower::Step::Kind::Extern && s.ext.fallback;
     c.report.perf_hints.insert(c.report.perf_hints.end(), lg.perf_hints.begin(), lg.perf_hints.end());
     // A kernel the driver refuses to launch: this graph runs on eager from then on.

@@ -4,6 +4,7 @@
 // shuffles and, for a block per row, shared memory.
 #include "cuda_codegen.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -111,6 +112,99 @@ std::string float_lit(double v, Ty t) {
   return s;
 }
 
+// How an integer value changes when the innermost outer index grows by one (the last dim of
+// Kernel::outer): 0 for values that do not depend on it, 1 for `x + o_last`-like indices; nullopt
+// when it is not an affine step (divisions, modulo, data-dependent). `memo`: per Val.
+std::optional<int64_t> inner_step(const Kernel& k, Val v, std::vector<std::optional<std::optional<int64_t>>>& memo) {
+  if (v < 0 || v >= (Val)k.instrs.size()) return std::nullopt;
+  if (memo[v]) return *memo[v];
+  const Instr& in = k.instrs[v];
+  auto d = [&](Val x) { return inner_step(k, x, memo); };
+  std::optional<int64_t> r;
+  switch (in.op) {
+    case Opc::ConstI: case Opc::ConstF: case Opc::SizeParam: case Opc::LoopVar: r = 0; break;
+    case Opc::OuterVar: r = in.a == (Val)k.outer.size() - 1 ? 1 : 0; break;
+    case Opc::Acc: case Opc::OuterAcc: break;
+    case Opc::Load: {
+      auto i = d(in.b);
+      if (i && *i == 0) r = 0;
+      break;
+    }
+    case Opc::Math: {
+      const int n = arity(in.sop);
+      std::vector<std::optional<int64_t>> ds;
+      bool uniform = true;
+      for (Val x : {in.a, in.b, in.c}) {
+        if ((int)ds.size() == n) break;
+        ds.push_back(d(x));
+        uniform = uniform && ds.back() && *ds.back() == 0;
+      }
+      if (uniform) {
+        r = 0;
+        break;
+      }
+      if (in.ty != Ty::I64 && in.ty != Ty::I32) break;
+      if (in.sop == ScalarOp::cast && ds[0]) r = ds[0];
+      if (n != 2 || !ds[0] || !ds[1]) break;
+      if (in.sop == ScalarOp::add) r = *ds[0] + *ds[1];
+      if (in.sop == ScalarOp::sub) r = *ds[0] - *ds[1];
+      if (in.sop == ScalarOp::mul) {  // a constant times a stepping value
+        auto ca = *ds[0] == 0 ? eval_uniform(k, in.a, nullptr) : std::nullopt;
+        auto cb = *ds[1] == 0 ? eval_uniform(k, in.b, nullptr) : std::nullopt;
+        if (ca) r = *ca * *ds[1];
+        else if (cb) r = *cb * *ds[0];
+      }
+      break;
+    }
+  }
+  memo[v] = r;
+  return r;
+}
+
+// The first Loop stmt of `k` (-1: none).
+int split_loop(const Kernel& k) {
+  for (size_t i = 0; i < k.body.size(); i++)
+    if (k.body[i].kind == Stmt::Kind::Loop) return (int)i;
+  return -1;
+}
+
+// The loads and stores of a pointwise kernel whose index steps by one along the innermost outer
+// dim (vector accesses): Load Vals, and (stmt, store) pairs.
+struct VectorAccesses {
+  std::set<Val> loads;
+  std::set<std::pair<int, int>> stores;
+  int min_bytes = 16, max_bytes = 0;  // element sizes among them
+};
+VectorAccesses vector_accesses(const Kernel& k) {
+  VectorAccesses va;
+  std::vector<std::optional<std::optional<int64_t>>> memo(k.instrs.size());
+  auto one = [&](Val idx) {
+    auto s = inner_step(k, idx, memo);
+    return s && *s == 1;
+  };
+  auto see = [&](int buffer) {
+    const int b = (int)itemsize(k.buffers.at(buffer).dtype);
+    va.min_bytes = std::min(va.min_bytes, b), va.max_bytes = std::max(va.max_bytes, b);
+  };
+  for (size_t i = 0; i < k.body.size(); i++) {
+    const Stmt& st = k.body[i];
+    for (Val v : st.body) {
+      const Instr& in = k.instrs.at(v);
+      // loads of a written buffer stay element by element (before the group's stores, as now)
+      if (in.op == Opc::Load && !k.buffers.at(in.a).written && one(in.b)) {
+        va.loads.insert(v);
+        see(in.a);
+      }
+    }
+    for (size_t j = 0; j < st.stores.size(); j++)
+      if (one(st.stores[j].index)) {
+        va.stores.insert({(int)i, (int)j});
+        see(st.stores[j].buffer);
+      }
+  }
+  return va;
+}
+
 class Emitter {
  public:
   Emitter(const Kernel& k, const KernelShape& sh) : k_(k), sh_(sh), names_(k.instrs.size()), keys_(k.instrs.size()) {}
@@ -127,12 +221,16 @@ class Emitter {
   void emit_instr(Val v);
   void emit_instrs(const std::vector<Val>& vals);
   std::string math(const Instr& in);
-  void emit_stores(const Stmt& s, bool guard);
+  void emit_stores(const Stmt& s, bool guard, int stmt = -1);
+  void emit_vector_body();
+  void emit_body_copy(const std::string& inner);
+  void emit_split_end(const std::vector<std::string>& ext, const std::string& I);
   void emit_loop(const Stmt& s, int index);
   void emit_two_level_end();
   void block_combine(const std::string& v, ReduceOp op, Ty t, const std::string& sm);
   void barrier();
   std::string load_expr(int buffer, const std::string& index) const;
+  std::string loaded(int buffer, const std::string& element) const;
   const std::string& key(Val v);
   void plan_row_cache();
 
@@ -152,6 +250,10 @@ class Emitter {
   std::vector<int> filled_by_;          // per array: the Loop that fills it (-1: not yet)
   int loop_index_ = -1;                 // the Loop being emitted
   std::vector<std::string> keys_;       // key() memo
+  // A `vec` kernel (emit_vector_body): its vector accesses, and the element of the group that the
+  // body copy being emitted computes (-1: element by element, no vector accesses).
+  VectorAccesses va_;
+  int vec_u_ = -1;
 };
 
 constexpr int kCachedPerLane = 32;
@@ -251,7 +353,11 @@ std::string Emitter::get(Val v) {
 std::string Emitter::load_expr(int buffer, const std::string& index) const {
   TC_CHECK(buffer >= 0 && buffer < (int)k_.buffers.size(), CompileError, "cuda codegen: %s: load of buffer %d",
            k_.name.c_str(), buffer);
-  const std::string p = "b" + std::to_string(buffer) + "[" + index + "]";
+  return loaded(buffer, "b" + std::to_string(buffer) + "[" + index + "]");
+}
+
+// An element `p` of buffer `buffer` as its compute type.
+std::string Emitter::loaded(int buffer, const std::string& p) const {
   switch (k_.buffers[buffer].dtype) {
     case DType::Float16: case DType::BFloat16: return "ld(" + p + ")";
     case DType::UInt8: return "((int)" + p + ")";
@@ -385,8 +491,12 @@ void Emitter::emit_instr(Val v) {
         names_[v] = "c" + std::to_string(c->second) + "[t]";  // loaded by an earlier Loop of this row
         return;
       }
-      e = cast(load_expr(in.a, cast(get(in.b), ty(in.b), Ty::I64)), lower::compute_type(k_.buffers.at(in.a).dtype),
-               in.ty);
+      if (vec_u_ >= 0 && va_.loads.count(v))  // element u of the group's vector load
+        e = cast(loaded(in.a, "L" + std::to_string(v) + ".v[" + std::to_string(vec_u_) + "]"),
+                 lower::compute_type(k_.buffers.at(in.a).dtype), in.ty);
+      else
+        e = cast(load_expr(in.a, cast(get(in.b), ty(in.b), Ty::I64)), lower::compute_type(k_.buffers.at(in.a).dtype),
+                 in.ty);
       if (c != cached_.end()) {
         filled_by_[c->second] = loop_index_;
         names_[v] = "v" + std::to_string(v);
@@ -426,15 +536,21 @@ std::string store_value(const std::string& v, Ty from, DType d) {
   return v;
 }
 
-void Emitter::emit_stores(const Stmt& s, bool guard) {
+void Emitter::emit_stores(const Stmt& s, bool guard, int stmt) {
   if (s.stores.empty()) return;
   if (guard) {
     line("if (lane == 0) {");
     ind_++;
   }
-  for (const lower::Store& st : s.stores) {
+  for (size_t j = 0; j < s.stores.size(); j++) {
+    const lower::Store& st = s.stores[j];
     TC_CHECK(st.buffer >= 0 && st.buffer < (int)k_.buffers.size() && k_.buffers[st.buffer].written, CompileError,
              "cuda codegen: %s: store to buffer %d", k_.name.c_str(), st.buffer);
+    if (vec_u_ >= 0 && va_.stores.count({stmt, (int)j})) {  // element u of the group's vector store
+      line("S" + std::to_string(stmt) + "_" + std::to_string(j) + ".v[" + std::to_string(vec_u_) +
+           "] = " + store_value(get(st.value), ty(st.value), k_.buffers[st.buffer].dtype) + ";");
+      continue;
+    }
     line("b" + std::to_string(st.buffer) + "[" + cast(get(st.index), ty(st.index), Ty::I64) +
          "] = " + store_value(get(st.value), ty(st.value), k_.buffers[st.buffer].dtype) + ";");
   }
@@ -524,7 +640,7 @@ void Emitter::emit_loop(const Stmt& s, int index) {
     line("if (lane == 0) {");  // one iteration
     ind_++;
     opened = 1;
-  } else if (R == 1) {
+  } else if (R == 1 && !sh_.split) {
     for (size_t d = 0; d < ext.size(); d++) {
       loop_vars_.push_back(L + std::to_string(d));
       line("for (i64 " + loop_vars_[d] + " = 0; " + loop_vars_[d] + " < " + ext[d] + "; " + loop_vars_[d] + "++) {");
@@ -548,6 +664,11 @@ void Emitter::emit_loop(const Stmt& s, int index) {
         ind_++;
         opened = 2;
       }
+    } else if (sh_.split) {  // this thread's slice of the row
+      line("#pragma unroll 4");
+      line("for (i64 " + L + "j = sl; " + L + "j < " + total + "; " + L + "j += (i64)gridDim.x * per) {");
+      ind_++;
+      opened = 1;
     } else {
       line("for (i64 " + L + "j = lane; " + L + "j < " + total + "; " + L + "j += " + std::to_string(R) + ") {");
       ind_++;
@@ -597,6 +718,15 @@ void Emitter::emit_loop(const Stmt& s, int index) {
   line("}");
   for (Val v : defined) names_[v].clear();  // loop-body values end with the loop
   loop_vars_ = saved;
+  if (sh_.split) {  // the slice's result to shared memory (emit_split_end combines them)
+    for (size_t j = 0; j < accs.size(); j++) {
+      const std::string T = tyname(accs[j].t), sm = "smp" + std::to_string(j);
+      shared_ += "  __shared__ " + T + " " + sm + "[" + std::to_string(sh_.block) + "];\n";
+      shared_ += "  static " + T + " part" + std::to_string(j) + "[" + std::to_string(kSplitSlots) + "];\n";
+      line(sm + "[threadIdx.x] = " + accs[j].v + ";");
+    }
+    return;
+  }
   // Across the lanes of the row: warp shuffles down to lane 0, then (block) shared memory.
   if (R > 1) {
     for (Acc& a : accs) {
@@ -726,6 +856,177 @@ void Emitter::emit_two_level_end() {
   line("}");
 }
 
+// The body of a `vec` kernel's group of outer iterations f .. f + vec - 1 (same outer index but the
+// innermost): a full group loads its vector accesses' elements at once (vld: one access when
+// aligned), runs the body once per element on them, and stores at once (vst); a partial group (the
+// end of a 1-D index space) runs the body element by element.
+void Emitter::emit_vector_body() {
+  TC_CHECK(sh_.threads_per_row == 1 && !k_.two_level() && !outer_vars_.empty(), CompileError,
+           "cuda codegen: %s: vector accesses in a kernel that is not pointwise", k_.name.c_str());
+  const std::string V = std::to_string(sh_.vec), I = sh_.index32 ? "unsigned" : "i64";
+  va_ = vector_accesses(k_);
+  // the vector accesses' indices at the group's first element, and the body values they use
+  std::set<Val> body, need;
+  for (const Stmt& st : k_.body) body.insert(st.body.begin(), st.body.end());
+  std::vector<Val> todo;
+  for (Val v : va_.loads) todo.push_back(k_.instrs[v].b);
+  for (auto [i, j] : va_.stores) todo.push_back(k_.body[i].stores[j].index);
+  while (!todo.empty()) {
+    const Val v = todo.back();
+    todo.pop_back();
+    if (!body.count(v) || !need.insert(v).second) continue;
+    const Instr& in = k_.instrs[v];
+    if (in.op == Opc::Load) todo.push_back(in.b);
+    if (in.op == Opc::Math)
+      for (Val x : {in.a, in.b, in.c})
+        if (x != lower::kNoVal) todo.push_back(x);
+  }
+  line("if (f + (" + I + ")" + V + " <= (" + I + ")n_outer) {");
+  ind_++;
+  for (const Stmt& st : k_.body)
+    for (Val v : st.body)
+      if (need.count(v)) emit_instr(v);
+  for (Val v : va_.loads) {
+    const Instr& in = k_.instrs[v];
+    const std::string L = "L" + std::to_string(v);
+    line("Vec<" + std::string(storage_type(k_.buffers[in.a].dtype)) + ", " + V + "> " + L + ";");
+    line("vld(" + L + ", b" + std::to_string(in.a) + " + " + cast(get(in.b), ty(in.b), Ty::I64) + ");");
+  }
+  std::vector<std::string> store_at;
+  for (auto [i, j] : va_.stores) {
+    const lower::Store& st = k_.body[i].stores[j];
+    line("Vec<" + std::string(storage_type(k_.buffers[st.buffer].dtype)) + ", " + V + "> S" + std::to_string(i) + "_" +
+         std::to_string(j) + ";");
+    store_at.push_back(cast(get(st.index), ty(st.index), Ty::I64));
+  }
+  for (Val v : need) names_[v].clear();  // (the copies define their own)
+  const std::string first = outer_vars_.back();
+  for (int u = 0; u < sh_.vec; u++) {
+    vec_u_ = u;
+    emit_body_copy("(" + first + " + " + std::to_string(u) + ")");
+  }
+  vec_u_ = -1;
+  size_t n = 0;
+  for (auto [i, j] : va_.stores)
+    line("vst(b" + std::to_string(k_.body[i].stores[j].buffer) + " + " + store_at[n++] + ", S" + std::to_string(i) + "_" +
+         std::to_string(j) + ");");
+  ind_--;
+  line("} else {");
+  ind_++;
+  line("for (int u = 0; u < " + V + "; u++) {");
+  ind_++;
+  line("if (f + (" + I + ")u >= (" + I + ")n_outer) break;");
+  emit_body_copy("(" + first + " + u)");
+  ind_--;
+  line("}");
+  ind_--;
+  line("}");
+}
+
+// After a split kernel's slices: each block combines its slices of each row (shared memory, slice
+// order) into its slot; the last block to finish combines each row's slots in block order (its
+// threads take every per-th block of a row, then shared memory) and runs the Code after the Loop,
+// one thread per row.
+void Emitter::emit_split_end(const std::vector<std::string>& ext, const std::string& I) {
+  const int l = split_loop(k_);
+  const Stmt& loop = k_.body[l];
+  for (int i = 0; i < l; i++)  // (defined again for the Code after the Loop)
+    for (Val v : k_.body[i].body) names_[v].clear();
+  std::vector<Ty> tys;
+  for (const lower::Reduction& r : loop.reductions)
+    tys.push_back(r.op == ReduceOp::Any || r.op == ReduceOp::All ? Ty::Bool : ty(r.result));
+  const size_t n = tys.size();
+  auto sm = [](size_t j) { return "smp" + std::to_string(j); };
+  auto part = [](size_t j) { return "part" + std::to_string(j); };
+  // each row's slices in slice order: `per` of them in shared memory, `k`, k + n_outer, ...
+  auto combine_shared = [&](const std::string& dst) {
+    for (size_t j = 0; j < n; j++) {
+      const std::string a = "sa" + std::to_string(j);
+      line(std::string(tyname(tys[j])) + " " + a + " = " + init_of(loop.reductions[j].op, tys[j]) + ";");
+      line("for (int k = 0; k < per; k++) " + a + " = " +
+           combine(loop.reductions[j].op, tys[j], a, sm(j) + "[k * (int)n_outer + threadIdx.x]") + ";");
+      if (!dst.empty()) line(part(j) + "[" + dst + "] = " + a + ";");
+    }
+  };
+  line("__syncthreads();");
+  line("if (threadIdx.x < (unsigned)n_outer) {  // this block's result per row");
+  ind_++;
+  combine_shared("blockIdx.x * (unsigned)n_outer + threadIdx.x");
+  ind_--;
+  line("}");
+  shared_ += "  __shared__ bool last_block;\n";
+  line("static unsigned blocks_done;");
+  line("__threadfence();");
+  line("__syncthreads();");
+  line("if (threadIdx.x == 0) last_block = atomicAdd(&blocks_done, 1u) == gridDim.x - 1;");
+  line("__syncthreads();");
+  line("if (!last_block) return;");
+  line("__threadfence();");
+  line("if (threadIdx.x < (unsigned)(per * (int)n_outer)) {  // the blocks' results: k, k + per, ... per row");
+  ind_++;
+  line("const unsigned f = threadIdx.x % (unsigned)n_outer;");
+  for (size_t j = 0; j < n; j++) {
+    const std::string a = "sa" + std::to_string(j), T = tyname(tys[j]);
+    const std::string at = part(j) + "[b * (unsigned)n_outer + f]";
+    line(T + " " + a + " = " + init_of(loop.reductions[j].op, tys[j]) + ";");
+    line("#pragma unroll 8");
+    line("for (unsigned b = threadIdx.x / (unsigned)n_outer; b < gridDim.x; b += per) " + a + " = " +
+         combine(loop.reductions[j].op, tys[j], a,
+                 tys[j] == Ty::Bool ? "((volatile bool*)" + part(j) + ")[b * (unsigned)n_outer + f]" : "__ldcg(&" + at + ")") +
+         ";");
+    line(sm(j) + "[threadIdx.x] = " + a + ";");
+  }
+  ind_--;
+  line("}");
+  line("__syncthreads();");
+  line("if (threadIdx.x < (unsigned)n_outer) {  // each row's result and its Code after the Loop");
+  ind_++;
+  combine_shared("");
+  line("const " + I + " f = (" + I + ")threadIdx.x;");
+  if (!ext.empty()) {
+    line(I + " r = f;");
+    for (size_t d = ext.size(); d-- > 0;) {
+      if (d == 0) {
+        line("const i64 o0 = (i64)r;");
+      } else {
+        line("const i64 " + outer_vars_[d] + " = (i64)(r % (" + I + ")" + ext[d] + ");");
+        line("r /= (" + I + ")" + ext[d] + ";");
+      }
+    }
+  }
+  for (size_t j = 0; j < n; j++) {
+    const lower::Reduction& r = loop.reductions[j];
+    names_[r.result] = "v" + std::to_string(r.result);
+    line("const " + std::string(tyname(ty(r.result))) + " " + names_[r.result] + " = " +
+         cast("sa" + std::to_string(j), tys[j], ty(r.result)) + ";");
+  }
+  for (int i = 0; i < (int)k_.body.size(); i++) {
+    if (i == l) continue;
+    emit_instrs(k_.body[i].body);
+    emit_stores(k_.body[i], false);
+  }
+  ind_--;
+  line("}");
+  line("if (threadIdx.x == 0) blocks_done = 0;");
+}
+
+// The body once, in its own scope, with the innermost outer index `inner`.
+void Emitter::emit_body_copy(const std::string& inner) {
+  line("{");
+  ind_++;
+  const std::string saved = outer_vars_.back();
+  outer_vars_.back() = inner;
+  for (size_t i = 0; i < k_.body.size(); i++) {
+    emit_instrs(k_.body[i].body);
+    emit_stores(k_.body[i], false, (int)i);
+  }
+  for (const Stmt& st : k_.body)
+    for (Val v : st.body) names_[v].clear();
+  outer_vars_.back() = saved;
+  ind_--;
+  line("}");
+}
+
 std::string Emitter::emit(const std::string& name) {
   const int R = sh_.threads_per_row, B = sh_.block;
   const std::string I = sh_.index32 ? "unsigned" : "i64";
@@ -746,7 +1047,19 @@ std::string Emitter::emit(const std::string& name) {
   std::vector<std::string> ext;
   for (Val e : k_.outer) ext.push_back(cast(get(e), ty(e), Ty::I64));
   const std::string rows_per_block = std::to_string(B / R * sh_.unroll);
-  if (sh_.unroll > 1) {  // pointwise: `unroll` iterations per step, `block` apart (coalesced)
+  if (sh_.vec > 1) {  // pointwise: groups of `vec` consecutive iterations per thread
+    const std::string V = std::to_string(sh_.vec);
+    line("for (" + I + " g = (" + I + ")blockIdx.x * " + std::to_string(B) + " + threadIdx.x; g < (" + I + ")((n_outer + " +
+         V + " - 1) / " + V + "); g += (" + I + ")gridDim.x * " + std::to_string(B) + ") {");
+    ind_++;
+    line("const " + I + " f = g * (" + I + ")" + V + ";");
+  } else if (sh_.split) {  // this block's (row, slice) pairs, rows fastest: `per` slices of each row
+    line("const int per = " + std::to_string(B) + " / (int)n_outer;");
+    line("if (threadIdx.x < (unsigned)(per * (int)n_outer)) {");
+    ind_++;
+    line("const " + I + " f = (" + I + ")(threadIdx.x % (unsigned)n_outer);");
+    line("const i64 sl = (i64)blockIdx.x * per + threadIdx.x / (unsigned)n_outer;");
+  } else if (sh_.unroll > 1) {  // pointwise: `unroll` iterations per step, `block` apart (coalesced)
     line("for (" + I + " base = (" + I + ")blockIdx.x * " + rows_per_block + " + threadIdx.x; base < (" + I +
          ")n_outer; base += (" + I + ")gridDim.x * " + rows_per_block + ") {");
     ind_++;
@@ -785,7 +1098,11 @@ std::string Emitter::emit(const std::string& name) {
   }
   filled_by_.assign(cached_.size(), -1);
   int loops = 0;
-  for (const Stmt& s : k_.body) {
+  if (sh_.vec > 1) emit_vector_body();
+  // (a split kernel's Code after its Loop runs in emit_split_end)
+  const size_t stmts = sh_.vec > 1 ? 0 : sh_.split ? split_loop(k_) + 1 : k_.body.size();
+  for (size_t i = 0; i < stmts; i++) {
+    const Stmt& s = k_.body[i];
     if (s.kind == Stmt::Kind::Loop) {
       emit_loop(s, loops++);
     } else {
@@ -806,6 +1123,7 @@ std::string Emitter::emit(const std::string& name) {
     line("}");
   }
   if (k_.two_level()) emit_two_level_end();
+  if (sh_.split) emit_split_end(ext, I);
   std::string params;
   for (size_t i = 0; i < k_.buffers.size(); i++) {
     const lower::BufferParam& p = k_.buffers[i];
@@ -898,6 +1216,19 @@ std::optional<KernelWork> kernel_work(const Kernel& k, const std::vector<int64_t
 
 constexpr int64_t kWarpRow = 4096;  // rows up to this long: a warp each
 
+// Whether `k` can be a split reduction (KernelShape::split): Code without stores, one Loop
+// reducing (no arg reductions, no ordered fma, no stores), then Code only.
+bool splittable(const Kernel& k) {
+  const int l = split_loop(k);
+  if (k.two_level() || l < 0 || !k.body[l].stores.empty() || k.body[l].reductions.empty() || k.body[l].extents.empty())
+    return false;
+  for (const lower::Reduction& r : k.body[l].reductions)
+    if (r.op == ReduceOp::ArgMax || r.op == ReduceOp::ArgMin || r.ordered_fma) return false;
+  for (int i = 0; i < (int)k.body.size(); i++)
+    if ((i < l && !k.body[i].stores.empty()) || (i > l && k.body[i].kind != Stmt::Kind::Code)) return false;
+  return true;
+}
+
 std::vector<KernelShape> plan_kernel(const Kernel& k, bool noalias) {
   KernelShape sh;
   sh.noalias = noalias;
@@ -905,8 +1236,11 @@ std::vector<KernelShape> plan_kernel(const Kernel& k, bool noalias) {
   for (const Stmt& s : k.body) loops |= s.kind == Stmt::Kind::Loop;
   std::optional<KernelWork> w = kernel_work(k, nullptr);
   if (w) sh.index32 = w->outer < (int64_t(1) << 31);
-  if (!loops) {  // unrolled where it pays (large static sizes): it costs NVRTC time
-    if (w && w->outer >= (int64_t(1) << 18) && !k.two_level()) sh.unroll = 4;
+  if (!loops) {  // vector accesses, else unrolled, where it pays (large static sizes): it costs NVRTC time
+    if (w && w->outer >= (int64_t(1) << 18) && !k.two_level()) {
+      sh.vec = noalias ? vector_width(k) : 1;
+      sh.unroll = sh.vec > 1 ? 1 : 4;
+    }
     return {sh};
   }
   if (!w) {  // row length known only at launch: a warp per row, or a block per row for long rows
@@ -914,6 +1248,10 @@ std::vector<KernelShape> plan_kernel(const Kernel& k, bool noalias) {
     sh.threads_per_row = 32;
     block.threads_per_row = block.block = 256;
     return {sh, block};
+  }
+  if (w->outer <= 32 && w->row >= 16384 && w->outer * w->row >= (int64_t(1) << 20) && splittable(k)) {
+    sh.split = (int)std::clamp<int64_t>(w->outer * w->row / (sh.block * 64), 1, kSplitBlocks);
+    return {sh};
   }
   if (w->row <= 16) return {sh};
   if (w->row <= kWarpRow) {
@@ -925,8 +1263,24 @@ std::vector<KernelShape> plan_kernel(const Kernel& k, bool noalias) {
   return {sh};
 }
 
+int vector_width(const Kernel& k) {
+  if (k.two_level() || k.outer.empty()) return 1;
+  for (const Stmt& s : k.body)
+    if (s.kind == Stmt::Kind::Loop) return 1;
+  const VectorAccesses va = vector_accesses(k);
+  if (va.loads.empty() && va.stores.empty()) return 1;
+  int v = std::min(8, 16 / va.min_bytes);
+  while (v > 1 && v * va.max_bytes > 32) v /= 2;
+  if (k.outer.size() > 1) {  // the group must not cross a row of the innermost dim
+    std::optional<int64_t> e = eval_uniform(k, k.outer.back(), nullptr);
+    if (!e) return 1;
+    while (v > 1 && *e % v != 0) v /= 2;
+  }
+  return v < 2 ? 1 : v;
+}
+
 int choose_shape(const std::vector<KernelShape>& shapes, const KernelWork& w) {
-  return shapes.size() > 1 && w.row > kWarpRow ? 1 : 0;
+  return shapes.size() > 1 && !shapes[1].variant && w.row > kWarpRow ? 1 : 0;
 }
 
 const char* buffer_type(DType d) { return storage_type(d); }
@@ -951,6 +1305,23 @@ __device__ __forceinline__ i64 flag_if(i64 v, bool bad, i64 k, i64* err) {
 template <typename M> __device__ __forceinline__ M fmod_i(M a, M b) {
   if (b == (M)0 || b == (M)(-1)) return (M)0;
   return (M)(a % b);
+}
+// A vector access of a `vec` kernel: one load/store when the address is aligned to its size.
+template <typename T, int N> __device__ __forceinline__ void vld(Vec<T, N>& d, const T* p) {
+  if (((u64)p & (sizeof(Vec<T, N>) - 1)) == 0) {
+    d = *(const Vec<T, N>*)p;
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; i++) d.v[i] = p[i];
+  }
+}
+template <typename T, int N> __device__ __forceinline__ void vst(T* p, const Vec<T, N>& s) {
+  if (((u64)p & (sizeof(Vec<T, N>) - 1)) == 0) {
+    *(Vec<T, N>*)p = s;
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; i++) p[i] = s.v[i];
+  }
 }
 __device__ __forceinline__ bool shfl_down_x(bool v, int o) { return __shfl_down_sync(0xffffffffu, (int)v, o) != 0; }
 template <typename T> __device__ __forceinline__ T shfl_down_x(T v, int o) { return __shfl_down_sync(0xffffffffu, v, o); }

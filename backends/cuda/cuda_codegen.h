@@ -47,7 +47,27 @@ struct KernelShape {
   // A `__device__` function run by one block (its threads stride over the outer iterations):
   // a step of a tiny graph's single kernel (threads_per_row 1).
   bool device_fn = false;
+  // Pointwise kernels: `vec` consecutive outer iterations per thread (the innermost outer dim's
+  // extent a multiple of it), loads and stores whose index steps by one along it moved as one
+  // 16-byte (or 8/32-byte) access when the address is aligned (checked at run time), else element
+  // by element; a partial last group runs element by element.
+  int vec = 1;
+  // A split reduction (0: none; else its grid size): a kernel whose body is one reducing Loop (no
+  // stores) between Code stmts, over at most 32 rows: thread i of a block takes row i % n_outer
+  // and slice blockIdx * per + i / n_outer (per = block / n_outer slices a block), reducing
+  // iterations slice, slice + split * per, ... of its row (a warp reads neighbouring rows and
+  // iterations: coalesced for leading dims too); each block combines its slices per row into a
+  // static slot, and the last block to finish combines the slots in block order and runs the Code
+  // after the Loop, a thread per row. Deterministic (threads_per_row 1).
+  int split = 0;
+  // A tuning variant of mode = "max-autotune" (cuda_autotune.h): chosen only by timing, never by
+  // choose_shape.
+  bool variant = false;
+  bool operator==(const KernelShape&) const = default;
 };
+
+constexpr int64_t kSplitBlocks = 1024;
+constexpr int64_t kSplitSlots = kSplitBlocks * 32;  // a split kernel's blocks' results (split * n_outer)
 
 // Integer value of a preamble instruction given the size parameters (nullopt when it depends on a
 // size that `sizes` lacks, or on an instruction the host evaluator does not handle).
@@ -66,6 +86,11 @@ std::optional<KernelWork> kernel_work(const lower::Kernel& k, const std::vector<
 // per row) between which each launch chooses (choose_shape). 64-bit indices when the outer size
 // is not known to fit 31 bits.
 std::vector<KernelShape> plan_kernel(const lower::Kernel& k, bool noalias);
+
+// How many elements one thread of a `vec` kernel takes (plan_kernel's choice for this kernel: 1
+// when none of its loads and stores steps by one along the innermost outer dim, or that dim's
+// extent does not allow it).
+int vector_width(const lower::Kernel& k);
 int choose_shape(const std::vector<KernelShape>& shapes, const KernelWork& w);
 
 // Whether `k` checks index values on the device (loop IR flag_if): its last parameter is then

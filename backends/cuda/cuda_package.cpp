@@ -19,7 +19,7 @@ int device_arch(int device) {
 json kernel_code_to_json(const CudaCode& code, size_t i) {
   json shapes = json::array();
   for (const KernelShape& sh : code.shapes.at(i))
-    shapes.push_back({sh.threads_per_row, sh.block, sh.index32, sh.noalias, sh.unroll, sh.device_fn});
+    shapes.push_back({sh.threads_per_row, sh.block, sh.index32, sh.noalias, sh.unroll, sh.device_fn, sh.vec, sh.split, sh.variant});
   return {{"shapes", shapes}, {"names", code.names.at(i)}};
 }
 
@@ -33,9 +33,12 @@ CudaCode code_from_json(const std::vector<json>& kernels, const json& j, int arc
   try {
     for (const json& k : kernels) {
       code.shapes.emplace_back();
-      for (const json& sh : k.at("shapes"))
-        code.shapes.back().push_back({sh.at(0).get<int>(), sh.at(1).get<int>(), sh.at(2).get<bool>(),
-                                      sh.at(3).get<bool>(), sh.at(4).get<int>(), sh.at(5).get<bool>()});
+      for (const json& sh : k.at("shapes")) {
+        KernelShape s{sh.at(0).get<int>(), sh.at(1).get<int>(), sh.at(2).get<bool>(),
+                      sh.at(3).get<bool>(), sh.at(4).get<int>(), sh.at(5).get<bool>()};
+        if (sh.size() > 8) s.vec = sh.at(6).get<int>(), s.split = sh.at(7).get<int>(), s.variant = sh.at(8).get<bool>();
+        code.shapes.back().push_back(s);
+      }
       code.names.push_back(k.at("names").get<std::vector<std::string>>());
     }
     code.tiny = j.at("tiny").get<std::string>();

@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "cpu/disk_cache.h"
+#include "cuda_autotune.h"
 #include "lower/launch_list.h"
 #include "cuda/runtime.h"
 #include "tc/cuda.h"
@@ -203,7 +204,7 @@ struct Generated {
 // Code generation: per kernel its strategies (each distinct source emitted once, named after its
 // hash: kernels that lowering kept apart but that generate the same code are one function), the
 // tiny graph's kernel when the graph is tiny, cut into the programs NVRTC compiles side by side.
-Generated generate(const lower::LoweredGraph& g, int arch, capture::CompileReport& r) {
+Generated generate(const lower::LoweredGraph& g, int arch, capture::CompileReport& r, bool variants) {
   auto t0 = std::chrono::steady_clock::now();
   Generated gen;
   CudaCode& code = gen.code;
@@ -216,10 +217,11 @@ Generated generate(const lower::LoweredGraph& g, int arch, capture::CompileRepor
   for (size_t i = 0; i < g.kernels.size(); i++) {
     const lower::Kernel& k = g.kernels[i];
     code.shapes.push_back(plan_kernel(k, noalias[i]));
+    if (variants && !tiny && g.symbols.empty()) code.shapes.back() = with_variants(k, code.shapes.back());
     if (tiny) {
       KernelShape& sh = code.shapes.back()[0];
       code.shapes.back().resize(1);
-      sh.threads_per_row = 1, sh.block = kTinyBlock, sh.unroll = 1, sh.index32 = true, sh.device_fn = true;
+      sh.threads_per_row = 1, sh.block = kTinyBlock, sh.unroll = 1, sh.vec = 1, sh.index32 = true, sh.device_fn = true;
       sh.noalias = false;  // no __restrict__: a later step reads what an earlier one wrote (no .nc loads)
     }
     code.names.emplace_back();
@@ -382,11 +384,11 @@ Program load(lower::LoweredGraph g, int device, const CudaCode& code, const std:
 
 }  // namespace
 
-Program compile_lowered(const lower::LoweredGraph& g, int device, capture::CompileReport* report) {
+Program compile_lowered(const lower::LoweredGraph& g, int device, capture::CompileReport* report, bool tune) {
   capture::CompileReport local;
   capture::CompileReport& r = report ? *report : local;
   drv::DeviceState& ds = drv::dev(device);
-  Generated gen = generate(g, ds.cc_major * 10 + ds.cc_minor, r);
+  Generated gen = generate(g, ds.cc_major * 10 + ds.cc_minor, r, tune);
   bool have;
   {
     std::lock_guard<std::mutex> lock(g_mu);
@@ -396,13 +398,15 @@ Program compile_lowered(const lower::LoweredGraph& g, int device, capture::Compi
     r.cached_kernels += gen.distinct;
   else
     compile_programs(gen, r);
-  return load(g, device, gen.code, &gen.source);
+  Program p = load(g, device, gen.code, &gen.source);
+  if (tune) autotune(p, gen.code.key, r);
+  return p;
 }
 
 CudaCode generate_code(const lower::LoweredGraph& g, int arch, capture::CompileReport* report) {
   capture::CompileReport local;
   capture::CompileReport& r = report ? *report : local;
-  Generated gen = generate(g, arch, r);
+  Generated gen = generate(g, arch, r, false);
   compile_programs(gen, r);
   return std::move(gen.code);
 }
@@ -419,7 +423,8 @@ std::string shape_str(const Tensor& t) {
 }  // namespace
 
 unsigned Program::grid(const KernelShape& sh, int64_t n_outer, bool two_level) const {
-  const int64_t rows_per_block = sh.block / sh.threads_per_row * sh.unroll;
+  const int64_t rows_per_block = sh.block / sh.threads_per_row * sh.unroll * sh.vec;
+  if (sh.split) return (unsigned)sh.split;  // a split reduction: its planned grid (its slices)
   const int64_t blocks = (n_outer + rows_per_block - 1) / rows_per_block;
   int64_t cap = (int64_t)drv::dev(device).sm_count * std::max(1, 2048 / sh.block) * 4;
   if (two_level) cap = std::min(cap, kMaxTwoLevelBlocks);  // its blocks' result slots

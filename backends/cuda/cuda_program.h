@@ -74,9 +74,11 @@ struct Program {
   std::shared_ptr<KeptArena> kept = std::make_shared<KeptArena>();
   std::shared_ptr<ProfileTable> profile;  // TC_CUDA_PROFILE only
 
+  // Blocks for a launch of `sh` over n_outer outer iterations.
+  unsigned grid(const KernelShape& sh, int64_t n_outer, bool two_level) const;
+
  private:
   std::shared_ptr<Storage> arena(int64_t bytes) const;
-  unsigned grid(const KernelShape& sh, int64_t n_outer, bool two_level) const;
 };
 
 // Thrown by Program::run when the driver refuses a launch (the backend then runs the graph on
@@ -87,7 +89,9 @@ struct LaunchFailed : std::runtime_error {
 
 // Throws tc::Error (CompileError) when code generation or NVRTC fails. `report` gets kernel
 // counts and codegen / NVRTC times added.
-Program compile_lowered(const lower::LoweredGraph& g, int device, capture::CompileReport* report);
+// `autotune`: mode = "max-autotune": each kernel's launch variants compiled too, and timed
+// (cuda_autotune.h).
+Program compile_lowered(const lower::LoweredGraph& g, int device, capture::CompileReport* report, bool autotune = false);
 
 // Code generation and NVRTC for sm_<arch> (through the disk cache); needs NVRTC, not a GPU.
 // Throws CompileError (codegen, NVRTC) or DeviceError (no NVRTC).

@@ -231,7 +231,8 @@ end
 function compiler.stats()
   return {traces = 0, backend_compiles = 0, cache_hits = 0, recompiles = 0, graph_breaks = 0, fallbacks = 0,
           guard_fast_hits = 0, kernels = 0, distinct_kernels = 0, cached_kernels = 0, cached_plans = 0, fallback_nodes = 0,
-          trace_ms = 0, backend_compile_ms = 0, lower_ms = 0, codegen_ms = 0, compile_ms = 0}
+          tuned_kernels = 0, tuned_cached = 0, trace_ms = 0, backend_compile_ms = 0, lower_ms = 0, codegen_ms = 0,
+          compile_ms = 0, tune_ms = 0}
 end
 
 local function explain_text(r)

@@ -1,8 +1,9 @@
 // On a GPU: reductions through the cuda backend at every row strategy (a thread, a warp, a block of
 // 256 and of 1024 per row; rows over the last and the leading dim; dynamic row lengths choosing a
-// strategy per launch) and large unrolled pointwise kernels match eager CUDA: sums, extremes,
-// argmax/argmin (first index, NaN winning), var, softmax, log_softmax, layer_norm, logsumexp,
-// any/all, integer sums and float16. Skips without a GPU.
+// strategy per launch), split reductions (few long rows), and large unrolled or vectorized pointwise
+// kernels match eager CUDA: sums, extremes, argmax/argmin (first index, NaN winning), var, softmax,
+// log_softmax, layer_norm, logsumexp, any/all, integer sums and float16; some shapes also under
+// mode = "max-autotune" (its timed variants, with and without CUDA graphs). Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -33,22 +34,37 @@ local function close(name, a, b, tol)
     failures[#failures + 1] = ("%s: error %.3g (nan pattern same: %s)"):format(name, err, tostring(same_nan))
   end
 end
+local tune = false  -- also under mode = "max-autotune" (the timed variants) and its CUDA graphs
 local function check(name, f, tol, ...)
   local ref = f(...)
-  for _, dynamic in ipairs({false, true}) do
-    local cf = tc.compile(f, {backend = "cuda", dynamic = dynamic, fullgraph = true})
-    local ok, out = pcall(cf, ...)
+  local configs = {{}, {dynamic = true}}
+  if tune then
+    configs[3] = {mode = "max-autotune-no-cudagraphs"}
+    -- warm-up, recording, replay (compile-only mode records no CUDA graphs)
+    if not os.getenv("TC_TEST_COMPILE_ONLY") then configs[4] = {mode = "max-autotune", calls = 3} end
+  end
+  for _, c in ipairs(configs) do
+    local dynamic = c.dynamic or false
+    local cf = tc.compile(f, {backend = "cuda", dynamic = dynamic, mode = c.mode, fullgraph = true})
+    local tag = name .. (dynamic and " dynamic" or "") .. (c.mode and " " .. c.mode or "")
+    local ok, out
+    for _ = 1, c.calls or 1 do
+      ok, out = pcall(cf, ...)
+      if not ok then break end
+    end
     local msg = ok and "" or (type(out) == "table" and out.message or tostring(out))
     if ok then
-      close(name .. (dynamic and " dynamic" or ""), out, ref, tol)
+      close(tag, out, ref, tol)
     elseif not (dynamic and msg:find("lowering")) then  -- lowering may refuse some dynamic graphs
-      failures[#failures + 1] = name .. (dynamic and " dynamic" or "") .. ": " .. msg
+      failures[#failures + 1] = tag .. ": " .. msg
     end
   end
 end
 tc.manual_seed(0)
 local shapes = {{64, 10}, {33, 300}, {7, 5000}, {3, 70000}, {5000, 3}}
 for _, s in ipairs(shapes) do
+  tc.compiler.reset()  -- (each shape's compiles stay under the recompile limit)
+  tune = s[2] == 300 or s[2] == 70000
   local tag = s[1] .. "x" .. s[2]
   local x = tc.randn(s[1], s[2], {device = "cuda"})
   x[1][2] = 0 / 0  -- a NaN in row 1
@@ -77,6 +93,23 @@ for _, s in ipairs(shapes) do
   check("half softmax " .. tag, function(v) return tc.softmax(v:to(tc.float16), 2) end, 2e-3, y)
   check("bf16 sum " .. tag, function(v) return tc.sum(v:to(tc.bfloat16), 2) end, 1e-2, y)
 end
+tune = true
+-- split reductions (few rows, long: slices of each row over the whole GPU, combined in order)
+local long = tc.randn(4 * 1024 * 1024 + 3, {device = "cuda"})
+local tall = tc.randn(1024 * 1024 + 7, 16, {device = "cuda"})
+check("split full sum", function(v) return tc.sum(v) end, 1e-6, long)
+check("split mean", function(v) return tc.mean(v) end, 1e-6, long)
+check("split amax", function(v) return tc.amax(v, 1) end, 0, long)
+check("split sum leading", function(v) return tc.sum(v, 1) end, 1e-6, tall)
+check("split amin leading", function(v) return tc.amin(v, 1) end, 0, tall)
+check("split any leading", function(v) return tc.any(v:gt(4.5), 1) end, 0, tall)
+check("split sum of squares", function(v) return tc.sum(v * v, 2) end, 1e-6, tall:t())
+check("split half sum", function(v) return tc.sum(v:to(tc.float16), 1) end, 1e-2, tall)
+-- vector accesses (16-byte loads and stores, a scalar tail; misaligned views element by element)
+check("vector chain misaligned", function(v) return tc.sigmoid(v * 2) + 1 end, 1e-6, long:narrow(1, 2, 1024 * 1024 * 3))
+check("vector 2d broadcast", function(v, b) return tc.relu(v + b) * v end, 1e-6, long:narrow(1, 1, 4096 * 1024):reshape(4096, 1024),
+      tc.randn(1024, {device = "cuda"}))
+check("vector float to half", function(v) return v:to(tc.float16) end, 0, long)
 local big = tc.randn(3 * 1024 * 1024 + 5, {device = "cuda"})
 check("unrolled chain", function(v) return tc.abs(tc.tanh(tc.sigmoid(tc.relu(v * 1.5 + 0.25) - 0.5)) + v) * 0.75 end, 1e-6, big)
 -- float16 loaded and stored as such (computed in float32 and rounded once, as eager's kernel)

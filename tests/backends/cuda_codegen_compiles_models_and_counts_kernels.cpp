@@ -3,9 +3,13 @@
 // tc.compile(model, {backend = "cuda"}) with every generated program accepted by NVRTC (a
 // codegen or NVRTC failure raises here instead of falling back to eager), and kernel counts: a
 // 10-op pointwise chain is 1 kernel, softmax and layer_norm 1 each, the 64-layer seed model has the
-// distinct kernels of one layer. Skips only without NVRTC.
+// distinct kernels of one layer; under mode = "max-autotune" the launch variants compile too and the
+// choices round-trip through the disk cache. Skips only without NVRTC.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
+#include "../../backends/cuda/cuda_autotune.h"
 #include "tc/backends.h"
 #include "tc/capture.h"
 #include "tc/cuda.h"
@@ -182,6 +186,81 @@ TEST_F(CudaCodegen, KernelCounts) {
   unsetenv("TC_CUDA_TINY_GRAPH");
   EXPECT_EQ(tiny.first, 1);
   EXPECT_EQ(tiny.second, k1.second + 1);
+}
+
+// mode = "max-autotune": every kernel's launch variants compile in the graph's NVRTC programs
+// (more distinct functions than the default mode), the launches with variants are counted as
+// tuned, and their choices go to the disk cache: compiling the same graphs again (a warm start)
+// reads every choice instead of timing. (Compile-only mode times nothing: the planned shapes are
+// the recorded choices.)
+const char* kTune = R"LUA(
+local tc = require "tc"
+local x = tc.randn(4096, 1024, {device = "cuda"})
+local long = tc.randn(4 * 1024 * 1024, {device = "cuda"})
+local function chain(v) return tc.sigmoid(v * 2 + 1) * v end
+local function softmax(v) return tc.softmax(v, 2) end
+local function total(v) return tc.sum(v) end
+return function(mode)
+  tc.compiler.reset()
+  local _ <close> = tc.no_grad()
+  tc.compile(chain, {backend = "cuda", mode = mode, fullgraph = true})(x)
+  tc.compile(softmax, {backend = "cuda", mode = mode, fullgraph = true})(x)
+  tc.compile(total, {backend = "cuda", mode = mode, fullgraph = true})(long)
+  return tc.compiler.stats()
+end
+)LUA";
+
+TEST_F(CudaCodegen, MaxAutotuneCompilesVariantsAndCachesChoices) {
+  char dir[] = "/tmp/tc_autotune_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  setenv("TC_CACHE_DIR", dir, 1);
+  vm::Ref run = rt_.run_string(kTune, "=tune")[0];
+  vm::Results d = run(std::string("default"));
+  vm::Results t = run(std::string("max-autotune-no-cudagraphs"));
+  EXPECT_EQ(d[0]["tuned_kernels"].integer(), 0);
+  EXPECT_EQ(t[0]["kernels"].integer(), d[0]["kernels"].integer());
+  EXPECT_GT(t[0]["distinct_kernels"].integer(), d[0]["distinct_kernels"].integer()) << "variants compiled";
+  EXPECT_EQ(t[0]["tuned_kernels"].integer(), 3);
+  EXPECT_EQ(t[0]["tuned_cached"].integer(), 0);
+  vm::Results warm = run(std::string("max-autotune-no-cudagraphs"));
+  EXPECT_EQ(warm[0]["tuned_kernels"].integer(), 3);
+  EXPECT_EQ(warm[0]["tuned_cached"].integer(), 3) << "choices read from the disk cache";
+  setenv("TC_CACHE_DIR", "", 1);
+  std::string rm = std::string("rm -rf ") + dir;
+  EXPECT_EQ(std::system(rm.c_str()), 0);
+}
+
+// The choices' text names steps and shapes, and is read back only when it fits the program.
+TEST(CudaAutotune, ChoicesRoundTripAndMismatchesAreRejected) {
+  cuda::set_compile_only(true);  // (launch geometry from the compile-only device)
+  backends::cuda::Program p;
+  p.graph.kernels.emplace_back();
+  lower::Step launch;
+  launch.kind = lower::Step::Kind::Launch;
+  launch.launch.kernel = 0;
+  lower::Step ext;
+  ext.kind = lower::Step::Kind::Extern;
+  p.graph.steps = {launch, ext, launch};
+  backends::cuda::KernelShape planned, v128, v512;
+  v128.block = 128, v128.variant = true;
+  v512.block = 512, v512.variant = true;
+  p.shapes = {{planned, v128, v512}};
+  p.static_launches.resize(3);
+  for (auto& sl : p.static_launches) sl.n_outer = 1 << 20;
+  p.static_launches[0].shape = 2;
+  p.static_launches[2].shape = 1;
+  const std::string text = backends::cuda::choices_text(p);
+  EXPECT_EQ(text, "0 2\n2 1\n");
+  backends::cuda::Program q = p;
+  for (auto& sl : q.static_launches) sl.shape = 0;
+  ASSERT_TRUE(backends::cuda::apply_choices(q, text));
+  EXPECT_EQ(q.static_launches[0].shape, 2);
+  EXPECT_EQ(q.static_launches[2].shape, 1);
+  EXPECT_EQ(q.static_launches[0].grid, p.grid(v512, 1 << 20, false));
+  EXPECT_FALSE(backends::cuda::apply_choices(q, "0 3\n")) << "no such shape";
+  EXPECT_FALSE(backends::cuda::apply_choices(q, "1 0\n")) << "not a launch";
+  EXPECT_FALSE(backends::cuda::apply_choices(q, "0 x\n")) << "not a number";
+  cuda::set_compile_only(false);
 }
 
 }  // namespace

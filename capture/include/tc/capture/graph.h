@@ -149,6 +149,11 @@ struct CompileReport {
   int cached_kernels = 0;    // of the distinct kernels, how many came from the disk cache
   int cached_plans = 0;      // graphs whose lowered form came from the disk cache (not lowered)
   int fallback_nodes = 0;    // op nodes the backend does not support: they run on eager
+  // mode = "max-autotune": launches whose kernel variants were timed (or whose choice came from
+  // the disk cache: tuned_cached), and the time that took
+  int tuned_kernels = 0;
+  int tuned_cached = 0;
+  double tune_ms = 0;
   // TC_LOGS=perf_hints lines: what ran on eager or could not be fused, and why. Capture prints
   // them; backends never log themselves.
   std::vector<std::string> perf_hints;
@@ -156,6 +161,7 @@ struct CompileReport {
     lower_ms += o.lower_ms, codegen_ms += o.codegen_ms, compile_ms += o.compile_ms;
     kernels += o.kernels, distinct_kernels += o.distinct_kernels;
     cached_kernels += o.cached_kernels, cached_plans += o.cached_plans, fallback_nodes += o.fallback_nodes;
+    tuned_kernels += o.tuned_kernels, tuned_cached += o.tuned_cached, tune_ms += o.tune_ms;
     perf_hints.insert(perf_hints.end(), o.perf_hints.begin(), o.perf_hints.end());
   }
 };
