@@ -169,12 +169,12 @@ Tensor view_of(std::shared_ptr<Storage> storage, const Shape& sizes, const Shape
   return Tensor(std::move(impl));
 }
 
-// Copies of the graph's outputs in new memory, views among them kept (outputs that view one
-// storage share one copy of it).
-std::vector<Tensor> fresh_outputs(const Entry& e, capture::GraphInputs in) {
-  const DeviceAllocator* a = device_allocator(DeviceType::CUDA);
+// This replay's results: the graph's outputs over its pool's memory, handed out without a copy
+// (the next replay moves what is still referenced out of the pool: CudaGraph::hand_out), views
+// among them kept (outputs over one storage share one handed-out storage); an output that views
+// an input is that view of the caller's input.
+std::vector<Tensor> handed_outputs(Entry& e, capture::GraphInputs in) {
   std::vector<Tensor> out(e.outputs.size());
-  std::vector<std::pair<const Storage*, std::shared_ptr<Storage>>> copied;
   for (size_t i = 0; i < e.outputs.size(); i++) {
     const Entry::Alias& al = e.alias[i];
     if (al.input >= 0) {
@@ -191,15 +191,7 @@ std::vector<Tensor> fresh_outputs(const Entry& e, capture::GraphInputs in) {
       out[i] = o;
       continue;
     }
-    std::shared_ptr<Storage> s;
-    for (auto& [from, to] : copied)
-      if (from == o.storage().get()) s = to;
-    if (!s) {
-      s = Storage::allocate(o.storage()->nbytes(), o.device());
-      a->copy(s->data(), o.device(), o.storage()->data(), o.device(), o.storage()->nbytes());
-      copied.emplace_back(o.storage().get(), s);
-    }
-    out[i] = view_of(s, o.sizes(), o.strides(), o.offset(), o.dtype(), o.device());
+    out[i] = view_of(e.graph->hand_out(o.storage()), o.sizes(), o.strides(), o.offset(), o.dtype(), o.device());
   }
   return out;
 }
@@ -224,11 +216,12 @@ std::vector<Tensor> replay(State& st, Entry& e, capture::GraphInputs in) {
   if (e.graph->device_error()) return st.run(in);
   for (size_t i = 0; i < in.size(); i++)
     if (st.written[i] && e.statics[i].defined()) Tensor(*in[i]).copy_from(e.statics[i]);
-  return fresh_outputs(e, in);
+  return handed_outputs(e, in);
 }
 
 // TC_DEBUG >= 1: what each replay moves besides the graph's own work (copies into static input
-// buffers, back into written inputs, out of the graph's outputs), once per recording.
+// buffers, back into written inputs; the outputs are handed out and moved out of the pool only
+// while still referenced at the next replay), once per recording.
 void report_recording(const State& st, const Entry& e, capture::GraphInputs in, const std::vector<Tensor>& outs) {
   static const bool on = [] {
     const char* d = std::getenv("TC_DEBUG");
@@ -246,7 +239,8 @@ void report_recording(const State& st, const Entry& e, capture::GraphInputs in, 
   for (const Tensor& o : outs) out_mb += double(o.numel() * o.itemsize()) / (1 << 20);
   std::fprintf(stderr,
                "tc debug: reduce-overhead: %s recorded (%lld nodes): per call %d of %zu inputs copied in (%.1f MiB), "
-               "%d written back (%.1f MiB), %zu outputs copied out (at most %.1f MiB)\n",
+               "%d written back (%.1f MiB), %zu outputs handed out (%.1f MiB; copied out of the pool at the next replay "
+               "only if still referenced)\n",
                st.name.c_str(), (long long)e.graph->nodes(), copied, in.size(), copied_mb, back, back_mb,
                outs.size(), out_mb);
 }
