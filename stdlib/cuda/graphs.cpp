@@ -144,19 +144,27 @@ void launch_moves(int device, Moves& ms, int64_t bytes) {
 
 }  // namespace
 
-std::shared_ptr<Storage> CudaGraph::hand_out(const std::shared_ptr<Storage>& s) {
+std::shared_ptr<Storage> CudaGraph::hand_out(const std::shared_ptr<Storage>& s, size_t offset, size_t nbytes) {
+  TC_ASSERT(offset + nbytes <= s->nbytes(), "hand_out past the end of a storage");
   for (const Handed& h : handed_)
-    if (h.from == s.get())
+    if (h.from == s.get() && h.offset == offset && h.nbytes == nbytes)
       if (std::shared_ptr<Storage> t = h.to.lock()) return t;
-  auto t = Storage::wrap(s->data(), s->nbytes(), s->device(), release_pool_storage, new std::shared_ptr<Storage>(s));
-  handed_.push_back({s.get(), t});
+  auto t = Storage::wrap(static_cast<char*>(s->data()) + offset, nbytes, s->device(), release_pool_storage,
+                         new std::shared_ptr<Storage>(s));
+  handed_.push_back({s.get(), offset, nbytes, t});
   stats().outputs_handed++;
   return t;
 }
 
 void CudaGraph::replay() {
   TC_CHECK(exec_, DeviceError, "internal: replay of a CUDA graph that was not captured");
-  // what the last replay's results still hold of the pool moves out before this one overwrites it
+  move_out();  // what earlier results still hold of the pool, before this replay overwrites it
+  dev(device_);
+  check(drv().GraphLaunch((CUgraphExec)exec_, current(device_)), "launching a CUDA graph");
+  stats().replays++;
+}
+
+void CudaGraph::move_out() {
   int64_t bytes = 0;
   for (const Handed& h : handed_)
     if (std::shared_ptr<Storage> t = h.to.lock()) bytes += (int64_t)t->nbytes();
@@ -181,8 +189,6 @@ void CudaGraph::replay() {
   }
   if (moves.count) launch_moves(device_, moves, batch);
   pool_views.clear();  // (the graph holds the pool: its memory stays until the graph goes)
-  check(drv().GraphLaunch((CUgraphExec)exec_, current(device_)), "launching a CUDA graph");
-  stats().replays++;
 }
 
 }  // namespace tc::cuda

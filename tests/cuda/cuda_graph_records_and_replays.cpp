@@ -73,8 +73,9 @@ TEST_F(CudaGraphTest, HandedOutMemoryIsMovedOutBeforeAReplayOnlyWhileReferenced)
   ASSERT_TRUE(g.capture(0, [&] { out = work(x, w); }, &why)) << why;
   auto hand = [&] {  // this replay's result over the pool's memory, as cuda_graphs.cpp hands it out
     auto impl = std::make_shared<TensorImpl>(*out.impl());
-    impl->storage = g.hand_out(out.storage());
-    EXPECT_EQ(impl->storage, g.hand_out(out.storage()));  // one handed-out storage per replay
+    const size_t n = out.storage()->nbytes();
+    impl->storage = g.hand_out(out.storage(), 0, n);
+    EXPECT_EQ(impl->storage, g.hand_out(out.storage(), 0, n));  // one handed-out storage per replay
     return Tensor(impl);
   };
   g.replay();

@@ -49,17 +49,19 @@ class CudaGraph {
   // and memory fn allocated is freed with this object. Errors of fn other than such breaks are
   // rethrown after the capture is cleaned up. A CudaGraph captures once.
   bool capture(int device, const std::function<void()>& fn, std::string* why);
-  // Launches the graph on the current stream of its device (ordered after earlier work there).
-  // Storages handed out since the last replay that are still referenced are first moved out of
-  // the pool (new memory, one copy kernel on the stream, Storage::swap_memory). When they hold 64 MiB or
-  // more, the memory-pressure hook runs first (a Lua collection: a result dropped in Lua is
-  // referenced until the collector frees it), which costs less than copying that much.
+  // Launches the graph on the current stream of its device (ordered after earlier work there),
+  // after move_out().
   void replay();
-  // A storage over the bytes of `s` (memory the recorded work allocated: the graph's outputs)
-  // for a caller to keep: it keeps `s` alive, and the next replay moves it out of the pool if it
-  // is still referenced then. Handed out once per replay (a second hand_out of the same storage
-  // before the next replay returns the same one).
-  std::shared_ptr<Storage> hand_out(const std::shared_ptr<Storage>& s);
+  // A storage over `nbytes` bytes of `s` from byte `offset` (memory the recorded work allocated:
+  // the graph's outputs) for a caller to keep: it keeps `s` alive, and the next replay moves it
+  // out of the pool if it is still referenced then. The same arguments before the next replay
+  // return the same storage.
+  std::shared_ptr<Storage> hand_out(const std::shared_ptr<Storage>& s, size_t offset, size_t nbytes);
+  // Moves the storages handed out since the last replay that are still referenced out of the
+  // pool now: new memory, one copy kernel on the stream, Storage::swap_memory. When they hold
+  // 64 MiB or more, the memory-pressure hook runs first (a Lua collection: a result dropped in
+  // Lua is referenced until the collector frees it), which costs less than copying that much.
+  void move_out();
   bool ready() const { return exec_ != nullptr; }
   // Recorded ops check values on the device (index ranges, integer division by zero): they flag
   // the device error word instead of raising. After a replay, device_error() waits for the
@@ -78,7 +80,8 @@ class CudaGraph {
   bool device_checks_ = false;
   struct Handed {
     const Storage* from;        // the pool's storage
-    std::weak_ptr<Storage> to;  // the one handed out over its bytes
+    size_t offset, nbytes;      // the bytes of it handed out
+    std::weak_ptr<Storage> to;  // the storage over them
   };
   std::vector<Handed> handed_;  // since the last replay
 };
