@@ -15,8 +15,9 @@
 // Outputs live in the graph's pool, handed out without a copy (CudaGraph::hand_out): the next
 // replay first moves those still referenced (kept by the caller, saved for a backward that has
 // not run) into new memory under the same Storage, so no output is ever overwritten by a later
-// call, and outputs dropped before it cost nothing. An output that is a view of an input is that
-// view.
+// call, and outputs dropped before it cost nothing (results under 1 MiB in all are copied out
+// right after the replay instead: in Lua they are nearly always still referenced then). An output
+// that is a view of an input is that view.
 // A recording that meets something that cannot be recorded (a host read of device values, a
 // synchronization) is abandoned: that graph then runs plain launches, with one warning. Host
 // data that ops upload is recorded with its bytes (tc/cuda_graph.h). Ops whose checks run on the
