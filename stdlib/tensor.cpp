@@ -142,6 +142,16 @@ void Storage::set_pressure_hook(PressureHook hook) {
 
 void Storage::set_cpu_limit(int64_t bytes) { g_cpu_limit = bytes; }
 
+bool Storage::collect_garbage() { return relieve_pressure(); }
+
+void Storage::swap_memory(Storage& other) {
+  TC_ASSERT(nbytes_ == other.nbytes_ && device_ == other.device_, "swap_memory of storages unlike in size or device");
+  std::swap(data_, other.data_);
+  std::swap(owned_, other.owned_);
+  std::swap(deleter_, other.deleter_);
+  std::swap(ctx_, other.ctx_);
+}
+
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
   void* p = nullptr;
   size_t block = 0;

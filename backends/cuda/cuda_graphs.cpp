@@ -130,7 +130,20 @@ struct Entry {
     int64_t offset = 0;                 // relative to the input's offset
   };
   std::vector<Alias> alias;
+  struct Span {                         // the bytes of one storage of the graph that outputs view
+    std::shared_ptr<Storage> storage;
+    size_t offset = 0, nbytes = 0;
+  };
+  std::vector<Span> spans;
+  std::vector<int> span_of;             // per output: its span, -1 for aliases and fakes
+  int64_t span_bytes = 0;               // of all spans
 };
+
+// Handed-out outputs of fewer bytes in all are copied out of the pool right after the replay
+// (one kernel launch, on the device after the graph): in Lua a dropped result stays referenced
+// until a collection, so small results are nearly always still held at the next call, and
+// moving them then would put the same copy before that call's launch, on its critical path.
+constexpr int64_t kHandOutBytes = int64_t(1) << 20;
 
 struct State {
   capture::CompiledGraph run;
@@ -169,14 +182,50 @@ Tensor view_of(std::shared_ptr<Storage> storage, const Shape& sizes, const Shape
   return Tensor(std::move(impl));
 }
 
-// Copies of the graph's outputs in new memory, views among them kept (outputs that view one
-// storage share one copy of it).
-std::vector<Tensor> fresh_outputs(const Entry& e, capture::GraphInputs in) {
-  const DeviceAllocator* a = device_allocator(DeviceType::CUDA);
+// The spans of e's outputs: per storage, the bytes from the first its outputs view to the last
+// (a 64 KiB result of a graph whose outputs live in its memory plan's arena hands out 64 KiB).
+void plan_spans(Entry& e) {
+  e.spans.clear();
+  e.span_of.assign(e.outputs.size(), -1);
+  e.span_bytes = 0;
+  std::vector<std::pair<size_t, size_t>> range;  // per span: first byte, end
+  for (size_t i = 0; i < e.outputs.size(); i++) {
+    const Tensor& o = e.outputs[i];
+    if (e.alias[i].input >= 0 || !o.storage()) continue;
+    size_t lo = size_t(o.offset()) * o.itemsize(), hi = lo;
+    if (o.numel() > 0) {
+      int64_t last = o.offset();
+      for (int64_t d = 0; d < o.dim(); d++) last += (o.size(d) - 1) * o.stride(d);
+      hi = size_t(last + 1) * o.itemsize();
+    }
+    lo &= ~size_t(15);  // 16-byte aligned: the move copies 16 bytes a thread; offsets stay whole for any dtype
+    int k = 0;
+    while (k < int(e.spans.size()) && e.spans[size_t(k)].storage != o.storage()) k++;
+    if (k == int(e.spans.size())) {
+      e.spans.push_back({o.storage(), 0, 0});
+      range.emplace_back(lo, hi);
+    }
+    range[size_t(k)] = {std::min(range[size_t(k)].first, lo), std::max(range[size_t(k)].second, hi)};
+    e.span_of[i] = k;
+  }
+  for (size_t k = 0; k < e.spans.size(); k++) {
+    e.spans[k].offset = range[k].first;
+    e.spans[k].nbytes = range[k].second - range[k].first;
+    e.span_bytes += int64_t(e.spans[k].nbytes);
+  }
+}
+
+// This replay's results: the graph's outputs over its pool's memory, handed out without a copy
+// (the next replay moves what is still referenced out of the pool: CudaGraph::hand_out; small
+// ones are copied out at once, kHandOutBytes), views among them kept (outputs over one storage
+// share one handed-out storage); an output that views an input is that view of the caller's input.
+std::vector<Tensor> handed_outputs(Entry& e, capture::GraphInputs in) {
+  std::vector<std::shared_ptr<Storage>> held(e.spans.size());
+  for (size_t k = 0; k < e.spans.size(); k++) held[k] = e.graph->hand_out(e.spans[k].storage, e.spans[k].offset, e.spans[k].nbytes);
   std::vector<Tensor> out(e.outputs.size());
-  std::vector<std::pair<const Storage*, std::shared_ptr<Storage>>> copied;
   for (size_t i = 0; i < e.outputs.size(); i++) {
     const Entry::Alias& al = e.alias[i];
+    const Tensor& o = e.outputs[i];
     if (al.input >= 0) {
       const Tensor& base = *in[al.input];
       if (al.sizes == base.sizes() && al.strides == base.strides() && al.offset == 0) {
@@ -184,23 +233,15 @@ std::vector<Tensor> fresh_outputs(const Entry& e, capture::GraphInputs in) {
         continue;
       }
       out[i] = view_of(base.storage(), al.sizes, al.strides, base.offset() + al.offset, base.dtype(), base.device());
-      continue;
-    }
-    const Tensor& o = e.outputs[i];
-    if (!o.storage()) {
+    } else if (e.span_of[i] < 0) {
       out[i] = o;
-      continue;
+    } else {
+      const Entry::Span& sp = e.spans[size_t(e.span_of[i])];
+      out[i] = view_of(held[size_t(e.span_of[i])], o.sizes(), o.strides(), o.offset() - int64_t(sp.offset / o.itemsize()),
+                       o.dtype(), o.device());
     }
-    std::shared_ptr<Storage> s;
-    for (auto& [from, to] : copied)
-      if (from == o.storage().get()) s = to;
-    if (!s) {
-      s = Storage::allocate(o.storage()->nbytes(), o.device());
-      a->copy(s->data(), o.device(), o.storage()->data(), o.device(), o.storage()->nbytes());
-      copied.emplace_back(o.storage().get(), s);
-    }
-    out[i] = view_of(s, o.sizes(), o.strides(), o.offset(), o.dtype(), o.device());
   }
+  if (e.span_bytes < kHandOutBytes) e.graph->move_out();
   return out;
 }
 
@@ -224,31 +265,32 @@ std::vector<Tensor> replay(State& st, Entry& e, capture::GraphInputs in) {
   if (e.graph->device_error()) return st.run(in);
   for (size_t i = 0; i < in.size(); i++)
     if (st.written[i] && e.statics[i].defined()) Tensor(*in[i]).copy_from(e.statics[i]);
-  return fresh_outputs(e, in);
+  return handed_outputs(e, in);
 }
 
 // TC_DEBUG >= 1: what each replay moves besides the graph's own work (copies into static input
-// buffers, back into written inputs, out of the graph's outputs), once per recording.
-void report_recording(const State& st, const Entry& e, capture::GraphInputs in, const std::vector<Tensor>& outs) {
+// buffers, back into written inputs; the outputs are handed out and moved out of the pool only
+// while still referenced at the next replay), once per recording.
+void report_recording(const State& st, const Entry& e, capture::GraphInputs in) {
   static const bool on = [] {
     const char* d = std::getenv("TC_DEBUG");
     return d && std::atoi(d) >= 1;
   }();
   if (!on) return;
   int copied = 0, back = 0;
-  double copied_mb = 0, back_mb = 0, out_mb = 0;
+  double copied_mb = 0, back_mb = 0;
   for (size_t i = 0; i < in.size(); i++) {
     if (!e.statics[i].defined() || e.same[i] >= 0) continue;
     const double mb = double(in[i]->numel() * in[i]->itemsize()) / (1 << 20);
     copied++, copied_mb += mb;
     if (st.written[i]) back++, back_mb += mb;
   }
-  for (const Tensor& o : outs) out_mb += double(o.numel() * o.itemsize()) / (1 << 20);
   std::fprintf(stderr,
                "tc debug: reduce-overhead: %s recorded (%lld nodes): per call %d of %zu inputs copied in (%.1f MiB), "
-               "%d written back (%.1f MiB), %zu outputs copied out (at most %.1f MiB)\n",
+               "%d written back (%.1f MiB), %zu outputs handed out (%.1f MiB; copied out of the pool %s)\n",
                st.name.c_str(), (long long)e.graph->nodes(), copied, in.size(), copied_mb, back, back_mb,
-               outs.size(), out_mb);
+               e.outputs.size(), double(e.span_bytes) / (1 << 20),
+               e.span_bytes < kHandOutBytes ? "right after each replay (small)" : "at the next replay if still referenced");
 }
 
 // Records e's graph on this call's inputs and replays it once for this call's results.
@@ -287,7 +329,6 @@ std::vector<Tensor> record(State& st, Entry& e, capture::GraphInputs in) {
     return st.run(in);
   }
   e.graph = std::move(g);
-  report_recording(st, e, in, outs);
   e.alias.assign(outs.size(), {});
   e.outputs.assign(outs.size(), Tensor());
   for (size_t i = 0; i < outs.size(); i++) {
@@ -298,6 +339,8 @@ std::vector<Tensor> record(State& st, Entry& e, capture::GraphInputs in) {
     }
     if (e.alias[i].input < 0) e.outputs[i] = std::move(outs[i]);  // views of inputs hold nothing
   }
+  plan_spans(e);
+  report_recording(st, e, in);
   return replay(st, e, in);
 }
 

@@ -12,8 +12,12 @@
 // and the recording call are read in place (parameters, buffers); the others are copied into
 // static buffers before each replay, and those the graph writes (a Tensor! argument that is the
 // input or a view of it) are copied back after it.
-// Outputs are fresh tensors on every call (a copy of the graph's static outputs after the
-// replay), never overwritten by a later call; an output that is a view of an input is that view.
+// Outputs live in the graph's pool, handed out without a copy (CudaGraph::hand_out): the next
+// replay first moves those still referenced (kept by the caller, saved for a backward that has
+// not run) into new memory under the same Storage, so no output is ever overwritten by a later
+// call, and outputs dropped before it cost nothing (results under 1 MiB in all are copied out
+// right after the replay instead: in Lua they are nearly always still referenced then). An output
+// that is a view of an input is that view.
 // A recording that meets something that cannot be recorded (a host read of device values, a
 // synchronization) is abandoned: that graph then runs plain launches, with one warning. Host
 // data that ops upload is recorded with its bytes (tc/cuda_graph.h). Ops whose checks run on the

@@ -7,9 +7,9 @@
 #include <new>
 
 #include "lua_binding.h"
+#include "tc/cuda_graph.h"  // CudaGraphStats (also without CUDA: zeros)
 #ifdef TC_HAVE_CUDA
 #include "tc/cuda.h"
-#include "tc/cuda_graph.h"
 #endif
 
 namespace tc::lua {
@@ -305,14 +305,18 @@ int l_unavailable(lua_State* L) {
 }
 #endif
 
-void push_graph_stats(lua_State* L, int64_t captures, int64_t abandoned, int64_t replays) {
-  lua_createtable(L, 0, 3);
-  lua_pushinteger(L, captures);
-  lua_setfield(L, -2, "captures");
-  lua_pushinteger(L, abandoned);
-  lua_setfield(L, -2, "abandoned");
-  lua_pushinteger(L, replays);
-  lua_setfield(L, -2, "replays");
+void push_graph_stats(lua_State* L, const cuda::CudaGraphStats& s) {
+  lua_createtable(L, 0, 6);
+  const std::pair<const char*, int64_t> fields[] = {{"captures", s.captures},
+                                                    {"abandoned", s.abandoned},
+                                                    {"replays", s.replays},
+                                                    {"outputs_handed", s.outputs_handed},
+                                                    {"outputs_moved", s.outputs_moved},
+                                                    {"bytes_moved", s.bytes_moved}};
+  for (const auto& [name, v] : fields) {
+    lua_pushinteger(L, v);
+    lua_setfield(L, -2, name);
+  }
 }
 
 }  // namespace
@@ -374,10 +378,10 @@ void open_cuda(lua_State* L) {
     if (device_allocator(DeviceType::CUDA)) cuda::empty_cache();
     return 0;
   });
-  // {captures, abandoned, replays}: CUDA graphs of mode = "reduce-overhead" (tc/cuda_graph.h)
+  // {captures, abandoned, replays, outputs_handed, outputs_moved, bytes_moved}: CUDA graphs of
+  // mode = "reduce-overhead" (tc/cuda_graph.h)
   stat(L, "graph_stats", [](lua_State* L) {
-    const cuda::CudaGraphStats s = cuda::cuda_graph_stats();
-    push_graph_stats(L, s.captures, s.abandoned, s.replays);
+    push_graph_stats(L, cuda::cuda_graph_stats());
     return 1;
   });
 #else
@@ -402,7 +406,7 @@ void open_cuda(lua_State* L) {
   lua_pushcfunction(L, [](lua_State*) { return 0; });
   lua_setfield(L, -2, "empty_cache");
   lua_pushcfunction(L, [](lua_State* L) {
-    push_graph_stats(L, 0, 0, 0);
+    push_graph_stats(L, cuda::CudaGraphStats{});
     return 1;
   });
   lua_setfield(L, -2, "graph_stats");

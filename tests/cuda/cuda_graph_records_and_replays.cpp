@@ -1,8 +1,10 @@
 // tc::cuda::CudaGraph (tc/cuda_graph.h): a recorded function replays with the current contents
 // of its inputs and equals running it; memory it allocated comes from the graph's pool and is
 // freed with the graph; host data uploaded inside is recorded with its bytes; a function that
-// reads device values on the host or synchronizes is not recorded (capture abandoned, naming why) and leaves the stream usable; device-side index checks
-// recorded in a graph are reported by device_error() after the replay. Skips without a GPU.
+// reads device values on the host or synchronizes is not recorded (capture abandoned, naming why)
+// and leaves the stream usable; device-side index checks recorded in a graph are reported by
+// device_error() after the replay; memory handed out of the pool is moved out before the next
+// replay only while referenced. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include "tc/cuda.h"
@@ -59,6 +61,38 @@ TEST_F(CudaGraphTest, ReplayUsesTheInputsCurrentContentsAndEqualsPlainRuns) {
   }
   cuda::synchronize();
   EXPECT_EQ(cuda::memory_allocated(), base);  // the graph's pool went with it
+}
+
+TEST_F(CudaGraphTest, HandedOutMemoryIsMovedOutBeforeAReplayOnlyWhileReferenced) {
+  Tensor x = on_gpu(call1(Op::randn, {(int64_t)64, (int64_t)64}));
+  Tensor w = on_gpu(call1(Op::randn, {(int64_t)64, (int64_t)64}));
+  work(x, w);
+  cuda::CudaGraph g;
+  Tensor out;
+  std::string why;
+  ASSERT_TRUE(g.capture(0, [&] { out = work(x, w); }, &why)) << why;
+  auto hand = [&] {  // this replay's result over the pool's memory, as cuda_graphs.cpp hands it out
+    auto impl = std::make_shared<TensorImpl>(*out.impl());
+    const size_t n = out.storage()->nbytes();
+    impl->storage = g.hand_out(out.storage(), 0, n);
+    EXPECT_EQ(impl->storage, g.hand_out(out.storage(), 0, n));  // one handed-out storage per replay
+    return Tensor(impl);
+  };
+  g.replay();
+  Tensor kept = hand();
+  EXPECT_EQ(kept.data_ptr(), out.data_ptr());  // no copy
+  const Tensor want = work(x, w);
+  const cuda::CudaGraphStats s0 = cuda::cuda_graph_stats();
+  x.copy_from(on_gpu(call1(Op::randn, {(int64_t)64, (int64_t)64})));
+  g.replay();  // kept is still referenced: moved out first
+  EXPECT_EQ(cuda::cuda_graph_stats().outputs_moved, s0.outputs_moved + 1);
+  EXPECT_NE(kept.data_ptr(), out.data_ptr());
+  EXPECT_LT(max_diff(kept, want), 1e-6);  // the earlier values, not the new replay's
+  EXPECT_LT(max_diff(out, work(x, w)), 1e-5);
+  hand();  // dropped at once: the next replay copies nothing
+  g.replay();
+  EXPECT_EQ(cuda::cuda_graph_stats().outputs_moved, s0.outputs_moved + 1);
+  out = Tensor();
 }
 
 TEST_F(CudaGraphTest, AHostReadAbandonsTheCaptureAndTheStreamStaysUsable) {

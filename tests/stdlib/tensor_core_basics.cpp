@@ -194,4 +194,28 @@ TEST(Storage, FreedBlocksAreReusedAndLiveBytesTracked) {
   EXPECT_EQ(b.data_ptr(), first);  // the cached block comes back
 }
 
+TEST(Storage, SwapMemoryMovesEveryViewToTheOtherMemory) {
+  const int64_t before = Storage::live_bytes();
+  float host[4] = {9, 9, 9, 9};
+  int freed = 0;
+  {
+    Tensor a = Tensor::empty({4}, DType::Float32);
+    for (int i = 0; i < 4; i++) a.data<float>()[i] = float(i + 1);
+    Tensor v = a.as_strided({2}, {1}, 2);  // a view over the same storage
+    a.bump_version();
+    auto borrowed = Storage::wrap(host, sizeof host, Device{}, [](void*, void* ctx) { ++*(int*)ctx; }, &freed);
+    a.storage()->swap_memory(*borrowed);
+    EXPECT_EQ(a.data_ptr(), (void*)host);
+    EXPECT_EQ(v.data<float>()[0], 9);  // the view follows its storage
+    EXPECT_EQ(a.version(), 1u);        // autograd's version counter stays
+    EXPECT_EQ(static_cast<float*>(borrowed->data())[3], 4);  // a's old memory, owned by borrowed now
+    EXPECT_EQ(Storage::live_bytes(), before + 16);
+    borrowed.reset();  // frees a's old block (no longer counted), not the host array
+    EXPECT_EQ(freed, 0);
+    EXPECT_EQ(Storage::live_bytes(), before);
+    EXPECT_EQ(a.data<float>()[3], 9);
+  }
+  EXPECT_EQ(freed, 1);  // a's storage ran the borrowed memory's deleter
+}
+
 }  // namespace

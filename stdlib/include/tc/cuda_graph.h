@@ -12,6 +12,10 @@
 //     printf("not capturable: %s\n", why.c_str());  // e.g. the function read a value on the host
 //   }
 //
+// Memory of the graph's pool may be handed to callers without a copy (hand_out, below): a replay
+// first moves whatever of it is still referenced out of the pool, so no tensor ever sees a later
+// replay overwrite its values.
+//
 // Capture records nothing that waits for the device: a synchronization or a copy between host
 // and device inside the function abandons the capture (capture() returns false, naming it)
 // instead of recording a graph that would be wrong. Checks of values on the device (index
@@ -19,7 +23,13 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
+#include <vector>
+
+namespace tc {
+class Storage;
+}
 
 namespace tc::cuda {
 
@@ -39,8 +49,19 @@ class CudaGraph {
   // and memory fn allocated is freed with this object. Errors of fn other than such breaks are
   // rethrown after the capture is cleaned up. A CudaGraph captures once.
   bool capture(int device, const std::function<void()>& fn, std::string* why);
-  // Launches the graph on the current stream of its device (ordered after earlier work there).
-  void replay() const;
+  // Launches the graph on the current stream of its device (ordered after earlier work there),
+  // after move_out().
+  void replay();
+  // A storage over `nbytes` bytes of `s` from byte `offset` (memory the recorded work allocated:
+  // the graph's outputs) for a caller to keep: it keeps `s` alive, and the next replay moves it
+  // out of the pool if it is still referenced then. The same arguments before the next replay
+  // return the same storage.
+  std::shared_ptr<Storage> hand_out(const std::shared_ptr<Storage>& s, size_t offset, size_t nbytes);
+  // Moves the storages handed out since the last replay that are still referenced out of the
+  // pool now: new memory, one copy kernel on the stream, Storage::swap_memory. When they hold
+  // 64 MiB or more, the memory-pressure hook runs first (a Lua collection: a result dropped in
+  // Lua is referenced until the collector frees it), which costs less than copying that much.
+  void move_out();
   bool ready() const { return exec_ != nullptr; }
   // Recorded ops check values on the device (index ranges, integer division by zero): they flag
   // the device error word instead of raising. After a replay, device_error() waits for the
@@ -57,6 +78,12 @@ class CudaGraph {
   GraphPool* pool_ = nullptr;
   int64_t nodes_ = 0;
   bool device_checks_ = false;
+  struct Handed {
+    const Storage* from;        // the pool's storage
+    size_t offset, nbytes;      // the bytes of it handed out
+    std::weak_ptr<Storage> to;  // the storage over them
+  };
+  std::vector<Handed> handed_;  // since the last replay
 };
 
 // Process-wide counts, for tests and reports.
@@ -64,6 +91,9 @@ struct CudaGraphStats {
   int64_t captures = 0;   // graphs recorded
   int64_t abandoned = 0;  // captures given up (something in them cannot be recorded)
   int64_t replays = 0;
+  int64_t outputs_handed = 0;  // storages handed out over a pool's memory (hand_out)
+  int64_t outputs_moved = 0;   // of those, moved out of the pool by a later replay (still referenced)
+  int64_t bytes_moved = 0;
 };
 CudaGraphStats cuda_graph_stats();
 

@@ -49,9 +49,20 @@ class Storage {
   // installed it; elsewhere the failure is reported at once). Then OutOfMemoryError.
   using PressureHook = void (*)();
   static void set_pressure_hook(PressureHook hook);
+  // Runs the memory-pressure hook now (a full collection of the Lua states) when this thread may:
+  // true if it ran. For callers about to pay more for memory that may be garbage than the
+  // collection costs (a CUDA graph's outputs still referenced before a replay, tc/cuda_graph.h).
+  static bool collect_garbage();
   // A cap on owned CPU storage (bytes; 0: none, the default): allocations past it fail as out of
   // memory. For tests of the out-of-memory path, and for hosts that budget tc's memory.
   static void set_cpu_limit(int64_t bytes);
+
+  // Exchanges memory with `other` (same size and device): data, ownership and deleter. Tensors
+  // over this storage then read `other`'s bytes; this storage's old memory goes with `other`. The
+  // bytes are not copied and the version counter stays. For memory that is about to be
+  // overwritten under a tensor that must keep its values (a CUDA graph's outputs moved out of the
+  // graph's pool before a replay).
+  void swap_memory(Storage& other);
 
   Storage(void* data, size_t nbytes, Device device, bool owned, Deleter deleter, void* ctx)
       : data_(data), nbytes_(nbytes), device_(device), owned_(owned), deleter_(deleter), ctx_(ctx) {}

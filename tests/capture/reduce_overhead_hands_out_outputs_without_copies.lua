@@ -1,0 +1,119 @@
+-- mode = "reduce-overhead" hands its outputs out of the CUDA graph's pool without copying them
+-- (`tcrun --device=cuda tests/capture/run.lua reduce_overhead`; on the CPU it checks results only):
+-- an output still referenced when the graph replays again is moved out first and keeps its values,
+-- views of it included; outputs dropped (collected) before the next call are never copied; big
+-- dropped outputs need no explicit collection; saved activations consumed by a backward are not
+-- copied; outputs under 1 MiB in all are copied out right after each replay; every result equals
+-- eager.
+local tc = require "tc"
+local h = require "helpers"
+
+local on_gpu = tc.get_default_device():sub(1, 4) == "cuda"
+local function stats() return tc.cuda.graph_stats() end
+local function moved_since(s0) return stats().outputs_moved - s0.outputs_moved end
+
+-- two outputs over one storage (y and its flat view) and one over another, 1 MiB each
+local function f(x)
+  local y = x * 2
+  return y, y:view(-1), x + 1
+end
+local cf = tc.compile(f, {mode = "reduce-overhead"})
+local x = tc.randn(512, 512)
+for _ = 1, 3 do cf(x) end  -- warm-up, recording, a replay
+collectgarbage()
+
+-- kept across the next call: moved out once per storage, values and views kept
+local y, yv, z = cf(x)
+local y_want, _, z_want = f(x)
+local s0 = stats()
+x:copy_(tc.randn(512, 512))
+local y2, y2v, z2 = cf(x)
+if on_gpu then h.eq(moved_since(s0), 2, "storages moved out for the kept outputs") end
+h.close_to_eager(y, y_want, "kept output")
+h.close_to_eager(z, z_want, "second kept output")
+h.close_to_eager(y2, (f(x)), "next call's output")
+h.close_to_eager(z2, select(3, f(x)), "next call's second output")
+yv:add_(1)  -- a view of a moved output still views it
+h.close_to_eager(y, y_want + 1, "kept output written through its view")
+h.close(yv, y:view(-1), "view of the kept output", 0)
+y, yv, z, y2, y2v, z2 = nil, nil, nil, nil, nil, nil
+
+-- dropped and collected before the next call: never copied
+collectgarbage()
+s0 = stats()
+for i = 1, 4 do
+  x:copy_(tc.randn(512, 512))
+  local a, av, b = cf(x)
+  local ea, eav, eb = f(x)
+  h.close_to_eager(a, ea, "call " .. i)
+  h.close(av, a:view(-1), "view among outputs, call " .. i, 0)
+  h.close_to_eager(b, eb, "second output, call " .. i)
+  a, av, b = nil, nil, nil
+  collectgarbage()
+end
+if on_gpu then
+  h.eq(moved_since(s0), 0, "outputs moved though dropped")
+  assert(stats().outputs_handed - s0.outputs_handed >= 8, "outputs were not handed out of the pool")
+end
+
+-- small outputs: copied out right after each replay, dropped or not
+local small = tc.compile(function(v) return v + 1, v * 2 end, {mode = "reduce-overhead"})
+local sx = tc.randn(4, 3)
+for _ = 1, 3 do small(sx) end
+collectgarbage()
+s0 = stats()
+for i = 1, 3 do
+  local p, q = small(sx)
+  h.close_to_eager(p, sx + 1, "small output, call " .. i)
+  h.close_to_eager(q, sx * 2, "second small output, call " .. i)
+  p, q = nil, nil
+  collectgarbage()
+end
+if on_gpu then h.eq(moved_since(s0), 6, "small outputs copied out") end
+
+-- an output fed back as the next call's input
+local g = tc.compile(function(v) return (v * 0.5):sin() + 1 end, {mode = "reduce-overhead"})
+local v, ve = tc.randn(16), nil
+ve = v:clone()
+for i = 1, 6 do
+  v = g(v)
+  ve = (ve * 0.5):sin() + 1
+  h.close_to_eager(v, ve, "chained call " .. i)
+end
+
+-- 64 MiB of outputs dropped without a collection: the replay collects instead of copying them
+if on_gpu then
+  local big = tc.compile(function(b) return b * 3 end, {mode = "reduce-overhead"})
+  local b = tc.randn(16 * 1024 * 1024)
+  for _ = 1, 3 do big(b) end
+  s0 = stats()
+  for _ = 1, 3 do big(b) end
+  h.eq(moved_since(s0), 0, "big dropped outputs moved")
+  local kept = big(b)
+  s0 = stats()
+  big(b)
+  h.eq(moved_since(s0), 1, "a big kept output is moved")
+  h.close_to_eager(kept, b * 3, "big kept output")
+  kept, b = nil, nil
+  collectgarbage()
+end
+
+-- training: the forward's saved activations, consumed by the backward before the next step, are
+-- not copied (only what Lua still holds of each step: the loss)
+local w = (tc.randn(512, 512) * 0.05):requires_grad_()
+local we = w:detach():clone():requires_grad_()
+local function step(xx, ww) return (xx:matmul(ww):relu() * ww:mean()):sigmoid():sum() end
+local cstep = tc.compile(step, {mode = "reduce-overhead"})
+s0 = stats()
+for i = 1, 5 do
+  local xx = tc.randn(512, 512)
+  local loss = cstep(xx, w)
+  loss:backward()
+  local le = step(xx, we)
+  le:backward()
+  h.close_to_eager(loss, le, "loss of step " .. i)
+  h.close_to_eager(w.grad, we.grad, "gradient after step " .. i)
+end
+if on_gpu then
+  assert(moved_since(s0) <= 2 * 5, "saved activations were copied: " .. moved_since(s0) .. " storages moved in 5 steps")
+end
