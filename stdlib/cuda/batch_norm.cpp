@@ -12,8 +12,8 @@ namespace {
 
 constexpr int kBlock = 256;
 
-// The dtype the per-channel parameters share (weight, bias, running stats), or nullopt-like
-// Undefined when they differ or are not contiguous CUDA vectors of C elements.
+// Whether the per-channel parameters at `idx` that are given (weight, bias, running stats) are
+// contiguous vectors of C elements on `device` of one floating dtype, stored in *pt.
 bool params_of(const Stack& a, std::initializer_list<int> idx, int64_t C, int device, DType* pt) {
   bool first = true;
   for (int i : idx) {
