@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "autograd_internal.h"
+#include "cpu/linalg.h"
 
 namespace tc::autograd {
 namespace {
@@ -311,62 +312,51 @@ Value h_linear_weight_backward(Env&, const Stack& a) {
   return Value(op(Op::mm, {op(Op::t, {g2}), x2}));
 }
 
-// conv2d's padding argument as {top, bottom, left, right}
-std::array<int64_t, 4> conv_padding(const Value& padding, const IntList& dil, int64_t kh, int64_t kw) {
-  auto pair = [](const Value& v) { const IntList& l = v.ints(); return l.size() == 1 ? IntList{l[0], l[0]} : l; };
-  if (padding.is_string()) {
-    bool same = padding.str() == "same";
-    int64_t th = same ? dil[0] * (kh - 1) : 0, tw = same ? dil[1] * (kw - 1) : 0;
-    return {th / 2, th - th / 2, tw / 2, tw - tw / 2};
-  }
-  IntList p = pair(padding);
-  return {p[0], p[0], p[1], p[1]};
-}
-
 IntList int_pair(const Value& v) {
   const IntList& l = v.ints();
   return l.size() == 1 ? IntList{l[0], l[0]} : l;
 }
 
-// The weight gradient of y = conv2d(x, w, stride, padding, dilation, groups) for dy = g: per group,
-// a convolution of the (padded) input by g with batch and channels swapped, stride and dilation
-// swapped, cut to the kernel size. Shape (O, C/groups, kh, kw).
-Tensor conv2d_weight_grad(const Tensor& x, const Tensor& g, int64_t kh, int64_t kw, const IntList& stride,
-                          const std::array<int64_t, 4>& pad, const IntList& dil, int64_t groups) {
-  bool padded = pad[0] || pad[1] || pad[2] || pad[3];
-  Tensor xp = padded ? op(Op::pad, {x, IntList{pad[2], pad[3], pad[0], pad[1]}}) : x;
-  int64_t cg = x.sizes()[1] / groups, og = g.sizes()[1] / groups;
-  TensorList parts;
-  for (int64_t k = 0; k < groups; k++) {
-    Tensor xg = groups == 1 ? xp : op(Op::narrow, {xp, 2, k * cg + 1, cg});
-    Tensor gg = groups == 1 ? g : op(Op::narrow, {g, 2, k * og + 1, og});
-    Tensor r = op(Op::conv2d, {op(Op::transpose, {xg, 1, 2}), op(Op::transpose, {gg, 1, 2}), Value(), dil,
-                               Value(IntList{0, 0}), stride, 1});
-    r = op(Op::narrow, {op(Op::narrow, {r, 3, 1, kh}), 4, 1, kw});
-    parts.push_back(op(Op::transpose, {r, 1, 2}));
-  }
-  return groups == 1 ? parts[0] : op(Op::cat, {parts, 1});
+// The input gradient of y = conv2d(x, w, stride, padding, dilation, groups) for dy = g: a
+// transposed convolution of g by w (with conv2d's padding when it is symmetric, otherwise none and
+// the result cut to x's size afterwards).
+Tensor conv2d_input_grad(const Tensor& g, const Tensor& x, const Tensor& w, const IntList& stride, const Value& padding,
+                         const IntList& dil, int64_t groups) {
+  int64_t kh = w.sizes()[2], kw = w.sizes()[3];
+  auto pad = cpu::conv2d_padding(padding, dil, kh, kw);
+  int64_t hp = x.sizes()[2] + pad[0] + pad[1], wp = x.sizes()[3] + pad[2] + pad[3];
+  int64_t ho = g.sizes()[2], wo = g.sizes()[3];
+  IntList outpad{hp - ((ho - 1) * stride[0] + dil[0] * (kh - 1) + 1), wp - ((wo - 1) * stride[1] + dil[1] * (kw - 1) + 1)};
+  if (pad[0] == pad[1] && pad[2] == pad[3])
+    return op(Op::conv_transpose2d, {g, w, Value(), stride, IntList{pad[0], pad[2]}, outpad, groups, dil});
+  Tensor gx = op(Op::conv_transpose2d, {g, w, Value(), stride, IntList{0, 0}, outpad, groups, dil});
+  return op(Op::pad, {gx, IntList{-pad[2], -pad[3], -pad[0], -pad[1]}});
 }
 
-// conv2d: the input's gradient is a transposed convolution of grad, cut to the input's size.
+Tensor conv2d_weight_grad(const Tensor& g, const Tensor& x, const Tensor& w, const Value& stride, const Value& padding,
+                          const Value& dil, int64_t groups) {
+  return op(Op::_conv2d_weight_backward, {g, x, shape_of(w), stride, padding, dil, groups});
+}
+
+// conv2d: the input's gradient is a transposed convolution of grad, the weight's one
+// _conv2d_weight_backward (cuDNN's backward-filter on CUDA).
 Value h_conv2d_backward(Env& e, const Stack& a) {
   const Tensor &g = T(a[0]), &x = T(a[1]), &w = T(a[2]);
   IntList stride = int_pair(a[4]), dil = int_pair(a[6]);
-  int64_t groups = a[7].to_int(), kh = w.sizes()[2], kw = w.sizes()[3];
-  auto pad = conv_padding(a[5], dil, kh, kw);
+  int64_t groups = a[7].to_int();
   TensorList out(3);
   const auto& next = e.node.next;
   int slot_x = e.node.first_slot[0], slot_w = e.node.first_slot[1], slot_b = e.node.first_slot[2];
-  if (next[slot_x].defined()) {
-    int64_t hp = x.sizes()[2] + pad[0] + pad[1], wp = x.sizes()[3] + pad[2] + pad[3];
-    int64_t ho = g.sizes()[2], wo = g.sizes()[3];
-    IntList outpad{hp - ((ho - 1) * stride[0] + dil[0] * (kh - 1) + 1), wp - ((wo - 1) * stride[1] + dil[1] * (kw - 1) + 1)};
-    Tensor gx = op(Op::conv_transpose2d, {g, w, Value(), stride, IntList{0, 0}, outpad, groups, dil});
-    out[0] = op(Op::pad, {gx, IntList{-pad[2], -pad[3], -pad[0], -pad[1]}});
-  }
-  if (next[slot_w].defined()) out[1] = conv2d_weight_grad(x, g, kh, kw, stride, pad, dil, groups);
+  if (next[slot_x].defined()) out[0] = conv2d_input_grad(g, x, w, stride, a[5], dil, groups);
+  if (next[slot_w].defined()) out[1] = conv2d_weight_grad(g, x, w, stride, a[5], dil, groups);
   if (slot_b >= 0 && next[slot_b].defined()) out[2] = op(Op::sum, {g, IntList{1, 3, 4}});
   return Value(out);
+}
+
+// _conv2d_weight_backward's input gradient: conv2d's input gradient with the weight's gradient
+// `grad` as the weight (a[2]) and grad_out as the output gradient.
+Value h_conv2d_input_backward(Env&, const Stack& a) {
+  return Value(conv2d_input_grad(T(a[0]), T(a[1]), T(a[2]), int_pair(a[3]), a[4], int_pair(a[5]), a[6].to_int()));
 }
 
 // conv_transpose2d(x, w, b, stride, padding, output_padding, groups, dilation) is the adjoint of
@@ -375,15 +365,13 @@ Value h_conv2d_backward(Env& e, const Stack& a) {
 Value h_conv_transpose2d_backward(Env& e, const Stack& a) {
   const Tensor &g = T(a[0]), &x = T(a[1]), &w = T(a[2]);
   IntList stride = int_pair(a[4]), pad2 = int_pair(a[5]), dil = int_pair(a[8]);
-  int64_t groups = a[7].to_int(), kh = w.sizes()[2], kw = w.sizes()[3];
-  std::array<int64_t, 4> pad{pad2[0], pad2[0], pad2[1], pad2[1]};
+  int64_t groups = a[7].to_int();
   TensorList out(3);
   const auto& next = e.node.next;
   int slot_x = e.node.first_slot[0], slot_w = e.node.first_slot[1], slot_b = e.node.first_slot[2];
   if (next[slot_x].defined()) out[0] = op(Op::conv2d, {g, w, Value(), stride, Value(pad2), dil, groups});
-  if (next[slot_w].defined()) {
-    out[1] = conv2d_weight_grad(g, x, kh, kw, stride, pad, dil, groups);  // rows past the kernel's reach are cut
-  }
+  if (next[slot_w].defined())  // rows of g past the kernel's reach take no part
+    out[1] = conv2d_weight_grad(x, g, w, Value(stride), Value(pad2), Value(dil), groups);
   if (slot_b >= 0 && next[slot_b].defined()) out[2] = op(Op::sum, {g, IntList{1, 3, 4}});
   return Value(out);
 }
@@ -517,6 +505,21 @@ Value h_decompose(Env& e, const Stack&) {
   return ins.size() == 1 ? (r[0].defined() ? Value(r[0]) : Value()) : Value(r);
 }
 
+// batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps): one
+// _batch_norm_backward (a[0] = grad, then input, weight, bias, running_mean, running_var,
+// training, eps); with create_graph the decomposition, whose ops are differentiable again.
+Value h_batch_norm_backward(Env& e, const Stack& a) {
+  if (e.create_graph) return h_decompose(e, a);
+  Stack r = call(Op::_batch_norm_backward, bind(Op::_batch_norm_backward, {a[0], a[1], a[2], a[4], a[5], a[6], a[7]}, {}));
+  const auto& next = e.node.next;
+  TensorList out(3);
+  for (int i = 0; i < 3; i++) {
+    int slot = e.node.first_slot[i];
+    if (slot >= 0 && next[slot].defined()) out[i] = r[i].tensor();
+  }
+  return Value(out);
+}
+
 const Helper kHelpers[] = {
     {"zeros_like", 1u, h_zeros_like},
     {"reshape_like", 2u, h_reshape_like},
@@ -548,9 +551,11 @@ const Helper kHelpers[] = {
     {"matmul_backward", 0, h_matmul_backward},
     {"linear_weight_backward", 0, h_linear_weight_backward},
     {"conv2d_backward", 0, h_conv2d_backward},
+    {"conv2d_input_backward", 2u, h_conv2d_input_backward},
     {"conv_transpose2d_backward", 0, h_conv_transpose2d_backward},
     {"einsum_backward", 0, h_einsum_backward},
     {"decompose", 0, h_decompose, true},
+    {"batch_norm_backward", 0, h_batch_norm_backward, true},
 };
 
 }  // namespace

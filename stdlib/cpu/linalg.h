@@ -1,6 +1,7 @@
 // Internal interface of the linalg group: the strided GEMM every op of the group reduces to
 // (linalg_gemm.cpp), and the meta rules and kernels of the group's other files.
 #pragma once
+#include <array>
 #include <cstdint>
 
 #include "tc/ops.h"
@@ -31,6 +32,9 @@ void fill(const Tensor& t, double v);
 // Normalises a per-spatial-dim argument (one value or `n` values) to `n` values.
 IntList expand_param(const char* op, const char* name, const IntList& v, size_t n);
 
+// conv2d's padding argument (numbers, "same" or "valid") as {top, bottom, left, right}.
+std::array<int64_t, 4> conv2d_padding(const Value& padding, const IntList& dilation, int64_t kh, int64_t kw);
+
 // PyTorch's C++ names of dtypes, as its messages print them ("float", "double", "long int").
 const char* cpp_type_name(DType t);
 
@@ -45,6 +49,10 @@ Stack cpu_einsum(const Stack& args, const Metas& out);
 Stack einsum_by_ops(const Stack& args, const Metas& out);
 Metas meta_conv(Op op, const Stack& args);
 Stack cpu_conv(Op op, const Stack& args, const Metas& out);
+// _conv2d_weight_backward (conv_weight_grad.cpp); the kernel in ops also serves CUDA's fallback.
+Metas meta_conv2d_weight_backward(const Stack& args);
+Stack cpu_conv2d_weight_backward(const Stack& args, const Metas& out);
+Tensor conv2d_weight_grad_by_ops(const Stack& args);
 Metas meta_pool(Op op, const Stack& args);
 Stack cpu_pool(Op op, const Stack& args, const Metas& out);
 

@@ -16,6 +16,8 @@ Metas meta_nn(Op op, const Stack& a) {
 #undef X
     TC_FUSED_OPTIM_OPS:
       return {cpu::fused_optim_meta(op, a)};
+    case Op::_batch_norm_backward:
+      return cpu::batch_norm_backward_meta(a);
     default:
       break;
   }
@@ -31,6 +33,8 @@ Stack cpu_nn(Op op, const Stack& a, const Metas& out) {
 #undef X
     TC_FUSED_OPTIM_OPS:
       return {Value(cpu::fused_optim_kernel(op, a, out[0]))};
+    case Op::_batch_norm_backward:
+      return cpu::batch_norm_backward_kernel(a, out);
     default:
       break;
   }

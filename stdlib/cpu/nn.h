@@ -21,6 +21,10 @@ namespace tc::cpu {
   Tensor name##_kernel(const Stack& a, const TensorMeta& m);
 TC_NN_OPS(X)
 #undef X
+// batch_norm's num_batches_tracked += 1 when training and given (a = batch_norm's arguments).
+void count_batch(const Stack& a);
+Metas batch_norm_backward_meta(const Stack& a);  // three outputs: grad_input, grad_weight, grad_bias
+Stack batch_norm_backward_kernel(const Stack& a, const Metas& m);
 
 // Calls fn.template operator()<T>() with T the storage type of a floating dtype.
 template <typename F>

@@ -120,7 +120,16 @@ TensorMeta batch_norm_meta(const Stack& a) {
     TC_CHECK(!a[3].is_none() && !a[4].is_none(), ValueError,
              "batch_norm(): running_mean and running_var must be defined in evaluation mode");
   }
+  if (a.size() > 8 && !a[8].is_none())
+    TC_CHECK(a[8].tensor().numel() == 1, ShapeError,
+             "batch_norm(): num_batches_tracked should contain 1 element not %lld", (long long)a[8].tensor().numel());
   return contiguous_meta(x.sizes(), x.dtype(), x.device());
+}
+
+void count_batch(const Stack& a) {
+  if (!a[5].to_bool() || a.size() <= 8 || a[8].is_none()) return;
+  Tensor t = a[8].tensor();
+  t.copy_from(call1(Op::add, {t, 1}));
 }
 
 Tensor batch_norm_kernel(const Stack& a, const TensorMeta& m) {
@@ -171,6 +180,7 @@ Tensor batch_norm_kernel(const Stack& a, const TensorMeta& m) {
     mean = to_vector<double>(run_mean);
     var = to_vector<double>(run_var);
   }
+  count_batch(a);
   std::vector<double> w = to_vector<double>(weight), b = to_vector<double>(bias);
   visit_floating(x.dtype(), [&]<typename T>() {
     using A = opmath_t<T>;
@@ -190,6 +200,91 @@ Tensor batch_norm_kernel(const Stack& a, const TensorMeta& m) {
     });
   });
   return out;
+}
+
+// ---- _batch_norm_backward(grad_out, input, weight, running_mean, running_var, training, eps)
+// ----------
+Metas batch_norm_backward_meta(const Stack& a) {
+  const Tensor &g = a[0].tensor(), &x = a[1].tensor();
+  check_floating("_batch_norm_backward", "input", x);
+  TC_CHECK(g.dtype() == x.dtype(), DTypeError, "_batch_norm_backward(): expected grad_out of dtype %s, got %s",
+           dtype_name(x.dtype()), dtype_name(g.dtype()));
+  TC_CHECK(x.dim() >= 2 && g.sizes() == x.sizes(), ShapeError,
+           "_batch_norm_backward(): expected grad_out and input of one shape [N, C, *], got %s and %s",
+           shape_string(g.sizes()).c_str(), shape_string(x.sizes()).c_str());
+  int64_t c = x.sizes()[1];
+  check_param("_batch_norm_backward", "weight", a[2], c);
+  check_param("_batch_norm_backward", "running_mean", a[3], c);
+  check_param("_batch_norm_backward", "running_var", a[4], c);
+  DType pt = a[2].is_none() ? x.dtype() : a[2].tensor().dtype();
+  TensorMeta p = contiguous_meta({c}, pt, x.device());
+  return {contiguous_meta(x.sizes(), x.dtype(), x.device()), p, p};
+}
+
+// Per channel over its M = N * S elements, with mean and invstd the batch's (use_batch) or the
+// running statistics' and w the weight (1 without one):
+//   grad_bias = sum(g), grad_weight = sum(g * (x - mean)) * invstd,
+//   grad_input = w * invstd * (g - sum(g) / M - (x - mean) * invstd^2 * sum(g * (x - mean)) / M)
+//   (use_batch), or g * w * invstd (running statistics).
+Stack batch_norm_backward_kernel(const Stack& a, const Metas& m) {
+  Tensor g = a[0].tensor().contiguous(), x = a[1].tensor().contiguous();
+  Tensor gx = empty_from_meta(m[0]), gw = empty_from_meta(m[1]), gb = empty_from_meta(m[2]);
+  bool use_batch = a[5].to_bool() || a[3].is_none() || a[4].is_none();
+  double eps = a[6].to_double();
+  int64_t n = x.sizes()[0], c = x.sizes()[1], s = spatial_numel(x), count = n * s;
+  std::vector<double> w = to_vector<double>(opt_tensor(a[2]));
+  std::vector<double> rm = use_batch ? std::vector<double>() : to_vector<double>(opt_tensor(a[3]));
+  std::vector<double> rv = use_batch ? std::vector<double>() : to_vector<double>(opt_tensor(a[4]));
+  std::vector<double> dw(c), db(c);
+  visit_floating(x.dtype(), [&]<typename T>() {
+    using A = opmath_t<T>;
+    const T *px = x.data<T>(), *pg = g.data<T>();
+    T* po = gx.data<T>();
+    parallel_for(0, c, std::max<int64_t>(1, 32768 / std::max<int64_t>(1, count)), [&](int64_t cb, int64_t ce) {
+      for (int64_t ch = cb; ch < ce; ch++) {
+        auto each = [&](auto&& f) {
+          for (int64_t i = 0; i < n; i++)
+            for (int64_t j = (i * c + ch) * s, e = j + s; j < e; j++) f(j);
+        };
+        double mean = 0, invstd = 0;
+        if (use_batch) {
+          double sum = 0, sq = 0;
+          each([&](int64_t j) { sum += (double)A(px[j]); });
+          mean = count ? sum / count : 0;
+          each([&](int64_t j) {
+            double d = (double)A(px[j]) - mean;
+            sq += d * d;
+          });
+          invstd = 1.0 / std::sqrt((count ? sq / count : 0) + eps);
+        } else {
+          mean = rm[ch];
+          invstd = 1.0 / std::sqrt(rv[ch] + eps);
+        }
+        double sg = 0, sgx = 0;
+        each([&](int64_t j) {
+          sg += (double)A(pg[j]);
+          sgx += (double)A(pg[j]) * ((double)A(px[j]) - mean);
+        });
+        dw[ch] = sgx * invstd;
+        db[ch] = sg;
+        double k = (w.empty() ? 1.0 : w[ch]) * invstd;
+        if (use_batch) {
+          A kk = A(k), mg = A(count ? sg / count : 0), mu = A(mean);
+          A proj = A(count ? invstd * invstd * sgx / count : 0);
+          each([&](int64_t j) { po[j] = T(kk * (A(pg[j]) - mg - (A(px[j]) - mu) * proj)); });
+        } else {
+          A kk = A(k);
+          each([&](int64_t j) { po[j] = T(A(pg[j]) * kk); });
+        }
+      }
+    });
+  });
+  Tensor dwt = Tensor::empty({c}, DType::Float64), dbt = Tensor::empty({c}, DType::Float64);
+  std::copy(dw.begin(), dw.end(), dwt.data<double>());
+  std::copy(db.begin(), db.end(), dbt.data<double>());
+  gw.copy_from(dwt);
+  gb.copy_from(dbt);
+  return {Value(gx), Value(gw), Value(gb)};
 }
 
 // ---- layer_norm(input, normalized_shape, weight, bias, eps) and rms_norm(input, shape, weight,

@@ -7,7 +7,8 @@
 // behind every call, 70-130 us of host time, which made eager ResNet-50 host-bound. Here each
 // problem (shape, dtype, padding, stride, dilation, groups, pointer alignment, TF32 setting) gets
 // one operation graph with a single convolution node (CONVOLUTION_FORWARD; conv_transpose2d is
-// the BACKWARD_DATA of the forward convolution it transposes), heuristics mode A give engine
+// the BACKWARD_DATA of the forward convolution it transposes; _conv2d_weight_backward, conv2d's
+// weight gradient, its BACKWARD_FILTER), heuristics mode A give engine
 // configurations, the first few that finalize into execution plans are timed once
 // (TC_CUDNN_BENCHMARK=0: the heuristics' first) and the fastest plan is cached for the process.
 // A call then only fills a variant pack (the three data pointers and a workspace from tc's
@@ -47,6 +48,7 @@ enum DescType : int {                                                         //
   kEngineHeurDesc = 4,
   kPlanDesc = 5,
   kConvForwardOp = 10,
+  kConvBackwardFilterOp = 11,
   kConvBackwardDataOp = 12,
   kOpGraphDesc = 15,
   kVariantPackDesc = 16,
@@ -91,6 +93,12 @@ enum Attr : int {  // cudnnBackendAttributeName_t
   kBwdDataW = 709,
   kBwdDataDx = 710,
   kBwdDataDy = 711,
+  kBwdFilterAlpha = 712,
+  kBwdFilterBeta = 713,
+  kBwdFilterConvDesc = 714,
+  kBwdFilterDw = 715,
+  kBwdFilterX = 716,
+  kBwdFilterDy = 717,
   kGraphHandle = 800,
   kGraphOps = 801,
   kTensorAlignment = 900,
@@ -292,13 +300,14 @@ void destroy(Plan& pl) {
   if (pl.plan) lib().DestroyDescriptor(pl.plan);
   pl = Plan{};
 }
-using Key = std::array<int64_t, 21>;
+using Key = std::array<int64_t, 22>;
 std::map<Key, Plan>& plans() {
   static auto* m = new std::map<Key, Plan>;
   return *m;
 }
 
-// The operation graph of problem p: x -> y (forward) or dy = x -> dx = y (transposed).
+// The operation graph of problem p: x -> y (forward), dy = x -> dx = y (transposed), or x and
+// dy = y -> dw = w (weight gradient).
 Desc op_graph(const ConvProblem& p, Handle h, int64_t align, Owned keep[5]) {
   Setter set;
   int dt = cudnn_dtype(p.dt);
@@ -323,27 +332,23 @@ Desc op_graph(const ConvProblem& p, Handle h, int64_t align, Owned keep[5]) {
   set(conv, kConvFilterStrides, kTInt64, 2, stride);
   set(conv, kConvDilations, kTInt64, 2, dil);
   set.finalize(conv);
-  Owned op(p.transposed ? kConvBackwardDataOp : kConvForwardOp);
+  Owned op(p.wgrad ? kConvBackwardFilterOp : p.transposed ? kConvBackwardDataOp : kConvForwardOp);
   double alpha_d = 1, beta_d = 0;
   float alpha_f = 1, beta_f = 0;
   int st = p.dt == DType::Float64 ? kTDouble : kTFloat;
   const void* alpha = p.dt == DType::Float64 ? (const void*)&alpha_d : (const void*)&alpha_f;
   const void* beta = p.dt == DType::Float64 ? (const void*)&beta_d : (const void*)&beta_f;
-  if (!p.transposed) {
-    set(op.d, kFwdX, kTDescriptor, 1, &x);
-    set(op.d, kFwdW, kTDescriptor, 1, &w);
-    set(op.d, kFwdY, kTDescriptor, 1, &y);
-    set(op.d, kFwdConvDesc, kTDescriptor, 1, &conv);
-    set(op.d, kFwdAlpha, st, 1, alpha);
-    set(op.d, kFwdBeta, st, 1, beta);
-  } else {
-    set(op.d, kBwdDataDy, kTDescriptor, 1, &x);
-    set(op.d, kBwdDataW, kTDescriptor, 1, &w);
-    set(op.d, kBwdDataDx, kTDescriptor, 1, &y);
-    set(op.d, kBwdDataConvDesc, kTDescriptor, 1, &conv);
-    set(op.d, kBwdDataAlpha, st, 1, alpha);
-    set(op.d, kBwdDataBeta, st, 1, beta);
-  }
+  // the op's attributes for x, w, y, the convolution, alpha and beta: forward, backward-data
+  // (x is dy, y is dx), backward-filter (w is dw, y is dy)
+  static const int kAttrs[3][6] = {
+      {kFwdX, kFwdW, kFwdY, kFwdConvDesc, kFwdAlpha, kFwdBeta},
+      {kBwdDataDy, kBwdDataW, kBwdDataDx, kBwdDataConvDesc, kBwdDataAlpha, kBwdDataBeta},
+      {kBwdFilterX, kBwdFilterDw, kBwdFilterDy, kBwdFilterConvDesc, kBwdFilterAlpha, kBwdFilterBeta}};
+  const int* at = kAttrs[p.wgrad ? 2 : p.transposed ? 1 : 0];
+  const Desc ds[4] = {x, w, y, conv};
+  for (int i = 0; i < 4; i++) set(op.d, at[i], kTDescriptor, 1, &ds[i]);
+  set(op.d, at[4], st, 1, alpha);
+  set(op.d, at[5], st, 1, beta);
   set.finalize(op.d);
   Desc opd = op.d;
   Desc graph = keep[4].d;
@@ -567,7 +572,7 @@ bool cudnn_conv(const ConvProblem& p, const Tensor& x, const Tensor& w, const Te
   int64_t align = alignment(ptrs);
   std::lock_guard<std::mutex> lock(mu());
   Key key{device, p.transposed, (int64_t)p.dt, tf32, align, p.N, p.C, p.H, p.W, p.O, p.KH,
-          p.KW,   p.G,          p.sh,          p.sw, p.ph,  p.pw, p.dh, p.dw, p.OH, p.OW};
+          p.KW,   p.G,          p.sh,          p.sw, p.ph,  p.pw, p.dh, p.dw, p.OH, p.OW, p.wgrad};
   auto it = plans().find(key);
   if (it == plans().end()) it = plans().emplace(key, make_plan(device, p, align, tf32, ptrs)).first;
   Plan& pl = it->second;
@@ -578,7 +583,7 @@ bool cudnn_conv(const ConvProblem& p, const Tensor& x, const Tensor& w, const Te
     stats().engines[pl.engine]++;
   }
   TC_CHECK(st == 0, DeviceError, "cuDNN convolution%s failed: %s (N=%lld C=%lld H=%lld W=%lld O=%lld kernel %lldx%lld)",
-           p.transposed ? " (transposed)" : "", c.GetErrorString(st), (long long)p.N, (long long)p.C,
+           p.wgrad ? " (weight gradient)" : p.transposed ? " (transposed)" : "", c.GetErrorString(st), (long long)p.N, (long long)p.C,
            (long long)p.H, (long long)p.W, (long long)p.O, (long long)p.KH, (long long)p.KW);
   if (bias.defined()) add_bias(p, y, bias);
   last_conv_impl_slot() = "cudnn";
@@ -595,6 +600,7 @@ namespace tc::cuda {
 constexpr bool same(int ours, int theirs) { return ours == theirs; }
 static_assert(same(kHalf, CUDNN_DATA_HALF) && same(kBFloat16, CUDNN_DATA_BFLOAT16) && same(kDouble, CUDNN_DATA_DOUBLE));
 static_assert(same(kConvForwardOp, CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR) &&
+              same(kConvBackwardFilterOp, CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR) &&
               same(kConvBackwardDataOp, CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR) &&
               same(kOpGraphDesc, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR) &&
               same(kVariantPackDesc, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR) && same(kTensorDesc, CUDNN_BACKEND_TENSOR_DESCRIPTOR) &&
@@ -627,7 +633,13 @@ static_assert(same(kFwdAlpha, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA) &&
               same(kBwdDataConvDesc, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC) &&
               same(kBwdDataW, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W) &&
               same(kBwdDataDx, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX) &&
-              same(kBwdDataDy, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY));
+              same(kBwdDataDy, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY) &&
+              same(kBwdFilterAlpha, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA) &&
+              same(kBwdFilterBeta, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA) &&
+              same(kBwdFilterConvDesc, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC) &&
+              same(kBwdFilterDw, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW) &&
+              same(kBwdFilterX, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X) &&
+              same(kBwdFilterDy, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY));
 static_assert(same(kGraphHandle, CUDNN_ATTR_OPERATIONGRAPH_HANDLE) && same(kGraphOps, CUDNN_ATTR_OPERATIONGRAPH_OPS) &&
               same(kTensorAlignment, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT) &&
               same(kTensorDataType, CUDNN_ATTR_TENSOR_DATA_TYPE) && same(kTensorDims, CUDNN_ATTR_TENSOR_DIMENSIONS) &&

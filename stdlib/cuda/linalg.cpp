@@ -174,7 +174,7 @@ bool linalg(Op op, const Stack& a, const Metas& m, Stack* result) {
   if (linalg_rest(op, a, m, result)) return true;
   switch (op) {
     case Op::conv1d: case Op::conv2d: case Op::conv_transpose2d: case Op::max_pool2d: case Op::avg_pool2d:
-    case Op::adaptive_avg_pool2d: case Op::adaptive_max_pool2d:
+    case Op::adaptive_avg_pool2d: case Op::adaptive_max_pool2d: case Op::_conv2d_weight_backward:
       return conv_pool(op, a, m, result);
     case Op::einsum: return einsum(a, m, result);
     case Op::mm: case Op::bmm: case Op::matmul: case Op::linear: case Op::addmm: case Op::baddbmm: break;
@@ -555,6 +555,29 @@ bool conv(Op op, const Stack& a, const Metas& m, Stack* result) {
   conv_fallback(g, tr, dt, ct, x0, w0, bias0, out);
   return true;
 }
+// _conv2d_weight_backward: cuDNN's backward-filter when the problem is one cuDNN describes
+// (symmetric padding, dy of the forward output's size), otherwise the formula in ops.
+bool conv_weight_grad(const Stack& a, const Metas& m, Stack* result) {
+  const Tensor &g0 = a[0].tensor(), &x0 = a[1].tensor();
+  DType dt = m[0].dtype;
+  const IntList& ws = a[2].ints();
+  IntList stride = cpu::expand_param("conv2d", "stride", a[3].ints(), 2);
+  IntList dil = cpu::expand_param("conv2d", "dilation", a[5].ints(), 2);
+  auto pad = cpu::conv2d_padding(a[4], dil, ws[2], ws[3]);
+  Tensor out = empty_from_meta(m[0]);
+  *result = {Value(out)};
+  if (out.numel() == 0) return true;
+  ConvProblem p{false, dt, x0.sizes()[0], x0.sizes()[1], x0.sizes()[2], x0.sizes()[3], ws[0], ws[2], ws[3], a[6].to_int(),
+                stride[0], stride[1], pad[0], pad[2], dil[0], dil[1], g0.sizes()[2], g0.sizes()[3]};
+  p.wgrad = true;
+  bool described = pad[0] == pad[1] && pad[2] == pad[3] && g0.numel() > 0 &&
+                   p.OH == (p.H + 2 * p.ph - p.dh * (p.KH - 1) - 1) / p.sh + 1 &&
+                   p.OW == (p.W + 2 * p.pw - p.dw * (p.KW - 1) - 1) / p.sw + 1;
+  if (described && cudnn_conv(p, contiguous_as(x0, dt), out, Tensor(), contiguous_as(g0, dt))) return true;
+  out.copy_from(conv2d_weight_grad_by_ops(a));
+  return true;
+}
+
 bool pool(Op op, const Stack& a, const Metas& m, Stack* result) {
   const Tensor& x0 = a[0].tensor();
   DType dt = x0.dtype();
@@ -635,6 +658,7 @@ bool pool(Op op, const Stack& a, const Metas& m, Stack* result) {
 bool conv_pool(Op op, const Stack& a, const Metas& m, Stack* result) {
   switch (op) {
     case Op::conv1d: case Op::conv2d: case Op::conv_transpose2d: return conv(op, a, m, result);
+    case Op::_conv2d_weight_backward: return conv_weight_grad(a, m, result);
     default: return pool(op, a, m, result);
   }
 }

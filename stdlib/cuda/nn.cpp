@@ -1,12 +1,14 @@
 // CUDA kernels of the nn group. Normalisations (layer_norm, rms_norm, group_norm: one block per
-// row, statistics in double like the CPU; batch_norm: per-channel statistics in double, the
-// running-stat update on the device, then one fused scale-and-shift pass), embedding (the
+// row, statistics in double like the CPU; batch_norm: with batch statistics one kernel
+// (batch_norm.cpp), otherwise per-channel statistics in double, the running-stat update on the
+// device, then one fused scale-and-shift pass), embedding (the
 // index_select kernel), dropout (the CPU's Philox bernoulli stream, fused), and
 // scaled_dot_product_attention: float32 without a mask or dropout as one fused kernel
 // (attention.cpp), otherwise composed of native ops (cuBLAS batched GEMMs, masking and the
 // softmax kernel). Losses: loss.cpp; interpolate: interpolate.cpp.
 #include <cmath>
 
+#include "cpu/nn.h"
 #include "cpu/optim.h"
 #include "cuda/runtime.h"
 
@@ -146,6 +148,8 @@ bool batch_norm(const Stack& a, const TensorMeta& m, Stack* result) {
   bool training = a[5].to_bool();
   double momentum = a[6].to_double(), eps = a[7].to_double();
   if (!training && out.is_contiguous() && batch_norm_eval(x, a, out, eps)) return true;
+  if (training && batch_norm_train(x, a, out)) return true;
+  if (training) cpu::count_batch(a);
   int64_t N = x.sizes()[0], C = x.sizes()[1], S = 1;
   for (int64_t d = 2; d < x.dim(); d++) S *= x.sizes()[d];
   int64_t count = N * S;
@@ -287,6 +291,7 @@ bool nn(Op op, const Stack& a, const Metas& m, Stack* result) {
       return true;
     }
     case Op::batch_norm: return batch_norm(a, m[0], result);
+    case Op::_batch_norm_backward: return batch_norm_backward(a, m, result);
     case Op::embedding: {
       const Tensor& ids = a[0].tensor();
       const Tensor& w = a[1].tensor();

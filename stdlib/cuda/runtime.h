@@ -170,13 +170,15 @@ bool creation(Op op, const Stack& a, const Metas& m, Stack* out);
 bool conv_pool(Op op, const Stack& a, const Metas& m, Stack* out);
 // A convolution problem (conv1d as H = KH = 1): x (N, C, H, W) -> y (N, O, OH, OW), groups G.
 // Transposed: x (N, C, H, W) -> y (N, O, OH, OW) with weight (C, O/G, KH, KW).
+// Weight gradient (wgrad): the filter (O, C/G, KH, KW) of the forward problem from x and dy.
 struct ConvProblem {
   bool transposed = false;
   DType dt = DType::Float32;
   int64_t N, C, H, W, O, KH, KW, G, sh, sw, ph, pw, dh, dw, OH, OW;
+  bool wgrad = false;
 };
 // cuDNN convolution (stdlib/cuda/cudnn.cpp) of contiguous x, w, y of dtype p.dt, bias (O) or an
-// undefined tensor. False (nothing written) when cuDNN is absent, disabled (TC_CUDNN_DISABLE=1)
+// undefined tensor; for p.wgrad, w is written from x and y (dy), and bias is undefined. False (nothing written) when cuDNN is absent, disabled (TC_CUDNN_DISABLE=1)
 // or rejects the problem: the caller then runs its own path.
 bool cudnn_conv(const ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
 bool cudnn_available(std::string* why);
@@ -187,6 +189,10 @@ bool cat_contiguous(const Stack& a, const TensorMeta& m, Stack* out);
 bool sort_topk(Op op, const Stack& a, const Metas& m, Stack* out);
 // Losses (stdlib/cuda/loss.cpp), called by nn().
 bool loss(Op op, const Stack& a, const Metas& m, Stack* out);
+// batch_norm with batch statistics as one kernel (stdlib/cuda/batch_norm.cpp): false (nothing
+// done) when its parameters are not contiguous CUDA vectors of one dtype; and _batch_norm_backward.
+bool batch_norm_train(const Tensor& x, const Stack& a, const Tensor& out);
+bool batch_norm_backward(const Stack& a, const Metas& m, Stack* out);
 // interpolate (stdlib/cuda/interpolate.cpp), called by nn().
 bool interpolate(const Stack& a, const TensorMeta& m, Stack* out);
 // The optimizer-step ops, _fused_sgd_ ... (stdlib/cuda/optim.cpp), called by nn().

@@ -159,10 +159,18 @@ return function(nn, tc, F)
           name == "BatchNorm1d" and "2D or 3D" or "4D", x:dim()))
       end
       local use_batch = self.training or not self.track_running_stats
-      local momentum = self.momentum
+      local momentum, counter = self.momentum, nil
       if self.training and self.track_running_stats then
-        self.num_batches_tracked:add_(1)
-        if momentum == false then momentum = 1 / self.num_batches_tracked:item() end
+        if momentum == false then
+          self.num_batches_tracked:add_(1)
+          momentum = 1 / self.num_batches_tracked:item()
+        else
+          counter = self.num_batches_tracked  -- incremented by batch_norm's own kernel
+        end
+      end
+      if counter then
+        return F.batch_norm(x, self.weight, self.bias, self.running_mean, self.running_var, use_batch,
+          momentum, self.eps, {num_batches_tracked = counter})
       end
       return F.batch_norm(x, self.weight, self.bias, self.running_mean, self.running_var, use_batch,
         momentum or 0, self.eps)

@@ -55,6 +55,10 @@ const std::map<std::string, std::string>& excluded() {
         out[s.name] = "optimizer step over tensor lists, in place: tests/lua/test_optim_steps.lua (fused vs per "
                       "parameter vs PyTorch, compiled) and tests/cuda/fused_optim_matches_cpu";
     }
+    for (const char* g : {"_batch_norm_backward", "_conv2d_weight_backward"})
+      out[g] = "a derivative's kernel: batch_norm's and conv2d's gradients against PyTorch and gradcheck "
+               "(tests/lua/test_autograd_torch.lua, test_gradcheck.lua), CUDA against the CPU in "
+               "tests/cuda/cudnn_plans_cached_per_problem";
     out["empty"] = "uninitialized values: nothing to compare";
     out["detach"] = "no fixture case: an alias without autograd, covered by tests/capture";
     out["to_device"] = "moves between devices: the CUDA tests (tests/cuda) run it";

@@ -185,6 +185,22 @@ function tests.batchnorm_eval_leaves_running_stats()
   assert(bn.num_batches_tracked:item() == 1)
 end
 
+-- F.batch_norm's num_batches_tracked (tc's keyword, what BatchNorm layers pass): counted once per
+-- training call, inside the op, never in eval; and so in a compiled function, with the count
+-- a compiled graph makes equal to eager's.
+function tests.batch_norm_counts_batches_when_training()
+  local n, rm, rv = tc.tensor(5), tc.zeros(3), tc.ones(3)
+  local x = tc.randn(4, 3, 2)
+  tc.batch_norm(x, nil, nil, rm, rv, true, 0.1, 1e-5, {num_batches_tracked = n})
+  assert(n:item() == 6, "one training call counts once")
+  tc.batch_norm(x, nil, nil, rm, rv, false, 0.1, 1e-5, {num_batches_tracked = n})
+  assert(n:item() == 6, "eval does not count")
+  local bn = nn.BatchNorm2d(3)
+  local f = tc.compile(function(y) return bn(y) end)
+  for _ = 1, 3 do f(tc.randn(2, 3, 4, 4)) end
+  assert(bn.num_batches_tracked:item() == 3, "compiled: " .. bn.num_batches_tracked:item())
+end
+
 function tests.batchnorm_rejects_wrong_rank()
   local ok, e = pcall(function() return nn.BatchNorm2d(3)(tc.randn(2, 3, 4)) end)
   assert(not ok and type(e) == "table" and e.kind == "ValueError", tostring(e))
