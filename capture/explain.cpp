@@ -19,10 +19,12 @@ static double rest_ms(const Report::TimeRec& t) {
   return std::max(0.0, t.backend_ms - t.lower_ms - t.codegen_ms);
 }
 
+// cached_plans: the graph's lowered form came from the disk cache (a warm start lowers nothing).
 static std::string kernels_line(const CompileReport& b) {
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "%d kernels, %d distinct (%d from cache), %d fallback nodes",
-                b.kernels, b.distinct_kernels, b.cached_kernels, b.fallback_nodes);
+  char buf[192];
+  std::snprintf(buf, sizeof buf, "%d kernels, %d distinct (%d from cache), %d fallback nodes%s",
+                b.kernels, b.distinct_kernels, b.cached_kernels, b.fallback_nodes,
+                b.cached_plans ? ", lowered graph from cache" : "");
   return buf;
 }
 
@@ -57,6 +59,7 @@ static nlohmann::json to_json(const Report& r) {
     kernels.push_back({{"kernels", g.backend.kernels},
                        {"distinct_kernels", g.backend.distinct_kernels},
                        {"cached_kernels", g.backend.cached_kernels},
+                       {"cached_plans", g.backend.cached_plans},
                        {"fallback_nodes", g.backend.fallback_nodes}});
   j["kernels_per_graph"] = kernels;
   json guards = json::array();
@@ -211,10 +214,11 @@ void push_report(lua_State* L, const Report& r) {
   lua_createtable(L, int(r.graphs.size()), 0);
   for (size_t i = 0; i < r.graphs.size(); i++) {
     const CompileReport& b = r.graphs[i].backend;
-    lua_createtable(L, 0, 4);
+    lua_createtable(L, 0, 5);
     const std::pair<const char*, int> fields[] = {{"kernels", b.kernels},
                                                   {"distinct_kernels", b.distinct_kernels},
                                                   {"cached_kernels", b.cached_kernels},
+                                                  {"cached_plans", b.cached_plans},
                                                   {"fallback_nodes", b.fallback_nodes}};
     for (auto& [k, v] : fields) {
       lua_pushinteger(L, v);

@@ -15,6 +15,7 @@
 #include "tc/aot_lua.h"
 #include "tc/backends.h"
 #include "tc/capture.h"
+#include "tc/cpu_backend.h"
 #include "tc/vm/bytecode.h"
 #include "tc/vm/runtime.h"
 #ifdef TC_HAVE_CUDA
@@ -190,6 +191,9 @@ void configure(tc::vm::Runtime& rt, const Options& o) {
   if (o.eager) set("eager", true);
   if (o.compile_all) set("compile_all", true);
   if (o.no_cache) set("no_cache", true);
+  // The code generators' disk cache (cpu and cuda kernels) reads these, not tc.config.
+  if (!o.cache_dir.empty()) tc::backends::cpu::set_cache_dir(o.cache_dir);
+  if (o.no_cache) tc::backends::cpu::set_cache_dir("");
   if (!o.device.empty()) rt.global("require")("tc")[0]["set_default_device"](o.device);
 }
 
