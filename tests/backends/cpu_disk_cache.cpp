@@ -4,6 +4,8 @@
 // writing the same entry at once leave a valid cache; TC_CACHE_DIR= turns it off.
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -202,6 +204,50 @@ TEST_F(CpuDiskCache, ConcurrentWritersLeaveAValidEntry) {
     EXPECT_EQ(warm.disk, 2);
     EXPECT_EQ(warm.rejected, 0);
   }
+}
+
+// TC_CACHE_MAX_MB: a write past the cap removes the least recently used entries of every kind
+// (oldest modification time; a read touches its entry), never the one just written.
+TEST(CpuDiskCachePrune, WritesPastTheCapRemoveLeastRecentlyUsedEntries) {
+  char tmpl[] = "/tmp/tc_cpu_cache_prune_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  setenv("TC_CACHE_DIR", dir.c_str(), 1);
+  setenv("TC_CACHE_MAX_MB", "1", 1);
+  const std::string big(400 * 1024, 'x');
+  auto age = [](const std::string& path, int seconds) {  // mtime `seconds` ago (timestamps are coarse)
+    struct timespec t[2];
+    clock_gettime(CLOCK_REALTIME, &t[0]);
+    t[0].tv_sec -= seconds;
+    t[1] = t[0];
+    ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), t, 0), 0);
+  };
+  cache_write("a", big, "cpu");
+  age(cache_path("a", "cpu"), 3600);
+  cache_write("b", big, "cpu-plan");  // another kind, same root: counts toward the same cap
+  age(cache_path("b", "cpu-plan"), 1800);
+  EXPECT_TRUE(fs::exists(cache_path("a", "cpu")));
+  EXPECT_TRUE(fs::exists(cache_path("b", "cpu-plan")));
+  std::string obj;
+  ASSERT_EQ(cache_read("a", &obj, "cpu"), CacheRead::Hit);  // a is now the most recently used
+  cache_write("c", big, "cpu");  // 1.2 MiB > 1 MiB: b, the least recently used, goes
+  EXPECT_TRUE(fs::exists(cache_path("a", "cpu")));
+  EXPECT_FALSE(fs::exists(cache_path("b", "cpu-plan")));
+  EXPECT_TRUE(fs::exists(cache_path("c", "cpu")));
+  setenv("TC_CACHE_MAX_MB", "0.1", 1);  // smaller than any entry: only the newest stays
+  cache_write("d", big, "cpu");
+  EXPECT_FALSE(fs::exists(cache_path("a", "cpu")));
+  EXPECT_FALSE(fs::exists(cache_path("c", "cpu")));
+  ASSERT_EQ(cache_read("d", &obj, "cpu"), CacheRead::Hit);
+  EXPECT_EQ(obj, big);
+  setenv("TC_CACHE_MAX_MB", "0", 1);  // no cap
+  cache_write("e", big, "cpu");
+  cache_write("f", big, "cpu");
+  EXPECT_TRUE(fs::exists(cache_path("d", "cpu")));
+  EXPECT_TRUE(fs::exists(cache_path("f", "cpu")));
+  unsetenv("TC_CACHE_MAX_MB");
+  unsetenv("TC_CACHE_DIR");
+  fs::remove_all(dir);
 }
 
 TEST(CpuDiskCacheOff, EmptyCacheDirTurnsItOff) {
