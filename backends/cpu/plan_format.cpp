@@ -135,15 +135,20 @@ lower::SymInt get_sym(Reader& r) {
   }
   return s;
 }
-void put_syms(Writer& w, const std::vector<lower::SymInt>& v) {
+// Arrays of structs: a count, then each element.
+template <typename T, typename Put>
+void put_each(Writer& w, const std::vector<T>& v, Put put) {
   w.count(v.size());
-  for (const lower::SymInt& s : v) put_sym(w, s);
+  for (const T& x : v) put(w, x);
 }
-std::vector<lower::SymInt> get_syms(Reader& r) {
-  std::vector<lower::SymInt> v(r.count());
-  for (lower::SymInt& s : v) s = get_sym(r);
+template <typename T, typename Get>
+std::vector<T> get_each(Reader& r, Get get) {
+  std::vector<T> v(r.count());
+  for (T& x : v) x = get(r);
   return v;
 }
+void put_syms(Writer& w, const std::vector<lower::SymInt>& v) { put_each(w, v, put_sym); }
+std::vector<lower::SymInt> get_syms(Reader& r) { return get_each<lower::SymInt>(r, get_sym); }
 
 void put_view(Writer& w, const lower::BufferView& v) {
   w.put(v.buffer);
@@ -159,15 +164,8 @@ lower::BufferView get_view(Reader& r) {
   v.strides = get_syms(r);
   return v;
 }
-void put_views(Writer& w, const std::vector<lower::BufferView>& v) {
-  w.count(v.size());
-  for (const lower::BufferView& x : v) put_view(w, x);
-}
-std::vector<lower::BufferView> get_views(Reader& r) {
-  std::vector<lower::BufferView> v(r.count());
-  for (lower::BufferView& x : v) x = get_view(r);
-  return v;
-}
+void put_views(Writer& w, const std::vector<lower::BufferView>& v) { put_each(w, v, put_view); }
+std::vector<lower::BufferView> get_views(Reader& r) { return get_each<lower::BufferView>(r, get_view); }
 
 // ---- kernels ---------------------------------------------------------------------------------------
 
