@@ -57,7 +57,8 @@ const char* kUsage =
     "calls) and trace_max_iterations (5000 unrolled loop iterations): past one, the trace ends with\n"
     "a graph break (TC0405, TC0406, TC0410) and the rest runs eagerly.\n"
     "Environment: TC_LOGS (as --log), TC_DEBUG=1|2|4 (breaks and recompiles, graphs, guards),\n"
-    "TC_CACHE_DIR, TC_GUARD_FASTPATH=0 (guards checked in full on every call).\n";
+    "TC_CACHE_DIR, TC_CACHE_MAX_MB (the kernel cache's size cap, default 2048; 0: none),\n"
+    "TC_GUARD_FASTPATH=0 (guards checked in full on every call).\n";
 
 struct Options {
   std::vector<std::pair<char, std::string>> pre;  // -e / -l in command-line order
