@@ -19,10 +19,12 @@ static double rest_ms(const Report::TimeRec& t) {
   return std::max(0.0, t.backend_ms - t.lower_ms - t.codegen_ms);
 }
 
+// cached_plans: the graph's lowered form came from the disk cache (a warm start lowers nothing).
 static std::string kernels_line(const CompileReport& b) {
-  char buf[240];
-  int n = std::snprintf(buf, sizeof buf, "%d kernels, %d distinct (%d from cache), %d fallback nodes",
-                        b.kernels, b.distinct_kernels, b.cached_kernels, b.fallback_nodes);
+  char buf[256];
+  int n = std::snprintf(buf, sizeof buf, "%d kernels, %d distinct (%d from cache), %d fallback nodes%s",
+                        b.kernels, b.distinct_kernels, b.cached_kernels, b.fallback_nodes,
+                        b.cached_plans ? ", lowered graph from cache" : "");
   if (b.tuned_kernels > 0)  // mode = "max-autotune"
     std::snprintf(buf + n, sizeof buf - n, ", %d launches tuned (%d from cache) in %.1f ms", b.tuned_kernels,
                   b.tuned_cached, b.tune_ms);
@@ -63,6 +65,7 @@ static nlohmann::json to_json(const Report& r) {
                        {"tuned_kernels", g.backend.tuned_kernels},
                        {"tuned_cached", g.backend.tuned_cached},
                        {"tune_ms", g.backend.tune_ms},
+                       {"cached_plans", g.backend.cached_plans},
                        {"fallback_nodes", g.backend.fallback_nodes}});
   j["kernels_per_graph"] = kernels;
   json guards = json::array();
@@ -217,10 +220,11 @@ void push_report(lua_State* L, const Report& r) {
   lua_createtable(L, int(r.graphs.size()), 0);
   for (size_t i = 0; i < r.graphs.size(); i++) {
     const CompileReport& b = r.graphs[i].backend;
-    lua_createtable(L, 0, 4);
+    lua_createtable(L, 0, 5);
     const std::pair<const char*, int> fields[] = {{"kernels", b.kernels},
                                                   {"distinct_kernels", b.distinct_kernels},
                                                   {"cached_kernels", b.cached_kernels},
+                                                  {"cached_plans", b.cached_plans},
                                                   {"fallback_nodes", b.fallback_nodes},
                                                   {"tuned_kernels", b.tuned_kernels},
                                                   {"tuned_cached", b.tuned_cached}};

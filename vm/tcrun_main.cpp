@@ -15,6 +15,7 @@
 #include "tc/aot_lua.h"
 #include "tc/backends.h"
 #include "tc/capture.h"
+#include "tc/cpu_backend.h"
 #include "tc/vm/bytecode.h"
 #include "tc/vm/runtime.h"
 #ifdef TC_HAVE_CUDA
@@ -56,7 +57,8 @@ const char* kUsage =
     "calls) and trace_max_iterations (5000 unrolled loop iterations): past one, the trace ends with\n"
     "a graph break (TC0405, TC0406, TC0410) and the rest runs eagerly.\n"
     "Environment: TC_LOGS (as --log), TC_DEBUG=1|2|4 (breaks and recompiles, graphs, guards),\n"
-    "TC_CACHE_DIR, TC_GUARD_FASTPATH=0 (guards checked in full on every call).\n";
+    "TC_CACHE_DIR, TC_CACHE_MAX_MB (the kernel cache's size cap, default 2048; 0: none),\n"
+    "TC_GUARD_FASTPATH=0 (guards checked in full on every call).\n";
 
 struct Options {
   std::vector<std::pair<char, std::string>> pre;  // -e / -l in command-line order
@@ -190,6 +192,9 @@ void configure(tc::vm::Runtime& rt, const Options& o) {
   if (o.eager) set("eager", true);
   if (o.compile_all) set("compile_all", true);
   if (o.no_cache) set("no_cache", true);
+  // The code generators' disk cache (cpu and cuda kernels) reads these, not tc.config.
+  if (!o.cache_dir.empty()) tc::backends::cpu::set_cache_dir(o.cache_dir);
+  if (o.no_cache) tc::backends::cpu::set_cache_dir("");
   if (!o.device.empty()) rt.global("require")("tc")[0]["set_default_device"](o.device);
 }
 

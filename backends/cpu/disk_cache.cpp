@@ -5,6 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <vector>
+
 #include <llvm/Support/xxhash.h>
 
 #include <atomic>
@@ -40,6 +44,62 @@ void discard(const std::string& path, const char* why, const char* kind) {
 std::mutex g_dir_mu;
 std::optional<std::string> g_dir;  // set_cache_dir's override of the environment
 
+// The cache's root ("" when off): set_cache_dir's, else $TC_CACHE_DIR, else ~/.cache/tc.
+std::string cache_root() {
+  {
+    std::lock_guard<std::mutex> lock(g_dir_mu);
+    if (g_dir) return *g_dir;
+  }
+  const char* e = std::getenv("TC_CACHE_DIR");
+  if (e) return e;
+  const char* home = std::getenv("HOME");
+  if (!home || !*home) return "";
+  return std::string(home) + "/.cache/tc";
+}
+
+// TC_CACHE_MAX_MB (MiB, fractions allowed; default 2048, 0 for no cap) in bytes; 0: no cap.
+uint64_t max_bytes() {
+  const char* e = std::getenv("TC_CACHE_MAX_MB");
+  char* end = nullptr;
+  double mb = e && *e ? std::strtod(e, &end) : 2048;
+  if (e && *e && (*end || mb < 0)) mb = 2048;
+  return (uint64_t)(mb * 1048576);
+}
+
+// Deletes the least recently used entries (oldest modification time: reads touch theirs) of every
+// kind under the root until the entries of all kinds fit the cap. `keep` (just written) stays.
+void prune(const std::string& keep) {
+  const uint64_t cap = max_bytes();
+  const std::string root = cache_root();
+  if (cap == 0 || root.empty()) return;
+  namespace fs = std::filesystem;
+  struct Entry {
+    fs::file_time_type time;
+    uint64_t size;
+    fs::path path;
+  };
+  std::vector<Entry> entries;
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const fs::directory_entry& kind : fs::directory_iterator(root, ec)) {
+    if (!kind.is_directory(ec)) continue;
+    for (const fs::directory_entry& f : fs::directory_iterator(kind.path(), ec)) {
+      if (f.path().extension() != ".o" || !f.is_regular_file(ec)) continue;  // entries only, not temporaries
+      const uint64_t size = f.file_size(ec);
+      const fs::file_time_type time = f.last_write_time(ec);
+      if (ec) continue;  // removed meanwhile by another process
+      total += size;
+      if (f.path() != keep) entries.push_back({time, size, f.path()});
+    }
+  }
+  if (total <= cap) return;
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.time < b.time; });
+  for (const Entry& e : entries) {
+    if (total <= cap) break;
+    if (fs::remove(e.path, ec)) total -= e.size;
+  }
+}
+
 }  // namespace
 
 uint64_t cache_checksum(const std::string& key_and_object) { return llvm::xxh3_64bits(llvm::StringRef(key_and_object)); }
@@ -50,15 +110,8 @@ void set_cache_dir(const std::string& dir) {
 }
 
 std::string cache_dir(const char* kind) {
-  {
-    std::lock_guard<std::mutex> lock(g_dir_mu);
-    if (g_dir) return g_dir->empty() ? "" : *g_dir + "/" + kind;
-  }
-  const char* e = std::getenv("TC_CACHE_DIR");
-  if (e) return *e ? std::string(e) + "/" + kind : "";
-  const char* home = std::getenv("HOME");
-  if (!home || !*home) return "";
-  return std::string(home) + "/.cache/tc/" + kind;
+  const std::string root = cache_root();
+  return root.empty() ? "" : root + "/" + kind;
 }
 
 std::string cache_path(const std::string& key, const char* kind) {
@@ -99,6 +152,7 @@ CacheRead cache_read(const std::string& key, std::string* object, const char* ki
     return CacheRead::Rejected;
   }
   *object = std::move(obj);
+  utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // used now: pruning removes least recently used first
   return CacheRead::Hit;
 }
 
@@ -125,7 +179,11 @@ void cache_write(const std::string& key, const std::string& object, const char* 
     if (ok) done += (size_t)n;
   }
   ok = close(fd) == 0 && ok;
-  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) unlink(tmp.c_str());
+  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+    unlink(tmp.c_str());
+    return;
+  }
+  prune(path);
 }
 
 }  // namespace tc::backends::cpu

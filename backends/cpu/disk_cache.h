@@ -8,6 +8,10 @@
 // writers of one entry leave one of their complete files). Reads check the magic, the lengths
 // against the file size, the checksum and the stored key: anything else is removed with a log
 // line on stderr and reported as a miss, so it is rebuilt.
+//
+// Size cap: TC_CACHE_MAX_MB (MiB of entries of all kinds under the root, fractions allowed; default
+// 2048, 0 for none). Each write then removes the least recently used entries (oldest modification
+// time; a read that hits touches its entry) until the rest fits, the new entry kept.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -54,7 +54,7 @@ class CaptureObjects : public llvm::ObjectCache {
 
 struct Jit::Impl {
   std::unique_ptr<llvm::orc::LLJIT> jit;
-  std::unique_ptr<llvm::TargetMachine> tm;  // for the optimizer's cost model
+  std::unique_ptr<llvm::TargetMachine> tm;  // the optimizer's cost model and the code generator
   std::string cpu, features;
   CaptureObjects objects;
 
@@ -104,12 +104,12 @@ Jit::Jit() : impl_(std::make_unique<Impl>()) {
   impl_->jit = take(
       llvm::orc::LLJITBuilder()
           .setJITTargetMachineBuilder(jtmb)
+          // The optimizer's TargetMachine also generates code: one X86 subtarget (lowering tables,
+          // legalizer, instruction info) built per process instead of two.
           .setCompileFunctionCreator(
-              [impl](llvm::orc::JITTargetMachineBuilder b)
+              [impl](llvm::orc::JITTargetMachineBuilder)
                   -> llvm::Expected<std::unique_ptr<llvm::orc::IRCompileLayer::IRCompiler>> {
-                auto tm = b.createTargetMachine();
-                if (!tm) return tm.takeError();
-                return std::make_unique<llvm::orc::TMOwningSimpleCompiler>(std::move(*tm), &impl->objects);
+                return std::make_unique<llvm::orc::SimpleCompiler>(*impl->tm, &impl->objects);
               })
           .create(),
       "creating the JIT");

@@ -8,15 +8,15 @@
 
 #include "disk_cache.h"
 #include "lower/lowered_json.h"
+#include "plan_format.h"
 #include "tc/error.h"
 
 namespace tc::backends::cpu {
 namespace {
 
-using nlohmann::json;
 
 constexpr const char* kKind = "cpu-plan";
-constexpr int kPlanFormat = 1;  // bump when the stored form or what lowering reads changes
+constexpr int kPlanFormat = 2;  // bump when the stored form (plan_format.h) or what lowering reads changes
 
 // This build of tc: lowering may change between builds of one version, so a plan is only trusted
 // by the executable that wrote it (its size and modification time).
@@ -125,14 +125,9 @@ std::optional<lower::LoweredGraph> read_plan(const std::string& key, bool* rejec
     case CacheRead::Rejected: *rejected = true; return std::nullopt;
     case CacheRead::Hit: break;
   }
-  lower::LoweredGraph lg;
   try {
-    const json j = json::from_cbor(text);
-    lower::lowered_from_json(j, &lg, nullptr);
-    lg.num_fused_nodes = j.at("num_fused_nodes").get<int>();
-    lg.perf_hints = j.at("perf_hints").get<std::vector<std::string>>();
-    return lg;
-  } catch (const std::exception& e) {  // json's exceptions and tc::Error: a valid entry we cannot read
+    return decode_plan(text);
+  } catch (const std::exception& e) {  // tc::Error, std::bad_alloc: a valid entry we cannot read
     std::fprintf(stderr, "tc: cpu-plan kernel cache: discarding %s (%s); it will be rebuilt\n",
                  cache_path(key, kKind).c_str(), e.what());
     std::remove(cache_path(key, kKind).c_str());
@@ -143,16 +138,13 @@ std::optional<lower::LoweredGraph> read_plan(const std::string& key, bool* rejec
 
 void write_plan(const std::string& key, const lower::LoweredGraph& lg) {
   if (key.empty() || !lg.index_checks.empty()) return;
-  std::vector<uint8_t> bytes;
+  std::string bytes;
   try {
-    json j = lower::lowered_to_json(lg, nullptr);
-    j["num_fused_nodes"] = lg.num_fused_nodes;
-    j["perf_hints"] = lg.perf_hints;
-    bytes = json::to_cbor(j);
+    bytes = encode_plan(lg);
   } catch (const Error&) {  // External steps, large constants
     return;
   }
-  cache_write(key, std::string(bytes.begin(), bytes.end()), kKind);
+  cache_write(key, bytes, kKind);
 }
 
 }  // namespace tc::backends::cpu

@@ -2,7 +2,7 @@
 // kind (disk_cache.h, same format, validation and atomic writes), keyed by the captured graph's
 // whole structure (nodes, constants, tensor metadata, dynamic dims, user lines; not chunk names,
 // which lowering does not keep) and this build of tc. The kernels' object code stays in the
-// object cache (compile.cpp), keyed by the kernels.
+// object cache (compile.cpp), keyed by the kernels. An entry holds plan_format.h's binary form.
 //
 //   std::string key = plan_key(graph);                    // "" when the graph cannot be stored
 //   if (std::optional<LoweredGraph> lg = read_plan(key)) ... else write_plan(key, lower(graph));

@@ -4,6 +4,8 @@
 // writing the same entry at once leave a valid cache; TC_CACHE_DIR= turns it off.
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +18,7 @@
 #include <sstream>
 
 #include "cpu/disk_cache.h"
+#include "cpu/plan_format.h"
 #include "cpu_kernel_builder.h"
 #include "tc/cpu_backend.h"
 
@@ -202,6 +205,122 @@ TEST_F(CpuDiskCache, ConcurrentWritersLeaveAValidEntry) {
     EXPECT_EQ(warm.disk, 2);
     EXPECT_EQ(warm.rejected, 0);
   }
+}
+
+// The plan cache's binary form gives back the graph it stored; an entry that ends early or has
+// bytes left over is a ValueError (plan_cache.cpp discards it with a log line and lowers again).
+TEST(CpuPlanFormat, RoundTripsAndRejectsTruncatedEntries) {
+  Tensor constant = Tensor::empty({2}, DType::Float32);
+  static_cast<float*>(constant.data_ptr())[0] = -1;
+  static_cast<float*>(constant.data_ptr())[1] = 1.5f;
+  lower::LoweredGraph g;
+  g.kernels = child_kernels();
+  g.kernels[0].name = "k0_exp_mul_add";
+  g.kernels[0].source_nodes = {3, 4};
+  g.kernels[0].source_lines = {12, 13};
+  g.buffers = {{lower::Buffer::Kind::Input, DType::Float32, lower::SymInt::sym(0), 0, -1},
+               {lower::Buffer::Kind::Temp, DType::Float32, lower::SymInt::sym(0) * lower::SymInt::of(4) + lower::SymInt::of(2), -1, 64},
+               {lower::Buffer::Kind::Output, DType::Float32, lower::SymInt::of(1), 0, -1}};
+  g.symbols = {{0, 0}};
+  lower::Step launch;
+  launch.launch = {0, {0, 1}, {lower::SymInt::sym(0)}};
+  lower::Step ext;
+  ext.kind = lower::Step::Kind::Extern;
+  ext.ext.op = Op::sum;
+  ext.ext.inputs = {{1, lower::SymInt::of(0), {lower::SymInt::sym(0)}, {lower::SymInt::of(1)}}};
+  ext.ext.constants = {Value(), Value(true), Value(int64_t(-3)), Value(0.1), Value(IntList{1, -2}),
+                       Value(FloatList{2.5, -0.0}), Value(std::string("mean")), Value(DType::Float16),
+                       Value(constant)};
+  ext.ext.output = {2, lower::SymInt::of(0), {}, {}};
+  ext.ext.arg_kinds = {lower::Extern::kTensorArg, lower::Extern::kConstArg};
+  ext.ext.node = 7;
+  g.steps = {launch, ext};
+  g.outputs = {ext.ext.output};
+  g.arena_bytes_static = 128;
+  g.num_fused_nodes = 2;
+  g.perf_hints = {"line 3: sum runs on its eager kernel"};
+
+  const std::string bytes = encode_plan(g);
+  const lower::LoweredGraph d = decode_plan(bytes);
+  ASSERT_EQ(d.kernels.size(), 2u);
+  for (size_t i = 0; i < 2; i++) {
+    EXPECT_TRUE(d.kernels[i].same_structure(g.kernels[i]));
+    EXPECT_EQ(d.kernels[i].name, g.kernels[i].name);
+    EXPECT_EQ(d.kernels[i].source_lines, g.kernels[i].source_lines);
+  }
+  ASSERT_EQ(d.buffers.size(), 3u);
+  EXPECT_EQ(d.buffers[1].numel, g.buffers[1].numel);
+  EXPECT_EQ(d.buffers[1].offset, 64);
+  EXPECT_EQ(d.buffers[2].kind, lower::Buffer::Kind::Output);
+  ASSERT_EQ(d.steps.size(), 2u);
+  EXPECT_EQ(d.steps[0].launch.buffers, (std::vector<int>{0, 1}));
+  EXPECT_EQ(d.steps[0].launch.sizes, launch.launch.sizes);
+  const lower::Extern& e = d.steps[1].ext;
+  EXPECT_EQ(e.op, Op::sum);
+  EXPECT_EQ(e.inputs[0].sizes, ext.ext.inputs[0].sizes);
+  ASSERT_EQ(e.constants.size(), ext.ext.constants.size());
+  EXPECT_TRUE(e.constants[0].is_none());
+  EXPECT_EQ(e.constants[2].to_int(), -3);
+  EXPECT_EQ(e.constants[3].to_double(), 0.1);
+  EXPECT_EQ(e.constants[5].floats(), (FloatList{2.5, -0.0}));
+  EXPECT_EQ(e.constants[6].str(), "mean");
+  EXPECT_EQ(e.constants[7].dtype(), DType::Float16);
+  EXPECT_EQ(e.constants[8].tensor().sizes(), (Shape{2}));
+  EXPECT_EQ(static_cast<const float*>(e.constants[8].tensor().data_ptr())[1], 1.5f);
+  EXPECT_EQ(e.arg_kinds, ext.ext.arg_kinds);
+  EXPECT_EQ(e.node, 7);
+  EXPECT_EQ(d.arena_bytes_static, 128);
+  EXPECT_EQ(d.num_fused_nodes, 2);
+  EXPECT_EQ(d.perf_hints, g.perf_hints);
+  EXPECT_EQ(encode_plan(d), bytes);
+
+  for (size_t n : {size_t(0), size_t(3), bytes.size() / 2, bytes.size() - 1})
+    EXPECT_THROW(decode_plan(bytes.substr(0, n)), Error) << n << " of " << bytes.size() << " bytes";
+  EXPECT_THROW(decode_plan(bytes + "x"), Error);
+}
+
+// TC_CACHE_MAX_MB: a write past the cap removes the least recently used entries of every kind
+// (oldest modification time; a read touches its entry), never the one just written.
+TEST(CpuDiskCachePrune, WritesPastTheCapRemoveLeastRecentlyUsedEntries) {
+  char tmpl[] = "/tmp/tc_cpu_cache_prune_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  setenv("TC_CACHE_DIR", dir.c_str(), 1);
+  setenv("TC_CACHE_MAX_MB", "1", 1);
+  const std::string big(400 * 1024, 'x');
+  auto age = [](const std::string& path, int seconds) {  // mtime `seconds` ago (timestamps are coarse)
+    struct timespec t[2];
+    clock_gettime(CLOCK_REALTIME, &t[0]);
+    t[0].tv_sec -= seconds;
+    t[1] = t[0];
+    ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), t, 0), 0);
+  };
+  cache_write("a", big, "cpu");
+  age(cache_path("a", "cpu"), 3600);
+  cache_write("b", big, "cpu-plan");  // another kind, same root: counts toward the same cap
+  age(cache_path("b", "cpu-plan"), 1800);
+  EXPECT_TRUE(fs::exists(cache_path("a", "cpu")));
+  EXPECT_TRUE(fs::exists(cache_path("b", "cpu-plan")));
+  std::string obj;
+  ASSERT_EQ(cache_read("a", &obj, "cpu"), CacheRead::Hit);  // a is now the most recently used
+  cache_write("c", big, "cpu");  // 1.2 MiB > 1 MiB: b, the least recently used, goes
+  EXPECT_TRUE(fs::exists(cache_path("a", "cpu")));
+  EXPECT_FALSE(fs::exists(cache_path("b", "cpu-plan")));
+  EXPECT_TRUE(fs::exists(cache_path("c", "cpu")));
+  setenv("TC_CACHE_MAX_MB", "0.1", 1);  // smaller than any entry: only the newest stays
+  cache_write("d", big, "cpu");
+  EXPECT_FALSE(fs::exists(cache_path("a", "cpu")));
+  EXPECT_FALSE(fs::exists(cache_path("c", "cpu")));
+  ASSERT_EQ(cache_read("d", &obj, "cpu"), CacheRead::Hit);
+  EXPECT_EQ(obj, big);
+  setenv("TC_CACHE_MAX_MB", "0", 1);  // no cap
+  cache_write("e", big, "cpu");
+  cache_write("f", big, "cpu");
+  EXPECT_TRUE(fs::exists(cache_path("d", "cpu")));
+  EXPECT_TRUE(fs::exists(cache_path("f", "cpu")));
+  unsetenv("TC_CACHE_MAX_MB");
+  unsetenv("TC_CACHE_DIR");
+  fs::remove_all(dir);
 }
 
 TEST(CpuDiskCacheOff, EmptyCacheDirTurnsItOff) {

@@ -20,13 +20,15 @@ local script = os.tmpname() .. ".lua"
 local sf = assert(io.open(script, "w"))
 sf:write(code)
 sf:close()
--- A fresh tcrun with the cache under `dir` (TC_CACHE_DIR: the backends read it, not tc.config).
+-- A fresh tcrun with the cache under `dir` (TC_CACHE_DIR: the backends read it, not tc.config),
+-- whose explain report (JSON) says whether the lowered graph came from the cache.
 local function run()
-  local p = assert(io.popen(("TC_CACHE_DIR=%s %s %s 2>&1"):format(dir, h.tcrun or "build/tcrun", script)))
+  local p = assert(io.popen(("TC_CACHE_DIR=%s %s --explain=json %s 2>&1"):format(dir, h.tcrun or "build/tcrun", script)))
   local out = p:read("a")
   assert(p:close(), out)
   local plans, kernels, cached = out:match("plans=(%d+) kernels=(%d+) cached=(%d+)")
   assert(plans, out)
+  assert(out:match('"cached_plans": *(%d+)') == plans, "explain's cached_plans differs from stats':\n" .. out)
   return tonumber(plans), tonumber(kernels), tonumber(cached), out:match("\n([%d%.%- ]+)\n"), out
 end
 

@@ -49,6 +49,30 @@ function T.options_land_in_tc_config()
   check.eq(out:match("^[^\n]*\n"), "eager\tmax-autotune\ttrue\ttrue\tgraph_breaks\t/tmp/tc-cache\ttrue\tjson\n")
 end
 
+-- --cache-dir is where the code generators' disk cache goes (over TC_CACHE_DIR); --no-cache
+-- writes nothing anywhere.
+function T.cache_dir_option_reaches_the_kernel_cache()
+  local env_dir, opt_dir = os.tmpname(), os.tmpname()
+  os.remove(env_dir)
+  os.remove(opt_dir)
+  local chunk = [[ -e "local tc = require 'tc'; tc.compile(function(x) return x:sin() * 3 end, {backend = 'cpu'})(tc.ones(5))"]]
+  local function entries(dir)
+    local p = assert(io.popen('ls "' .. dir .. '/cpu" 2>/dev/null'))
+    local n = select(2, p:read("a"):gsub("\n", ""))
+    p:close()
+    return n
+  end
+  local out, code = run(("TC_CACHE_DIR=%s %s --cache-dir %s"):format(env_dir, TCRUN, opt_dir) .. chunk)
+  check.eq(code, 0, out)
+  check.eq(entries(opt_dir) > 0, true, "nothing written under --cache-dir")
+  check.eq(entries(env_dir), 0)
+  os.execute('rm -rf "' .. opt_dir .. '"')
+  out, code = run(("TC_CACHE_DIR=%s %s --no-cache"):format(env_dir, TCRUN) .. chunk)
+  check.eq(code, 0, out)
+  check.eq(entries(env_dir), 0)
+  os.execute('rm -rf "' .. env_dir .. '" "' .. opt_dir .. '"')
+end
+
 function T.device_option_sets_the_default_device()
   local out, code = run(TCRUN .. [[ --device=cuda -e "local tc = require 'tc'; print(tc.get_default_device()); tc.ones(1)"]])
   check.eq(out:match("^cuda:0\n") ~= nil, true, out)
