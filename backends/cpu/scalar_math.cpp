@@ -62,8 +62,9 @@ llvm::Type* ScalarMath::memory_type(DType d) {
   TC_ASSERT(false, "unknown dtype");
 }
 
-Value* ScalarMath::load(Value* ptr, DType d) {
-  Value* v = b_.CreateLoad(memory_type(d), ptr);
+Value* ScalarMath::load(Value* ptr, DType d) { return from_memory(b_.CreateLoad(memory_type(d), ptr), d); }
+
+Value* ScalarMath::from_memory(Value* v, DType d) {
   switch (d) {
     case DType::Float16: return b_.CreateFPExt(v, b_.getFloatTy());
     case DType::BFloat16:
@@ -74,7 +75,9 @@ Value* ScalarMath::load(Value* ptr, DType d) {
   }
 }
 
-void ScalarMath::store(Value* v, Ty from, Value* ptr, DType d) {
+void ScalarMath::store(Value* v, Ty from, Value* ptr, DType d) { b_.CreateStore(to_memory(v, from, d), ptr); }
+
+Value* ScalarMath::to_memory(Value* v, Ty from, DType d) {
   Value* m = nullptr;
   switch (d) {
     case DType::Float32: m = cast(v, from, Ty::F32); break;
@@ -96,7 +99,7 @@ void ScalarMath::store(Value* v, Ty from, Value* ptr, DType d) {
       break;
     case DType::Bool: m = b_.CreateZExt(cast(v, from, Ty::Bool), b_.getInt8Ty()); break;
   }
-  b_.CreateStore(m, ptr);
+  return m;
 }
 
 // A libm function on float32 or float64 (declared pure: tc never reads errno).
@@ -326,6 +329,11 @@ Value* ScalarMath::unary(ScalarOp op, Ty t, Value* x) {
       TC_CHECK(!fl, CompileError, "cpu codegen: bitwise_not of a float value");
       return b_.CreateNot(x);
     case ScalarOp::isnan: return fl ? b_.CreateFCmpUNO(x, x) : b_.getFalse();
+    case ScalarOp::round_f16:
+    case ScalarOp::round_bf16: {  // through memory's form, as a store and a load would
+      const DType d = op == ScalarOp::round_f16 ? DType::Float16 : DType::BFloat16;
+      return from_memory(to_memory(x, t, d), d);
+    }
     case ScalarOp::isinf:
       return fl ? b_.CreateFCmpOEQ(b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x), cf(t, INFINITY)) : b_.getFalse();
     default: break;

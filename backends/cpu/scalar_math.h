@@ -23,6 +23,9 @@ class ScalarMath {
   // (stores rounded to nearest even), uint8 zero-extended, bool as a byte.
   llvm::Value* load(llvm::Value* ptr, DType d);
   void store(llvm::Value* v, lower::Ty from, llvm::Value* ptr, DType d);
+  // A value in memory's form (d) to its computing type, and back (what load and store convert).
+  llvm::Value* from_memory(llvm::Value* v, DType d);
+  llvm::Value* to_memory(llvm::Value* v, lower::Ty from, DType d);
   llvm::Type* memory_type(DType d);
 
  private:

@@ -416,6 +416,8 @@ std::string Emitter::math(const Instr& in) {
         TC_CHECK(!fl, CompileError, "cuda codegen: bitwise_not of a float value");
         return bl ? "(!" + x + ")" : "((" + T + ")~" + x + ")";
       case ScalarOp::isnan: return fl ? "(" + x + " != " + x + ")" : "false";
+      case ScalarOp::round_f16: return "ld(Cv<f16>::f(" + x + "))";
+      case ScalarOp::round_bf16: return "ld(Cv<bf16>::f(" + x + "))";
       case ScalarOp::isinf: return fl ? "(m_fabs(" + x + ") == m_inf<" + T + ">())" : "false";
       default: break;
     }

@@ -107,6 +107,8 @@ S math(ScalarOp op, Ty t, Ty at, const S& a, const S& b, const S& c) {
     case ScalarOp::logical_not: return B(!truthy(a, at));
     case ScalarOp::bitwise_not: return at == Ty::Bool ? B(!a.i) : I(~a.i);
     case ScalarOp::isnan: return B(fl && std::isnan(a.f));
+    case ScalarOp::round_f16: return F(float(Half(float(a.f))));
+    case ScalarOp::round_bf16: return F(float(BFloat16(float(a.f))));
     case ScalarOp::isinf: return B(fl && std::isinf(a.f));
     case ScalarOp::cast:
       if (t == Ty::Bool) return B(truthy(a, at));

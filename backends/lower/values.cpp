@@ -248,6 +248,11 @@ std::vector<int> Lowering::lower_op(int n) {
       if (node.op == Op::where || node.op == Op::masked_fill) ct = compute_type(om.dtype);
       Ty out = compute_type(om.dtype);
       bool wrap_u8 = om.dtype == DType::UInt8;
+      // A float16/bfloat16 result is rounded to its dtype where it is made, as eager stores it, not
+      // only where a kernel stores it: `x:to(f16):to(f32) * 3` fused must not skip the rounding.
+      ScalarOp round16 = om.dtype == DType::Float16    ? ScalarOp::round_f16
+                         : om.dtype == DType::BFloat16 ? ScalarOp::round_bf16
+                                                       : ScalarOp::cast;
       // Integer division and remainder raise eager's ZeroDivisionError for a zero divisor.
       bool int_div = (node.op == Op::remainder || (node.op == Op::div && !a[2].is_none())) &&
                      (ct == Ty::I32 || ct == Ty::I64);
@@ -272,7 +277,7 @@ std::vector<int> Lowering::lower_op(int n) {
       }
       Op op = node.op;
       Stack consts = a;
-      return {lazy(base(), deps, [this, op, consts, srcs, dts, ct, out, wrap_u8](KernelBuilder& kb, const Idx& idx) {
+      return {lazy(base(), deps, [this, op, consts, srcs, dts, ct, out, wrap_u8, round16](KernelBuilder& kb, const Idx& idx) {
         std::vector<Val> x;
         for (size_t i = 0; i < srcs.size(); i++) {
           if (!consts[i].is_tensor()) continue;
@@ -288,6 +293,7 @@ std::vector<int> Lowering::lower_op(int n) {
         }
         Val r = kb.cast(emit_pointwise(kb, op, consts, x, ct, out), out);
         if (wrap_u8) r = kb.math(ScalarOp::bitwise_and, r, kb.ci(255, Ty::I32));
+        if (round16 != ScalarOp::cast) r = kb.math(round16, r);
         return r;
       })};
     }

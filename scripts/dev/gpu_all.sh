@@ -6,11 +6,27 @@
 # variants only with TORCH_VARIANTS=eager,default,reduce-overhead, their cold compiles take
 # minutes), the capture dispatch benchmark
 # (on that machine's quiet CPU), and prints a summary table last. Logs go to $OUT when set.
+# GPU_QUICK=1 (for a session's last minutes of device time): the CUDA test binaries and the GPU
+# capture suite side by side, then tc's training steps (eager, default, reduce-overhead; PyTorch
+# eager beside them) and tc's per-call models only (no torch.compile, no NCCL, no dispatch bench).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 B=${1:-/tmp/p/build}
 LOG=${OUT:-/tmp}
 summary=()
+if [ "${GPU_QUICK:-0}" = 1 ]; then
+  ls "$B"/tests/cuda_* | grep -v cuda_nvrtc_compiles_all_kernels |
+    xargs -P 6 -I{} sh -c 'n=$(basename {}); if {} > "$0/$n.log" 2>&1; then echo "$n pass"; else echo "$n FAIL"; tail -30 "$0/$n.log"; fi' "$LOG" &
+  ( if "$B/tcrun" --device=cuda tests/capture/run.lua > "$LOG/capture_cuda.log" 2>&1; then echo "capture suite (cuda) pass";
+    else echo "capture suite (cuda) FAIL"; grep -iE "fail|error" "$LOG/capture_cuda.log" | head -20; fi ) &
+  wait
+  for m in densenet121 gpt2; do
+    TC_BENCH_BUDGET=${TC_BENCH_BUDGET:-2} "$B/tcrun" bench/train_step.lua $m cuda 5 eager,default,reduce-overhead 2>&1 | tee -a "$LOG/run_train.log"
+    python3 bench/peer_torch_train.py $m cuda 5 eager 2>&1 | tee -a "$LOG/run_train.log"
+  done
+  for s in seed_whole resnet50 densenet121 gpt2 kernels; do "$B/tcrun" bench/compare_torch_cuda.lua $s tc 2>&1 | tee -a "$LOG/compare_tc.log"; done
+  exit 0
+fi
 for t in "$B"/tests/cuda_*; do
   name=$(basename "$t")
   # NVRTC compiling every kernel needs no GPU: CI runs it; here it would take minutes
