@@ -17,7 +17,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <ctime>
 #include <iterator>
+#include <map>
 #include <mutex>
 #include <optional>
 
@@ -67,11 +69,9 @@ uint64_t max_bytes() {
 }
 
 // Deletes the least recently used entries (oldest modification time: reads touch theirs) of every
-// kind under the root until the entries of all kinds fit the cap. `keep` (just written) stays.
-void prune(const std::string& keep) {
-  const uint64_t cap = max_bytes();
-  const std::string root = cache_root();
-  if (cap == 0 || root.empty()) return;
+// kind under the root until the entries of all kinds fit the cap; `keep` (just written) stays.
+// Returns the bytes left.
+uint64_t scan_and_prune(const std::string& root, uint64_t cap, const std::string& keep) {
   namespace fs = std::filesystem;
   struct Entry {
     fs::file_time_type time;
@@ -92,12 +92,49 @@ void prune(const std::string& keep) {
       if (f.path() != keep) entries.push_back({time, size, f.path()});
     }
   }
-  if (total <= cap) return;
+  if (total <= cap) return total;
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.time < b.time; });
   for (const Entry& e : entries) {
     if (total <= cap) break;
     if (fs::remove(e.path, ec)) total -= e.size;
   }
+  return total;
+}
+
+// Keeps the cache under TC_CACHE_MAX_MB without listing it on every write: a cache of 90k entries
+// took 2 s to list, and every short-lived process paid it on its first write. The size found by
+// the last listing is kept in `<root>/.size` (trusted for an hour, then listed again) and in this
+// process, which adds what it writes; only a total past the cap lists and prunes.
+void prune(const std::string& keep, uint64_t written) {
+  const uint64_t cap = max_bytes();
+  const std::string root = cache_root();
+  if (cap == 0 || root.empty()) return;
+  static std::mutex mu;
+  static std::map<std::string, uint64_t> known;  // per root: bytes, as far as this process knows
+  std::lock_guard<std::mutex> lock(mu);
+  const std::string stamp = root + "/.size";
+  auto it = known.find(root);
+  if (it == known.end()) {
+    struct stat st;
+    unsigned long long bytes = 0;
+    if (stat(stamp.c_str(), &st) == 0 && std::time(nullptr) - st.st_mtime < 3600)
+      if (FILE* f = std::fopen(stamp.c_str(), "r")) {
+        if (std::fscanf(f, "%llu", &bytes) == 1) it = known.emplace(root, uint64_t(bytes)).first;
+        std::fclose(f);
+      }
+  }
+  if (it != known.end()) {
+    it->second += written;
+    if (it->second <= cap) return;
+  }
+  const uint64_t total = scan_and_prune(root, cap, keep);
+  known[root] = total;
+  const std::string tmp = stamp + "." + std::to_string(getpid());
+  if (FILE* f = std::fopen(tmp.c_str(), "w")) {
+    std::fprintf(f, "%llu\n", (unsigned long long)total);
+    if (std::fclose(f) == 0 && rename(tmp.c_str(), stamp.c_str()) == 0) return;
+  }
+  unlink(tmp.c_str());
 }
 
 }  // namespace
@@ -183,7 +220,7 @@ void cache_write(const std::string& key, const std::string& object, const char* 
     unlink(tmp.c_str());
     return;
   }
-  prune(path);
+  prune(path, data.size());
 }
 
 }  // namespace tc::backends::cpu

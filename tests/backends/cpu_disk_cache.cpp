@@ -323,6 +323,44 @@ TEST(CpuDiskCachePrune, WritesPastTheCapRemoveLeastRecentlyUsedEntries) {
   fs::remove_all(dir);
 }
 
+// A write does not list the cache while the size recorded by the last listing (<root>/.size, an
+// hour old at most) plus what this process wrote fits the cap: entries that other processes added
+// meanwhile stay until a total past the cap lists it again (listing 90k entries took 2 s a process).
+TEST(CpuDiskCachePrune, WritesTrustTheRecordedSizeUntilItPassesTheCap) {
+  char tmpl[] = "/tmp/tc_cpu_cache_size_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  setenv("TC_CACHE_DIR", dir.c_str(), 1);
+  setenv("TC_CACHE_MAX_MB", "1", 1);
+  const std::string big(400 * 1024, 'x');
+  std::FILE* f = std::fopen((dir + "/.size").c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs("0\n", f);
+  std::fclose(f);
+  fs::create_directories(dir + "/cpu");
+  for (const char* k : {"x1", "x2", "x3"}) {  // 1.2 MiB that another process wrote, unrecorded
+    std::ofstream(cache_path(k, "cpu"), std::ios::binary) << big;
+  }
+  cache_write("a", big, "cpu");  // recorded 0 + 400 KiB fits: nothing listed, nothing removed
+  for (const char* k : {"x1", "x2", "x3", "a"}) EXPECT_TRUE(fs::exists(cache_path(k, "cpu"))) << k;
+  cache_write("b", big, "cpu");
+  cache_write("c", big, "cpu");  // 1.2 MiB recorded: listed, the oldest go until 1 MiB fits
+  int left = 0;
+  for (const char* k : {"x1", "x2", "x3", "a", "b"}) left += fs::exists(cache_path(k, "cpu"));
+  EXPECT_EQ(left, 1);
+  EXPECT_TRUE(fs::exists(cache_path("c", "cpu")));
+  unsigned long long recorded = 0;
+  f = std::fopen((dir + "/.size").c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(std::fscanf(f, "%llu", &recorded), 1);
+  std::fclose(f);
+  EXPECT_LE(recorded, 1024ull * 1024);
+  EXPECT_GT(recorded, 0ull);
+  unsetenv("TC_CACHE_MAX_MB");
+  unsetenv("TC_CACHE_DIR");
+  fs::remove_all(dir);
+}
+
 TEST(CpuDiskCacheOff, EmptyCacheDirTurnsItOff) {
   setenv("TC_CACHE_DIR", "", 1);
   EXPECT_EQ(cache_dir(), "");
