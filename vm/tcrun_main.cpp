@@ -192,9 +192,10 @@ void configure(tc::vm::Runtime& rt, const Options& o) {
   if (o.eager) set("eager", true);
   if (o.compile_all) set("compile_all", true);
   if (o.no_cache) set("no_cache", true);
-  // The code generators' disk cache (cpu and cuda kernels) reads these, not tc.config.
-  if (!o.cache_dir.empty()) tc::backends::cpu::set_cache_dir(o.cache_dir);
-  if (o.no_cache) tc::backends::cpu::set_cache_dir("");
+  // The code generators' disk cache (cpu and cuda kernels) reads these, not tc.config; eager CUDA
+  // kernels' cubin cache (stdlib/cuda/nvrtc.cpp) and child processes read TC_CACHE_DIR.
+  if (!o.cache_dir.empty()) tc::backends::cpu::set_cache_dir(o.cache_dir), setenv("TC_CACHE_DIR", o.cache_dir.c_str(), 1);
+  if (o.no_cache) tc::backends::cpu::set_cache_dir(""), setenv("TC_CACHE_DIR", "", 1);
   if (!o.device.empty()) rt.global("require")("tc")[0]["set_default_device"](o.device);
 }
 

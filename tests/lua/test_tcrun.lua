@@ -70,6 +70,12 @@ function T.cache_dir_option_reaches_the_kernel_cache()
   out, code = run(("TC_CACHE_DIR=%s %s --no-cache"):format(env_dir, TCRUN) .. chunk)
   check.eq(code, 0, out)
   check.eq(entries(env_dir), 0)
+  -- the eager CUDA kernels' cubin cache and child processes read TC_CACHE_DIR: it follows the options
+  local show = [[ -e "print('[' .. os.getenv('TC_CACHE_DIR') .. ']')"]]
+  out = run(("TC_CACHE_DIR=%s %s --cache-dir %s"):format(env_dir, TCRUN, opt_dir) .. show)
+  check.eq(out, "[" .. opt_dir .. "]\n")
+  out = run(("TC_CACHE_DIR=%s %s --no-cache"):format(env_dir, TCRUN) .. show)
+  check.eq(out, "[]\n")
   os.execute('rm -rf "' .. env_dir .. '" "' .. opt_dir .. '"')
 end
 
