@@ -69,7 +69,7 @@ uint64_t max_bytes() {
 }
 
 // Deletes the least recently used entries (oldest modification time: reads touch theirs) of every
-// kind under the root until the entries of all kinds fit the cap; `keep` (just written) stays.
+// kind under the root (with stdlib/cuda's `kernels/*.cubin`, by the time they were written) until the entries of all kinds fit the cap; `keep` (just written) stays.
 // Returns the bytes left.
 uint64_t scan_and_prune(const std::string& root, uint64_t cap, const std::string& keep) {
   namespace fs = std::filesystem;
@@ -84,7 +84,8 @@ uint64_t scan_and_prune(const std::string& root, uint64_t cap, const std::string
   for (const fs::directory_entry& kind : fs::directory_iterator(root, ec)) {
     if (!kind.is_directory(ec)) continue;
     for (const fs::directory_entry& f : fs::directory_iterator(kind.path(), ec)) {
-      if (f.path().extension() != ".o" || !f.is_regular_file(ec)) continue;  // entries only, not temporaries
+      const fs::path ext = f.path().extension();  // entries only (eager CUDA kernels' cubins too), not temporaries
+      if ((ext != ".o" && ext != ".cubin") || !f.is_regular_file(ec)) continue;
       const uint64_t size = f.file_size(ec);
       const fs::file_time_type time = f.last_write_time(ec);
       if (ec) continue;  // removed meanwhile by another process

@@ -341,12 +341,15 @@ TEST(CpuDiskCachePrune, WritesTrustTheRecordedSizeUntilItPassesTheCap) {
   for (const char* k : {"x1", "x2", "x3"}) {  // 1.2 MiB that another process wrote, unrecorded
     std::ofstream(cache_path(k, "cpu"), std::ios::binary) << big;
   }
+  fs::create_directories(dir + "/kernels");  // the eager CUDA kernels' cubins count and go too
+  std::ofstream(dir + "/kernels/k.cubin", std::ios::binary) << big;
   cache_write("a", big, "cpu");  // recorded 0 + 400 KiB fits: nothing listed, nothing removed
   for (const char* k : {"x1", "x2", "x3", "a"}) EXPECT_TRUE(fs::exists(cache_path(k, "cpu"))) << k;
   cache_write("b", big, "cpu");
   cache_write("c", big, "cpu");  // 1.2 MiB recorded: listed, the oldest go until 1 MiB fits
   int left = 0;
   for (const char* k : {"x1", "x2", "x3", "a", "b"}) left += fs::exists(cache_path(k, "cpu"));
+  left += fs::exists(dir + "/kernels/k.cubin");
   EXPECT_EQ(left, 1);
   EXPECT_TRUE(fs::exists(cache_path("c", "cpu")));
   unsigned long long recorded = 0;
