@@ -68,9 +68,31 @@ uint64_t max_bytes() {
   return (uint64_t)(mb * 1048576);
 }
 
+// Writes `data` to a temporary file beside `path` and renames it over `path`, so that readers see
+// the old file or the whole new one; false (and nothing left behind) when it could not.
+bool write_atomically(const std::string& path, const std::string& data) {
+  static std::atomic<unsigned> counter{0};
+  std::string tmp = path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (fd < 0) return false;
+  bool ok = true;
+  for (size_t done = 0; ok && done < data.size();) {
+    ssize_t n = write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) done += (size_t)n;
+  }
+  ok = close(fd) == 0 && ok;
+  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+    unlink(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
 // Deletes the least recently used entries (oldest modification time: reads touch theirs) of every
-// kind under the root (with stdlib/cuda's `kernels/*.cubin`, by the time they were written) until the entries of all kinds fit the cap; `keep` (just written) stays.
-// Returns the bytes left.
+// kind under the root, stdlib/cuda's `kernels/*.cubin` included (by the time they were written),
+// until the entries of all kinds fit the cap; `keep` (just written) stays. Returns the bytes left.
 uint64_t scan_and_prune(const std::string& root, uint64_t cap, const std::string& keep) {
   namespace fs = std::filesystem;
   struct Entry {
@@ -130,12 +152,7 @@ void prune(const std::string& keep, uint64_t written) {
   }
   const uint64_t total = scan_and_prune(root, cap, keep);
   known[root] = total;
-  const std::string tmp = stamp + "." + std::to_string(getpid());
-  if (FILE* f = std::fopen(tmp.c_str(), "w")) {
-    std::fprintf(f, "%llu\n", (unsigned long long)total);
-    if (std::fclose(f) == 0 && rename(tmp.c_str(), stamp.c_str()) == 0) return;
-  }
-  unlink(tmp.c_str());
+  write_atomically(stamp, std::to_string(total) + "\n");
 }
 
 }  // namespace
@@ -198,10 +215,6 @@ void cache_write(const std::string& key, const std::string& object, const char* 
   std::string path = cache_path(key, kind);
   if (path.empty()) return;
   mkdirs(cache_dir(kind));
-  static std::atomic<unsigned> counter{0};
-  std::string tmp = path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
-  if (fd < 0) return;  // unwritable cache: compile every time, silently
   std::string data(kMagic, 8);
   uint64_t key_len = key.size(), obj_len = object.size(), sum = checksum(key, object);
   data.append((const char*)&key_len, 8);
@@ -209,18 +222,7 @@ void cache_write(const std::string& key, const std::string& object, const char* 
   data.append((const char*)&sum, 8);
   data += key;
   data += object;
-  bool ok = true;
-  for (size_t done = 0; ok && done < data.size();) {
-    ssize_t n = write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    ok = n > 0;
-    if (ok) done += (size_t)n;
-  }
-  ok = close(fd) == 0 && ok;
-  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
-    unlink(tmp.c_str());
-    return;
-  }
+  if (!write_atomically(path, data)) return;  // unwritable cache: compile every time, silently
   prune(path, data.size());
 }
 
