@@ -279,15 +279,25 @@ TEST(CpuPlanFormat, RoundTripsAndRejectsTruncatedEntries) {
   EXPECT_THROW(decode_plan(bytes + "x"), Error);
 }
 
+// The size cap's tests: a fresh cache root of their own under a cap of 1 MiB, entries of 400 KiB.
+class CpuDiskCachePrune : public CpuDiskCache {
+ protected:
+  void SetUp() override {
+    CpuDiskCache::SetUp();
+    setenv("TC_CACHE_DIR", dir_.c_str(), 1);
+    setenv("TC_CACHE_MAX_MB", "1", 1);
+  }
+  void TearDown() override {
+    unsetenv("TC_CACHE_MAX_MB");
+    unsetenv("TC_CACHE_DIR");
+    CpuDiskCache::TearDown();
+  }
+  const std::string big = std::string(400 * 1024, 'x');
+};
+
 // TC_CACHE_MAX_MB: a write past the cap removes the least recently used entries of every kind
 // (oldest modification time; a read touches its entry), never the one just written.
-TEST(CpuDiskCachePrune, WritesPastTheCapRemoveLeastRecentlyUsedEntries) {
-  char tmpl[] = "/tmp/tc_cpu_cache_prune_XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
-  setenv("TC_CACHE_DIR", dir.c_str(), 1);
-  setenv("TC_CACHE_MAX_MB", "1", 1);
-  const std::string big(400 * 1024, 'x');
+TEST_F(CpuDiskCachePrune, WritesPastTheCapRemoveLeastRecentlyUsedEntries) {
   auto age = [](const std::string& path, int seconds) {  // mtime `seconds` ago (timestamps are coarse)
     struct timespec t[2];
     clock_gettime(CLOCK_REALTIME, &t[0]);
@@ -318,50 +328,38 @@ TEST(CpuDiskCachePrune, WritesPastTheCapRemoveLeastRecentlyUsedEntries) {
   cache_write("f", big, "cpu");
   EXPECT_TRUE(fs::exists(cache_path("d", "cpu")));
   EXPECT_TRUE(fs::exists(cache_path("f", "cpu")));
-  unsetenv("TC_CACHE_MAX_MB");
-  unsetenv("TC_CACHE_DIR");
-  fs::remove_all(dir);
 }
 
 // A write does not list the cache while the size recorded by the last listing (<root>/.size, an
 // hour old at most) plus what this process wrote fits the cap: entries that other processes added
 // meanwhile stay until a total past the cap lists it again (listing 90k entries took 2 s a process).
-TEST(CpuDiskCachePrune, WritesTrustTheRecordedSizeUntilItPassesTheCap) {
-  char tmpl[] = "/tmp/tc_cpu_cache_size_XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
-  setenv("TC_CACHE_DIR", dir.c_str(), 1);
-  setenv("TC_CACHE_MAX_MB", "1", 1);
-  const std::string big(400 * 1024, 'x');
-  std::FILE* f = std::fopen((dir + "/.size").c_str(), "w");
+TEST_F(CpuDiskCachePrune, WritesTrustTheRecordedSizeUntilItPassesTheCap) {
+  std::FILE* f = std::fopen((dir_ + "/.size").c_str(), "w");
   ASSERT_NE(f, nullptr);
   std::fputs("0\n", f);
   std::fclose(f);
-  fs::create_directories(dir + "/cpu");
+  fs::create_directories(dir_ + "/cpu");
   for (const char* k : {"x1", "x2", "x3"}) {  // 1.2 MiB that another process wrote, unrecorded
     std::ofstream(cache_path(k, "cpu"), std::ios::binary) << big;
   }
-  fs::create_directories(dir + "/kernels");  // the eager CUDA kernels' cubins count and go too
-  std::ofstream(dir + "/kernels/k.cubin", std::ios::binary) << big;
+  fs::create_directories(dir_ + "/kernels");  // the eager CUDA kernels' cubins count and go too
+  std::ofstream(dir_ + "/kernels/k.cubin", std::ios::binary) << big;
   cache_write("a", big, "cpu");  // recorded 0 + 400 KiB fits: nothing listed, nothing removed
   for (const char* k : {"x1", "x2", "x3", "a"}) EXPECT_TRUE(fs::exists(cache_path(k, "cpu"))) << k;
   cache_write("b", big, "cpu");
   cache_write("c", big, "cpu");  // 1.2 MiB recorded: listed, the oldest go until 1 MiB fits
   int left = 0;
   for (const char* k : {"x1", "x2", "x3", "a", "b"}) left += fs::exists(cache_path(k, "cpu"));
-  left += fs::exists(dir + "/kernels/k.cubin");
+  left += fs::exists(dir_ + "/kernels/k.cubin");
   EXPECT_EQ(left, 1);
   EXPECT_TRUE(fs::exists(cache_path("c", "cpu")));
   unsigned long long recorded = 0;
-  f = std::fopen((dir + "/.size").c_str(), "r");
+  f = std::fopen((dir_ + "/.size").c_str(), "r");
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(std::fscanf(f, "%llu", &recorded), 1);
   std::fclose(f);
   EXPECT_LE(recorded, 1024ull * 1024);
   EXPECT_GT(recorded, 0ull);
-  unsetenv("TC_CACHE_MAX_MB");
-  unsetenv("TC_CACHE_DIR");
-  fs::remove_all(dir);
 }
 
 TEST(CpuDiskCacheOff, EmptyCacheDirTurnsItOff) {
@@ -372,7 +370,9 @@ TEST(CpuDiskCacheOff, EmptyCacheDirTurnsItOff) {
   EXPECT_EQ(cache_read("anything", &obj), CacheRead::Miss);
   unsetenv("TC_CACHE_DIR");
   const char* home = getenv("HOME");
-  if (home && *home) EXPECT_EQ(cache_dir(), std::string(home) + "/.cache/tc/cpu");
+  if (home && *home) {
+    EXPECT_EQ(cache_dir(), std::string(home) + "/.cache/tc/cpu");
+  }
   set_cache_dir("/some/dir");  // tcrun's --cache-dir wins over the environment
   EXPECT_EQ(cache_dir(), "/some/dir/cpu");
   set_cache_dir("");  // --no-cache
