@@ -174,13 +174,15 @@ void pick_fastest(Lt& l, int device, Plan& p, const std::vector<cublasLtMatmulHe
 }
 
 // Rows whose byte length is not a multiple of 16 (GPT-2's LM head: rows of 50257 floats) start
-// at addresses that allow only cuBLASLt's slowest (align1) kernels: 1.25 ms for GPT-2's head on an
+// at addresses that allow only cuBLASLt's slowest (align1) kernels: 1.2 ms for GPT-2's head on an
 // H100. Every g-th row starts at the same address modulo 16 bytes (g = 16 / gcd(row bytes, 16)),
 // so the product runs as g products over rows j, j + g, j + 2g, ... (row stride g * n: aligned),
-// each from its first 16-byte aligned column c_j on, after one narrow product writes columns
-// [0, max c_j) of every row (the later products overwrite the columns they share with it).
-// Large products without bias or residual only (the bias pointer would shift by c_j too);
-// TC_BLASLT_ROW_GROUPS=0 turns this off.
+// each from its first 16-byte aligned column c_j on and over a multiple of 16 columns (cuBLASLt
+// takes its Hopper kernels only for such widths: one such group product 0.14 ms against 0.30 for
+// a width of 50257 - 3), after two narrow products write columns [0, max c_j) and the last
+// columns the groups leave out, of every row (the later products overwrite the columns they
+// share with them). Large products without bias or residual only (the bias pointer would shift by
+// c_j too); TC_BLASLT_ROW_GROUPS=0 turns this off.
 bool row_groups(const Tensor& o2, const Tensor& x2, const Tensor& wt, Act act) {
   static const bool off = [] {
     const char* e = std::getenv("TC_BLASLT_ROW_GROUPS");
@@ -188,22 +190,28 @@ bool row_groups(const Tensor& o2, const Tensor& x2, const Tensor& wt, Act act) {
   }();
   const int64_t rows = o2.sizes()[0], n = o2.sizes()[1], k = x2.sizes()[1], item = (int64_t)o2.itemsize();
   const int64_t row_bytes = n * item, g = 16 / std::gcd<int64_t>(row_bytes, 16);
-  if (off || g == 1 || rows < 4 * g || rows * n < (1 << 22) || compile_only()) return false;
+  constexpr int64_t kWidthMultiple = 16;
+  if (off || g == 1 || rows < 4 * g || n < 4 * kWidthMultiple || rows * n < (1 << 22) || compile_only()) return false;
   const auto addr = reinterpret_cast<uintptr_t>(o2.data_ptr());
   if (addr % item != 0) return false;
-  int64_t first[16], narrow = 0;
+  int64_t first[16], width[16], narrow = 0, tail = 0;
   for (int64_t j = 0; j < g; j++) {
     first[j] = (int64_t)((16 - (addr + (uintptr_t)(j * row_bytes)) % 16) % 16) / item;
+    width[j] = (n - first[j]) / kWidthMultiple * kWidthMultiple;
     narrow = std::max(narrow, first[j]);
+    tail = std::max(tail, n - first[j] - width[j]);
   }
-  if (narrow > 0 && !matmul_act(o2.as_strided({rows, narrow}, {n, 1}, o2.offset()), x2,
-                                wt.as_strided({k, narrow}, wt.strides(), wt.offset()), Tensor(), act))
-    return false;
+  // columns [c0, c0 + w) of every row
+  auto columns = [&](int64_t c0, int64_t w) {
+    return matmul_act(o2.as_strided({rows, w}, {n, 1}, o2.offset() + c0), x2,
+                      wt.as_strided({k, w}, wt.strides(), wt.offset() + c0 * wt.strides()[1]), Tensor(), act);
+  };
+  if ((narrow > 0 && !columns(0, narrow)) || (tail > 0 && !columns(n - tail, tail))) return false;
   for (int64_t j = 0; j < g; j++) {
     const int64_t m = (rows - j + g - 1) / g, c = first[j];
-    const Tensor o = o2.as_strided({m, n - c}, {g * n, 1}, o2.offset() + j * n + c);
+    const Tensor o = o2.as_strided({m, width[j]}, {g * n, 1}, o2.offset() + j * n + c);
     const Tensor a = x2.as_strided({m, k}, {g * x2.strides()[0], x2.strides()[1]}, x2.offset() + j * x2.strides()[0]);
-    const Tensor b = wt.as_strided({k, n - c}, wt.strides(), wt.offset() + c * wt.strides()[1]);
+    const Tensor b = wt.as_strided({k, width[j]}, wt.strides(), wt.offset() + c * wt.strides()[1]);
     if (!matmul_act(o, a, b, Tensor(), act)) return false;
   }
   return true;
