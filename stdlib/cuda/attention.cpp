@@ -18,7 +18,7 @@
 namespace tc::cuda {
 namespace {
 
-constexpr int kBQ = 64, kBK = 64, kThreads = 256, kMaxE = 128;
+constexpr int kBQ = 64, kBK = 64, kBKMma = 32, kThreads = 256, kMaxE = 128;
 
 std::string flash_source(int64_t e) {
   return "#define E " + std::to_string(e) + "\n" + R"(
@@ -180,7 +180,7 @@ extern "C" __global__ void __launch_bounds__(256) flash_fwd(
 }
 
 // The same attention on tensor cores (sm_80 and later, head dims a multiple of 8 up to 64): 4
-// warps of 16 queries each, key tiles of 64; scores and the output accumulated by mma.sync
+// warps of 16 queries each, key tiles of 32; scores and the output accumulated by mma.sync
 // m16n8k8 TF32 in 3xTF32 form: each operand split into a TF32 high part and a TF32 remainder,
 // three products summed in float32 (a_lo b_hi + a_hi b_lo + a_hi b_hi): float32's accuracy class,
 // as PyTorch's float32 attention (CUTLASS's OpMultiplyAddFastF32). The splits are integer
@@ -189,12 +189,17 @@ extern "C" __global__ void __launch_bounds__(256) flash_fwd(
 // queries once, into registers (pre-scaled by scale * log2(e): exponentials in base 2). The
 // probabilities never leave registers: the score fragment's columns 2t and 2t + 1 serve as the
 // A fragment's columns t and t + 4 of P.V when the value rows are read in that order too. Each
-// thread keeps its two rows' running max and partial sums. Under a causal mask, 8-key column
-// blocks past a warp's last query are skipped.
+// thread keeps its two rows' running max and partial sums. The products are issued so that
+// independent accumulators follow each other (all key blocks' scores for one slice of the head
+// dim, then all of the output's column blocks for one key block): mma.sync's latency is hidden
+// within the warp. Under a causal mask, 8-key blocks past a warp's last query are not computed
+// (the block count is a template argument) and masks are applied only on tiles that need them.
+// GPT-2's heads on an H100: 35 us (43 with one chain of dependent products per key block, 64-key
+// tiles).
 std::string flash_mma_source(int64_t e) {
   return "#define E " + std::to_string(e) + "\n" + R"(
 #define BQ 64
-#define BK 64
+#define BK 32
 #define KP (E + 4)
 #define NEG_INF (-__int_as_float(0x7f800000))
 typedef long long i64;
@@ -204,20 +209,24 @@ __device__ __forceinline__ void split(float x, u32& hi, u32& lo) {
   hi = tf32_round(__float_as_uint(x));
   lo = tf32_round(__float_as_uint(x - __uint_as_float(hi)));
 }
+__device__ __forceinline__ void split4(float4 a, u32* hi, u32* lo) {
+  uint4 h, l;
+  split(a.x, h.x, l.x);
+  split(a.y, h.y, l.y);
+  split(a.z, h.z, l.z);
+  split(a.w, h.w, l.w);
+  *(uint4*)hi = h;
+  *(uint4*)lo = l;
+}
 __device__ __forceinline__ void mma(float* c, const u32* a, u32 b0, u32 b1) {
   asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-// c += a b in 3xTF32: small terms first
-__device__ __forceinline__ void mma3(float* c, const u32* ah, const u32* al, u32 bh0, u32 bh1, u32 bl0, u32 bl1) {
-  mma(c, al, bh0, bh1);
-  mma(c, ah, bl0, bl1);
-  mma(c, ah, bh0, bh1);
-}
 // rows k0 .. k0 + BK - 1 of k and v, split, into the hi and lo planes (rows KP apart); zeros past
 // S. (Issuing all of a thread's loads before the first split, in unrolled register arrays, made
-// GPT-2's attention slower on an H100: 70 us against 48.)
+// GPT-2's attention slower on an H100: 70 us against 48 with 64-key tiles; copying the next tile
+// with cp.async into a staging buffer while computing this one gained nothing.)
 __device__ __forceinline__ void load_split(const float* __restrict__ k, const float* __restrict__ v, u32* Kh, u32* Kl,
                                            u32* Vh, u32* Vl, i64 k0, i64 S, i64 ks2, i64 vs2, bool vec) {
   if (vec) {
@@ -229,13 +238,8 @@ __device__ __forceinline__ void load_split(const float* __restrict__ k, const fl
         a = *(const float4*)&k[key * ks2 + d];
         b = *(const float4*)&v[key * vs2 + d];
       }
-      uint4 ah, al, bh, bl;
-      split(a.x, ah.x, al.x); split(a.y, ah.y, al.y); split(a.z, ah.z, al.z); split(a.w, ah.w, al.w);
-      split(b.x, bh.x, bl.x); split(b.y, bh.y, bl.y); split(b.z, bh.z, bl.z); split(b.w, bh.w, bl.w);
-      *(uint4*)&Kh[r * KP + d] = ah;
-      *(uint4*)&Kl[r * KP + d] = al;
-      *(uint4*)&Vh[r * KP + d] = bh;
-      *(uint4*)&Vl[r * KP + d] = bl;
+      split4(a, &Kh[r * KP + d], &Kl[r * KP + d]);
+      split4(b, &Vh[r * KP + d], &Vl[r * KP + d]);
     }
     return;
   }
@@ -247,12 +251,100 @@ __device__ __forceinline__ void load_split(const float* __restrict__ k, const fl
     split(in ? v[key * vs2 + d] : 0.f, Vh[r * KP + d], Vl[r * KP + d]);
   }
 }
+// One key tile for this warp's 16 queries (this thread's rows ra and rb): key blocks 0 .. JN - 1
+// of the tile; `mask`: keys past S or (causal) past a row are masked.
+template <int JN>
+__device__ __forceinline__ void tile(float (&acc)[E / 8][4], float& m0, float& m1, float& l0, float& l1,
+                                     const u32 (&qh)[E / 8][4], const u32 (&ql)[E / 8][4], const u32* Kh, const u32* Kl,
+                                     const u32* Vh, const u32* Vl, i64 k0, i64 S, i64 ra, i64 rb, bool mask, int causal,
+                                     int g, int t) {
+  float s[JN][4];
+#pragma unroll
+  for (int j = 0; j < JN; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+#pragma unroll
+  for (int c = 0; c < E / 8; c++) {
+    u32 kh[JN][2], kl[JN][2];
+#pragma unroll
+    for (int j = 0; j < JN; j++) {
+      const int at = (j * 8 + g) * KP + c * 8 + t;
+      kh[j][0] = Kh[at];
+      kh[j][1] = Kh[at + 4];
+      kl[j][0] = Kl[at];
+      kl[j][1] = Kl[at + 4];
+    }
+    // 3xTF32, small terms first
+#pragma unroll
+    for (int j = 0; j < JN; j++) mma(s[j], ql[c], kh[j][0], kh[j][1]);
+#pragma unroll
+    for (int j = 0; j < JN; j++) mma(s[j], qh[c], kl[j][0], kl[j][1]);
+#pragma unroll
+    for (int j = 0; j < JN; j++) mma(s[j], qh[c], kh[j][0], kh[j][1]);
+  }
+  float x0 = NEG_INF, x1 = NEG_INF;
+#pragma unroll
+  for (int j = 0; j < JN; j++)
+#pragma unroll
+    for (int c = 0; c < 2; c++) {
+      if (mask) {
+        const i64 key = k0 + j * 8 + 2 * t + c;
+        if (key >= S || (causal && key > ra)) s[j][c] = NEG_INF;
+        if (key >= S || (causal && key > rb)) s[j][2 + c] = NEG_INF;
+      }
+      x0 = fmaxf(x0, s[j][c]);
+      x1 = fmaxf(x1, s[j][2 + c]);
+    }
+  x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
+  x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
+  x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
+  x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
+  const float n0 = fmaxf(m0, x0), n1 = fmaxf(m1, x1);
+  const float a0 = n0 == NEG_INF ? 1.f : exp2f(m0 - n0), a1 = n1 == NEG_INF ? 1.f : exp2f(m1 - n1);
+  m0 = n0;
+  m1 = n1;
+  l0 *= a0;
+  l1 *= a1;
+#pragma unroll
+  for (int c = 0; c < E / 8; c++) {
+    acc[c][0] *= a0;
+    acc[c][1] *= a0;
+    acc[c][2] *= a1;
+    acc[c][3] *= a1;
+  }
+#pragma unroll
+  for (int j = 0; j < JN; j++) {
+    // P's A fragment for keys j*8 ..: columns t and t + 4 are keys 2t and 2t + 1
+    const float p0 = n0 == NEG_INF ? 0.f : exp2f(s[j][0] - n0), p1 = n0 == NEG_INF ? 0.f : exp2f(s[j][1] - n0);
+    const float p2 = n1 == NEG_INF ? 0.f : exp2f(s[j][2] - n1), p3 = n1 == NEG_INF ? 0.f : exp2f(s[j][3] - n1);
+    l0 += p0 + p1;
+    l1 += p2 + p3;
+    u32 ph[4], pl[4];
+    split(p0, ph[0], pl[0]);
+    split(p2, ph[1], pl[1]);
+    split(p1, ph[2], pl[2]);
+    split(p3, ph[3], pl[3]);
+    const int r0 = (j * 8 + 2 * t) * KP + g, r1 = r0 + KP;
+    u32 vh0[E / 8], vh1[E / 8], vl0[E / 8], vl1[E / 8];
+#pragma unroll
+    for (int c = 0; c < E / 8; c++) {
+      vh0[c] = Vh[r0 + c * 8];
+      vh1[c] = Vh[r1 + c * 8];
+      vl0[c] = Vl[r0 + c * 8];
+      vl1[c] = Vl[r1 + c * 8];
+    }
+#pragma unroll
+    for (int c = 0; c < E / 8; c++) mma(acc[c], pl, vh0[c], vh1[c]);
+#pragma unroll
+    for (int c = 0; c < E / 8; c++) mma(acc[c], ph, vl0[c], vl1[c]);
+#pragma unroll
+    for (int c = 0; c < E / 8; c++) mma(acc[c], ph, vh0[c], vh1[c]);
+  }
+}
 extern "C" __global__ void __launch_bounds__(128) flash_mma(
     const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ o,
     i64 L, i64 S, i64 nb1, i64 qs0, i64 qs1, i64 qs2, i64 ks0, i64 ks1, i64 ks2, i64 vs0, i64 vs1, i64 vs2,
     i64 os0, i64 os1, i64 os2, float scale, int causal, int vec) {
   extern __shared__ float4 sm4[];
-  u32* Kh = (u32*)sm4;      // BK x KP each
+  u32* Kh = (u32*)sm4;  // BK x KP each
   u32* Kl = Kh + BK * KP;
   u32* Vh = Kl + BK * KP;
   u32* Vl = Vh + BK * KP;
@@ -264,7 +356,7 @@ extern "C" __global__ void __launch_bounds__(128) flash_mma(
   k += b0 * ks0 + b1 * ks1;
   v += b0 * vs0 + b1 * vs1;
   o += b0 * os0 + b1 * os1;
-  const i64 ra = q0 + w * 16 + g, rb = ra + 8, rlast = q0 + w * 16 + 15;
+  const i64 ra = q0 + w * 16 + g, rb = ra + 8, rfirst = q0 + w * 16, rlast = rfirst + 15;
   // this warp's A fragments of q (rows ra and rb, columns c + t and c + t + 4), split
   u32 qh[E / 8][4], ql[E / 8][4];
   {
@@ -289,63 +381,16 @@ extern "C" __global__ void __launch_bounds__(128) flash_mma(
     __syncthreads();
     load_split(k, v, Kh, Kl, Vh, Vl, k0, S, ks2, vs2, vec != 0);
     __syncthreads();
-    float s[BK / 8][4];
-#pragma unroll
-    for (int j = 0; j < BK / 8; j++) {
-      s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
-      if (causal && k0 + j * 8 > rlast) continue;  // every key of the block is masked for this warp
-#pragma unroll
-      for (int c = 0; c < E / 8; c++) {
-        const int at = (j * 8 + g) * KP + c * 8 + t;
-        mma3(s[j], qh[c], ql[c], Kh[at], Kh[at + 4], Kl[at], Kl[at + 4]);
-      }
+    int jn = BK / 8;  // the key blocks of 8 this warp needs: under a causal mask none past its last query
+    if (causal) {
+      const i64 d = rlast - k0;
+      jn = d < 0 ? 0 : (int)(d / 8 + 1 < BK / 8 ? d / 8 + 1 : BK / 8);
     }
-    float x0 = NEG_INF, x1 = NEG_INF;
-#pragma unroll
-    for (int j = 0; j < BK / 8; j++)
-#pragma unroll
-      for (int c = 0; c < 2; c++) {
-        const i64 key = k0 + j * 8 + 2 * t + c;
-        if (key >= S || (causal && key > ra)) s[j][c] = NEG_INF;
-        if (key >= S || (causal && key > rb)) s[j][2 + c] = NEG_INF;
-        x0 = fmaxf(x0, s[j][c]);
-        x1 = fmaxf(x1, s[j][2 + c]);
-      }
-    x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
-    x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
-    x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
-    x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
-    const float n0 = fmaxf(m0, x0), n1 = fmaxf(m1, x1);
-    const float a0 = n0 == NEG_INF ? 1.f : exp2f(m0 - n0), a1 = n1 == NEG_INF ? 1.f : exp2f(m1 - n1);
-    m0 = n0;
-    m1 = n1;
-    l0 *= a0;
-    l1 *= a1;
-#pragma unroll
-    for (int j = 0; j < E / 8; j++) {
-      acc[j][0] *= a0;
-      acc[j][1] *= a0;
-      acc[j][2] *= a1;
-      acc[j][3] *= a1;
-    }
-#pragma unroll
-    for (int j = 0; j < BK / 8; j++) {
-      if (causal && k0 + j * 8 > rlast) continue;  // probabilities all 0
-      // P's A fragment for keys j*8 ..: columns t and t + 4 are keys 2t and 2t + 1
-      const float p0 = n0 == NEG_INF ? 0.f : exp2f(s[j][0] - n0), p1 = n0 == NEG_INF ? 0.f : exp2f(s[j][1] - n0);
-      const float p2 = n1 == NEG_INF ? 0.f : exp2f(s[j][2] - n1), p3 = n1 == NEG_INF ? 0.f : exp2f(s[j][3] - n1);
-      l0 += p0 + p1;
-      l1 += p2 + p3;
-      u32 ph[4], pl[4];
-      split(p0, ph[0], pl[0]);
-      split(p2, ph[1], pl[1]);
-      split(p1, ph[2], pl[2]);
-      split(p3, ph[3], pl[3]);
-      const int r0 = (j * 8 + 2 * t) * KP + g, r1 = r0 + KP;
-#pragma unroll
-      for (int c = 0; c < E / 8; c++)
-        mma3(acc[c], ph, pl, Vh[r0 + c * 8], Vh[r1 + c * 8], Vl[r0 + c * 8], Vl[r1 + c * 8]);
-    }
+    const bool mask = k0 + BK > S || (causal && k0 + BK - 1 > rfirst);
+    if (jn > 2)
+      tile<4>(acc, m0, m1, l0, l1, qh, ql, Kh, Kl, Vh, Vl, k0, S, ra, rb, mask, causal, g, t);
+    else if (jn > 0)
+      tile<2>(acc, m0, m1, l0, l1, qh, ql, Kh, Kl, Vh, Vl, k0, S, ra, rb, mask, causal, g, t);
   }
   l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
   l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
@@ -432,7 +477,7 @@ bool flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool cau
   }
   const bool mma = use_mma && mma_fits && dev(device).cc_major >= 8;
   CUfunction f = mma ? mma_kernel() : fma_kernel();
-  const unsigned smem = mma ? (unsigned)(sizeof(float) * 4 * kBK * (E + 4))
+  const unsigned smem = mma ? (unsigned)(sizeof(float) * 4 * kBKMma * (E + 4))
                             : (unsigned)(sizeof(float) * ((kBQ + kBK) * (E + 4) + kBK * E + kBQ * (kBK + 4)));
   {
     static std::mutex mu;
