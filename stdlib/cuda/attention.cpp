@@ -194,8 +194,10 @@ extern "C" __global__ void __launch_bounds__(256) flash_fwd(
 // dim, then all of the output's column blocks for one key block): mma.sync's latency is hidden
 // within the warp. Under a causal mask, 8-key blocks past a warp's last query are not computed
 // (the block count is a template argument) and masks are applied only on tiles that need them.
-// GPT-2's heads on an H100: 35 us (43 with one chain of dependent products per key block, 64-key
-// tiles).
+// The next tile's keys and values are loaded into registers while this one is computed. GPT-2's
+// heads on an H100: 31 us (35 loading each tile after the one before was computed, 43 with one
+// chain of dependent products per key block and 64-key tiles; a cp.async copy of the next tile
+// into a staging buffer gained nothing).
 std::string flash_mma_source(int64_t e) {
   return "#define E " + std::to_string(e) + "\n" + R"(
 #define BQ 64
@@ -223,27 +225,38 @@ __device__ __forceinline__ void mma(float* c, const u32* a, u32 b0, u32 b1) {
                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-// rows k0 .. k0 + BK - 1 of k and v, split, into the hi and lo planes (rows KP apart); zeros past
-// S. (Issuing all of a thread's loads before the first split, in unrolled register arrays, made
-// GPT-2's attention slower on an H100: 70 us against 48 with 64-key tiles; copying the next tile
-// with cp.async into a staging buffer while computing this one gained nothing.)
-__device__ __forceinline__ void load_split(const float* __restrict__ k, const float* __restrict__ v, u32* Kh, u32* Kl,
-                                           u32* Vh, u32* Vl, i64 k0, i64 S, i64 ks2, i64 vs2, bool vec) {
-  if (vec) {
-    for (int i = threadIdx.x; i < BK * E / 4; i += blockDim.x) {
-      const int r = i / (E / 4), d = (i % (E / 4)) * 4;
-      const i64 key = k0 + r;
-      float4 a = make_float4(0.f, 0.f, 0.f, 0.f), b = a;
-      if (key < S) {
-        a = *(const float4*)&k[key * ks2 + d];
-        b = *(const float4*)&v[key * vs2 + d];
-      }
-      split4(a, &Kh[r * KP + d], &Kl[r * KP + d]);
-      split4(b, &Vh[r * KP + d], &Vl[r * KP + d]);
+// Keys and values 16 bytes at a time where every row is aligned (vec): each thread's share of
+// rows k0 .. k0 + BK - 1 is fetched into registers (zeros past S) while the tile before is
+// computed, then split into the hi and lo planes (rows KP apart). Otherwise one tile at a time,
+// element by element.
+#define NU ((BK * E / 4 + 127) / 128)  // float4s of k (and of v) per thread and tile
+__device__ __forceinline__ void fetch(const float* __restrict__ k, const float* __restrict__ v, float4 (&a)[NU],
+                                      float4 (&b)[NU], i64 k0, i64 S, i64 ks2, i64 vs2) {
+#pragma unroll
+  for (int u = 0; u < NU; u++) {
+    const int i = threadIdx.x + u * 128, r = i / (E / 4), d = (i % (E / 4)) * 4;
+    const i64 key = k0 + r;
+    a[u] = b[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (i < BK * E / 4 && key < S) {
+      a[u] = *(const float4*)&k[key * ks2 + d];
+      b[u] = *(const float4*)&v[key * vs2 + d];
     }
-    return;
   }
-  for (int i = threadIdx.x; i < BK * E; i += blockDim.x) {
+}
+__device__ __forceinline__ void put_split(const float4 (&a)[NU], const float4 (&b)[NU], u32* Kh, u32* Kl, u32* Vh,
+                                          u32* Vl) {
+#pragma unroll
+  for (int u = 0; u < NU; u++) {
+    const int i = threadIdx.x + u * 128, r = i / (E / 4), d = (i % (E / 4)) * 4;
+    if (i < BK * E / 4) {
+      split4(a[u], &Kh[r * KP + d], &Kl[r * KP + d]);
+      split4(b[u], &Vh[r * KP + d], &Vl[r * KP + d]);
+    }
+  }
+}
+__device__ __forceinline__ void load_split(const float* __restrict__ k, const float* __restrict__ v, u32* Kh, u32* Kl,
+                                           u32* Vh, u32* Vl, i64 k0, i64 S, i64 ks2, i64 vs2) {
+  for (int i = threadIdx.x; i < BK * E; i += 128) {
     const int r = i / E, d = i % E;
     const i64 key = k0 + r;
     const bool in = key < S;
@@ -357,6 +370,8 @@ extern "C" __global__ void __launch_bounds__(128) flash_mma(
   v += b0 * vs0 + b1 * vs1;
   o += b0 * os0 + b1 * os1;
   const i64 ra = q0 + w * 16 + g, rb = ra + 8, rfirst = q0 + w * 16, rlast = rfirst + 15;
+  float4 ka[NU], va[NU];  // the next tile's keys and values (vec)
+  if (vec) fetch(k, v, ka, va, 0, S, ks2, vs2);
   // this warp's A fragments of q (rows ra and rb, columns c + t and c + t + 4), split
   u32 qh[E / 8][4], ql[E / 8][4];
   {
@@ -379,8 +394,12 @@ extern "C" __global__ void __launch_bounds__(128) flash_mma(
   if (causal && q0 + BQ < kend) kend = q0 + BQ;
   for (i64 k0 = 0; k0 < kend; k0 += BK) {
     __syncthreads();
-    load_split(k, v, Kh, Kl, Vh, Vl, k0, S, ks2, vs2, vec != 0);
+    if (vec)
+      put_split(ka, va, Kh, Kl, Vh, Vl);
+    else
+      load_split(k, v, Kh, Kl, Vh, Vl, k0, S, ks2, vs2);
     __syncthreads();
+    if (vec && k0 + BK < kend) fetch(k, v, ka, va, k0 + BK, S, ks2, vs2);
     int jn = BK / 8;  // the key blocks of 8 this warp needs: under a causal mask none past its last query
     if (causal) {
       const i64 d = rlast - k0;
