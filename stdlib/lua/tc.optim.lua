@@ -18,7 +18,9 @@
 --   (tests/lua/test_optim_steps.lua) 1.5-7x faster (bench/optim_step.lua cpu).
 -- All three run the same arithmetic (cls.update; the fused kernels follow it element by element,
 -- stdlib/cpu/optim.h). fused=true and foreach=true together are an error, as in PyTorch.
--- Under tc.compile, step and zero_grad trace into graphs (docs/architecture.md "Compiled training").
+-- Under tc.compile, step and zero_grad trace into graphs (docs/architecture.md "Compiled training");
+-- every group's lr is marked (tc.compiler.mark_dynamic(group, "lr")): the fused op takes it as a
+-- graph input, so a scheduler or the user changing it does not recompile the step.
 local tc = require "tc"
 local raise = tc._C.raise
 local zero_grad = require("tc.nn.utils").zero_grad
