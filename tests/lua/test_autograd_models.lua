@@ -29,23 +29,29 @@ local function probes(g)
           g:abs():amax():item()}
 end
 
-local function check(name, model, prep)
-  local want, w = fixtures()
+-- want: PyTorch's probes per parameter; w: tensors named <prefix>p/<torch name>, <prefix>in/1
+-- (and <prefix>out/1: PyTorch's output, compared first when present).
+local function check_grads(name, want, w, prefix, model, prep)
   local sd = {}
   for k, t in pairs(w) do
-    local key = k:match("^" .. name .. "/p/(.*)$")
+    local key = k:sub(1, #prefix) == prefix and k:sub(#prefix + 1):match("^p/(.*)$")
     if key then sd[key] = t end
   end
   model:load_state_dict(tc.utils.from_torch_state_dict(sd))
-  local x = w[name .. "/in/1"]
+  local x = w[prefix .. "in/1"]
   if prep then x = prep(x) end
   local y = model(x)
+  local want_out = w[prefix .. "out/1"]
+  if want_out then
+    local d = (y:detach():double() - want_out:double()):abs():amax():item()
+    assert(d < 1e-4 * (want_out:abs():amax():item() + 1), name .. ": output differs from PyTorch's by " .. d)
+  end
   local wt = tc.arange(0, y:numel(), {dtype = tc.float64}):cos():to(y.dtype):view(y.shape)
   ;(y * wt):sum():backward()
   local params = {}
   for n, p in model:named_parameters() do params[n] = p end
   local count = 0
-  for torch_key, pw in pairs(want[name]) do
+  for torch_key, pw in pairs(want) do
     local key = next(tc.utils.from_torch_state_dict({[torch_key] = true}))
     local p = assert(params[key], name .. ": no parameter " .. key)
     assert(p.grad ~= nil, name .. ": " .. key .. " got no gradient")
@@ -61,11 +67,26 @@ local function check(name, model, prep)
   assert(count > 0)
 end
 
+local function check(name, model, prep)
+  local want, w = fixtures()
+  check_grads(name, want[name], w, name .. "/", model, prep)
+end
+
 local T = {}
 function T.seed_64_layer_model_grads_match_pytorch() check("seed_layers", require("seed_layers").Model()) end
 function T.my_module_grads_match_pytorch() check("my_module", require("my_module").MyModule()) end
 function T.gpt2_small_config_grads_match_pytorch()
   local model = require("gpt2").gpt2({vocab_size = 100, n_positions = 16, n_embd = 64, n_layer = 2, n_head = 4})
   check("gpt2", model, function(ids) return ids + 1 end)
+end
+-- scripts/models/densenet.lua at a tiny size in training mode (batch norm on batch statistics,
+-- concatenations, transitions, pooling): tests/fixtures/gen_autograd_densenet.py
+function T.densenet_tiny_training_mode_grads_match_pytorch()
+  local f = assert(io.open(here .. "/../fixtures/autograd/densenet_tiny_grads.json"))
+  local want = json.decode(f:read("a"))
+  f:close()
+  local model = require("densenet").DenseNet(4, {2, 2}, 8, 2, 5)
+  model:train()
+  check_grads("densenet_tiny", want, tc.load(root .. "/tests/fixtures/autograd/densenet_tiny.safetensors"), "", model)
 end
 return T
