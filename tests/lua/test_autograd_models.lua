@@ -4,6 +4,7 @@
 -- g is compared through probes: sum(g), two fixed projections, max |g| (float32 tolerances).
 local tc = require "tc"
 local json = require "json"
+local nn = require "tc.nn"
 
 local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
 local root = here .. "/../.."
@@ -79,14 +80,27 @@ function T.gpt2_small_config_grads_match_pytorch()
   local model = require("gpt2").gpt2({vocab_size = 100, n_positions = 16, n_embd = 64, n_layer = 2, n_head = 4})
   check("gpt2", model, function(ids) return ids + 1 end)
 end
--- scripts/models/densenet.lua at a tiny size in training mode (batch norm on batch statistics,
--- concatenations, transitions, pooling): tests/fixtures/gen_autograd_densenet.py
-function T.densenet_tiny_training_mode_grads_match_pytorch()
-  local f = assert(io.open(here .. "/../fixtures/autograd/densenet_tiny_grads.json"))
-  local want = json.decode(f:read("a"))
-  f:close()
-  local model = require("densenet").DenseNet(4, {2, 2}, 8, 2, 5)
+-- Small CNNs from scripts/models in training mode (batch norm on batch statistics):
+-- tests/fixtures/gen_autograd_cnn.py
+local cnn_want, cnn_weights
+local function check_cnn(name, model)
+  if not cnn_want then
+    local f = assert(io.open(here .. "/../fixtures/autograd/cnn_model_grads.json"))
+    cnn_want = json.decode(f:read("a"))
+    f:close()
+    cnn_weights = tc.load(root .. "/tests/fixtures/autograd/cnn_models.safetensors")
+  end
   model:train()
-  check_grads("densenet_tiny", want, tc.load(root .. "/tests/fixtures/autograd/densenet_tiny.safetensors"), "", model)
+  check_grads(name, cnn_want[name], cnn_weights, name .. "/", model)
+end
+-- densenet.lua's DenseNet at a tiny size: concatenations, transitions, pooling
+function T.densenet_tiny_training_mode_grads_match_pytorch()
+  check_cnn("densenet_tiny", require("densenet").DenseNet(4, {2, 2}, 8, 2, 5))
+end
+-- resnet.lua's BasicBlock (stride 2, downsample) and Bottleneck: the full ResNets' layers
+function T.resnet_blocks_training_mode_grads_match_pytorch()
+  local R = require "resnet"
+  local down = nn.Sequential(nn.Conv2d(4, 8, 1, {stride = 2, bias = false}), nn.BatchNorm2d(8))
+  check_cnn("resnet_blocks", nn.Sequential(R.BasicBlock(4, 8, 2, down), R.Bottleneck(8, 2)))
 end
 return T
