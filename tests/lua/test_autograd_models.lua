@@ -12,16 +12,17 @@ if not package.path:find(root .. "/scripts/models/?.lua", 1, true) then
   package.path = root .. "/scripts/models/?.lua;" .. package.path
 end
 
-local want_all, weights
-local function fixtures()
-  if not want_all then
-    local f = assert(io.open(here .. "/../fixtures/autograd/model_grads.json"))
-    want_all = json.decode(f:read("a"))
+-- (PyTorch's probes by case, the weights and inputs) of a fixture pair, read once
+local loaded = {}
+local function fixture_pair(json_name, weights_path)
+  if not loaded[json_name] then
+    local f = assert(io.open(here .. "/../fixtures/autograd/" .. json_name))
+    loaded[json_name] = {json.decode(f:read("a")), tc.load(root .. "/tests/fixtures/" .. weights_path)}
     f:close()
-    weights = tc.load(root .. "/tests/fixtures/parity/models.safetensors")
   end
-  return want_all, weights
+  return table.unpack(loaded[json_name])
 end
+local function fixtures() return fixture_pair("model_grads.json", "parity/models.safetensors") end
 
 local function probes(g)
   g = g:double():reshape(-1)
@@ -82,16 +83,10 @@ function T.gpt2_small_config_grads_match_pytorch()
 end
 -- Small CNNs from scripts/models in training mode (batch norm on batch statistics):
 -- tests/fixtures/gen_autograd_cnn.py
-local cnn_want, cnn_weights
 local function check_cnn(name, model)
-  if not cnn_want then
-    local f = assert(io.open(here .. "/../fixtures/autograd/cnn_model_grads.json"))
-    cnn_want = json.decode(f:read("a"))
-    f:close()
-    cnn_weights = tc.load(root .. "/tests/fixtures/autograd/cnn_models.safetensors")
-  end
+  local want, weights = fixture_pair("cnn_model_grads.json", "autograd/cnn_models.safetensors")
   model:train()
-  check_grads(name, cnn_want[name], cnn_weights, name .. "/", model)
+  check_grads(name, want[name], weights, name .. "/", model)
 end
 -- densenet.lua's DenseNet at a tiny size: concatenations, transitions, pooling
 function T.densenet_tiny_training_mode_grads_match_pytorch()
