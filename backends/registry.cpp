@@ -1,12 +1,14 @@
 // The backend registry: one explicit list, no static constructors. It is also the only list of
 // backend names and mode names: tcrun, capture and the Lua side ask it (graph_compiler()).
 #include <algorithm>
+#include <string_view>
 
 #include "cpu/cpu_backend.h"
 #if TC_HAVE_CUDA
 #include "cuda/cuda_backend.h"
 #endif
 #include "cuda/cuda_graphs.h"
+#include "cuda/host_scalars.h"
 #include "eager/eager.h"
 #include "lower/loopir_backend.h"
 #include "partitioned.h"
@@ -117,10 +119,18 @@ Compiled compile_graph(const capture::Graph& g, const std::string& backend,
     TC_CHECK(std::ranges::find(known, key) != known.end(), ValueError,
              "backend \"%s\" has no option '%s' (its options: %s)", backend.c_str(), key.c_str(),
              joined(known).c_str());
-  Compiled c = compile_partitioned(b, find("eager"), g, o);
   // every backend's GPU graphs replay as CUDA graphs under these modes (cuda/cuda_graphs.h; as
   // torch, "max-autotune" also uses them, "max-autotune-no-cudagraphs" does not)
-  if (o.mode == "reduce-overhead" || o.mode == "max-autotune") c = with_cuda_graphs(std::move(c), g, o);
+  const bool cuda_graphs = o.mode == "reduce-overhead" || o.mode == "max-autotune";
+  // 0-dim CPU inputs of a GPU graph (a Lua number as an input, an optimizer's lr) go to the GPU
+  // (cuda/host_scalars.h) where that lets the graph compile for it or record into CUDA graphs;
+  // eager alone takes them as they are
+  HostScalars hs;
+  if (cuda_graphs || std::string_view(b.name()) != "eager") hs = host_scalar_inputs(g);
+  const capture::Graph& graph = hs.inputs.empty() ? g : hs.graph;
+  Compiled c = compile_partitioned(b, find("eager"), graph, o);
+  if (cuda_graphs) c = with_cuda_graphs(std::move(c), graph, o);
+  if (!hs.inputs.empty()) c = with_host_scalars(std::move(c), hs, cuda_graphs);
   return c;
 }
 

@@ -115,7 +115,8 @@ function compiler.set_stance(stance)
   prim.set_stance(stance)
 end
 function compiler.mark_dynamic(x, dim)
-  if not is_tensor(x) then raise("ValueError", "tc.compiler.mark_dynamic(): expected a tensor, got " .. type(x)) end
+  if type(x) == "table" and type(dim) == "string" then return prim.mark_dynamic(x, {dim}) end
+  if not is_tensor(x) then raise("ValueError", "tc.compiler.mark_dynamic(): expected a tensor, or a table and a key, got " .. type(x)) end
   local dims = {}
   for _, d in ipairs(type(dim) == "table" and dim or {dim}) do
     if math.type(d) ~= "integer" or d == 0 or d > x:dim() or d < -x:dim() then

@@ -239,6 +239,7 @@ class Tracer {
   void push_source(int src);   // pushes the source's current value
   Var spec(const Var& v);      // an unspecialized number as its constant (guarded); v otherwise
   bool dynamic_number(int src) const;  // the source's number is unspecialized (opt_.dynamic)
+  bool marked_number(int src);         // ... or its table field is marked (mark_dynamic(tbl, key))
   Var number_input(const Var& v);      // an unspecialized number as a graph input (0-dim)
   std::unordered_map<int, Var> number_inputs_;  // source -> its graph input
   int push_var(const Var& v);  // pushes a real value for a constant/Object Var (not tensors)

@@ -209,7 +209,7 @@ std::vector<Var> Tracer::call_op(int op_id, const std::vector<Var>& in) {
   const Op op = Op(op_id);
   const OpSchema& s = schema(op);
   std::vector<Var> args = in;
-  std::vector<std::pair<std::string, Value>> kw;
+  std::vector<std::pair<std::string, Var>> kw_vars;  // an options table's entries
   if (!args.empty() && args.back().k == Var::K::Table) {
     const ModelTable& m = tables_[args.back().id];
     bool options = !m.metatable && !m.is_size;
@@ -220,39 +220,45 @@ std::vector<Var> Tracer::call_op(int op_id, const std::vector<Var>& in) {
         if (k.k != Var::K::Str)
           throw BreakSignal{BreakCode::OpFailedWhileTracing,
                             std::string(s.name) + ": options table with a non-string key"};
-        bool ok;
-        Value x = to_value(val, &ok);
-        if (!ok)
-          throw BreakSignal{BreakCode::UnsupportedBytecode,
-                            std::string(s.name) + ": option '" + k.s + "'"};
-        kw.emplace_back(k.s, std::move(x));
+        kw_vars.emplace_back(k.s, val);
       }
       args.pop_back();
     }
   }
   if (s.kind == OpKind::DataDependent) throw BreakSignal{BreakCode::DataDependentShape, s.name};
-  // Unspecialized numbers go in as graph inputs (0-dim wrapped numbers, as the binder makes of
-  // numbers) where the op takes a tensor; where it does not, they are specialized.
-  bool any_unspec = false;
-  for (const Var& a : args) any_unspec |= a.unspec;
+  // Unspecialized numbers, positional or options, go in as graph inputs (0-dim wrapped numbers,
+  // as the binder makes of numbers) where the op takes a tensor (or a 0-dim tensor for a number:
+  // an optimizer step's lr); where it does not, they are specialized.
+  bool unspec_args = false, unspec_options = false;
+  for (const Var& a : args) unspec_args |= a.unspec;
+  for (const auto& [k, v] : kw_vars) unspec_options |= v.unspec;
   Stack bound;
   Metas metas;
-  for (bool as_inputs : {true, false}) {
-    if (!as_inputs && !any_unspec) break;
+  // tries: numbers as inputs everywhere, then in the positional arguments only, then nowhere
+  for (int attempt = unspec_options ? 0 : unspec_args ? 1 : 2; attempt <= 2; attempt++) {
+    if (attempt == 1 && !unspec_args) continue;
     Stack pos;
+    std::vector<std::pair<std::string, Value>> kw;
     for (const Var& a : args) {
       bool ok;
-      pos.push_back(to_value(a.unspec && as_inputs ? number_input(a) : a, &ok));
+      pos.push_back(to_value(a.unspec && attempt <= 1 ? number_input(a) : a, &ok));
       if (!ok)
         throw BreakSignal{BreakCode::UnsupportedBytecode,
                           std::string(s.name) + ": an argument tc cannot pass to an op"};
+    }
+    for (const auto& [k, v] : kw_vars) {
+      bool ok;
+      Value x = to_value(v.unspec && attempt == 0 ? number_input(v) : v, &ok);
+      if (!ok)
+        throw BreakSignal{BreakCode::UnsupportedBytecode, std::string(s.name) + ": option '" + k + "'"};
+      kw.emplace_back(k, std::move(x));
     }
     try {
       bound = bind(op, std::move(pos), kw);
       metas = infer_meta(op, bound);
       break;
     } catch (const Error& err) {
-      if (as_inputs && any_unspec) continue;
+      if (attempt < 2) continue;
       throw BreakSignal{BreakCode::OpFailedWhileTracing, std::string(s.name) + ": " + err.what()};
     }
   }

@@ -199,7 +199,7 @@ Var Tracer::from_lua(int idx, int src) {
   const int t = lua_type(L, idx);
   switch (t) {
     case LUA_TNUMBER:
-      if (dynamic_number(src)) {
+      if (dynamic_number(src) || marked_number(src)) {
         guard_type(src, LUA_TNUMBER);
         Guard& g = e_.guards.guards.back();
         g.ival = lua_isinteger(L, idx) ? 1 : 2;
@@ -376,6 +376,26 @@ bool Tracer::dynamic_number(int src) const {
   for (auto& [s, d] : opt_.dynamic)
     if (d < 0 && s == where) return true;
   return false;
+}
+
+// tc.compiler.mark_dynamic(tbl, key): registry table tbl -> {key = true}; the number read at
+// tbl[key] is unspecialized from the first trace on (an optimizer's lr, which a scheduler changes).
+bool Tracer::marked_number(int src) {
+  const Source s = e_.guards.sources[src];
+  if (s.kind != SrcKind::Field) return false;
+  luaL_checkstack(L, 4, "tracing a marked number");
+  bool marked = false;
+  if (lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.marked") == LUA_TTABLE) {
+    push_source(s.parent);
+    if (lua_rawget(L, -2) == LUA_TTABLE) {
+      lua_pushlstring(L, s.name.data(), s.name.size());
+      marked = lua_rawget(L, -2) == LUA_TBOOLEAN;
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  return marked;
 }
 
 Var Tracer::spec(const Var& v) {

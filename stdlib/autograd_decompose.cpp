@@ -1,6 +1,7 @@
 // Composite ops written in tc ops: autograd differentiates these (recomputed in the backward from
 // the saved inputs) instead of keeping a hand-written backward per fused kernel. dropout and
 // attention with dropout run this way in the forward when they record (the mask must be saved).
+#include <algorithm>
 #include <cmath>
 
 #include "autograd_internal.h"
@@ -100,10 +101,35 @@ Tensor pool(Op o, const Stack& a) {
   return op(Op::mul, {sums, scale});
 }
 
+// bilinear along 0-based dim d: x[i0] * l0 + x[i1] * l1 per output index, with the kernel's
+// source indices and weights (stdlib/cpu/nn_interpolate.cpp); `scale` is 1/scale_factor or 0.
+Tensor linear_resize(const Tensor& x, int64_t d, int64_t n, bool align, double scale) {
+  const int64_t in = x.sizes()[d];
+  Tensor i0 = Tensor::empty({n}, DType::Int64), i1 = Tensor::empty({n}, DType::Int64);
+  Tensor l0 = Tensor::empty({n}, DType::Float64), l1 = Tensor::empty({n}, DType::Float64);
+  const double s = align ? (n > 1 ? double(in - 1) / double(n - 1) : 0.0) : scale > 0 ? scale : double(in) / double(n);
+  for (int64_t o = 0; o < n; o++) {
+    const double src = align ? s * double(o) : std::max(s * (double(o) + 0.5) - 0.5, 0.0);
+    const int64_t lo = int64_t(src);
+    i0.data<int64_t>()[o] = lo + 1;  // 1-based, as index_select takes them
+    i1.data<int64_t>()[o] = lo + (lo < in - 1 ? 1 : 0) + 1;
+    l1.data<double>()[o] = std::min(src - double(lo), 1.0);
+    l0.data<double>()[o] = 1.0 - l1.data<double>()[o];
+  }
+  IntList wshape(size_t(x.dim() - d), 1);  // broadcasts along dim d
+  wshape[0] = n;
+  auto weight = [&](const Tensor& l) {
+    return op(Op::reshape, {op(Op::to_dtype, {op(Op::to_device, {l, Value(x.device())}), Value(x.dtype())}), wshape});
+  };
+  auto pick = [&](const Tensor& i) { return op(Op::index_select, {x, d + 1, op(Op::to_device, {i, Value(x.device())})}); };
+  return op(Op::add, {op(Op::mul, {pick(i0), weight(l0)}), op(Op::mul, {pick(i1), weight(l1)})});
+}
+
 Tensor interpolate(const Stack& a) {
   const Tensor& x = a[0].tensor();
-  TC_CHECK(a[3].str() == "nearest", NotImplementedError,
-           "the derivative of interpolate with mode \"%s\" is not implemented (only \"nearest\")", a[3].str().c_str());
+  const bool bilinear = a[3].str() == "bilinear";
+  TC_CHECK(bilinear || a[3].str() == "nearest", NotImplementedError,
+           "the derivative of interpolate with mode \"%s\" is not implemented", a[3].str().c_str());
   Shape out = infer_meta(Op::interpolate, a)[0].sizes;
   Tensor y = x;
   int64_t spatial = x.dim() - 2;
@@ -113,6 +139,11 @@ Tensor interpolate(const Stack& a) {
     if (a[2].is_float_list() && !a[1].is_int_list()) {
       const FloatList& sf = a[2].floats();
       scale = 1.0 / sf[sf.size() == 1 ? 0 : k];
+    }
+    if (bilinear) {
+      const bool given = a[2].is_float_list() && !a[1].is_int_list();
+      y = linear_resize(y, d, n, !a[4].is_none() && a[4].to_bool(), given ? scale : 0.0);
+      continue;
     }
     Tensor idx = op(Op::arange, {int64_t(0), n}, {{"dtype", Value(DType::Float64)}, {"device", Value(x.device())}});
     idx = op(Op::clamp, {op(Op::floor, {op(Op::mul, {idx, scale})}), Value(), (double)(in - 1)});

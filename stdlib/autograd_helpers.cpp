@@ -98,7 +98,14 @@ Value h_norm_backward(Env&, const Stack& a) {
   bool keep = a[5].to_bool();
   Tensor ge = expand_reduced(g, x, a[4], keep), re = expand_reduced(r, x, a[4], keep);
   if (p == 1) return Value(op(Op::mul, {ge, op(Op::sign, {x})}));
-  TC_CHECK(std::isfinite(p) && p > 0, NotImplementedError, "the derivative of norm with p=%g is not implemented", p);
+  if (p == 0) return Value(zeros_like_t(x, g));  // a count of nonzeros: constant almost everywhere
+  if (std::isinf(p)) {
+    // max (min for -inf) of |x|: the elements at it share the gradient evenly, as PyTorch's
+    Tensor mask = op(Op::to_dtype, {op(Op::eq, {op(Op::abs, {x}), re}), Value(g.dtype())});
+    Tensor count = op(Op::sum, {mask, all_dims(a[4], x.dim()), true});
+    return Value(op(Op::mul, {op(Op::mul, {ge, op(Op::sign, {x})}), op(Op::div, {mask, count})}));
+  }
+  TC_CHECK(p > 0, NotImplementedError, "the derivative of norm with p=%g is not implemented", p);
   // x * |x|^(p-2) * g / r^(p-1), zero where the norm is zero
   Tensor scale = p == 2 ? x : op(Op::mul, {x, op(Op::pow, {op(Op::abs, {x}), p - 2})});
   Tensor denom = p == 2 ? re : op(Op::pow, {re, p - 1});

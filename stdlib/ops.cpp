@@ -187,6 +187,22 @@ bool is_integral_double(double d) { return d == (double)(int64_t)d; }
           type_name(a.type), a.optional ? " or nil" : "", value_type_name(v));
 }
 
+// A float argument that may also be a 0-dim tensor, kept as one for the kernel to read (on CUDA
+// on the device): the optimizer steps' learning rate, which a compiled step takes as a graph
+// input so that a scheduler changing it neither recompiles nor re-records (stdlib/cpu/optim.h).
+bool float_or_scalar_tensor(Op op, const ArgSpec& a) {
+  switch (op) {
+    case Op::_fused_sgd_:
+    case Op::_fused_adam_:
+    case Op::_fused_adamw_:
+    case Op::_fused_rmsprop_:
+    case Op::_fused_adagrad_:
+      return a.name == "lr";
+    default:
+      return false;
+  }
+}
+
 // Converts `v` to the argument's type, or throws.
 Value coerce(const OpSchema& s, const ArgSpec& a, Value v) {
   if (v.is_none()) {
@@ -220,6 +236,7 @@ Value coerce(const OpSchema& s, const ArgSpec& a, Value v) {
       break;
     case ArgType::Float:
       if (v.is_int() || v.is_double()) return Value(v.to_double());
+      if (v.is_tensor() && v.tensor().dim() == 0 && float_or_scalar_tensor(s.op, a)) return v;
       break;
     case ArgType::Bool:
       if (v.is_bool()) return v;

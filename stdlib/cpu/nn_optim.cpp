@@ -15,6 +15,7 @@ double step_value(const Tensor& t) {
 }
 
 void OptimStep::set_step(double step) {
+  h.step = step;
   if (alg == OptimAlg::Adam || alg == OptimAlg::AdamW) {
     h.c = h.lr / (1 - std::pow(h.a, step));
     h.d = std::sqrt(1 - std::pow(h.b, step));
@@ -29,12 +30,19 @@ OptimStep describe_optim(Op op, const Stack& a) {
   auto list = [&](int i) { return &a[i].tensors(); };
   auto num = [&](int i) { return a[i].to_double(); };
   auto flag = [&](int i) { return a[i].to_bool() ? 1 : 0; };
+  auto lr = [&](int i) {  // a number, or a 0-dim tensor (ops.cpp float_or_scalar_tensor)
+    if (a[i].is_tensor())
+      s.lr = &a[i].tensor();
+    else
+      s.h.lr = a[i].to_double();
+  };
   std::vector<bool> required;  // per state list
   switch (op) {
     case Op::_fused_sgd_:
       s.alg = OptimAlg::SGD;
       s.lists = {list(0), list(1), list(2)};
-      s.h.lr = num(3), s.h.a = num(4), s.h.b = num(5), s.h.weight_decay = num(6);
+      lr(3);
+      s.h.a = num(4), s.h.b = num(5), s.h.weight_decay = num(6);
       s.h.flag1 = flag(7), s.h.maximize = flag(8), s.h.flag2 = flag(9);
       required = {s.h.a != 0};
       break;
@@ -43,14 +51,16 @@ OptimStep describe_optim(Op op, const Stack& a) {
       s.alg = op == Op::_fused_adam_ ? OptimAlg::Adam : OptimAlg::AdamW;
       s.lists = {list(0), list(1), list(2), list(3), list(4)};
       s.step = &a[5].tensor();
-      s.h.lr = num(6), s.h.a = num(7), s.h.b = num(8), s.h.eps = num(9), s.h.weight_decay = num(10);
+      lr(6);
+      s.h.a = num(7), s.h.b = num(8), s.h.eps = num(9), s.h.weight_decay = num(10);
       s.h.flag1 = flag(11), s.h.maximize = flag(12);
       required = {true, true, s.h.flag1 != 0};
       break;
     case Op::_fused_rmsprop_:
       s.alg = OptimAlg::RMSprop;
       s.lists = {list(0), list(1), list(2), list(3), list(4)};
-      s.h.lr = num(5), s.h.a = num(6), s.h.eps = num(7), s.h.weight_decay = num(8), s.h.b = num(9);
+      lr(5);
+      s.h.a = num(6), s.h.eps = num(7), s.h.weight_decay = num(8), s.h.b = num(9);
       s.h.flag1 = flag(10), s.h.maximize = flag(11);
       required = {true, s.h.b > 0, s.h.flag1 != 0};
       break;
@@ -58,7 +68,8 @@ OptimStep describe_optim(Op op, const Stack& a) {
       s.alg = OptimAlg::Adagrad;
       s.lists = {list(0), list(1), list(2)};
       s.step = &a[3].tensor();
-      s.h.lr = num(4), s.h.a = num(5), s.h.weight_decay = num(6), s.h.eps = num(7), s.h.maximize = flag(8);
+      lr(4);
+      s.h.a = num(5), s.h.weight_decay = num(6), s.h.eps = num(7), s.h.maximize = flag(8);
       required = {true};
       break;
     default:
@@ -103,6 +114,13 @@ OptimStep describe_optim(Op op, const Stack& a) {
   if (s.step)
     TC_CHECK(s.step->numel() == 1, ShapeError, "%s(): 'step' must hold one number, got shape %s", name,
              shape_string(s.step->sizes()).c_str());
+  if (s.lr) {
+    TC_CHECK(s.lr->dtype() != DType::Bool, DTypeError, "%s(): 'lr' must be a number or a 0-dim tensor, got a bool tensor",
+             name);
+    TC_CHECK(s.lr->device().is_cpu() || s.lr->device() == first.device(), DeviceError,
+             "%s(): 'lr' must be on the CPU or on the parameters' device (%s), got %s", name, first.device().str().c_str(),
+             s.lr->device().str().c_str());
+  }
   return s;
 }
 
@@ -246,7 +264,8 @@ void OptimWork::finish() {
 
 Tensor fused_optim_kernel(Op op, const Stack& a, const TensorMeta&) {
   OptimStep s = describe_optim(op, a);
-  if (s.step) s.set_step(step_value(*s.step));
+  if (s.lr) s.h.lr = step_value(*s.lr);
+  s.set_step(s.step ? step_value(*s.step) : 0);
   const TensorList& ps = *s.lists[0];
   const size_t nl = s.lists.size(), n = ps.size();
   OptimWork w(s);

@@ -31,6 +31,7 @@ struct OptimHyper {
   double lr = 0, weight_decay = 0;
   double a = 0, b = 0, c = 0, d = 0;  // per algorithm, see `describe_optim`
   double eps = 0;
+  double step = 0;  // the step count (Adam, AdamW, Adagrad)
   int maximize = 0, flag1 = 0, flag2 = 0, alg = 0;
 };
 
@@ -39,8 +40,9 @@ struct OptimStep {
   // lists[0] params, lists[1] grads, lists[2...] the algorithm's state lists (empty: unused)
   std::vector<const TensorList*> lists;
   const Tensor* step = nullptr;  // Adam, AdamW, Adagrad: the step count after this step
+  const Tensor* lr = nullptr;    // the learning rate when it is a 0-dim tensor (else h.lr)
   OptimHyper h;
-  // The step-dependent scalars from the step count (host side).
+  // The step-dependent scalars from h.lr and the step count (host side).
   void set_step(double step);
 };
 
@@ -63,11 +65,12 @@ class OptimWork {
 //            flag1 amsgrad
 //   RMSprop: a alpha, b momentum; flag1 centered
 //   Adagrad: a lr_decay, c clr = lr / (1 + (step - 1) * lr_decay)
-// The step-dependent scalars are not set (set_step).
+// `lr` is a number (h.lr) or a 0-dim tensor (lr: its value not read here). The step-dependent
+// scalars are not set (set_step, once the values of `step` and a tensor `lr` are known).
 OptimStep describe_optim(Op op, const Stack& a);
 TensorMeta fused_optim_meta(Op op, const Stack& a);
 Tensor fused_optim_kernel(Op op, const Stack& a, const TensorMeta& m);
-// The step count of a `step` argument (a number or a 0-dim tensor on any device; read on the host).
+// The value of a `step` or `lr` argument (a number or a 0-dim tensor on any device; read on the host).
 double step_value(const Tensor& t);
 
 }  // namespace tc::cpu

@@ -2,9 +2,10 @@
 // of kChunk elements; one launch takes up to kMaxTensors parameters (with their grads and states),
 // whose pointers, sizes and first chunk numbers travel in the kernel's parameter block (no upload),
 // and each block finds its tensor by a binary search over the chunk numbers, then runs the update
-// of stdlib/cpu/optim.h over its chunk. A step of 160 parameters is 3 launches. The step count,
-// when it is a CUDA tensor, is read by the kernel (so a recorded CUDA graph stays right); else the
-// host computes the step's scalars. Non-contiguous tensors go through contiguous copies.
+// of stdlib/cpu/optim.h over its chunk. A step of 160 parameters is 3 launches. The step count
+// and the learning rate, when they are CUDA tensors, are read by the kernel (so a recorded CUDA
+// graph stays right when they change); else the host computes the step's scalars. Non-contiguous
+// tensors go through contiguous copies.
 #include <algorithm>
 
 #include "cpu/optim.h"
@@ -32,11 +33,12 @@ std::string source(DType dt) {
          "#define MAX_LISTS " + std::to_string(kMaxLists) + "\n#define MAX_TENSORS " + std::to_string(kMaxTensors) +
          "\n#define CHUNK " + std::to_string(kChunk) + "ll\n" + R"CUDA(
 struct Table { int n; int first_chunk[MAX_TENSORS + 1]; i64 numel[MAX_TENSORS]; T* ptr[MAX_LISTS][MAX_TENSORS]; };
-struct Hyper { double lr, weight_decay, a, b, c, d, eps; int maximize, flag1, flag2, alg; };
+struct Hyper { double lr, weight_decay, a, b, c, d, eps, step; int maximize, flag1, flag2, alg; };
 __device__ __forceinline__ A r(A x) { return ld(cvt<T>(x)); }  // rounded to T, as an op's result
-extern "C" __global__ void optim_step(Table t, Hyper h, const double* step_dev) {
-  if (step_dev) {  // the step's scalars from the device's step count
-    double s = *step_dev;
+extern "C" __global__ void optim_step(Table t, Hyper h, const double* step_dev, const double* lr_dev) {
+  if (lr_dev) h.lr = *lr_dev;
+  if (step_dev || lr_dev) {  // the step's scalars from the device's step count or lr
+    double s = step_dev ? *step_dev : h.step;
     if (h.alg == 1 || h.alg == 2) { h.c = h.lr / (1 - pow(h.a, s)); h.d = sqrt(1 - pow(h.b, s)); }
     if (h.alg == 4) h.c = h.lr / (1 + (s - 1) * h.a);
   }
@@ -124,15 +126,21 @@ bool fused_optim(Op op, const Stack& a, Stack* result) {
   const TensorList& ps = *s.lists[0];
   const Tensor& first = ps[0];
   const int device = first.device().index;
+  // a CUDA tensor's value as a double the kernel reads; a host value into h
   const double* step_dev = nullptr;
-  Tensor step_copy;
-  if (s.step) {
-    if (s.step->device().is_cuda()) {
-      step_copy = contiguous_as(*s.step, DType::Float64);
-      step_dev = static_cast<const double*>(step_copy.data_ptr());
-    } else {
-      s.set_step(cpu::step_value(*s.step));
-    }
+  const double* lr_dev = nullptr;
+  Tensor step_copy, lr_copy;
+  if (s.lr && s.lr->device().is_cuda()) {
+    lr_copy = contiguous_as(*s.lr, DType::Float64);
+    lr_dev = static_cast<const double*>(lr_copy.data_ptr());
+  } else if (s.lr) {
+    s.h.lr = cpu::step_value(*s.lr);
+  }
+  if (s.step && s.step->device().is_cuda()) {
+    step_copy = contiguous_as(*s.step, DType::Float64);
+    step_dev = static_cast<const double*>(step_copy.data_ptr());
+  } else {
+    s.set_step(s.step ? cpu::step_value(*s.step) : 0);  // (with lr_dev the kernel redoes it)
   }
   const size_t nl = s.lists.size(), n = ps.size();
   cpu::OptimWork w(s);
@@ -146,7 +154,7 @@ bool fused_optim(Op op, const Stack& a, Stack* result) {
     if (tab.n == 0) return;
     tab.first_chunk[tab.n] = chunks;
     unsigned grid = grid_for(int64_t(chunks) * kBlock, device, kBlock, 16);  // a block per chunk, at most 16 per SM
-    void* args[] = {&tab, &h, &step_dev};
+    void* args[] = {&tab, &h, &step_dev, &lr_dev};
     launch(device, f, grid, kBlock, args);
     tab = Table{};
     chunks = 0;

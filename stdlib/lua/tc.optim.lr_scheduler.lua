@@ -38,7 +38,6 @@ local function scheduler_class(name, rows, init)
     local a = sig:bind(...)
     local self = setmetatable({optimizer = a.optimizer, last_epoch = a.last_epoch}, c)
     local groups = a.optimizer.param_groups
-    a.optimizer._lr_scheduled = true  -- its compiled step runs the fused op uncompiled (tc.optim)
     for i, g in ipairs(groups) do
       if a.last_epoch == -1 then
         g.initial_lr = g.lr

@@ -18,7 +18,9 @@
 --   (tests/lua/test_optim_steps.lua) 1.5-7x faster (bench/optim_step.lua cpu).
 -- All three run the same arithmetic (cls.update; the fused kernels follow it element by element,
 -- stdlib/cpu/optim.h). fused=true and foreach=true together are an error, as in PyTorch.
--- Under tc.compile, step and zero_grad trace into graphs (docs/architecture.md "Compiled training").
+-- Under tc.compile, step and zero_grad trace into graphs (docs/architecture.md "Compiled training");
+-- every group's lr is marked (tc.compiler.mark_dynamic(group, "lr")): the fused op takes it as a
+-- graph input, so a scheduler or the user changing it does not recompile the step.
 local tc = require "tc"
 local raise = tc._C.raise
 local zero_grad = require("tc.nn.utils").zero_grad
@@ -78,6 +80,9 @@ local function make_group(self, spec, opts)
     raise("ValueError", string.format("%s: invalid epsilon value: %g", cls.__name, group.eps))
   end
   if cls.validate then cls.validate(group) end
+  -- under tc.compile the fused step takes lr as a graph input, not as a constant: a scheduler
+  -- (or the user) changing it does not recompile the step (nor re-record its CUDA graph)
+  tc.compiler.mark_dynamic(group, "lr")
   return group
 end
 
@@ -344,10 +349,6 @@ local function fused_step(self, g, b)
   return fused_by_count(self, g, b)
 end
 
--- The fused step uncompiled: for an optimizer whose lr a scheduler changes (a constant of the
--- fused op: traced, each new lr would recompile the step's graph, up to the recompile limit).
-local fused_step_uncompiled = tc.compiler.disable(function(self, g, b) return fused_step(self, g, b) end)
-
 -- fused (nil: when the parameters are floating-point tensors and foreach is not asked for)
 local function use_fused(g, p)
   if g.fused ~= nil then return g.fused end
@@ -366,8 +367,7 @@ local function step_groups(self)
       if done[b] == nil then
         add_slots(self, g, b)
         if use_fused(g, p) then
-          local fused = self._lr_scheduled and fused_step_uncompiled or fused_step
-          done[b] = fused(self, g, b)
+          done[b] = fused_step(self, g, b)
         else
           local foreach = g.foreach
           if foreach == nil then foreach = on_cuda(p) end

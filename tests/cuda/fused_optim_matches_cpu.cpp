@@ -1,7 +1,7 @@
 // The optimizer-step ops (_fused_sgd_ ... _fused_adagrad_) on CUDA equal the CPU kernel over 150
 // parameters of mixed shapes (zero-size ones, one over a chunk, a non-contiguous one), every
 // algorithm with its options on, three steps, in a few kernel launches (64 parameters per launch:
-// 3 here, not one per parameter per op); the step count may be a CUDA tensor. Without a GPU the
+// 3 here, not one per parameter per op); the step count and the learning rate may be CUDA tensors. Without a GPU the
 // kernels of every dtype are still compiled (compile-only mode, NVRTC alone).
 #include <gtest/gtest.h>
 
@@ -143,6 +143,43 @@ TEST_F(FusedOptimOnCuda, StepCountOnTheDeviceEqualsANumber) {
   for (size_t i = 0; i < a[0].size(); i++) {
     Tensor x = convert(a[0][i], DType::Float64, Device{}), y = convert(b[0][i], DType::Float64, Device{});
     for (int64_t k = 0; k < x.numel(); k++) ASSERT_NEAR(x.data<double>()[k], y.data<double>()[k], 1e-6) << i;
+  }
+}
+
+// The learning rate as a 0-dim CUDA tensor (a compiled step's graph input, read by the kernel)
+// gives the parameters a host number gives, for every algorithm, with the step count on the host
+// or on the device, also when lr changes between steps (a scheduler).
+TEST_F(FusedOptimOnCuda, LearningRateOnTheDeviceEqualsANumber) {
+  if (!gpu_) GTEST_SKIP() << "needs a GPU";
+  for (const Case c : cases()) {
+    double lr = 0;
+    for (auto& [k, v] : c.options)
+      if (k == "lr") lr = v.to_double();
+    for (bool step_on_device : {false, true}) {
+      std::string what = std::string(op_name(c.op)) + (step_on_device ? ", step on the device" : "");
+      std::vector<TensorList> a = make_lists(c, DType::Float32, kGpu), b = make_lists(c, DType::Float32, kGpu);
+      for (int step = 1; step <= 3; step++) {
+        const double lr_now = lr * (step == 3 ? 0.5 : 1.0);
+        Stack x = args(c, a, Value(int64_t(step)));
+        Value step_b = step_on_device ? Value(convert(Tensor::scalar(double(step), DType::Float64), DType::Float64, kGpu))
+                                      : Value(int64_t(step));
+        Stack y = args(c, b, step_b);
+        const size_t lr_at = c.step ? 2 + c.states + 1 : 2 + c.states;
+        x[lr_at] = Value(Tensor::scalar(lr_now, DType::Float64));
+        y[lr_at] = Value(convert(Tensor::scalar(lr_now, DType::Float64), DType::Float64, kGpu));
+        if (c.op == Op::_fused_sgd_) x.back() = y.back() = Value(step == 1);  // first_step
+        call(c.op, x);
+        call(c.op, y);
+      }
+      for (size_t l = 0; l < a.size(); l++) {
+        if (l == 1) continue;
+        for (size_t i = 0; i < a[l].size(); i++) {
+          Tensor p = convert(a[l][i], DType::Float64, Device{}), q = convert(b[l][i], DType::Float64, Device{});
+          for (int64_t k = 0; k < p.numel(); k++)
+            ASSERT_NEAR(p.data<double>()[k], q.data<double>()[k], 1e-6) << what << " list " << l << " tensor " << i;
+        }
+      }
+    }
   }
 }
 

@@ -96,6 +96,13 @@ function T.pointwise_unary()
     {"clamp", function(a) return tc.clamp(a, -0.5, 0.7) end, {away(x)}},
     {"reciprocal", tc.reciprocal, {away(x)}}, {"erf", tc.erf, {x}},
     {"floor", function(a) return tc.floor(a) + a end, {away(x)}},
+    -- zero gradients, as PyTorch's (inputs away from the steps)
+    {"ceil", function(a) return tc.ceil(a) + a end, {V(x:floor() + 0.4)}},
+    {"round", function(a) return tc.round(a) * a end, {V(x:floor() + 0.3)}},
+    {"trunc", function(a) return tc.trunc(a) + a end, {V(x:floor() + 0.6)}},
+    {"sign", function(a) return tc.sign(a) * a end, {away(x)}},
+    {"to_device", function(a) return a:to("cpu") * a end, {x}},
+    {"to_dtype", function(a) return a:to(tc.float64) * 2 end, {x}},
   }
 end
 
@@ -127,6 +134,8 @@ function T.reductions()
     {"var_mean", function(a) local v, m = a:var_mean(2); return v + m * 3 end, {x}},
     {"norm", function(a) return a:norm(2, 2) end, {x}}, {"norm_p1", function(a) return a:norm(1) end, {away(x)}},
     {"norm_p3", function(a) return a:norm(3, 1) end, {x}},
+    {"norm_pinf", function(a) return a:norm(math.huge, 2) end, {x}},
+    {"norm_pneginf", function(a) return a:norm(-math.huge) end, {away(x)}},
     {"logsumexp", function(a) return a:logsumexp(2) end, {x}}, {"cumsum", function(a) return a:cumsum(2) end, {x}},
     {"softmax", function(a) return a:softmax(2) end, {x}}, {"log_softmax", function(a) return a:log_softmax(1) end, {x}},
     {"sort", function(a) return (a:sort(2)) end, {x}}, {"topk", function(a) return (a:topk(2, 2)) end, {x}},
@@ -228,6 +237,11 @@ function T.normalization_and_nn()
     {"sdpa_float_mask", function(q, k, v, m) return tc.scaled_dot_product_attention(q, k, v, m) end,
      {R(3, 2), V(rnd(3, 2)), V(rnd(3, 2)), V(rnd(3, 3))}},
     {"interpolate_nearest", function(x) return tc.interpolate(x, {5, 3}) end, {R(1, 1, 3, 2)}},
+    {"interpolate_bilinear", function(x) return tc.interpolate(x, {5, 3}, nil, "bilinear", false) end, {R(1, 2, 3, 2)}},
+    {"interpolate_bilinear_align_corners", function(x) return tc.interpolate(x, {4, 5}, nil, "bilinear", true) end,
+     {R(2, 1, 3, 2)}},
+    {"interpolate_bilinear_scale_factor", function(x) return tc.interpolate(x, nil, {1.5, 0.5}, "bilinear") end,
+     {R(1, 1, 2, 4)}},
     {"dropout", function(x) return tc.dropout(x, 0.3, true) end, {R(4, 4)}},
   }
 end
