@@ -103,6 +103,7 @@ end
 -- stats as they were before step `from`.
 local function step(xx, ww) return (xx:matmul(ww):relu() * ww:mean()):sigmoid():sum() end
 local function train(steps, from, input)
+  tc.compiler.reset()  -- (graphs of an earlier train() were recorded for other inputs)
   local w = (tc.randn(512, 512) * 0.05):requires_grad_()
   local we = w:detach():clone():requires_grad_()
   local cstep = tc.compile(step, {mode = "reduce-overhead"})

@@ -75,8 +75,9 @@ function T.batch_norm_train_and_backward_match_cpu_for_every_split()
       local gout = tc.randn(shape):to(dt)
       local got = {}
       for _, device in ipairs({"cpu", "cuda"}) do
-        local xd, wd, bd = x:to(device):requires_grad_(), w:to(device):requires_grad_(), b:to(device):requires_grad_()
-        local rmd, rvd = rm:to(device), rv:to(device)
+        local function leaf(t) return t:clone():to(device):requires_grad_() end  -- (clone: cpu's :to is t itself)
+        local xd, wd, bd = leaf(x), leaf(w), leaf(b)
+        local rmd, rvd = rm:clone():to(device), rv:clone():to(device)
         local y = tc.batch_norm(xd, wd, bd, rmd, rvd, training, 0.1, 1e-5)
         local loss = (y * gout:to(device)):sum()
         loss:backward()
