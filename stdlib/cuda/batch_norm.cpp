@@ -152,7 +152,8 @@ bool batch_norm_train(const Tensor& x, const Stack& a, const Tensor& out) {
            "P* rm, P* rv, const P* __restrict__ w, const P* __restrict__ b, i64* nbt, i64 N64, i64 C64, i64 S64, "
            "double momentum, double eps, double* ws, unsigned P32, int phase) {\n"
            "  __shared__ double sm[16];\n"
-           "  I S = (I)S64, CS = (I)C64 * S, M = (I)N64 * S, NP = P32, c = blockIdx.x / NP, p = blockIdx.x % NP, lo, hi;\n"
+           "  I S = (I)S64, CS = (I)C64 * S, M = (I)N64 * S, NP = P32, c = blockIdx.x / NP, "
+           "p = blockIdx.x % NP, lo, hi;\n"
            "  part(M, p, NP, &lo, &hi);\n"
            "  double K = M ? (double)cvt<A>(x[c * S]) : 0.0, v[2] = {0, 0};\n"
            "  if (phase == 0) {\n"
@@ -171,7 +172,10 @@ bool batch_norm_train(const Tensor& x, const Stack& a, const Tensor& out) {
            "  double sc = 1.0 / sqrt(q / (double)M + eps) * (w ? (double)cvt<A>(w[c]) : 1.0);\n"
            "  A scale = (A)sc, shift = (A)((b ? (double)cvt<A>(b[c]) : 0.0) - mean * sc);\n"
            "  if (phase == 2) lo = 0, hi = M;\n"
-           "  for (I j = lo + threadIdx.x; j < hi; j += 256) { I at = BN_AT(j); y[at] = Cv<T>::f(cvt<A>(x[at]) * scale + shift); }\n"
+           "  for (I j = lo + threadIdx.x; j < hi; j += 256) {\n"
+           "    I at = BN_AT(j);\n"
+           "    y[at] = Cv<T>::f(cvt<A>(x[at]) * scale + shift);\n"
+           "  }\n"
            "}\n";
   }, {"bntrain"})[0];
   const void *xp = x.data_ptr(), *wp = ptr(a[1]), *bp = ptr(a[2]);
@@ -206,9 +210,11 @@ bool batch_norm_backward(const Stack& a, const Metas& m, Stack* result) {
            "const P* __restrict__ rv, D* gw, D* gb, i64 N64, i64 C64, i64 S64, int use_batch, double eps, double* ws, "
            "unsigned P32, int phase) {\n"
            "  __shared__ double sm[32];\n"
-           "  I S = (I)S64, CS = (I)C64 * S, M = (I)N64 * S, NP = P32, c = blockIdx.x / NP, p = blockIdx.x % NP, lo, hi;\n"
+           "  I S = (I)S64, CS = (I)C64 * S, M = (I)N64 * S, NP = P32, c = blockIdx.x / NP, "
+           "p = blockIdx.x % NP, lo, hi;\n"
            "  part(M, p, NP, &lo, &hi);\n"
-           "  double K = !use_batch ? (double)cvt<A>(rm[c]) : M ? (double)cvt<A>(x[c * S]) : 0.0, v[4] = {0, 0, 0, 0};\n"
+           "  double K = !use_batch ? (double)cvt<A>(rm[c]) : M ? (double)cvt<A>(x[c * S]) : 0.0;\n"
+           "  double v[4] = {0, 0, 0, 0};\n"
            "  if (phase == 0) {\n"
            "    sums<true>(x, g, c, lo, hi, S, CS, K, v);\n"
            "    block_sums<4>(v, sm);\n"
@@ -238,7 +244,10 @@ bool batch_norm_backward(const Stack& a, const Metas& m, Stack* result) {
            "      gx[at] = Cv<T>::f(kk * (cvt<A>(g[at]) - mg - (cvt<A>(x[at]) - mu) * proj));\n"
            "    }\n"
            "  } else {\n"
-           "    for (I j = lo + threadIdx.x; j < hi; j += 256) { I at = BN_AT(j); gx[at] = Cv<T>::f(cvt<A>(g[at]) * kk); }\n"
+           "    for (I j = lo + threadIdx.x; j < hi; j += 256) {\n"
+           "      I at = BN_AT(j);\n"
+           "      gx[at] = Cv<T>::f(cvt<A>(g[at]) * kk);\n"
+           "    }\n"
            "  }\n"
            "}\n";
   }, {"bnbackward"})[0];
