@@ -114,6 +114,7 @@ namespace {
 struct Entry {
   std::vector<Shape> key;  // sizes then strides of each input
   bool warmed = false;
+  bool rewarmed = false;                // a second warm-up call ran (inputs moved after the first)
   bool plain = false;                   // recording abandoned: plain launches
   std::vector<void*> warm_ptr;          // each input's address in the warm-up call
   std::vector<bool> copy;               // per input: copied into a static buffer
@@ -344,6 +345,30 @@ std::vector<Tensor> record(State& st, Entry& e, capture::GraphInputs in) {
   return replay(st, e, in);
 }
 
+// The copied inputs into their static buffers: dense ones (contiguous, as their buffers) as byte
+// ranges batched into few launches (an optimizer step's hundreds of gradients), others one by one.
+void copy_in(const State& st, Entry& e, capture::GraphInputs in) {
+  std::vector<cuda::InputCopy> dense;
+  for (size_t i = 0; i < in.size(); i++) {
+    if (!e.statics[i].defined() || e.same[i] >= 0) continue;
+    const Tensor& t = *in[i];
+    if (t.is_contiguous() && e.statics[i].is_contiguous() && t.dtype() == e.statics[i].dtype()) {
+      dense.push_back({t.data_ptr(), e.statics[i].data_ptr(), size_t(t.numel() * t.itemsize())});
+    } else {
+      e.statics[i].copy_from(t);
+      cuda::count_input_copy(t.numel() * t.itemsize());
+    }
+  }
+  cuda::copy_inputs(st.device, dense);
+}
+
+// Whether an input the graph reads is at another address than in the warm-up call.
+bool moved_since_warm_up(const State& st, const Entry& e, capture::GraphInputs in) {
+  for (size_t i = 0; i < in.size(); i++)
+    if (st.read[i] && in[i]->data_ptr() != e.warm_ptr[i]) return true;
+  return false;
+}
+
 std::vector<Tensor> call(State& st, capture::GraphInputs in) {
   Entry* e = nullptr;
   for (auto& x : st.entries)
@@ -366,7 +391,17 @@ std::vector<Tensor> call(State& st, capture::GraphInputs in) {
     e->copy.assign(in.size(), false);
     return st.run(in);
   }
-  if (!e->graph) return record(st, *e, in);
+  if (!e->graph) {
+    if (!e->rewarmed && moved_since_warm_up(st, *e, in)) {
+      // e.g. the saved activations a forward graph recorded since hands to this backward: over
+      // that graph's pool now, where they stay from call to call, so they are read in place
+      // (recorded at the next call) instead of copied into static buffers at every replay
+      e->rewarmed = true;
+      for (size_t i = 0; i < in.size(); i++) e->warm_ptr[i] = in[i]->data_ptr();
+      return st.run(in);
+    }
+    return record(st, *e, in);
+  }
   for (size_t i = 0; i < in.size(); i++) {
     if (e->same[i] >= 0 && !same_tensor(*in[i], *in[size_t(e->same[i])])) {
       // inputs that were one tensor are two now: record again with a buffer each
@@ -383,8 +418,7 @@ std::vector<Tensor> call(State& st, capture::GraphInputs in) {
     e->outputs.clear();
     return record(st, *e, in);
   }
-  for (size_t i = 0; i < in.size(); i++)
-    if (e->statics[i].defined() && e->same[i] < 0) e->statics[i].copy_from(*in[i]);
+  copy_in(st, *e, in);
   return replay(st, *e, in);
 }
 

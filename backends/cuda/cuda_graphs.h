@@ -8,8 +8,11 @@
 // As torch's cudagraph trees, per input signature (sizes and strides: one per dynamic-shape
 // size, at most o.cudagraph_max_sizes, tc.config.cudagraph_max_sizes): the first call runs plain
 // (warm-up: kernels compiled, library handles and plans made), the second is recorded into a
-// CUDA graph and every later call replays it. Inputs whose address was the same in the warm-up
-// and the recording call are read in place (parameters, buffers); the others are copied into
+// CUDA graph and every later call replays it. If an input the graph reads moved between the
+// warm-up and the second call (the saved activations that a forward recorded since hands to its
+// backward, now over the forward's pool), the second call is one more warm-up and the third is
+// recorded. Inputs whose address was the same in the (last) warm-up and the recording call are
+// read in place (parameters, buffers, such activations); the others are copied into
 // static buffers before each replay, and those the graph writes (a Tensor! argument that is the
 // input or a view of it) are copied back after it.
 // Outputs live in the graph's pool, handed out without a copy (CudaGraph::hand_out): the next

@@ -1,9 +1,13 @@
-// batch_norm with batch statistics and its gradient, one kernel each: a block of 256 threads per
-// channel walks the channel's N * S elements (two passes for the mean and the sum of squared
-// deviations in double, as the CPU), thread 0 updates the running statistics (unbiased variance,
-// momentum) and num_batches_tracked, and a last pass writes the normalised output with the CPU's
-// scale-and-shift; the backward recomputes the statistics the same way (one more read of the
-// input instead of saved ones) and writes grad_input, grad_weight and grad_bias. The general
+// batch_norm with batch statistics and its gradient. A channel's N * S elements are split over
+// P blocks of 256 threads (blocks_per_channel: about four blocks per SM in all, at least kChunk
+// elements each); one pass sums, per block, the shifted values d = x - K (K: the channel's first
+// element, or the running mean when the backward uses running statistics), d * d, and for the
+// backward g and g * d, in double, and a second pass reads the channel's partial sums (in one
+// order: every block gets the same statistics), updates the running statistics (unbiased
+// variance, momentum) and num_batches_tracked from its channel's first block, and writes the
+// output with the CPU's scale-and-shift or the input gradient (grad_weight and grad_bias from the
+// first block). With one block per channel both passes are one kernel. The backward recomputes
+// the statistics from the saved input (in the same pass as the gradient's sums). The general
 // multi-launch path (stdlib/cuda/nn.cpp) remains for parameters of mixed dtypes or on the host.
 #include "cuda/runtime.h"
 
@@ -31,15 +35,102 @@ bool params_of(const Stack& a, std::initializer_list<int> idx, int64_t C, int de
 
 const void* ptr(const Value& v) { return v.is_none() ? nullptr : v.tensor().data_ptr(); }
 
-// Element j of channel c of a contiguous [N, C, S] tensor: x[(j / S) * C * S + c * S + j % S].
-const char* kChannelLoop =
-    "#define FOR_CHANNEL(j, at) for (I j = threadIdx.x, at; j < M && (at = (j / S) * CS + c * S + j % S, true); "
-    "j += 256)\n";
+constexpr int64_t kChunk = 2048;  // elements of a channel per block, at least
+
+// Blocks per channel for C channels of M elements each.
+int64_t blocks_per_channel(int device, int64_t C, int64_t M) {
+  int64_t want = (4 * int64_t(dev(device).sm_count) + C - 1) / C;
+  return std::max<int64_t>(1, std::min<int64_t>(want, M / kChunk));
+}
+
+// The kernels' common part: the element range of block p of NP in a channel, the element at
+// index j of channel c of a contiguous [N, C, S] tensor, per-block sums of NS doubles, and the
+// shifted sums of one range (sums<G>: v[0] = sum d, v[1] = sum d * d, and with G v[2] = sum g,
+// v[3] = sum g * d; d = x - K), four loads in flight per thread.
+const char* kChannelSums = R"CUDA(
+#define BN_AT(j) (((j) / S) * CS + c * S + (j) % S)
+template <int NS> __device__ void block_sums(double* v, double* sm) {
+  for (int k = 0; k < NS; k++)
+    for (int o = 16; o > 0; o >>= 1) v[k] += shfl_down(v[k], o);
+  if ((threadIdx.x & 31) == 0)
+    for (int k = 0; k < NS; k++) sm[k * 8 + (threadIdx.x >> 5)] = v[k];
+  __syncthreads();
+  for (int k = 0; k < NS; k++) {
+    double t = 0;
+    for (int w = 0; w < 8; w++) t += sm[k * 8 + w];
+    v[k] = t;
+  }
+  __syncthreads();
+}
+template <bool G> __device__ void sums(const T* __restrict__ x, const T* __restrict__ g, I c, I lo, I hi, I S, I CS,
+                                       double K, double* v) {
+  for (I j0 = lo + threadIdx.x; j0 < hi; j0 += 4 * 256) {
+    A xs[4], gs[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+      I j = j0 + u * 256;
+      bool in = j < hi;
+      I at = in ? BN_AT(j) : 0;
+      xs[u] = in ? cvt<A>(x[at]) : (A)0;
+      gs[u] = G && in ? cvt<A>(g[at]) : (A)0;
+    }
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+      double d = j0 + u * 256 < hi ? (double)xs[u] - K : 0.0;
+      v[0] += d;
+      v[1] += d * d;
+      if (G) {
+        double gv = (double)gs[u];
+        v[2] += gv;
+        v[3] += gv * d;
+      }
+    }
+  }
+}
+// Block p's part of a channel of M elements split in NP parts: [*lo, *hi).
+__device__ __forceinline__ void part(I M, I p, I NP, I* lo, I* hi) {
+  I chunk = (M + NP - 1) / NP;
+  *lo = min(M, p * chunk);
+  *hi = min(M, *lo + chunk);
+}
+// The channel's sums: this block's (NP == 1: the whole channel, phase 2), or its NP partial sums
+// added in order (phase 1).
+template <int NS, bool G> __device__ void channel_sums(const T* x, const T* g, const double* ws, I c, I NP, I M, I S,
+                                                       I CS, double K, int phase, double* v, double* sm) {
+  for (int k = 0; k < NS; k++) v[k] = 0;
+  if (phase == 1) {
+    for (I q = 0; q < NP; q++)
+      for (int k = 0; k < NS; k++) v[k] += ws[((size_t)c * NP + q) * NS + k];
+    return;
+  }
+  sums<G>(x, g, c, 0, M, S, CS, K, v);
+  block_sums<NS>(v, sm);
+}
+)CUDA";
 
 std::string types(DType dt, DType pt, const char* I) {
   std::string A = dt == DType::Float64 || pt == DType::Float64 ? "double" : "float";
   return std::string("typedef ") + ctype(dt) + " T;\ntypedef " + ctype(pt) + " P;\ntypedef " + A + " A;\ntypedef " +
          I + " I;\n";
+}
+
+// Launches f over C channels in P parts per channel: with P > 1 a sums pass (phase 0, partial
+// sums of NS doubles into a workspace) then the pass that uses them (phase 1), else one fused
+// launch (phase 2). args: the kernel's arguments up to (not including) ws, P, phase.
+void launch_parts(int device, CUfunction f, int64_t C, int64_t P, int NS, std::vector<void*> args) {
+  // (freed stream-ordered when this returns: the next user of its memory runs after these kernels)
+  Tensor wst = P > 1 ? Tensor::empty({C * P * NS}, DType::Float64, Device{DeviceType::CUDA, device}) : Tensor();
+  void* ws = P > 1 ? wst.data_ptr() : nullptr;
+  unsigned p32 = unsigned(P);
+  int phase = P > 1 ? 0 : 2;
+  args.push_back(&ws);
+  args.push_back(&p32);
+  args.push_back(&phase);
+  launch(device, f, unsigned(C * P), kBlock, args.data());
+  if (P > 1) {
+    phase = 1;
+    launch(device, f, unsigned(C * P), kBlock, args.data());
+  }
 }
 
 }  // namespace
@@ -55,35 +146,44 @@ bool batch_norm_train(const Tensor& x, const Stack& a, const Tensor& out) {
   if (nbt && !count_here) return false;
   if (C == 0) return true;
   const char* I = x.numel() < (int64_t(1) << 31) ? "unsigned" : "u64";
-  auto f = kernels(device, std::string("bntrain:") + ctype(x.dtype()) + ctype(pt) + I, [&] {
-    return prelude() + block_sum_src() + types(x.dtype(), pt, I) + kChannelLoop +
+  auto f = kernels(device, std::string("bntrain2:") + ctype(x.dtype()) + ctype(pt) + I, [&] {
+    return prelude() + types(x.dtype(), pt, I) + kChannelSums +
            "extern \"C\" __global__ void __launch_bounds__(256) bntrain(const T* __restrict__ x, T* __restrict__ y, "
            "P* rm, P* rv, const P* __restrict__ w, const P* __restrict__ b, i64* nbt, i64 N64, i64 C64, i64 S64, "
-           "double momentum, double eps) {\n"
-           "  __shared__ double sm[9];\n"
-           "  I S = (I)S64, CS = (I)C64 * S, M = (I)N64 * S, c = blockIdx.x;\n"
-           "  double t = 0;\n"
-           "  FOR_CHANNEL(j, at) t += (double)cvt<A>(x[at]);\n"
-           "  double mean = block_sum(t, sm) / (double)M;\n"
-           "  double q = 0;\n"
-           "  FOR_CHANNEL(j, at) { double d = (double)cvt<A>(x[at]) - mean; q += d * d; }\n"
-           "  q = block_sum(q, sm);\n"
-           "  if (threadIdx.x == 0) {\n"
+           "double momentum, double eps, double* ws, unsigned P32, int phase) {\n"
+           "  __shared__ double sm[16];\n"
+           "  I S = (I)S64, CS = (I)C64 * S, M = (I)N64 * S, NP = P32, c = blockIdx.x / NP, "
+           "p = blockIdx.x % NP, lo, hi;\n"
+           "  part(M, p, NP, &lo, &hi);\n"
+           "  double K = M ? (double)cvt<A>(x[c * S]) : 0.0, v[2] = {0, 0};\n"
+           "  if (phase == 0) {\n"
+           "    sums<false>(x, x, c, lo, hi, S, CS, K, v);\n"
+           "    block_sums<2>(v, sm);\n"
+           "    if (threadIdx.x == 0) for (int k = 0; k < 2; k++) ws[((size_t)c * NP + p) * 2 + k] = v[k];\n"
+           "    return;\n"
+           "  }\n"
+           "  channel_sums<2, false>(x, x, ws, c, NP, M, S, CS, K, phase, v, sm);\n"
+           "  double dm = v[0] / (double)M, mean = K + dm, q = fmax(v[1] - v[0] * dm, 0.0);\n"
+           "  if (threadIdx.x == 0 && p == 0) {\n"
            "    if (rm) rm[c] = Cv<P>::f(momentum * mean + (1 - momentum) * (double)cvt<A>(rm[c]));\n"
            "    if (rv) rv[c] = Cv<P>::f(momentum * q / (double)(M - 1) + (1 - momentum) * (double)cvt<A>(rv[c]));\n"
            "    if (nbt && c == 0) nbt[0] += 1;\n"
            "  }\n"
            "  double sc = 1.0 / sqrt(q / (double)M + eps) * (w ? (double)cvt<A>(w[c]) : 1.0);\n"
            "  A scale = (A)sc, shift = (A)((b ? (double)cvt<A>(b[c]) : 0.0) - mean * sc);\n"
-           "  FOR_CHANNEL(j, at) y[at] = Cv<T>::f(cvt<A>(x[at]) * scale + shift);\n"
+           "  if (phase == 2) lo = 0, hi = M;\n"
+           "  for (I j = lo + threadIdx.x; j < hi; j += 256) {\n"
+           "    I at = BN_AT(j);\n"
+           "    y[at] = Cv<T>::f(cvt<A>(x[at]) * scale + shift);\n"
+           "  }\n"
            "}\n";
   }, {"bntrain"})[0];
   const void *xp = x.data_ptr(), *wp = ptr(a[1]), *bp = ptr(a[2]);
   void *yp = out.data_ptr(), *rmp = const_cast<void*>(ptr(a[3])), *rvp = const_cast<void*>(ptr(a[4]));
   void* np = count_here ? nbt->data_ptr() : nullptr;
   double momentum = a[6].to_double(), eps = a[7].to_double();
-  void* args[] = {&xp, &yp, &rmp, &rvp, &wp, &bp, &np, &N, &C, &S, &momentum, &eps};
-  launch(device, f, (unsigned)C, kBlock, args);
+  launch_parts(device, f, C, blocks_per_channel(device, C, N * S), 2,
+               {&xp, &yp, &rmp, &rvp, &wp, &bp, &np, &N, &C, &S, &momentum, &eps});
   for (int i : {3, 4, 8})
     if (i < (int)a.size() && !a[i].is_none()) Tensor(a[i].tensor()).bump_version();
   return true;
@@ -103,37 +203,51 @@ bool batch_norm_backward(const Stack& a, const Metas& m, Stack* result) {
   *result = {Value(gx), Value(gw), Value(gb)};
   if (C == 0) return true;
   const char* I = x.numel() < (int64_t(1) << 31) ? "unsigned" : "u64";
-  auto f = kernels(device, std::string("bnbackward:") + ctype(dt) + ctype(pt) + ctype(m[1].dtype) + I, [&] {
-    return prelude() + block_sum_src() + types(dt, pt, I) + "typedef " + ctype(m[1].dtype) + " D;\n" + kChannelLoop +
+  auto f = kernels(device, std::string("bnbackward2:") + ctype(dt) + ctype(pt) + ctype(m[1].dtype) + I, [&] {
+    return prelude() + types(dt, pt, I) + "typedef " + ctype(m[1].dtype) + " D;\n" + kChannelSums +
            "extern \"C\" __global__ void __launch_bounds__(256) bnbackward(const T* __restrict__ g, "
            "const T* __restrict__ x, T* __restrict__ gx, const P* __restrict__ w, const P* __restrict__ rm, "
-           "const P* __restrict__ rv, D* gw, D* gb, i64 N64, i64 C64, i64 S64, int use_batch, double eps) {\n"
-           "  __shared__ double sm[9];\n"
-           "  I S = (I)S64, CS = (I)C64 * S, M = (I)N64 * S, c = blockIdx.x;\n"
-           "  double mean, invstd;\n"
-           "  if (use_batch) {\n"
-           "    double t = 0;\n"
-           "    FOR_CHANNEL(j, at) t += (double)cvt<A>(x[at]);\n"
-           "    mean = block_sum(t, sm) / (double)M;\n"
-           "    double q = 0;\n"
-           "    FOR_CHANNEL(j, at) { double d = (double)cvt<A>(x[at]) - mean; q += d * d; }\n"
-           "    invstd = 1.0 / sqrt(block_sum(q, sm) / (double)M + eps);\n"
-           "  } else {\n"
-           "    mean = (double)cvt<A>(rm[c]);\n"
-           "    invstd = 1.0 / sqrt((double)cvt<A>(rv[c]) + eps);\n"
+           "const P* __restrict__ rv, D* gw, D* gb, i64 N64, i64 C64, i64 S64, int use_batch, double eps, double* ws, "
+           "unsigned P32, int phase) {\n"
+           "  __shared__ double sm[32];\n"
+           "  I S = (I)S64, CS = (I)C64 * S, M = (I)N64 * S, NP = P32, c = blockIdx.x / NP, "
+           "p = blockIdx.x % NP, lo, hi;\n"
+           "  part(M, p, NP, &lo, &hi);\n"
+           "  double K = !use_batch ? (double)cvt<A>(rm[c]) : M ? (double)cvt<A>(x[c * S]) : 0.0;\n"
+           "  double v[4] = {0, 0, 0, 0};\n"
+           "  if (phase == 0) {\n"
+           "    sums<true>(x, g, c, lo, hi, S, CS, K, v);\n"
+           "    block_sums<4>(v, sm);\n"
+           "    if (threadIdx.x == 0) for (int k = 0; k < 4; k++) ws[((size_t)c * NP + p) * 4 + k] = v[k];\n"
+           "    return;\n"
            "  }\n"
-           "  double sg = 0, sgx = 0;\n"
-           "  FOR_CHANNEL(j, at) { double gv = (double)cvt<A>(g[at]); sg += gv; sgx += gv * ((double)cvt<A>(x[at]) - mean); }\n"
-           "  sg = block_sum(sg, sm);\n"
-           "  sgx = block_sum(sgx, sm);\n"
-           "  if (threadIdx.x == 0) { gw[c] = Cv<D>::f(sgx * invstd); gb[c] = Cv<D>::f(sg); }\n"
+           "  channel_sums<4, true>(x, g, ws, c, NP, M, S, CS, K, phase, v, sm);\n"
+           "  double mean, invstd, sg = v[2], sgx;\n"
+           "  if (use_batch) {\n"
+           "    double dm = v[0] / (double)M;\n"
+           "    mean = K + dm;\n"
+           "    invstd = 1.0 / sqrt(fmax(v[1] - v[0] * dm, 0.0) / (double)M + eps);\n"
+           "    sgx = v[3] - dm * sg;\n"
+           "  } else {\n"
+           "    mean = K;\n"
+           "    invstd = 1.0 / sqrt((double)cvt<A>(rv[c]) + eps);\n"
+           "    sgx = v[3];\n"
+           "  }\n"
+           "  if (threadIdx.x == 0 && p == 0) { gw[c] = Cv<D>::f(sgx * invstd); gb[c] = Cv<D>::f(sg); }\n"
            "  double k = (w ? (double)cvt<A>(w[c]) : 1.0) * invstd;\n"
            "  A kk = (A)k, mu = (A)mean;\n"
+           "  if (phase == 2) lo = 0, hi = M;\n"
            "  if (use_batch) {\n"
            "    A mg = (A)(sg / (double)M), proj = (A)(invstd * invstd * sgx / (double)M);\n"
-           "    FOR_CHANNEL(j, at) gx[at] = Cv<T>::f(kk * (cvt<A>(g[at]) - mg - (cvt<A>(x[at]) - mu) * proj));\n"
+           "    for (I j = lo + threadIdx.x; j < hi; j += 256) {\n"
+           "      I at = BN_AT(j);\n"
+           "      gx[at] = Cv<T>::f(kk * (cvt<A>(g[at]) - mg - (cvt<A>(x[at]) - mu) * proj));\n"
+           "    }\n"
            "  } else {\n"
-           "    FOR_CHANNEL(j, at) gx[at] = Cv<T>::f(cvt<A>(g[at]) * kk);\n"
+           "    for (I j = lo + threadIdx.x; j < hi; j += 256) {\n"
+           "      I at = BN_AT(j);\n"
+           "      gx[at] = Cv<T>::f(cvt<A>(g[at]) * kk);\n"
+           "    }\n"
            "  }\n"
            "}\n";
   }, {"bnbackward"})[0];
@@ -141,8 +255,8 @@ bool batch_norm_backward(const Stack& a, const Metas& m, Stack* result) {
   void *gxp = gx.data_ptr(), *gwp = gw.data_ptr(), *gbp = gb.data_ptr();
   int ub = use_batch ? 1 : 0;
   double eps = a[6].to_double();
-  void* args[] = {&gp, &xp, &gxp, &wp, &rmp, &rvp, &gwp, &gbp, &N, &C, &S, &ub, &eps};
-  launch(device, f, (unsigned)C, kBlock, args);
+  launch_parts(device, f, C, blocks_per_channel(device, C, N * S), 4,
+               {&gp, &xp, &gxp, &wp, &rmp, &rvp, &gwp, &gbp, &N, &C, &S, &ub, &eps});
   return true;
 }
 

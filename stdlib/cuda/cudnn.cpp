@@ -9,7 +9,7 @@
 // one operation graph with a single convolution node (CONVOLUTION_FORWARD; conv_transpose2d is
 // the BACKWARD_DATA of the forward convolution it transposes; _conv2d_weight_backward, conv2d's
 // weight gradient, its BACKWARD_FILTER), heuristics mode A give engine
-// configurations, the first few that finalize into execution plans are timed once
+// configurations, the first few that finalize into execution plans are timed once on the device
 // (TC_CUDNN_BENCHMARK=0: the heuristics' first) and the fastest plan is cached for the process.
 // A call then only fills a variant pack (the three data pointers and a workspace from tc's
 // caching allocator) and runs cudnnBackendExecute. float32 may use TF32 only when tc's float32
@@ -466,8 +466,36 @@ bool benchmark() {
   const char* e = std::getenv("TC_CUDNN_BENCHMARK");
   return !(e && std::strcmp(e, "0") == 0);
 }
-constexpr int kTimedCandidates = 4;
+constexpr int kTimedCandidates = 8;
 constexpr int64_t kMaxWorkspace = int64_t(1) << 30;
+
+// Device microseconds of 3 executions of pl (1e300 if one fails). A spin kernel first keeps the
+// device busy while the host enqueues them: cudnnBackendExecute costs the host 20-30 us, more
+// than many convolutions take on the device, and timing on the host clock picked the candidate
+// with the least host time (what a CUDA graph replay does not pay) instead of the fastest kernels.
+double device_us(Handle h, Plan& pl, void* const ptrs[3], int device) {
+  CUfunction spin = kernels(device, "tc_cudnn_spin", [] {
+    return std::string("extern \"C\" __global__ void tc_cudnn_spin(long long cycles) {\n"
+                       "  const long long t0 = clock64();\n  while (clock64() - t0 < cycles) {}\n}\n");
+  }, {"tc_cudnn_spin"})[0];
+  CUstream st = current(device);
+  CUevent e0, e1;
+  check(drv().EventCreate(&e0, CU_EVENT_DEFAULT), "cuDNN tuning event");
+  check(drv().EventCreate(&e1, CU_EVENT_DEFAULT), "cuDNN tuning event");
+  long long cycles = 1000000;  // ~0.5 ms at 2 GHz: longer than the host takes for three executions
+  void* args[] = {&cycles};
+  launch(device, spin, 1, 1, args);
+  drv().EventRecord(e0, st);
+  bool ok = true;
+  for (int i = 0; i < 3; i++) ok = ok && execute(h, pl, ptrs, device, false) == 0;
+  drv().EventRecord(e1, st);
+  drv().EventSynchronize(e1);
+  float ms = 0;
+  drv().EventElapsedTime(&ms, e0, e1);
+  drv().EventDestroy(e0);
+  drv().EventDestroy(e1);
+  return ok ? 1e3 * ms : 1e300;
+}
 
 // Builds the plan of one problem. The graph is built once; engine configurations come from
 // heuristics mode A (then the fallback list if none of those qualifies); with benchmarking the
@@ -511,10 +539,7 @@ Plan make_plan(int device, const ConvProblem& p, int64_t align, bool tf32, void*
     try {
       if (execute(h, pl, ptrs, device, false) == 0) {  // warm-up (module loads)
         sync_stream(device);
-        Clock::time_point t0 = Clock::now();
-        for (int i = 0; i < 3; i++) execute(h, pl, ptrs, device, false);
-        sync_stream(device);
-        us = us_since(t0);
+        us = device_us(h, pl, ptrs, device);
       }
     } catch (const Error&) {  // out of memory for this plan's workspace: not a candidate
     }

@@ -26,6 +26,7 @@ std::string error_name(CUresult r) {
 
 CudaGraphStats cuda_graph_stats() { return stats(); }
 
+
 CudaGraph::~CudaGraph() {
   if (device_ < 0) return;
   try {
@@ -143,6 +144,26 @@ void launch_moves(int device, Moves& ms, int64_t bytes) {
 }
 
 }  // namespace
+
+void count_input_copy(int64_t bytes) {
+  stats().inputs_copied++;
+  stats().bytes_copied += bytes;
+}
+
+void copy_inputs(int device, const std::vector<InputCopy>& copies) {
+  if (copies.empty()) return;
+  dev(device);
+  Moves moves;
+  int64_t batch = 0;
+  for (const InputCopy& c : copies) {
+    count_input_copy((int64_t)c.nbytes);
+    if (!c.nbytes) continue;
+    moves.m[moves.count++] = {c.src, c.dst, c.nbytes};
+    batch += (int64_t)c.nbytes;
+    if (moves.count == kMoves) launch_moves(device, moves, batch), batch = 0;
+  }
+  if (moves.count) launch_moves(device, moves, batch);
+}
 
 std::shared_ptr<Storage> CudaGraph::hand_out(const std::shared_ptr<Storage>& s, size_t offset, size_t nbytes) {
   TC_ASSERT(offset + nbytes <= s->nbytes(), "hand_out past the end of a storage");

@@ -306,13 +306,15 @@ int l_unavailable(lua_State* L) {
 #endif
 
 void push_graph_stats(lua_State* L, const cuda::CudaGraphStats& s) {
-  lua_createtable(L, 0, 6);
+  lua_createtable(L, 0, 8);
   const std::pair<const char*, int64_t> fields[] = {{"captures", s.captures},
                                                     {"abandoned", s.abandoned},
                                                     {"replays", s.replays},
                                                     {"outputs_handed", s.outputs_handed},
                                                     {"outputs_moved", s.outputs_moved},
-                                                    {"bytes_moved", s.bytes_moved}};
+                                                    {"bytes_moved", s.bytes_moved},
+                                                    {"inputs_copied", s.inputs_copied},
+                                                    {"bytes_copied", s.bytes_copied}};
   for (const auto& [name, v] : fields) {
     lua_pushinteger(L, v);
     lua_setfield(L, -2, name);
@@ -378,8 +380,8 @@ void open_cuda(lua_State* L) {
     if (device_allocator(DeviceType::CUDA)) cuda::empty_cache();
     return 0;
   });
-  // {captures, abandoned, replays, outputs_handed, outputs_moved, bytes_moved}: CUDA graphs of
-  // mode = "reduce-overhead" (tc/cuda_graph.h)
+  // {captures, abandoned, replays, outputs_handed, outputs_moved, bytes_moved, inputs_copied,
+  // bytes_copied}: CUDA graphs of mode = "reduce-overhead" (tc/cuda_graph.h)
   stat(L, "graph_stats", [](lua_State* L) {
     push_graph_stats(L, cuda::cuda_graph_stats());
     return 1;

@@ -55,6 +55,49 @@ function T.cnn_conv_batch_norm_pool_grads_match_cpu()
   end, {x, y})
 end
 
+-- stdlib/cuda/batch_norm.cpp splits a channel over several blocks (two passes) when it has many
+-- elements and few channels, and runs one block per channel otherwise; both, with a mean far
+-- from zero (the sums are shifted), channels whose element count is no multiple of the block's
+-- stride, 3-d input, float64, and the backward with running statistics (eval mode).
+function T.batch_norm_train_and_backward_match_cpu_for_every_split()
+  local cases = {
+    {{16, 8, 32, 32}, "float32"}, {{3, 5, 37, 41}, "float32"}, {{4, 6, 5, 5}, "float32"},
+    {{2, 3, 1000}, "float32"}, {{16, 4, 64, 64}, "float64"}, {{5, 7, 9, 11}, "float64"},
+  }
+  for _, case in ipairs(cases) do
+    local shape, dt = case[1], case[2]
+    for _, training in ipairs({true, false}) do
+      tc.manual_seed(7)
+      local C = shape[2]
+      local x = (tc.randn(shape) * 0.5 + 50):to(dt)
+      local w, b = (tc.rand(C) + 0.5):to(dt), tc.randn(C):to(dt)
+      local rm, rv = (tc.randn(C) + 50):to(dt), (tc.rand(C) + 0.2):to(dt)
+      local gout = tc.randn(shape):to(dt)
+      local got = {}
+      for _, device in ipairs({"cpu", "cuda"}) do
+        local function leaf(t) return t:clone():to(device):requires_grad_() end  -- (clone: cpu's :to is t itself)
+        local xd, wd, bd = leaf(x), leaf(w), leaf(b)
+        local rmd, rvd = rm:clone():to(device), rv:clone():to(device)
+        local y = tc.batch_norm(xd, wd, bd, rmd, rvd, training, 0.1, 1e-5)
+        local loss = (y * gout:to(device)):sum()
+        loss:backward()
+        got[device] = {y:cpu(), xd.grad:cpu(), wd.grad:cpu(), bd.grad:cpu(), rmd:cpu(), rvd:cpu()}
+      end
+      local names = {"output", "input gradient", "weight gradient", "bias gradient", "running mean", "running var"}
+      for i, name in ipairs(names) do
+        local a, c = got.cpu[i], got.cuda[i]
+        local scale = a:abs():amax():item() + 1e-6
+        local d = (a - c):abs():amax():item()
+        local tol = dt == "float64" and 1e-9 or 1e-4
+        if not (d <= tol * scale + tol * 0.1) then
+          error(("batch_norm %s %s training=%s: %s differs by %g (scale %g)"):format(
+            table.concat(shape, "x"), dt, tostring(training), name, d, scale), 2)
+        end
+      end
+    end
+  end
+end
+
 function T.attention_block_grads_match_cpu()
   tc.manual_seed(3)
   local ids = tc.randint(1, 11, {2, 5})

@@ -94,7 +94,21 @@ struct CudaGraphStats {
   int64_t outputs_handed = 0;  // storages handed out over a pool's memory (hand_out)
   int64_t outputs_moved = 0;   // of those, moved out of the pool by a later replay (still referenced)
   int64_t bytes_moved = 0;
+  int64_t inputs_copied = 0;  // copies of inputs into a graph's static buffers before replays
+  int64_t bytes_copied = 0;   // (made and counted by backends/cuda/cuda_graphs.cpp: count_input_copy)
 };
 CudaGraphStats cuda_graph_stats();
+
+// Copies of dense byte ranges on one device's current stream, up to 16 per launch of one kernel
+// (a graph's inputs into its static buffers: hundreds of small tensors, such as the gradients an
+// optimizer step reads, cost one launch per 16 instead of one each), counted in the stats'
+// inputs_copied and bytes_copied.
+struct InputCopy {
+  const void* src;
+  void* dst;
+  size_t nbytes;
+};
+void copy_inputs(int device, const std::vector<InputCopy>& copies);
+void count_input_copy(int64_t bytes);  // an input copied otherwise (Tensor::copy_from), for the stats
 
 }  // namespace tc::cuda
