@@ -92,6 +92,35 @@ bool merged_heads_chain(const Graph& g, int i, const std::function<int(int)>& so
   return true;
 }
 
+// cat(pieces, dim 2) [N, C, H, W] float32 -> batch_norm(eval, with weight, bias and running
+// statistics) -> relu, the concatenation and the normalization read by nothing else: DenseNet's
+// layers, transitions and final norm. The chain's nodes (cat, batch_norm, relu) in `chain`.
+// Concatenations of at most 4 pieces are left to lowering, whose kernels read such a cat lazily.
+bool cat_norm_relu_chain(const Graph& g, int i, const std::function<int(int)>& sole_user, std::vector<int>* chain) {
+  const Node& cat = g.nodes[i];
+  if (cat.kind != NodeKind::Op || cat.op != Op::cat || cat.args.size() != 2 || cat.fakes.size() != 1 ||
+      cat.args[0].kind != NodeArg::Kind::RefList || cat.args[0].refs.size() <= 4 || cat.args[1].kind != NodeArg::Kind::Const)
+    return false;
+  const Tensor& y = cat.fakes[0].tensor();
+  if (y.dim() != 4 || y.dtype() != DType::Float32 || wrap_dim(cat.args[1].constant.to_int(), 4) != 1) return false;
+  for (Ref r : cat.args[0].refs)
+    if (r.elem >= 0 || r.out != 0 || g.fake(r).dim() != 4 || g.fake(r).dtype() != DType::Float32) return false;
+  const int bn = sole_user(i);
+  if (bn < 0 || g.nodes[bn].kind != NodeKind::Op || g.nodes[bn].op != Op::batch_norm) return false;
+  const Node& b = g.nodes[bn];
+  if (b.args.size() < 8 || !is_ref(b.args[0]) || b.args[0].refs[0].node != i) return false;
+  for (int a = 1; a <= 4; a++)
+    if (!is_ref(b.args[a]) || g.fake(b.args[a].refs[0]).dtype() != DType::Float32) return false;
+  if (b.args[5].kind != NodeArg::Kind::Const || b.args[5].constant.to_bool() || b.args[7].kind != NodeArg::Kind::Const)
+    return false;
+  const int r = sole_user(bn);
+  if (r < 0 || g.nodes[r].kind != NodeKind::Op || g.nodes[r].op != Op::relu || g.nodes[r].fakes.size() != 1) return false;
+  // (batch_norm's schema marks the running statistics written: in eval mode they are only read)
+  if (writes_between(g, i, bn) || writes_between(g, bn, r)) return false;
+  *chain = {i, bn, r};
+  return true;
+}
+
 }  // namespace
 
 Graph fuse_library_epilogues(const Graph& g, int* fused) {
@@ -168,6 +197,20 @@ Graph fuse_library_epilogues(const Graph& g, int* fused) {
     if (residual_arg >= 0) args.push_back(g.nodes[last].args[residual_arg]);
     for (size_t c = 0; c + 1 < chain.size(); c++) absorb(out, g, chain[c]);
     out.nodes[last] = call_at(g.nodes[last], linear_act_call(act, bias, residual_arg >= 0), std::move(args));
+    (*fused)++;
+  }
+  for (int i = 0; i < n; i++) {
+    std::vector<int> chain;
+    if (!cat_norm_relu_chain(g, i, sole_user, &chain)) continue;
+    const Node& cat = g.nodes[chain[0]];
+    const Node& bn = g.nodes[chain[1]];
+    std::vector<NodeArg> args;
+    for (Ref r : cat.args[0].refs) args.push_back(NodeArg::ref(r));
+    for (int a = 1; a <= 4; a++) args.push_back(bn.args[a]);  // weight, bias, running mean, running variance
+    args.push_back(bn.args[7]);                               // eps
+    absorb(out, g, chain[0]);
+    absorb(out, g, chain[1]);
+    out.nodes[chain[2]] = call_at(g.nodes[chain[2]], cat_norm_relu_call((int)cat.args[0].refs.size()), std::move(args));
     (*fused)++;
   }
   for (int i = 0; i < n; i++) {

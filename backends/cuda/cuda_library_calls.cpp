@@ -2,6 +2,7 @@
 #include "cuda_library_calls.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "cuda/runtime.h"
 
@@ -19,7 +20,122 @@ Tensor unfused(const Tensor& x, const Tensor& w, const Tensor& b, Act act, const
   return y;
 }
 
+// cat(pieces, dim 2) -> batch_norm(eval) -> relu as one kernel: each output element reads its
+// piece (a search over at most kMaxPieces channel ranges, kept in the kernel's parameters) and
+// its channel's statistics; no concatenation is written. Four elements per thread (one 16-byte
+// load and store) when every row of the image has a multiple of 4 elements and every pointer is
+// 16-byte aligned.
+constexpr int kMaxPieces = 48;
+const char* kCatNormSource = R"(
+struct TcPieces { const float* p[48]; int end[48]; int size[48]; };
+__device__ __forceinline__ float tc_cat_norm_one(float v, int c, const float* w, const float* b, const float* rm,
+                                                 const float* rv, float eps) {
+  float s = w[c] / sqrtf(rv[c] + eps);
+  float y = (v - rm[c]) * s + b[c];
+  return y > 0.f ? y : 0.f;
+}
+__device__ __forceinline__ int tc_piece(const TcPieces& ps, int c) {
+  int k = 0;
+  while (c >= ps.end[k]) k++;
+  return k;
+}
+extern "C" __global__ void tc_cat_norm_relu(TcPieces ps, const float* __restrict__ w, const float* __restrict__ b,
+                                            const float* __restrict__ rm, const float* __restrict__ rv, float eps,
+                                            float* __restrict__ out, int C, int HW, unsigned total) {
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    int hw = i % HW, t = i / HW, c = t % C, n = t / C;
+    int k = tc_piece(ps, c), lc = c - (ps.end[k] - ps.size[k]);
+    float v = ps.p[k][((long long)n * ps.size[k] + lc) * HW + hw];
+    out[i] = tc_cat_norm_one(v, c, w, b, rm, rv, eps);
+  }
+}
+extern "C" __global__ void tc_cat_norm_relu4(TcPieces ps, const float* __restrict__ w, const float* __restrict__ b,
+                                             const float* __restrict__ rm, const float* __restrict__ rv, float eps,
+                                             float* __restrict__ out, int C, int HW, unsigned total4) {
+  for (unsigned q = blockIdx.x * blockDim.x + threadIdx.x; q < total4; q += gridDim.x * blockDim.x) {
+    unsigned i = 4 * q;
+    int hw = i % HW, t = i / HW, c = t % C, n = t / C;
+    int k = tc_piece(ps, c), lc = c - (ps.end[k] - ps.size[k]);
+    float4 v = *(const float4*)(ps.p[k] + ((long long)n * ps.size[k] + lc) * HW + hw);
+    float4 y;
+    y.x = tc_cat_norm_one(v.x, c, w, b, rm, rv, eps);
+    y.y = tc_cat_norm_one(v.y, c, w, b, rm, rv, eps);
+    y.z = tc_cat_norm_one(v.z, c, w, b, rm, rv, eps);
+    y.w = tc_cat_norm_one(v.w, c, w, b, rm, rv, eps);
+    *(float4*)(out + i) = y;
+  }
+}
+)";
+struct Pieces {  // the kernel's TcPieces
+  const float* p[kMaxPieces];
+  int end[kMaxPieces];
+  int size[kMaxPieces];
+};
+
+bool aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
+
+// The kernel's work on contiguous float32 CUDA tensors of one image size; false: not such a case.
+bool cat_norm_relu_kernel(const std::vector<Tensor>& pieces, const Tensor& w, const Tensor& b, const Tensor& rm,
+                          const Tensor& rv, double eps, const Tensor& out) {
+  const Tensor& p0 = pieces[0];
+  if ((int)pieces.size() > kMaxPieces || p0.dim() != 4 || !p0.device().is_cuda() || out.numel() >= (int64_t(1) << 31))
+    return false;
+  Pieces ps{};
+  int64_t C = 0;
+  bool vec = p0.sizes()[2] * p0.sizes()[3] % 4 == 0 && aligned16(out.data_ptr());
+  for (size_t k = 0; k < pieces.size(); k++) {
+    const Tensor& t = pieces[k];
+    if (t.dtype() != DType::Float32 || t.dim() != 4 || !t.is_contiguous() || t.device() != p0.device() ||
+        t.sizes()[0] != p0.sizes()[0] || t.sizes()[2] != p0.sizes()[2] || t.sizes()[3] != p0.sizes()[3])
+      return false;
+    C += t.sizes()[1];
+    ps.p[k] = (const float*)t.data_ptr();
+    ps.end[k] = (int)C;
+    ps.size[k] = (int)t.sizes()[1];
+    vec = vec && aligned16(t.data_ptr());
+  }
+  for (const Tensor* t : {&w, &b, &rm, &rv})
+    if (t->dtype() != DType::Float32 || t->dim() != 1 || t->numel() != C || !t->is_contiguous() || t->device() != p0.device())
+      return false;
+  const int device = p0.device().index;
+  std::vector<CUfunction> f = tc::cuda::kernels(device, "tc_cat_norm_relu", [] { return std::string(kCatNormSource); },
+                                                {"tc_cat_norm_relu", "tc_cat_norm_relu4"});
+  const void *wp = w.data_ptr(), *bp = b.data_ptr(), *mp = rm.data_ptr(), *vp = rv.data_ptr();
+  void* op = out.data_ptr();
+  float e = (float)eps;
+  int Ci = (int)C, HW = (int)(p0.sizes()[2] * p0.sizes()[3]);
+  unsigned total = (unsigned)(out.numel() / (vec ? 4 : 1));
+  void* args[] = {&ps, &wp, &bp, &mp, &vp, &e, &op, &Ci, &HW, &total};
+  tc::cuda::launch(device, f[vec ? 1 : 0], tc::cuda::grid_for(total, device), 256, args);
+  return true;
+}
+
+const char* kCatNormPrefix = "cat + batch_norm + relu (one kernel), pieces: ";
+
 }  // namespace
+
+std::shared_ptr<const capture::ExternalFn> cat_norm_relu_call(int pieces) {
+  auto fn = std::make_shared<capture::ExternalFn>();
+  fn->name = kCatNormPrefix + std::to_string(pieces);
+  fn->call = [pieces](const Stack& in) {
+    std::vector<Tensor> ps;
+    for (int k = 0; k < pieces; k++) ps.push_back(in[k].tensor());
+    const Tensor &w = in[pieces].tensor(), &b = in[pieces + 1].tensor(), &rm = in[pieces + 2].tensor(),
+                 &rv = in[pieces + 3].tensor();
+    const double eps = in[pieces + 4].to_double();
+    const Tensor& p0 = ps[0];
+    int64_t C = 0;
+    for (const Tensor& t : ps) C += t.dim() == 4 ? t.sizes()[1] : 0;
+    if (p0.dim() == 4) {
+      Tensor out = Tensor::empty({p0.sizes()[0], C, p0.sizes()[2], p0.sizes()[3]}, p0.dtype(), p0.device());
+      if (cat_norm_relu_kernel(ps, w, b, rm, rv, eps, out)) return std::vector<Tensor>{out};
+    }
+    Tensor x = call1(Op::cat, {Value(TensorList(ps)), (int64_t)2});  // dims are 1-based
+    Tensor y = call1(Op::batch_norm, {x, w, b, rm, rv, false, 0.1, eps});
+    return std::vector<Tensor>{call1(Op::relu, {y})};
+  };
+  return fn;
+}
 
 std::shared_ptr<const capture::ExternalFn> linear_act_call(Act act, bool bias, bool residual) {
   auto fn = std::make_shared<capture::ExternalFn>();
@@ -64,6 +180,10 @@ std::shared_ptr<const capture::ExternalFn> attention_merged_heads_call() {
 
 std::shared_ptr<const capture::ExternalFn> library_call(const std::string& name) {
   if (name == attention_merged_heads_call()->name) return attention_merged_heads_call();
+  if (name.rfind(kCatNormPrefix, 0) == 0) {
+    const int pieces = std::atoi(name.c_str() + std::strlen(kCatNormPrefix));
+    if (pieces >= 1 && cat_norm_relu_call(pieces)->name == name) return cat_norm_relu_call(pieces);
+  }
   for (Act act : {Act::None, Act::Relu, Act::GeluTanh})
     for (bool bias : {false, true})
       for (bool residual : {false, true}) {

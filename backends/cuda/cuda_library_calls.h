@@ -25,6 +25,12 @@ std::shared_ptr<const capture::ExternalFn> linear_act_call(tc::cuda::Act act, bo
 // declines at run time it runs the eager ops.
 std::shared_ptr<const capture::ExternalFn> attention_merged_heads_call();
 
+// cat(p_1 .. p_pieces, dim = 2) -> batch_norm(eval: running statistics, weight, bias) -> relu of
+// float32 [N, C_k, H, W] pieces as one kernel that reads the pieces where they are (DenseNet's
+// layers, whose concatenation has no other reader); its arguments are the pieces, weight, bias,
+// running mean, running variance, eps. Other dtypes or layouts run the eager ops.
+std::shared_ptr<const capture::ExternalFn> cat_norm_relu_call(int pieces);
+
 // The library call named `name` (an ExternalFn::name made above), or null.
 std::shared_ptr<const capture::ExternalFn> library_call(const std::string& name);
 

@@ -126,6 +126,54 @@ TEST(CudaBackendAttention, MergedHeadsMatchEager) {
   EXPECT_LT(r[0].number(), 1e-6);
 }
 
+// cat of more than 4 float32 pieces -> batch_norm(eval) -> relu (DenseNet's pre-activation) is one
+// kernel reading the pieces where they are (cuda_fuse.h): no generated kernel is left in the
+// graph, and it equals eager for images whose rows take the 4-wide path (8x8) and the
+// element-wise one (5x3), also after the normalization's parameters change in place between
+// calls (the kernel reads them at every call). Five pieces in another order (a piece twice)
+// likewise.
+TEST(CudaBackendCatNorm, CatBatchNormReluIsOneKernelAndMatchesEager) {
+  std::string why;
+  if (!cuda::is_available(&why)) GTEST_SKIP() << "CUDA not available: " << why;
+  vm::Runtime rt("cuda_cat_norm");
+  capture::install(rt.state(), strict_compiler());
+  vm::Results r = rt.run_string(R"LUA(
+    local tc = require "tc"
+    local F = require("tc.nn").functional
+    local worst, kernels = 0, {}
+    for _, hw in ipairs({{8, 8}, {5, 3}}) do
+      tc.compiler.reset()
+      local N, H, W = 3, hw[1], hw[2]
+      local p = {}
+      for k, c in ipairs({16, 4, 8, 4, 4, 12}) do p[k] = tc.randn(N, c, H, W, {device = "cuda"}) end
+      local C = 48
+      local w, b = tc.randn(C, {device = "cuda"}), tc.randn(C, {device = "cuda"})
+      local rm, rv = tc.randn(C, {device = "cuda"}), tc.rand(C, {device = "cuda"}) + 0.5
+      local function f(a1, a2, a3, a4, a5, a6)
+        return F.relu(F.batch_norm(tc.cat({a1, a2, a3, a4, a5, a6}, 2), w, b, rm, rv, false, 0.1, 1e-5))
+      end
+      local cf = tc.compile(f, {backend = "cuda"})
+      for call = 1, 2 do
+        local got = cf(p[1], p[2], p[3], p[4], p[5], p[6])
+        worst = math.max(worst, (got - f(p[1], p[2], p[3], p[4], p[5], p[6])):abs():max():item())
+        w:mul_(-1.5); rm:add_(0.25)
+      end
+      kernels[#kernels + 1] = tc.compiler.stats().kernels
+      local w2, b2 = tc.randn(56, {device = "cuda"}), tc.randn(56, {device = "cuda"})
+      local rm2, rv2 = tc.randn(56, {device = "cuda"}), tc.rand(56, {device = "cuda"}) + 0.5
+      local function g(a1, a2, a3)
+        return F.relu(F.batch_norm(tc.cat({a3, a1, a2, a1, a3}, 2), w2, b2, rm2, rv2, false, 0.1, 1e-3))
+      end
+      local q1, q2, q3 = p[2], p[3], tc.randn(N, 20, H, W, {device = "cuda"})
+      worst = math.max(worst, (tc.compile(g, {backend = "cuda"})(q1, q2, q3) - g(q1, q2, q3)):abs():max():item())
+    end
+    return worst, kernels[1], kernels[2]
+  )LUA", "=cat_norm");
+  EXPECT_LT(r[0].number(), 1e-4);
+  EXPECT_EQ(r[1].integer(), 0) << "the cat, batch_norm and relu left generated kernels (8x8)";
+  EXPECT_EQ(r[2].integer(), 0) << "the cat, batch_norm and relu left generated kernels (5x3)";
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, CudaBackendModels,
                          testing::Combine(testing::Values("seed_64_layers", "my_module", "resnet18", "resnet50",
                                                           "densenet121", "inception_v3", "gpt2"),

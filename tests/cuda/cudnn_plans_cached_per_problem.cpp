@@ -85,6 +85,49 @@ TEST_F(CudnnPlans, OnePlanPerProblemAndResultsMatchCpu) {
   EXPECT_EQ(cuda::cudnn_plan_count(), n0 + 4) << "the transposed convolution gets one plan";
 }
 
+// Channels-last plans (opt-in; TC_CUDNN_LAYOUT=nhwc: forward convolutions take only those; the call copies
+// x and w into channels-last buffers and the result back) equal the CPU in float64: stride,
+// padding, dilation, groups, bias, non-square images, a 1x1 and a 7x7 kernel; cuDNN runs each
+// (where it has channels-last engines for float32: channel counts that are multiples of 4 here).
+// The transposed convolution keeps its NCHW plan.
+TEST_F(CudnnPlans, ChannelsLastPlansMatchCpu) {
+  std::mt19937 rng(17);
+  struct Case {
+    Shape x, w;
+    int64_t stride, padding, dilation, groups;
+    bool bias;
+  };
+  const Case cases[] = {
+      {{4, 8, 12, 12}, {16, 8, 3, 3}, 1, 1, 1, 1, false},  {{3, 16, 9, 13}, {8, 16, 3, 3}, 2, 1, 1, 1, true},
+      {{2, 32, 8, 8}, {32, 32, 1, 1}, 1, 0, 1, 1, false},  {{2, 8, 10, 10}, {8, 4, 3, 3}, 1, 2, 2, 2, true},
+      {{2, 4, 20, 20}, {8, 4, 7, 7}, 2, 3, 1, 1, false},
+  };
+  setenv("TC_CUDNN_LAYOUT", "nhwc", 1);
+  set_float32_matmul_precision("highest");
+  for (const Case& c : cases) {
+    Tensor x = rand_tensor(c.x, rng), w = rand_tensor(c.w, rng), b = rand_tensor({c.w[0]}, rng);
+    auto run = [&](Device d, DType dt) {
+      return call1(Op::conv2d, {convert(x, dt, d), convert(w, dt, d), c.bias ? Value(convert(b, dt, d)) : Value()},
+                   {{"stride", Value(IntList{c.stride, c.stride})},
+                    {"padding", Value(IntList{c.padding, c.padding})},
+                    {"dilation", Value(IntList{c.dilation, c.dilation})},
+                    {"groups", Value(c.groups)}});
+    };
+    Tensor xr = convert(convert(x, DType::Float32, Device{}), DType::Float64, Device{});
+    Tensor wr = convert(convert(w, DType::Float32, Device{}), DType::Float64, Device{});
+    Tensor br = convert(convert(b, DType::Float32, Device{}), DType::Float64, Device{});
+    x = xr, w = wr, b = br;
+    Tensor ref = run(Device{}, DType::Float64);
+    Tensor y = run(kGpu, DType::Float32);
+    EXPECT_LE(max_rel_err(ref, y), 1e-5) << "x " << c.x[1] << "x" << c.x[2] << "x" << c.x[3] << " kernel " << c.w[2];
+    const char* e = std::getenv("TC_EXPECT_CUDNN");
+    if (e && std::string(e) == "1") {
+      EXPECT_EQ(std::string(cuda::last_conv_impl()), "cudnn") << "kernel " << c.w[2];
+    }
+  }
+  unsetenv("TC_CUDNN_LAYOUT");
+}
+
 // batch_norm(training=false) with running statistics, weight and bias present or absent, for
 // 2-d, 3-d and 4-d inputs, float32 and float64 (one-pass kernel) and float16 input with float32
 // parameters (the general path).
