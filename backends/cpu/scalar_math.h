@@ -33,7 +33,13 @@ class ScalarMath {
   llvm::Value* binary(lower::ScalarOp op, lower::Ty t, llvm::Value* x, llvm::Value* y, const double* const_b);
   llvm::Value* libm(const char* f32_name, const char* f64_name, lower::Ty t, llvm::Value* x);
   llvm::Value* exp_f32(llvm::Value* x);
-  llvm::Value* exp_in_range_f32(llvm::Value* y);
+  struct ExpReduced {
+    llvm::Value* r;      // y - k ln2, |r| <= ln2/2
+    llvm::Value* two_k;  // 2^k
+  };
+  ExpReduced exp_reduce_f32(llvm::Value* y);
+  llvm::Value* min_keep_nan(llvm::Value* x, float c);
+  llvm::Value* max_keep_nan(llvm::Value* x, float c);
   llvm::Value* tanh_f32(llvm::Value* x);
   llvm::Value* sigmoid_f32(llvm::Value* x);
   llvm::Value* div_finite(llvm::Value* num, llvm::Value* den);
