@@ -153,21 +153,38 @@ Value* ScalarMath::poly(Value* x, std::initializer_list<float> coefs) {
   return p;
 }
 
+// The same polynomial with half of Horner's dependent steps (for loops bound by one element's chain
+// of latencies): pairs c[2i] + c[2i+1] x side by side, then Horner in x2 = x*x over the pairs.
+Value* ScalarMath::poly_pairs(Value* x, Value* x2, std::initializer_list<float> coefs) {
+  const float* c = coefs.begin();
+  const size_t n = coefs.size();
+  auto pair = [&](size_t i) { return i + 1 < n ? fma(fconst(c[i + 1]), x, fconst(c[i])) : fconst(c[i]); };
+  size_t i = (n - 1) / 2 * 2;
+  Value* p = pair(i);
+  while (i > 0) {
+    i -= 2;
+    p = fma(p, x2, pair(i));
+  }
+  return p;
+}
+
 Value* ScalarMath::fma(Value* a, Value* b, Value* c) {
   return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {b_.getFloatTy()}, {a, b, c});
 }
 
 // y = k ln2 + r with k = round(y / ln2) and |r| <= ln2/2, for y in [-87, 87] only (so 2^k, k in
 // [-126, 126], is a normal float and no overflow, underflow or NaN case exists): t = y log2(e)
-// + 1.5*2^23 + 127 rounds k into t's low mantissa bits, 127 included, so t's bits shifted left by
-// 23 are 2^k's (the 1.5*2^23 part shifts out); ln2 in two parts (the first exact in k ln2).
-ScalarMath::ExpReduced ScalarMath::exp_reduce_f32(Value* y) {
-  Value* magic = fconst(12582912.0f + 127.0f);
+// + 1.5*2^23 + bias rounds k + bias into t's low mantissa bits, so t's bits shifted left by 23
+// are (k + bias) << 23 (the 1.5*2^23 part shifts out): with bias 127, 2^k's bits; with 0, what
+// adds k to a float's exponent. ln2 in two parts (the first exact in k ln2), or for callers whose
+// error in exp(y) may grow with |k| ln2's rounding (1.9e-9 |k| relative) in one.
+ScalarMath::ExpReduced ScalarMath::exp_reduce_f32(Value* y, int bias, bool ln2_in_one_part) {
+  Value* magic = fconst(12582912.0f + (float)bias);
   Value* t = fma(y, fconst(1.44269504088896341f), magic);
   Value* k = b_.CreateFSub(t, magic);
-  Value* r = fma(k, fconst(2.12194440e-4f), fma(k, fconst(-0.693359375f), y));
-  Value* two_k = b_.CreateBitCast(b_.CreateShl(b_.CreateBitCast(t, b_.getInt32Ty()), 23), b_.getFloatTy());
-  return {r, two_k};
+  Value* r = ln2_in_one_part ? fma(k, fconst(-0.693147182f), y)
+                             : fma(k, fconst(2.12194440e-4f), fma(k, fconst(-0.693359375f), y));
+  return {r, b_.CreateShl(b_.CreateBitCast(t, b_.getInt32Ty()), 23)};
 }
 
 // min(x, c) and max(x, c) for a constant c that keep a NaN x (one minps/maxps on x86, whose NaN
@@ -194,29 +211,42 @@ Value* ScalarMath::div_finite(Value* num, Value* den) {
 }
 
 // tanh(a) = -m / (m + 2) for a = min(|x|, 9.1) (tanh rounds to 1 from 9.01 on), m = expm1(-2a) in
-// (-1, 0]: with -2a = k ln2 + r, m = 2^k q + (2^k - 1) and m + 2 = 2^k q + (2^k + 1), q =
-// expm1(r) = r + r^2 E(r), each one rounding from exact parts (their errors do not add up in the
-// quotient, 1.9 ulp at worst; m + 2 from a rounded m gave 2.5). One formula over the whole range,
-// accurate near 0 (q = r = -2a there), no selects; the sign comes back with copysign (-0 too).
+// (-1, 0]: with -2a = k ln2 + r, q = expm1(r) = r + r^2 E(r) and w = 2^k q (exact), m = w +
+// (2^k - 1) and m + 2 = w + (2^k + 1), each one rounding from exact parts (their errors do not add
+// up in the quotient, 1.9 ulp at worst; m + 2 from a rounded m gave 2.5). ln2 in one part: an
+// error of 1.9e-9 |k| relative in 2^k (1 + q) is under 0.03 ulp of m for every k here. One formula
+// from 0 to 9.1, accurate near 0 (q = r = -2a there), no selects; the sign comes back with
+// copysign (-0 too).
 Value* ScalarMath::tanh_f32(Value* x) {
   Value* a = min_keep_nan(b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x), 9.1f);
-  ExpReduced e = exp_reduce_f32(b_.CreateFNeg(b_.CreateFAdd(a, a)));
-  Value* q = fma(poly(e.r, {4.999999815e-01f, 1.666654366e-01f, 4.166719969e-02f, 8.366515170e-03f, 1.388252251e-03f}),
-                 b_.CreateFMul(e.r, e.r), e.r);
-  Value* m = fma(e.two_k, q, b_.CreateFSub(e.two_k, fconst(1.0f)));
-  Value* d = fma(e.two_k, q, b_.CreateFAdd(e.two_k, fconst(1.0f)));
+  ExpReduced e = exp_reduce_f32(b_.CreateFNeg(b_.CreateFAdd(a, a)), 127, true);
+  Value* two_k = b_.CreateBitCast(e.scale_bits, b_.getFloatTy());
+  Value* r2 = b_.CreateFMul(e.r, e.r);
+  Value* q = fma(poly_pairs(e.r, r2, {4.999999815e-01f, 1.666654366e-01f, 4.166719969e-02f, 8.366515170e-03f,
+                                      1.388252251e-03f}),
+                 r2, e.r);
+  Value* w = b_.CreateFMul(two_k, q);
+  Value* m = b_.CreateFAdd(w, b_.CreateFSub(two_k, fconst(1.0f)));
+  Value* d = b_.CreateFAdd(w, b_.CreateFAdd(two_k, fconst(1.0f)));
   return b_.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, div_finite(m, d), x);
 }
 
-// 1 / (1 + exp(-x)) with x clamped to [-87, 87] (NaN kept): exp(-x) = 2^k p(r), p a degree-6 fit
-// (0.03 ulp), and 1 + 2^k p one fused multiply-add; the divisor is finite and its reciprocal a
-// normal float (a reciprocal estimate may flush subnormal results). Beyond the clamp the result is
-// 1 (x > 87) or 1.6e-38 instead of eager's 0..1.6e-38 (x < -87).
+// 1 / (1 + exp(-x)) with x clamped to [-87, 87] (NaN kept): exp(-x) = 2^k p(r), p = 1 + q, q = r +
+// r^2 H(r) a degree-6 fit (0.03 ulp; H by poly_pairs: Horner's 6 dependent steps gave the same
+// 2.4 ulp but a longer chain, pairs down to the constant term 3.1 ulp), 2^k applied by adding k to
+// p's exponent bits (p is in [0.7, 1.42] and 2^k p a normal float, at least 1.6e-38: an integer
+// add instead of a multiplication); the divisor is finite and its reciprocal a normal float (a
+// reciprocal estimate may flush subnormal results). Beyond the clamp the result is 1 (x > 87) or
+// 1.6e-38 instead of eager's 0..1.6e-38 (x < -87).
 Value* ScalarMath::sigmoid_f32(Value* x) {
-  ExpReduced e = exp_reduce_f32(max_keep_nan(min_keep_nan(b_.CreateFNeg(x), 87.0f), -87.0f));
-  Value* p = poly(e.r, {1.0f, 1.0000000322e+00f, 4.9999994208e-01f, 1.6666431244e-01f, 4.1668002138e-02f,
-                        8.3741568924e-03f, 1.3843651919e-03f});
-  return div_finite(fconst(1.0f), fma(p, e.two_k, fconst(1.0f)));
+  ExpReduced e = exp_reduce_f32(max_keep_nan(min_keep_nan(b_.CreateFNeg(x), 87.0f), -87.0f), 0, false);
+  Value* r2 = b_.CreateFMul(e.r, e.r);
+  Value* q = fma(poly_pairs(e.r, r2, {4.9999994208e-01f, 1.6666431244e-01f, 4.1668002138e-02f, 8.3741568924e-03f,
+                                      1.3843651919e-03f}),
+                 r2, e.r);
+  Value* p = b_.CreateFAdd(q, fconst(1.0f));
+  Value* ep = b_.CreateBitCast(b_.CreateAdd(b_.CreateBitCast(p, b_.getInt32Ty()), e.scale_bits), b_.getFloatTy());
+  return div_finite(fconst(1.0f), b_.CreateFAdd(ep, fconst(1.0f)));
 }
 
 // x = 2^e m with m in [sqrt(1/2), sqrt(2)), f = m - 1 (exact): log(x) = e ln2 + f - f^2/2 + f^3 Q(f),
