@@ -187,6 +187,15 @@ ScalarMath::ExpReduced ScalarMath::exp_reduce_f32(Value* y, int bias, bool ln2_i
   return {r, b_.CreateShl(b_.CreateBitCast(t, b_.getInt32Ty()), 23)};
 }
 
+// expm1(r) for |r| <= ln2/2: r + r^2 H(r), H a degree-4 fit (relative error 1.3e-8, 0.2 ulp), by
+// poly_pairs. sigmoid (as 1 + expm1(r)) and tanh share it, so that a loop computing both holds one
+// set of coefficients in registers.
+Value* ScalarMath::expm1_reduced_f32(Value* r) {
+  Value* r2 = b_.CreateFMul(r, r);
+  return fma(poly_pairs(r, r2, {4.999999815e-01f, 1.666654366e-01f, 4.166719969e-02f, 8.366515170e-03f, 1.388252251e-03f}),
+             r2, r);
+}
+
 // min(x, c) and max(x, c) for a constant c that keep a NaN x (one minps/maxps on x86, whose NaN
 // rule is "the second operand"; llvm.minnum would return c and cost a NaN fix-up).
 Value* ScalarMath::min_keep_nan(Value* x, float c) {
@@ -221,30 +230,22 @@ Value* ScalarMath::tanh_f32(Value* x) {
   Value* a = min_keep_nan(b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x), 9.1f);
   ExpReduced e = exp_reduce_f32(b_.CreateFNeg(b_.CreateFAdd(a, a)), 127, true);
   Value* two_k = b_.CreateBitCast(e.scale_bits, b_.getFloatTy());
-  Value* r2 = b_.CreateFMul(e.r, e.r);
-  Value* q = fma(poly_pairs(e.r, r2, {4.999999815e-01f, 1.666654366e-01f, 4.166719969e-02f, 8.366515170e-03f,
-                                      1.388252251e-03f}),
-                 r2, e.r);
+  Value* q = expm1_reduced_f32(e.r);
   Value* w = b_.CreateFMul(two_k, q);
   Value* m = b_.CreateFAdd(w, b_.CreateFSub(two_k, fconst(1.0f)));
   Value* d = b_.CreateFAdd(w, b_.CreateFAdd(two_k, fconst(1.0f)));
   return b_.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, div_finite(m, d), x);
 }
 
-// 1 / (1 + exp(-x)) with x clamped to [-87, 87] (NaN kept): exp(-x) = 2^k p(r), p = 1 + q, q = r +
-// r^2 H(r) a degree-6 fit (0.03 ulp; H by poly_pairs: Horner's 6 dependent steps gave the same
-// 2.4 ulp but a longer chain, pairs down to the constant term 3.1 ulp), 2^k applied by adding k to
-// p's exponent bits (p is in [0.7, 1.42] and 2^k p a normal float, at least 1.6e-38: an integer
-// add instead of a multiplication); the divisor is finite and its reciprocal a normal float (a
-// reciprocal estimate may flush subnormal results). Beyond the clamp the result is 1 (x > 87) or
-// 1.6e-38 instead of eager's 0..1.6e-38 (x < -87).
+// 1 / (1 + exp(-x)) with x clamped to [-87, 87] (NaN kept): exp(-x) = 2^k p(r), p = 1 + expm1(r)
+// (Horner's 6 dependent steps for p gave the same 2.4 ulp but a longer chain; pairs down to the
+// constant term, 3.1 ulp), 2^k applied by adding k to p's exponent bits (p is in [0.7, 1.42] and
+// 2^k p a normal float, at least 1.6e-38: an integer add instead of a multiplication); the divisor
+// is finite and its reciprocal a normal float (a reciprocal estimate may flush subnormal results).
+// Beyond the clamp the result is 1 (x > 87) or 1.6e-38 instead of eager's 0..1.6e-38 (x < -87).
 Value* ScalarMath::sigmoid_f32(Value* x) {
   ExpReduced e = exp_reduce_f32(max_keep_nan(min_keep_nan(b_.CreateFNeg(x), 87.0f), -87.0f), 0, false);
-  Value* r2 = b_.CreateFMul(e.r, e.r);
-  Value* q = fma(poly_pairs(e.r, r2, {4.9999994208e-01f, 1.6666431244e-01f, 4.1668002138e-02f, 8.3741568924e-03f,
-                                      1.3843651919e-03f}),
-                 r2, e.r);
-  Value* p = b_.CreateFAdd(q, fconst(1.0f));
+  Value* p = b_.CreateFAdd(expm1_reduced_f32(e.r), fconst(1.0f));
   Value* ep = b_.CreateBitCast(b_.CreateAdd(b_.CreateBitCast(p, b_.getInt32Ty()), e.scale_bits), b_.getFloatTy());
   return div_finite(fconst(1.0f), b_.CreateFAdd(ep, fconst(1.0f)));
 }

@@ -38,6 +38,7 @@ class ScalarMath {
     llvm::Value* scale_bits;  // (k + bias) << 23, an i32
   };
   ExpReduced exp_reduce_f32(llvm::Value* y, int bias, bool ln2_in_one_part);
+  llvm::Value* expm1_reduced_f32(llvm::Value* r);
   llvm::Value* min_keep_nan(llvm::Value* x, float c);
   llvm::Value* max_keep_nan(llvm::Value* x, float c);
   llvm::Value* tanh_f32(llvm::Value* x);
