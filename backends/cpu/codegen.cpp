@@ -226,10 +226,14 @@ llvm::BranchInst* KernelEmitter::for_loop(Value* n, const std::function<void(Val
 // out-of-order window hides: the chain ran at 1.5 ns/element on one core, 0.7 with 8 independent
 // vectors per iteration (0 = the vectorizer's own choice, which short bodies keep). Runs of a
 // static length under 256 (the seed model's rows of 10) keep it too: the interleaved loop would
-// never run there and only cost compile time (+15-45 ms for its regional module).
+// never run there and only cost compile time (+15-45 ms for its regional module). 8 from 48
+// instructions: the chain's body is 65 since sigmoid and tanh shrank, and at 4 vectors it ran at
+// 30 cycles per 16 floats against 20 at 8 (one core, in cache), so the threshold keeps a margin
+// below it; a body of ~38 (the chain up to sigmoid) gained ~10% from 8 and one of ~25 (a tanh)
+// nothing, so shorter bodies keep 4 (less code to compile).
 int interleave_count(size_t instrs, Value* run_length) {
   if (auto* c = llvm::dyn_cast<llvm::ConstantInt>(run_length); c && c->getSExtValue() < 256) return 0;
-  return instrs >= 64 ? 8 : instrs >= 24 ? 4 : 0;
+  return instrs >= 48 ? 8 : instrs >= 24 ? 4 : 0;
 }
 
 void set_interleave(llvm::BranchInst* latch, int count) {

@@ -22,7 +22,7 @@
 namespace tc::backends::cpu {
 
 // Bumped whenever generated code changes for the same loop IR (invalidates disk caches).
-constexpr int kCodegenVersion = 5;
+constexpr int kCodegenVersion = 10;
 
 namespace {
 
@@ -58,11 +58,17 @@ struct Jit::Impl {
   std::string cpu, features;
   CaptureObjects objects;
 
+  // Divisions marked `arcp` (scalar_math's div_finite: sigmoid, tanh) become a reciprocal estimate
+  // and one Newton step; that holds their 3 ulp with AVX-512's 14-bit vrcp14ps (sigmoid 2.4 ulp,
+  // tanh 1.9 over every 97th float32), not with AVX2's or SSE's 12-bit rcpps (3.0 and 2.9 at
+  // -mcpu=haswell, 4.0 and 2.9 on plain x86-64), so other x86 hosts divide.
   void set_target_attributes(llvm::Module& m) const {
+    const bool rcp14 = ("," + features + ",").find(",+avx512f,") != std::string::npos;
     for (llvm::Function& f : m) {
       if (f.isDeclaration()) continue;
       f.addFnAttr("target-cpu", cpu);
       f.addFnAttr("target-features", features);
+      if (!rcp14) f.addFnAttr("reciprocal-estimates", "!divf,!vec-divf");
     }
   }
 

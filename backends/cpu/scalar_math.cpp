@@ -137,10 +137,11 @@ Value* ScalarMath::exp_f32(Value* x) {
 }
 
 // float32 transcendentals as straight-line IR (polynomials after range reduction, both sides of
-// every range computed and selected), so that loops over them vectorize; libm's scalar calls
-// would not. Coefficients are near-minimax fits of the reduced functions (relative error, rounded
-// to float); measured against float64 libm over every 37th float32: tanh 1.3 ulp, log 0.8, log2
-// 1.5, log1p 2.4, expm1 1.8, erf 2.4 (glibc's float tanh, log, log1p, erf: 2.1, 0.8, 0.8, 1.5).
+// a range computed and selected where one formula does not serve), so that loops over them
+// vectorize; libm's scalar calls would not. Coefficients are near-minimax fits of the reduced
+// functions (relative error, rounded to float); measured against float64 libm over every 37th
+// float32: log 0.8 ulp, log2 1.5, log1p 2.4, expm1 1.8, erf 2.4 (glibc's float tanh, log, log1p,
+// erf: 2.1, 0.8, 0.8, 1.5); over every 97th: tanh 1.9, sigmoid 2.4.
 // tests/backends/cpu_scalar_ops_match_reference.cpp holds them to 3 ulp.
 Value* ScalarMath::fconst(float v) { return llvm::ConstantFP::get(b_.getFloatTy(), v); }
 
@@ -152,20 +153,56 @@ Value* ScalarMath::poly(Value* x, std::initializer_list<float> coefs) {
   return p;
 }
 
+// The same polynomial with half of Horner's dependent steps (for loops bound by one element's chain
+// of latencies): pairs c[2i] + c[2i+1] x side by side, then Horner in x2 = x*x over the pairs.
+Value* ScalarMath::poly_pairs(Value* x, Value* x2, std::initializer_list<float> coefs) {
+  const float* c = coefs.begin();
+  const size_t n = coefs.size();
+  auto pair = [&](size_t i) { return i + 1 < n ? fma(fconst(c[i + 1]), x, fconst(c[i])) : fconst(c[i]); };
+  size_t i = (n - 1) / 2 * 2;
+  Value* p = pair(i);
+  while (i > 0) {
+    i -= 2;
+    p = fma(p, x2, pair(i));
+  }
+  return p;
+}
+
 Value* ScalarMath::fma(Value* a, Value* b, Value* c) {
   return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {b_.getFloatTy()}, {a, b, c});
 }
 
-// exp(y) for y in [-87, 88] only (so one power of two 2^k, k in [-126, 127], scales it and no
-// overflow, underflow or NaN case exists): eager's exp polynomial with fused multiply-adds.
-Value* ScalarMath::exp_in_range_f32(Value* y) {
-  Value* magic = fconst(12582912.0f);
+// y = k ln2 + r with k = round(y / ln2) and |r| <= ln2/2, for y in [-87, 87] only (so 2^k, k in
+// [-126, 126], is a normal float and no overflow, underflow or NaN case exists): t = y log2(e)
+// + 1.5*2^23 + bias rounds k + bias into t's low mantissa bits, so t's bits shifted left by 23
+// are (k + bias) << 23 (the 1.5*2^23 part shifts out): with bias 127, 2^k's bits; with 0, what
+// adds k to a float's exponent. ln2 in two parts (the first exact in k ln2), or for callers whose
+// error in exp(y) may grow with |k| ln2's rounding (1.9e-9 |k| relative) in one.
+ScalarMath::ExpReduced ScalarMath::exp_reduce_f32(Value* y, int bias, bool ln2_in_one_part) {
+  Value* magic = fconst(12582912.0f + (float)bias);
   Value* t = fma(y, fconst(1.44269504088896341f), magic);
   Value* k = b_.CreateFSub(t, magic);
-  Value* ki = b_.CreateSub(b_.CreateBitCast(t, b_.getInt32Ty()), b_.CreateBitCast(magic, b_.getInt32Ty()));
-  Value* r = fma(k, fconst(2.12194440e-4f), fma(k, fconst(-0.693359375f), y));
-  Value* q = poly(r, {1.0f, 1.0f, 0.5f, 1.0f / 6, 1.0f / 24, 1.0f / 120, 1.0f / 720, 1.0f / 5040});
-  return b_.CreateFMul(q, b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(ki, b_.getInt32(127)), 23), b_.getFloatTy()));
+  Value* r = ln2_in_one_part ? fma(k, fconst(-0.693147182f), y)
+                             : fma(k, fconst(2.12194440e-4f), fma(k, fconst(-0.693359375f), y));
+  return {r, b_.CreateShl(b_.CreateBitCast(t, b_.getInt32Ty()), 23)};
+}
+
+// expm1(r) for |r| <= ln2/2: r + r^2 H(r), H a degree-4 fit (relative error 1.3e-8, 0.2 ulp), by
+// poly_pairs. sigmoid (as 1 + expm1(r)) and tanh share it, so that a loop computing both holds one
+// set of coefficients in registers.
+Value* ScalarMath::expm1_reduced_f32(Value* r) {
+  Value* r2 = b_.CreateFMul(r, r);
+  return fma(poly_pairs(r, r2, {4.999999815e-01f, 1.666654366e-01f, 4.166719969e-02f, 8.366515170e-03f, 1.388252251e-03f}),
+             r2, r);
+}
+
+// min(x, c) and max(x, c) for a constant c that keep a NaN x (one minps/maxps on x86, whose NaN
+// rule is "the second operand"; llvm.minnum would return c and cost a NaN fix-up).
+Value* ScalarMath::min_keep_nan(Value* x, float c) {
+  return b_.CreateSelect(b_.CreateFCmpOGT(x, fconst(c)), fconst(c), x);
+}
+Value* ScalarMath::max_keep_nan(Value* x, float c) {
+  return b_.CreateSelect(b_.CreateFCmpOLT(x, fconst(c)), fconst(c), x);
 }
 
 // num / den for a den that is finite and not zero (the caller's ranges promise it): `arcp ninf`
@@ -177,35 +214,40 @@ Value* ScalarMath::div_finite(Value* num, Value* den) {
   llvm::FastMathFlags fmf;
   fmf.setAllowReciprocal();
   fmf.setNoInfs();
+  fmf.setAllowContract();  // the Newton steps as fused multiply-adds
   llvm::cast<llvm::Instruction>(q)->setFastMathFlags(fmf);
   return q;
 }
 
-// |x| < 0.625: x + x^3 P(x^2); else sign(x) (1 - 2 / (exp(2|x|) + 1)). 2|x| is clamped to 40
-// (tanh is 1 in float32 from 9.01 on), so its exp is exp_in_range_f32 and the divisor is finite.
+// tanh(a) = -m / (m + 2) for a = min(|x|, 9.1) (tanh rounds to 1 from 9.01 on), m = expm1(-2a) in
+// (-1, 0]: with -2a = k ln2 + r, q = expm1(r) = r + r^2 E(r) and w = 2^k q (exact), m = w +
+// (2^k - 1) and m + 2 = w + (2^k + 1), each one rounding from exact parts (their errors do not add
+// up in the quotient, 1.9 ulp at worst; m + 2 from a rounded m gave 2.5). ln2 in one part: an
+// error of 1.9e-9 |k| relative in 2^k (1 + q) is under 0.03 ulp of m for every k here. One formula
+// from 0 to 9.1, accurate near 0 (q = r = -2a there), no selects; the sign comes back with
+// copysign (-0 too).
 Value* ScalarMath::tanh_f32(Value* x) {
-  Value* a = b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
-  Value* x2 = b_.CreateFMul(x, x);
-  Value* p = poly(x2, {-3.333333433e-01f, 1.333326548e-01f, -5.395099521e-02f, 2.170674317e-02f,
-                       -8.154772222e-03f, 2.092749812e-03f});
-  Value* small = fma(b_.CreateFMul(x, x2), p, x);
-  Value* y = b_.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, b_.CreateFMul(a, fconst(2.0f)), fconst(40.0f));
-  Value* e = exp_in_range_f32(y);
-  Value* big = b_.CreateFSub(fconst(1.0f), div_finite(fconst(2.0f), b_.CreateFAdd(e, fconst(1.0f))));
-  big = b_.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, big, x);
-  Value* res = b_.CreateSelect(b_.CreateFCmpOLT(a, fconst(0.625f)), small, big);
-  res = b_.CreateSelect(b_.CreateFCmpOLT(a, fconst(0x1p-12f)), x, res);  // keeps -0
-  return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, res);
+  Value* a = min_keep_nan(b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x), 9.1f);
+  ExpReduced e = exp_reduce_f32(b_.CreateFNeg(b_.CreateFAdd(a, a)), 127, true);
+  Value* two_k = b_.CreateBitCast(e.scale_bits, b_.getFloatTy());
+  Value* q = expm1_reduced_f32(e.r);
+  Value* w = b_.CreateFMul(two_k, q);
+  Value* m = b_.CreateFAdd(w, b_.CreateFSub(two_k, fconst(1.0f)));
+  Value* d = b_.CreateFAdd(w, b_.CreateFAdd(two_k, fconst(1.0f)));
+  return b_.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, div_finite(m, d), x);
 }
 
-// 1 / (1 + exp(-x)) with -x clamped to [-87, 87]: exp_in_range_f32 and a finite divisor whose
-// reciprocal is a normal float (a reciprocal estimate may flush subnormal results). Beyond the
-// clamp the result is 1 (x > 87) or 1.6e-38 instead of eager's 0..1.6e-38 (x < -87).
+// 1 / (1 + exp(-x)) with x clamped to [-87, 87] (NaN kept): exp(-x) = 2^k p(r), p = 1 + expm1(r)
+// (Horner's 6 dependent steps for p gave the same 2.4 ulp but a longer chain; pairs down to the
+// constant term, 3.1 ulp), 2^k applied by adding k to p's exponent bits (p is in [0.7, 1.42] and
+// 2^k p a normal float, at least 1.6e-38: an integer add instead of a multiplication); the divisor
+// is finite and its reciprocal a normal float (a reciprocal estimate may flush subnormal results).
+// Beyond the clamp the result is 1 (x > 87) or 1.6e-38 instead of eager's 0..1.6e-38 (x < -87).
 Value* ScalarMath::sigmoid_f32(Value* x) {
-  Value* z = b_.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, b_.CreateFNeg(x), fconst(87.0f));
-  z = b_.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, z, fconst(-87.0f));
-  Value* res = div_finite(fconst(1.0f), b_.CreateFAdd(fconst(1.0f), exp_in_range_f32(z)));
-  return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, res);
+  ExpReduced e = exp_reduce_f32(max_keep_nan(min_keep_nan(b_.CreateFNeg(x), 87.0f), -87.0f), 0, false);
+  Value* p = b_.CreateFAdd(expm1_reduced_f32(e.r), fconst(1.0f));
+  Value* ep = b_.CreateBitCast(b_.CreateAdd(b_.CreateBitCast(p, b_.getInt32Ty()), e.scale_bits), b_.getFloatTy());
+  return div_finite(fconst(1.0f), b_.CreateFAdd(ep, fconst(1.0f)));
 }
 
 // x = 2^e m with m in [sqrt(1/2), sqrt(2)), f = m - 1 (exact): log(x) = e ln2 + f - f^2/2 + f^3 Q(f),
