@@ -309,10 +309,12 @@ Generated generate(const lower::LoweredGraph& g, int arch, capture::CompileRepor
   std::map<std::string, std::string> sources;  // name -> source, in name order (reproducible)
   std::string listing, tiny_step;
   const bool tiny = tiny_eligible(g);
-  // a tiny graph whose steps are row-local: a warp per row, as many warps as the most rows of a
-  // step (at most 32; TC_CUDA_TINY_ROWS=0: the block's threads stride over every step)
+  // TC_CUDA_TINY_ROWS=1: a tiny graph whose steps are row-local runs a warp per row, as many
+  // warps as the most rows of a step (at most 32), __syncwarp between steps. Not the default: on
+  // an H100 the seed model's kernel took 4-12% longer that way (10 warps of 10 busy lanes issue
+  // more than 4 full warps, which costs more than the block-wide syncs it saves).
   const char* rows_env = std::getenv("TC_CUDA_TINY_ROWS");
-  const int warp_row = tiny && !(rows_env && *rows_env == '0') ? tiny_warp_row(g) : 0;
+  const int warp_row = tiny && rows_env && *rows_env == '1' ? tiny_warp_row(g) : 0;
   code.tiny_block = kTinyBlock;
   if (warp_row) {
     int64_t rows = 1;

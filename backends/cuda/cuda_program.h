@@ -34,9 +34,9 @@ struct CudaCode {
   std::vector<std::vector<std::string>> names;
   // A tiny graph (tiny_eligible: static, no externs, every step small) runs as ONE kernel of one
   // block of `tiny_block` threads that calls each step's function in turn, __syncthreads() between
-  // them (__syncwarp() when its steps are row-local: KernelShape::warp_row; runs of repeated steps
-  // as a loop); its parameters are the arena, then the graph buffers `tiny_params`. "": launched
-  // step by step.
+  // them (__syncwarp() under TC_CUDA_TINY_ROWS=1 when its steps are row-local: KernelShape::warp_row;
+  // runs of repeated steps as a loop); its parameters are the arena, then the graph buffers
+  // `tiny_params`. "": launched step by step.
   std::string tiny;
   std::vector<int> tiny_params;
   int64_t tiny_smem = 0;  // its dynamic shared memory (arena and weights), bytes

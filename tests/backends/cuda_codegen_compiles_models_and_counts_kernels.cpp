@@ -192,9 +192,9 @@ TEST_F(CudaCodegen, KernelCounts) {
 }
 
 // Tiny graphs (one kernel of one block): the seed model's layers read only their own row of the
-// activations, so the kernel runs a warp per row (10 rows of 10: 320 threads, __syncwarp between
-// steps); a step that reads other rows of an intermediate (h @ h, a transposed read) keeps the
-// block of 256 threads and __syncthreads. TC_CUDA_TINY_ROWS=0 turns the warp form off.
+// activations, so under TC_CUDA_TINY_ROWS=1 the kernel runs a warp per row (10 rows of 10: 320
+// threads, __syncwarp between steps; by default a block of 256 threads); a step that reads other
+// rows of an intermediate (h @ h, a transposed read) is never row-local.
 TEST_F(CudaCodegen, TinyGraphRunsAWarpPerRowOnlyWhenStepsAreRowLocal) {
   tc::testing::GraphBuilder b;
   auto in = [&](Shape s) {
@@ -211,13 +211,13 @@ TEST_F(CudaCodegen, TinyGraphRunsAWarpPerRowOnlyWhenStepsAreRowLocal) {
   b.out(h);
   lower::LoweredGraph seed = backends::lower_for_cuda(b.g);
   EXPECT_EQ(backends::cuda::tiny_warp_row(seed), 10) << lower::print(seed);
-  backends::cuda::CudaCode code = backends::cuda::generate_code(seed, 90, nullptr);
-  EXPECT_FALSE(code.tiny.empty());
-  EXPECT_EQ(code.tiny_block, 320);
-  setenv("TC_CUDA_TINY_ROWS", "0", 1);
   backends::cuda::CudaCode block = backends::cuda::generate_code(seed, 90, nullptr);
-  unsetenv("TC_CUDA_TINY_ROWS");
+  EXPECT_FALSE(block.tiny.empty());
   EXPECT_EQ(block.tiny_block, 256);
+  setenv("TC_CUDA_TINY_ROWS", "1", 1);
+  backends::cuda::CudaCode warps = backends::cuda::generate_code(seed, 90, nullptr);
+  EXPECT_FALSE(warps.tiny.empty());
+  EXPECT_EQ(warps.tiny_block, 320);
 
   // h @ h reads every row of h; g transposed reads g's other rows
   b = tc::testing::GraphBuilder();
@@ -228,6 +228,7 @@ TEST_F(CudaCodegen, TinyGraphRunsAWarpPerRowOnlyWhenStepsAreRowLocal) {
   lower::LoweredGraph other = backends::lower_for_cuda(b.g);
   EXPECT_EQ(backends::cuda::tiny_warp_row(other), 0) << lower::print(other);
   backends::cuda::CudaCode other_code = backends::cuda::generate_code(other, 90, nullptr);
+  unsetenv("TC_CUDA_TINY_ROWS");
   EXPECT_FALSE(other_code.tiny.empty());
   EXPECT_EQ(other_code.tiny_block, 256);
   // the transposed read alone (both steps otherwise row-local) is enough
