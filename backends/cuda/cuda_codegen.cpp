@@ -1072,7 +1072,15 @@ std::string Emitter::emit(const std::string& name) {
     line("if (f >= (" + I + ")n_outer) break;");
   } else if (sh_.device_fn) {
     TC_CHECK(R == 1, CompileError, "cuda codegen: a tiny graph's step with %d threads per row", R);
-    line("for (" + I + " f = threadIdx.x; f < (" + I + ")n_outer; f += blockDim.x) {");
+    const std::string C = std::to_string(sh_.warp_row);
+    if (sh_.warp_row > 0) {  // row `row` of warp_row iterations, the lane's one: f
+      line("for (" + I + " row = threadIdx.x >> 5; (threadIdx.x & 31) < " + C + " && row * " + C + " + (threadIdx.x & 31) < (" +
+           I + ")n_outer; row += blockDim.x >> 5) {");
+      line("  const " + I + " f = row * " + C + " + (threadIdx.x & 31);");
+      line("  (void)f;");
+    } else {
+      line("for (" + I + " f = threadIdx.x; f < (" + I + ")n_outer; f += blockDim.x) {");
+    }
     ind_++;
   } else {
     line("for (" + I + " f = (" + I + ")blockIdx.x * " + rows_per_block + " + threadIdx.x / " + std::to_string(R) +
@@ -1080,11 +1088,16 @@ std::string Emitter::emit(const std::string& name) {
     ind_++;
   }
   outer_vars_.assign(ext.size(), "");
+  // a warp per row whose innermost outer dim is the row: that index is the lane (no division)
+  std::optional<int64_t> last = k_.outer.empty() ? std::nullopt : eval_uniform(k_, k_.outer.back(), nullptr);
+  const bool lane_index = sh_.device_fn && sh_.warp_row > 0 && ext.size() >= 2 && last == sh_.warp_row;
   if (!ext.empty()) {
-    line(I + " r = f;");
+    line(I + " r = " + (lane_index ? "row" : "f") + ";");
     for (size_t d = ext.size(); d-- > 0;) {
       outer_vars_[d] = "o" + std::to_string(d);
-      if (d == 0) {
+      if (lane_index && d == ext.size() - 1) {
+        line("const i64 " + outer_vars_[d] + " = (i64)(threadIdx.x & 31);");
+      } else if (d == 0) {
         line("const i64 o0 = (i64)r;");
       } else {
         line("const i64 " + outer_vars_[d] + " = (i64)(r % (" + I + ")" + ext[d] + ");");
@@ -1135,7 +1148,7 @@ std::string Emitter::emit(const std::string& name) {
   for (int i = 0; i < k_.num_size_params; i++) params += std::string(params.empty() ? "" : ", ") + "i64 s" + std::to_string(i);
   params += std::string(params.empty() ? "" : ", ") + "i64 n_outer";
   if (checks_index_values(k_)) params += ", i64* tc_err";
-  std::string src = (sh_.device_fn ? "__device__ __noinline__ void "
+  std::string src = (sh_.device_fn ? "__device__ TC_TINY_STEP void "
                                    : "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(B) + ") ") +
                     name + "(" + params + ") {\n";
   src += shared_;

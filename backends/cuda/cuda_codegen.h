@@ -47,6 +47,12 @@ struct KernelShape {
   // A `__device__` function run by one block (its threads stride over the outer iterations):
   // a step of a tiny graph's single kernel (threads_per_row 1).
   bool device_fn = false;
+  // A device_fn's outer iterations in rows of `warp_row` (<= 32) consecutive ones, a warp per row
+  // (its lane i takes the row's i-th), so that each step reads only what earlier steps of the same
+  // warp wrote (cuda_tiny_rows.h): the tiny graph syncs warps, not the block. 0: the block's
+  // threads stride over the outer iterations. The function is declared TC_TINY_STEP (the tiny
+  // graph's program defines it: __forceinline__ or __noinline__).
+  int warp_row = 0;
   // Pointwise kernels: `vec` consecutive outer iterations per thread (the innermost outer dim's
   // extent a multiple of it), loads and stores whose index steps by one along it moved as one
   // 16-byte (or 8/32-byte) access when the address is aligned (checked at run time), else element

@@ -19,7 +19,8 @@ namespace tc::backends::cuda {
 int device_arch(int device);
 
 // Kernel `i`'s strategies and functions ({"shapes", "names"}), and what belongs to the whole
-// graph ({"tiny", "tiny_params", "tiny_smem", "key"}); the cubins are not in it.
+// graph ({"tiny", "tiny_params", "tiny_smem", "tiny_block", "key"}; tiny_block 256 when absent);
+// the cubins are not in it.
 nlohmann::json kernel_code_to_json(const CudaCode& code, size_t i);
 nlohmann::json code_to_json(const CudaCode& code);
 // Throws ValueError naming what is malformed.

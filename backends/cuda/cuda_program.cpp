@@ -14,6 +14,7 @@
 
 #include "cpu/disk_cache.h"
 #include "cuda_autotune.h"
+#include "cuda_tiny_rows.h"
 #include "lower/launch_list.h"
 #include "cuda/runtime.h"
 #include "tc/cuda.h"
@@ -95,28 +96,67 @@ bool tiny_eligible(const lower::LoweredGraph& g) {
 
 // The tiny graph's kernel: each step's device function called in launch order. Its arena and
 // the read-only inputs of 4-byte-or-wider dtypes (weights) live in shared memory while they fit
-// (kTinySmem; TC_CUDA_TINY_SMEM=0: global memory): the inputs are copied in once at the start,
-// and every step then reads shared memory (a few dozen cycles) instead of L2 (hundreds), which is
-// what the chain of dependent steps waits on. `smem_bytes` gets the dynamic shared memory size.
+// (kTinySmem; TC_CUDA_TINY_SMEM=0: global memory): the inputs are copied in once at the start
+// (sm_80+: cp.async, every copy in flight at once), and every step then reads shared memory (a
+// few dozen cycles) instead of L2 (hundreds), which is what the chain of dependent steps waits
+// on. `smem_bytes` gets the dynamic shared memory size.
 constexpr int64_t kTinySmem = 160 * 1024;
+// Runs of at least kTinyFoldReps repetitions of a period of at most kTinyFoldPeriod steps (the 64
+// layers) become a loop (TC_CUDA_TINY_FOLD=0: off); with at most kTinyInlineCalls call sites the
+// steps are inlined (the loop's body computes its indices once; one layer's code stays in the
+// instruction cache), else __noinline__ (NVRTC time).
+constexpr size_t kTinyFoldPeriod = 8;
+constexpr size_t kTinyFoldReps = 3;
+constexpr int kTinyInlineCalls = 32;
 
-std::string tiny_graph_source(const lower::LoweredGraph& g, const std::vector<std::vector<std::string>>& names,
-                              std::vector<int>* params, int64_t* smem_bytes) {
+// One step's call in the tiny kernel: a pointer argument is `base` + `offset` bytes ("sh" or
+// "arena" with an offset, or a graph parameter "p3" with offset 0).
+struct TinyCall {
+  std::string fn, tail;  // the function; the size arguments after the pointers
+  struct Arg {
+    std::string type, base;
+    int64_t offset = 0;
+  };
+  std::vector<Arg> args;
+  std::string text(const std::string& rep, const std::vector<int64_t>& deltas) const {
+    std::string s = fn + "(";
+    for (size_t j = 0; j < args.size(); j++) {
+      const Arg& a = args[j];
+      if (a.base.rfind("p", 0) == 0) {
+        s += "(" + a.type + ")" + a.base + ", ";
+        continue;
+      }
+      s += "(" + a.type + ")(" + a.base + " + " + std::to_string(a.offset);
+      if (!rep.empty() && deltas[j]) s += " + " + rep + " * " + std::to_string(deltas[j]);
+      s += "), ";
+    }
+    return s + tail + ");";
+  }
+};
+
+// Whether `c` is `base` moved by `r` times `deltas` (pointer parameters equal).
+bool moved_by(const TinyCall& c, const TinyCall& base, const std::vector<int64_t>& deltas, int64_t r) {
+  if (c.fn != base.fn || c.tail != base.tail || c.args.size() != base.args.size()) return false;
+  for (size_t j = 0; j < c.args.size(); j++)
+    if (c.args[j].type != base.args[j].type || c.args[j].base != base.args[j].base ||
+        c.args[j].offset != base.args[j].offset + r * deltas[j])
+      return false;
+  return true;
+}
+
+std::string tiny_graph_source(const lower::LoweredGraph& g, const std::vector<std::vector<std::string>>& names, int block,
+                              bool warp_rows, std::vector<int>* params, int64_t* smem_bytes, bool* inline_steps) {
   std::string sig = "char* arena", body, prologue;
   std::vector<bool> param(g.buffers.size(), false);
   const std::vector<int64_t> none;
   // shared-memory plan: byte offset per buffer (-1: global memory)
   std::vector<int64_t> at(g.buffers.size(), -1);
   int64_t used = 0;
-  struct Copy {
-    int buffer;
-    int64_t at, words;
-  };
-  std::vector<Copy> copies;
   const char* off = std::getenv("TC_CUDA_TINY_SMEM");
   bool arena_shared = !(off && *off == '0') && g.arena_bytes_static >= 0 && g.arena_bytes_static <= kTinySmem;
   for (const BufferView& v : g.outputs) arena_shared &= g.buffers[v.buffer].kind != Buffer::Kind::Temp;
   if (arena_shared) used = (g.arena_bytes_static + 15) / 16 * 16;
+  std::map<int64_t, std::string> small;  // words -> copies of inputs of that many words
   if (arena_shared) {
     std::vector<bool> written(g.buffers.size(), false);
     for (const lower::Step& st : g.steps)
@@ -130,51 +170,82 @@ std::string tiny_graph_source(const lower::LoweredGraph& g, const std::vector<st
             used + bytes > kTinySmem)
           continue;
         at[b] = used;
-        copies.push_back({b, used, bytes / 4});
+        // a word per thread (the first `words` threads, grouped by `words`), larger inputs in a loop
+        const int64_t words = bytes / 4;
+        const std::string at_s = std::to_string(used), src = "(const unsigned*)p" + std::to_string(b);
+        if (words <= block)
+          small[words] += "      tc_tiny_copy(sh, " + at_s + " + 4 * t, " + src + " + t);\n";
+        else
+          prologue += "    for (int i = t; i < " + std::to_string(words) + "; i += blockDim.x) tc_tiny_copy(sh, " + at_s +
+                      " + 4 * i, " + src + " + i);\n";
         used += (bytes + 15) / 16 * 16;
       }
-    // Copies of at most one word per thread in batches of 16 loads, then 16 stores (the loads of a
-    // batch in flight together); larger inputs in loops.
-    std::vector<Copy> small;
-    for (const Copy& c : copies) {
-      const std::string dst = "((unsigned*)(sh + " + std::to_string(c.at) + "))", src = "((const unsigned*)p" + std::to_string(c.buffer) + ")";
-      if (c.words > kTinyBlock)
-        prologue += "  for (int i = threadIdx.x; i < " + std::to_string(c.words) + "; i += blockDim.x) " + dst + "[i] = " + src + "[i];\n";
-      else
-        small.push_back(c);
-    }
-    for (size_t i = 0; i < small.size(); i += 16) {
-      std::string loads, stores;
-      for (size_t j = i; j < small.size() && j < i + 16; j++) {
-        const std::string n = std::to_string(small[j].words), v = "w" + std::to_string(j - i);
-        loads += "    const unsigned " + v + " = t < " + n + " ? ((const unsigned*)p" + std::to_string(small[j].buffer) + ")[t] : 0u;\n";
-        stores += "    if (t < " + n + ") ((unsigned*)(sh + " + std::to_string(small[j].at) + "))[t] = " + v + ";\n";
-      }
-      prologue += "  {\n    const int t = threadIdx.x;\n" + loads + stores + "  }\n";
-    }
   }
+  for (const auto& [words, copies] : small) prologue += "    if (t < " + std::to_string(words) + ") {\n" + copies + "    }\n";
   *smem_bytes = arena_shared ? used : 0;
-  for (size_t i = 0; i < g.steps.size(); i++) {
-    const lower::Launch& l = g.steps[i].launch;
+  std::vector<TinyCall> calls;
+  for (const lower::Step& st : g.steps) {
+    const lower::Launch& l = st.launch;
     const lower::Kernel& k = g.kernels[l.kernel];
-    std::string call = names[l.kernel][0] + "(";
+    TinyCall c;
+    c.fn = names[l.kernel][0];
     for (size_t j = 0; j < l.buffers.size(); j++) {
       const int b = l.buffers[j];
-      const std::string T = std::string(k.buffers[j].written ? "" : "const ") + buffer_type(k.buffers[j].dtype) + "*";
+      TinyCall::Arg a;
+      a.type = std::string(k.buffers[j].written ? "" : "const ") + buffer_type(k.buffers[j].dtype) + "*";
       if (g.buffers[b].kind == Buffer::Kind::Temp) {
-        call += "(" + T + ")(" + (arena_shared ? "sh" : "arena") + " + " + std::to_string(g.buffers[b].offset) + "), ";
+        a.base = arena_shared ? "sh" : "arena", a.offset = g.buffers[b].offset;
       } else if (at[b] >= 0) {
-        call += "(" + T + ")(sh + " + std::to_string(at[b]) + "), ";
+        a.base = "sh", a.offset = at[b];
       } else {
-        call += "(" + T + ")p" + std::to_string(b) + ", ";
+        a.base = "p" + std::to_string(b);
       }
+      c.args.push_back(a);
     }
     std::vector<int64_t> sizes;
     for (const lower::SymInt& v : l.sizes) sizes.push_back(v.eval(none));
-    for (int64_t v : sizes) call += std::to_string(v) + "ll, ";
-    call += std::to_string(kernel_work(k, &sizes)->outer) + "ll" + (checks_index_values(k) ? ", tc_err" : "") + ");";
-    body += (i ? "  __syncthreads();\n  " : "  ") + call + "\n";
+    for (int64_t v : sizes) c.tail += std::to_string(v) + "ll, ";
+    c.tail += std::to_string(kernel_work(k, &sizes)->outer) + "ll" + (checks_index_values(k) ? ", tc_err" : "");
+    calls.push_back(std::move(c));
   }
+  // the calls, runs of a repeated period folded into loops (the sync before every step but the first)
+  const std::string sync = warp_rows ? "__syncwarp();" : "__syncthreads();";
+  const char* fold = std::getenv("TC_CUDA_TINY_FOLD");
+  const bool folding = !(fold && *fold == '0');
+  int sites = 0, loops = 0;
+  for (size_t i = 0; i < calls.size();) {
+    size_t best_p = 0, best_n = 0;
+    std::vector<std::vector<int64_t>> best_d;
+    for (size_t p = 1; folding && p <= kTinyFoldPeriod && i + 2 * p <= calls.size(); p++) {
+      std::vector<std::vector<int64_t>> d(p);
+      bool ok = true;
+      for (size_t k = 0; k < p && ok; k++) {
+        const TinyCall &a = calls[i + k], &b = calls[i + p + k];
+        ok = a.args.size() == b.args.size();
+        for (size_t j = 0; ok && j < a.args.size(); j++) d[k].push_back(b.args[j].offset - a.args[j].offset);
+        ok = ok && moved_by(b, a, d[k], 1);
+      }
+      if (!ok) continue;
+      size_t n = 2;
+      for (bool more = true; more && i + (n + 1) * p <= calls.size();) {
+        for (size_t k = 0; k < p && more; k++) more = moved_by(calls[i + n * p + k], calls[i + k], d[k], (int64_t)n);
+        n += more;
+      }
+      if (n >= kTinyFoldReps && n * p > best_n * best_p) best_p = p, best_n = n, best_d = d;
+    }
+    if (!best_p) {
+      body += (i ? "  " + sync + "\n  " : "  ") + calls[i].text("", {}) + "\n";
+      sites++, i++;
+      continue;
+    }
+    const std::string r = "r" + std::to_string(loops++);
+    body += "  #pragma unroll 1\n  for (int " + r + " = 0; " + r + " < " + std::to_string(best_n) + "; " + r + "++) {\n";
+    for (size_t k = 0; k < best_p; k++) body += "    " + sync + "\n    " + calls[i + k].text(r, best_d[k]) + "\n";
+    body += "  }\n";
+    sites += (int)best_p, i += best_p * best_n;
+  }
+  const char* inl = std::getenv("TC_CUDA_TINY_INLINE");
+  *inline_steps = inl && *inl ? *inl != '0' : sites <= kTinyInlineCalls;
   // parameters: every non-Temp buffer a step uses, in first-use order (also those copied in)
   for (const lower::Step& st : g.steps)
     for (int b : st.launch.buffers)
@@ -188,9 +259,33 @@ std::string tiny_graph_source(const lower::LoweredGraph& g, const std::vector<st
       sig += ", i64* tc_err";
       break;
     }
-  std::string head = arena_shared ? "  extern __shared__ __align__(16) char sh[];\n" + prologue + "  __syncthreads();\n" : "";
-  return "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(kTinyBlock) + ") TC_KERNEL_NAME(" + sig +
-         ") {\n" + head + body + "}\n";
+  std::string head;
+  if (arena_shared)
+    head = "  extern __shared__ __align__(16) char sh[];\n  {\n    const int t = threadIdx.x;\n" + prologue +
+           "    tc_tiny_copies_done();\n  }\n  __syncthreads();\n";
+  // a word from global to shared memory: cp.async where the arch has it (completed by
+  // tc_tiny_copies_done), else a load and a store
+  const std::string copy =
+      "__device__ __forceinline__ unsigned tc_tiny_shared(const char* p) {\n"
+      "  unsigned a;\n"
+      "  asm(\"{ .reg .u64 s; cvta.to.shared.u64 s, %1; cvt.u32.u64 %0, s; }\" : \"=r\"(a) : \"l\"(p));\n"
+      "  return a;\n"
+      "}\n"
+      "__device__ __forceinline__ void tc_tiny_copy(char* sh, unsigned at, const unsigned* src) {\n"
+      "#if __CUDA_ARCH__ >= 800\n"
+      "  asm volatile(\"{ .reg .u64 g; cvta.to.global.u64 g, %1; cp.async.ca.shared.global [%0], [g], 4; }\"\n"
+      "               :: \"r\"(tc_tiny_shared(sh) + at), \"l\"(src) : \"memory\");\n"
+      "#else\n"
+      "  *(unsigned*)(sh + at) = *src;\n"
+      "#endif\n"
+      "}\n"
+      "__device__ __forceinline__ void tc_tiny_copies_done() {\n"
+      "#if __CUDA_ARCH__ >= 800\n"
+      "  asm volatile(\"cp.async.wait_all;\" ::: \"memory\");\n"
+      "#endif\n"
+      "}\n";
+  return (arena_shared ? copy : "") + "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(block) +
+         ") TC_KERNEL_NAME(" + sig + ") {\n" + head + body + "}\n";
 }
 
 // What generate() makes: the code without cubins, and the sources of its NVRTC programs.
@@ -212,8 +307,25 @@ Generated generate(const lower::LoweredGraph& g, int arch, capture::CompileRepor
   for (const lower::Step& s : g.steps) r.kernels += s.kind == lower::Step::Kind::Launch;
   std::vector<bool> noalias = lower::kernels_without_aliasing(g);
   std::map<std::string, std::string> sources;  // name -> source, in name order (reproducible)
-  std::string listing;
+  std::string listing, tiny_step;
   const bool tiny = tiny_eligible(g);
+  // TC_CUDA_TINY_ROWS=1: a tiny graph whose steps are row-local runs a warp per row, as many
+  // warps as the most rows of a step (at most 32), __syncwarp between steps. Not the default: on
+  // an H100 the seed model's kernel took 4-12% longer that way (10 warps of 10 busy lanes issue
+  // more than 4 full warps, which costs more than the block-wide syncs it saves).
+  const char* rows_env = std::getenv("TC_CUDA_TINY_ROWS");
+  const int warp_row = tiny && rows_env && *rows_env == '1' ? tiny_warp_row(g) : 0;
+  code.tiny_block = kTinyBlock;
+  if (warp_row) {
+    int64_t rows = 1;
+    const std::vector<int64_t> none;
+    for (const lower::Step& s : g.steps) {
+      std::vector<int64_t> sizes;
+      for (const lower::SymInt& v : s.launch.sizes) sizes.push_back(v.eval(none));
+      rows = std::max(rows, (kernel_work(g.kernels[s.launch.kernel], &sizes)->outer + warp_row - 1) / warp_row);
+    }
+    code.tiny_block = 32 * (int)std::min<int64_t>(rows, 32);
+  }
   for (size_t i = 0; i < g.kernels.size(); i++) {
     const lower::Kernel& k = g.kernels[i];
     code.shapes.push_back(plan_kernel(k, noalias[i]));
@@ -221,7 +333,8 @@ Generated generate(const lower::LoweredGraph& g, int arch, capture::CompileRepor
     if (tiny) {
       KernelShape& sh = code.shapes.back()[0];
       code.shapes.back().resize(1);
-      sh.threads_per_row = 1, sh.block = kTinyBlock, sh.unroll = 1, sh.vec = 1, sh.index32 = true, sh.device_fn = true;
+      sh.threads_per_row = 1, sh.block = code.tiny_block, sh.unroll = 1, sh.vec = 1, sh.index32 = true, sh.device_fn = true;
+      sh.warp_row = warp_row;
       sh.noalias = false;  // no __restrict__: a later step reads what an earlier one wrote (no .nc loads)
     }
     code.names.emplace_back();
@@ -238,16 +351,21 @@ Generated generate(const lower::LoweredGraph& g, int arch, capture::CompileRepor
     }
   }
   if (tiny) {
-    std::string src = tiny_graph_source(g, code.names, &code.tiny_params, &code.tiny_smem);
+    bool inline_steps = false;
+    std::string src = tiny_graph_source(g, code.names, code.tiny_block, warp_row > 0, &code.tiny_params, &code.tiny_smem,
+                                        &inline_steps);
+    // the steps' qualifier (KernelShape::warp_row), in the program's header ahead of them
+    tiny_step = std::string("#define TC_TINY_STEP ") + (inline_steps ? "__forceinline__" : "__noinline__") + "\n";
     code.tiny = hash_name(src);
     src.replace(src.find("TC_KERNEL_NAME"), 14, code.tiny);
-    listing += "// " + code.tiny + " = the whole graph in one block (TC_CUDA_TINY_GRAPH)\n";
+    listing += "// " + code.tiny + " = the whole graph in one block of " + std::to_string(code.tiny_block) + " threads" +
+               (warp_row ? ", a warp per row of " + std::to_string(warp_row) : "") + " (TC_CUDA_TINY_GRAPH)\n";
     sources.emplace(code.tiny, std::move(src));
     r.kernels -= (int)g.steps.size() - 1;  // one launch per call
   }
   gen.distinct = (int)sources.size();
   r.distinct_kernels += gen.distinct;
-  std::string header = drv::prelude() + codegen_prelude();
+  std::string header = drv::prelude() + codegen_prelude() + tiny_step;
   // Testing the fallback: a program NVRTC must reject.
   if (const char* f = std::getenv("TC_CUDA_FAIL_NVRTC"); f && *f && *f != '0')
     header += "\n#error \"TC_CUDA_FAIL_NVRTC is set\"\n";
@@ -334,6 +452,9 @@ Program load(lower::LoweredGraph g, int device, const CudaCode& code, const std:
   p.tiny_graph = !code.tiny.empty();
   p.tiny_params = code.tiny_params;
   p.tiny_smem = code.tiny_smem;
+  TC_CHECK(code.tiny_block >= 32 && code.tiny_block <= 1024 && code.tiny_block % 32 == 0, ValueError,
+           "cuda backend: a tiny graph kernel of %d threads", code.tiny_block);
+  p.tiny_block = code.tiny_block;
   for (const auto& n : code.names) p.functions.emplace_back(n.size(), nullptr);
   p.graph = std::move(g);
   // The entry points: the tiny graph's kernel, or every step's kernel.
@@ -504,7 +625,7 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
     for (void*& p : ptrs) args.push_back(&p);
     args.push_back(&err);
     try {
-      if (tiny) drv::launch(device, (CUfunction)tiny, 1, (unsigned)kTinyBlock, args.data(), (unsigned)tiny_smem);
+      if (tiny) drv::launch(device, (CUfunction)tiny, 1, (unsigned)tiny_block, args.data(), (unsigned)tiny_smem);
     } catch (const Error& e) {
       if (e.kind() == ErrorKind::OutOfMemoryError) throw;
       throw LaunchFailed(e.what());

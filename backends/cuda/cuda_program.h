@@ -33,11 +33,14 @@ struct CudaCode {
   std::vector<std::vector<KernelShape>> shapes;
   std::vector<std::vector<std::string>> names;
   // A tiny graph (tiny_eligible: static, no externs, every step small) runs as ONE kernel of one
-  // block that calls each step's function in turn, __syncthreads() between them; its parameters
-  // are the arena, then the graph buffers `tiny_params`. "": launched step by step.
+  // block of `tiny_block` threads that calls each step's function in turn, __syncthreads() between
+  // them (__syncwarp() under TC_CUDA_TINY_ROWS=1 when its steps are row-local: KernelShape::warp_row;
+  // runs of repeated steps as a loop); its parameters are the arena, then the graph buffers
+  // `tiny_params`. "": launched step by step.
   std::string tiny;
   std::vector<int> tiny_params;
   int64_t tiny_smem = 0;  // its dynamic shared memory (arena and weights), bytes
+  int tiny_block = 256;
   std::string key;        // names the programs' source and arch: modules load once per device and key
   std::vector<std::string> cubins;  // one per NVRTC program (compiled side by side)
 };
@@ -53,6 +56,7 @@ struct Program {
   void* tiny = nullptr;     // its CUfunction (null in compile-only mode)
   std::vector<int> tiny_params;
   int64_t tiny_smem = 0;
+  int tiny_block = 256;
 
   std::vector<Tensor> run(capture::GraphInputs inputs) const;
 

@@ -4,6 +4,8 @@
 // falling back), twice (the second call on the kept arena). Skips without a GPU.
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include "tc/backends.h"
 #include "tc/capture.h"
 #include "tc/cuda.h"
@@ -72,35 +74,72 @@ TEST_P(CudaBackendModels, MatchEager) {
   EXPECT_LE(err, 1e-3);
 }
 
-// The seed model's graph as one kernel of one block (the default for such small graphs) equals
-// eager, and so does one launch per step (TC_CUDA_TINY_GRAPH=0).
-TEST(CudaBackendTinyGraph, SeedModelInOneLaunchMatchesEager) {
-  std::string why;
-  if (!cuda::is_available(&why)) GTEST_SKIP() << "CUDA not available: " << why;
-  for (const char* tiny : {"", "0"}) {
-    setenv("TC_CUDA_TINY_GRAPH", tiny, 1);
-    vm::Runtime rt("cuda_tiny_graph");
-    capture::install(rt.state(), strict_compiler());
-    vm::Ref run = rt.run_string(kScript, "=models")[0];
-    vm::Results r = run(std::string("seed_64_layers"), std::string("cuda"));
-    unsetenv("TC_CUDA_TINY_GRAPH");
-    printf("seed model, TC_CUDA_TINY_GRAPH=%s: max relative error vs eager %.3g, %lld launches per call\n", tiny,
-           r[0].number(), (long long)r[1]["kernels"].integer());
-    if (*tiny) EXPECT_GT(r[1]["kernels"].integer(), 64);
+// Tests of Lua chunks on the GPU, under the strict compiler; they skip without a GPU.
+class CudaGpu : public testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!cuda::is_available(&why)) GTEST_SKIP() << "CUDA not available: " << why;
+  }
+  vm::Results run(const char* name, const char* lua) {
+    rt_ = std::make_unique<vm::Runtime>(name);
+    capture::install(rt_->state(), strict_compiler());
+    return rt_->run_string(lua, std::string("=") + name);
+  }
+  std::unique_ptr<vm::Runtime> rt_;
+};
+using CudaBackendTinyGraph = CudaGpu;
+using CudaBackendAttention = CudaGpu;
+
+// The seed model's graph as one kernel of one block (the default for such small graphs: 256
+// threads, the 64 layers as a loop) equals eager, and so do the warp-per-row form
+// (TC_CUDA_TINY_ROWS=1), the unfolded one (TC_CUDA_TINY_FOLD=0) and one launch per step
+// (TC_CUDA_TINY_GRAPH=0).
+TEST_F(CudaBackendTinyGraph, SeedModelInOneLaunchMatchesEager) {
+  const std::pair<const char*, const char*> forms[] = {
+      {"", ""}, {"TC_CUDA_TINY_ROWS", "1"}, {"TC_CUDA_TINY_FOLD", "0"}, {"TC_CUDA_TINY_GRAPH", "0"}};
+  for (const auto& [var, value] : forms) {
+    if (*var) setenv(var, value, 1);
+    vm::Ref models = run("cuda_tiny_graph", kScript)[0];
+    vm::Results r = models(std::string("seed_64_layers"), std::string("cuda"));
+    if (*var) unsetenv(var);
+    printf("seed model, %s=%s: max relative error vs eager %.3g, %lld launches per call\n", var, value, r[0].number(),
+           (long long)r[1]["kernels"].integer());
+    if (std::string(var) == "TC_CUDA_TINY_GRAPH") EXPECT_GT(r[1]["kernels"].integer(), 64);
     else EXPECT_EQ(r[1]["kernels"].integer(), 1);
     EXPECT_LE(r[0].number(), 1e-5);
   }
 }
 
+// A tiny graph whose steps read other rows of what an earlier step wrote (h @ h, h transposed)
+// runs in one launch with the block-wide sync and equals eager.
+TEST_F(CudaBackendTinyGraph, StepsReadingOtherRowsMatchEager) {
+  vm::Results r = run("cuda_tiny_rows", R"LUA(
+    local tc = require "tc"
+    tc.compiler.reset()
+    tc.manual_seed(0)
+    local w, b = tc.randn(10, 10, {device = "cuda"}), tc.randn(10, {device = "cuda"})
+    local function f(x)
+      local h = tc.relu(tc.matmul(x, w:t()) + b)
+      local g = tc.sigmoid(tc.matmul(h, h))
+      return tc.matmul(g, w) + g:t()
+    end
+    local x = tc.randn(10, 10, {device = "cuda"})
+    local want = f(x)
+    local got = tc.compile(f, {backend = "cuda"})(x)
+    return (got - want):abs():max():item() / math.max(1, want:abs():max():item()), tc.compiler.stats()
+  )LUA");
+  printf("h @ h in one launch: max relative error vs eager %.3g, %lld launches per call\n", r[0].number(),
+         (long long)r[1]["kernels"].integer());
+  EXPECT_EQ(r[1]["kernels"].integer(), 1);
+  EXPECT_LE(r[0].number(), 1e-5);
+}
+
 // Attention whose heads are merged right after (transpose(2, 3), reshape: GPT-2's) is one fused
 // call writing the merged layout (cuda_fuse.h); it equals eager for head dims of both attention
 // kernels (40: tensor cores, 80: CUDA cores), q/k/v as head views of one projection, odd lengths.
-TEST(CudaBackendAttention, MergedHeadsMatchEager) {
-  std::string why;
-  if (!cuda::is_available(&why)) GTEST_SKIP() << "CUDA not available: " << why;
-  vm::Runtime rt("cuda_attention_merge");
-  capture::install(rt.state(), strict_compiler());
-  vm::Results r = rt.run_string(R"LUA(
+TEST_F(CudaBackendAttention, MergedHeadsMatchEager) {
+  vm::Results r = run("cuda_attention_merge", R"LUA(
     local tc = require "tc"
     local F = require("tc.nn").functional
     local worst = 0
@@ -122,7 +161,7 @@ TEST(CudaBackendAttention, MergedHeadsMatchEager) {
       end
     end
     return worst
-  )LUA", "=attention_merge");
+  )LUA");
   EXPECT_LT(r[0].number(), 1e-6);
 }
 

@@ -10,6 +10,9 @@
 #include <cstdlib>
 
 #include "../../backends/cuda/cuda_autotune.h"
+#include "../../backends/cuda/cuda_backend.h"
+#include "../../backends/cuda/cuda_tiny_rows.h"
+#include "lower_graphs.h"
 #include "tc/backends.h"
 #include "tc/capture.h"
 #include "tc/cuda.h"
@@ -44,7 +47,7 @@ capture::GraphCompiler strict_compiler() {
   return c;
 }
 
-class CudaCodegen : public testing::Test {
+class CudaCodegen : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!nvrtc_ok()) GTEST_SKIP() << "NVRTC cannot be loaded";
@@ -75,7 +78,7 @@ return function(name)
 end
 )LUA";
 
-class CudaCodegenModels : public CudaCodegen, public testing::WithParamInterface<std::string> {};
+class CudaCodegenModels : public CudaCodegen, public ::testing::WithParamInterface<std::string> {};
 
 TEST_P(CudaCodegenModels, EveryProgramCompiles) {
   vm::Ref run = rt_.run_string(kModels, "=models")[0];
@@ -92,7 +95,7 @@ TEST_P(CudaCodegenModels, EveryProgramCompiles) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaCodegenModels,
-                         testing::Values("seed_64_layers", "my_module", "resnet18", "resnet50", "densenet121",
+                         ::testing::Values("seed_64_layers", "my_module", "resnet18", "resnet50", "densenet121",
                                          "inception_v3", "gpt2"));
 
 // (function source, argument shapes) -> stats of one compile and call on "cuda".
@@ -188,6 +191,54 @@ TEST_F(CudaCodegen, KernelCounts) {
   EXPECT_EQ(tiny.second, k1.second + 1);
 }
 
+// Tiny graphs (one kernel of one block): the seed model's layers read only their own row of the
+// activations, so under TC_CUDA_TINY_ROWS=1 the kernel runs a warp per row (10 rows of 10: 320
+// threads, __syncwarp between steps; by default a block of 256 threads); a step that reads other
+// rows of an intermediate (h @ h, a transposed read) is never row-local.
+TEST_F(CudaCodegen, TinyGraphRunsAWarpPerRowOnlyWhenStepsAreRowLocal) {
+  tc::testing::GraphBuilder b;
+  auto in = [&](Shape s) {
+    Shape strides(s.size(), 1);
+    for (size_t d = s.size(); d-- > 1;) strides[d - 1] = strides[d] * s[d];
+    Tensor f = Tensor::fake(s, strides, DType::Float32, Device{DeviceType::CUDA, 0});
+    b.refs[f.impl()] = b.g.add_input("x", "arg[" + std::to_string(b.inputs.size() + 1) + "]", f);
+    b.inputs.push_back(f);
+    return f;
+  };
+  auto linear = [&](const Tensor& x) { return b.op(Op::linear, {x, in({10, 10}), in({10})}); };
+  Tensor h = linear(in({10, 10}));
+  for (int l = 0; l < 8; l++) h = b.op(Op::relu, {linear(b.op(Op::sigmoid, {b.op(Op::relu, {linear(h)})}))});
+  b.out(h);
+  lower::LoweredGraph seed = backends::lower_for_cuda(b.g);
+  EXPECT_EQ(backends::cuda::tiny_warp_row(seed), 10) << lower::print(seed);
+  backends::cuda::CudaCode block = backends::cuda::generate_code(seed, 90, nullptr);
+  EXPECT_FALSE(block.tiny.empty());
+  EXPECT_EQ(block.tiny_block, 256);
+  setenv("TC_CUDA_TINY_ROWS", "1", 1);
+  backends::cuda::CudaCode warps = backends::cuda::generate_code(seed, 90, nullptr);
+  EXPECT_FALSE(warps.tiny.empty());
+  EXPECT_EQ(warps.tiny_block, 320);
+
+  // h @ h reads every row of h; g transposed reads g's other rows
+  b = tc::testing::GraphBuilder();
+  Tensor x = in({10, 10});
+  Tensor hh = b.op(Op::relu, {linear(x)});
+  Tensor g = b.op(Op::sigmoid, {b.op(Op::matmul, {hh, hh})});
+  b.out(b.op(Op::add, {linear(g), b.op(Op::t, {g})}));
+  lower::LoweredGraph other = backends::lower_for_cuda(b.g);
+  EXPECT_EQ(backends::cuda::tiny_warp_row(other), 0) << lower::print(other);
+  backends::cuda::CudaCode other_code = backends::cuda::generate_code(other, 90, nullptr);
+  unsetenv("TC_CUDA_TINY_ROWS");
+  EXPECT_FALSE(other_code.tiny.empty());
+  EXPECT_EQ(other_code.tiny_block, 256);
+  // the transposed read alone (both steps otherwise row-local) is enough
+  b = tc::testing::GraphBuilder();
+  Tensor y = b.op(Op::relu, {linear(in({10, 10}))});
+  b.out(b.op(Op::relu, {linear(b.op(Op::t, {y}))}));
+  lower::LoweredGraph transposed = backends::lower_for_cuda(b.g);
+  EXPECT_EQ(backends::cuda::tiny_warp_row(transposed), 0) << lower::print(transposed);
+}
+
 // mode = "max-autotune": every kernel's launch variants compile in the graph's NVRTC programs
 // (more distinct functions than the default mode), the launches with variants are counted as
 // tuned, and their choices go to the disk cache: compiling the same graphs again (a warm start)
@@ -276,7 +327,7 @@ TEST(CudaCodegenFallback, NvrtcFailureRunsOnEagerOrRaisesUnderFullgraph) {
   setenv("TC_CUDA_FAIL_NVRTC", "1", 1);
   vm::Runtime rt("cuda_fallback");
   capture::install(rt.state(), backends::graph_compiler());
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   vm::Results r = rt.run_string(R"(
     local tc = require "tc"
     tc.compiler.reset()
@@ -288,7 +339,7 @@ TEST(CudaCodegenFallback, NvrtcFailureRunsOnEagerOrRaisesUnderFullgraph) {
     local ok, err = pcall(g, x)
     return stats, tostring(y.device), ok, type(err) == "table" and err.kind or tostring(err)
   )");
-  const std::string log = testing::internal::GetCapturedStderr();
+  const std::string log = ::testing::internal::GetCapturedStderr();
   unsetenv("TC_CUDA_FAIL_NVRTC");
   cuda::set_compile_only(false);
   EXPECT_EQ(r[1].string(), "cuda:0");
