@@ -9,22 +9,33 @@
 # GPU_QUICK=1 (for a session's last minutes of device time): the CUDA test binaries and the GPU
 # capture suite side by side, then tc's training steps (eager, default, reduce-overhead; PyTorch
 # eager beside them) and tc's per-call models only (no torch.compile, no NCCL, no dispatch bench).
+#   Quick mode runs every packed test binary of tests/cuda_*, backends_cuda_* and aot_cuda_*, the
+#   capture suite and tests/lua's test_autograd_cuda on the GPU; GPU_QUICK_TRAIN=0 skips the
+#   training steps; GPU_QUICK_TORCH=1 replaces tc's per-call rows by bench/compare_torch_cuda.sh
+#   (tc and torch.compile side by side, cold compiles; GPU_QUICK_SECTIONS picks its sections).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 B=${1:-/tmp/p/build}
 LOG=${OUT:-/tmp}
 summary=()
 if [ "${GPU_QUICK:-0}" = 1 ]; then
-  ls "$B"/tests/cuda_* | grep -v cuda_nvrtc_compiles_all_kernels |
+  ls "$B"/tests/cuda_* "$B"/tests/backends_cuda_* "$B"/tests/aot_cuda_* 2>/dev/null | grep -v cuda_nvrtc_compiles_all_kernels |
     xargs -P 6 -I{} sh -c 'n=$(basename {}); if {} > "$0/$n.log" 2>&1; then echo "$n pass"; else echo "$n FAIL"; tail -30 "$0/$n.log"; fi' "$LOG" &
   ( if "$B/tcrun" --device=cuda tests/capture/run.lua > "$LOG/capture_cuda.log" 2>&1; then echo "capture suite (cuda) pass";
     else echo "capture suite (cuda) FAIL"; grep -iE "fail|error" "$LOG/capture_cuda.log" | head -20; fi ) &
+  ( if "$B/tcrun" --device=cuda tests/lua/run.lua test_autograd_cuda > "$LOG/autograd_cuda.log" 2>&1; then echo "test_autograd_cuda pass";
+    else echo "test_autograd_cuda FAIL"; tail -20 "$LOG/autograd_cuda.log"; fi ) &
   wait
-  for m in densenet121 gpt2; do
+  [ "${GPU_QUICK_TRAIN:-1}" = 1 ] && for m in densenet121 gpt2; do
     TC_BENCH_BUDGET=${TC_BENCH_BUDGET:-2} "$B/tcrun" bench/train_step.lua $m cuda 5 eager,default,reduce-overhead 2>&1 | tee -a "$LOG/run_train.log"
     python3 bench/peer_torch_train.py $m cuda 5 eager 2>&1 | tee -a "$LOG/run_train.log"
   done
-  for s in seed_whole resnet50 densenet121 gpt2 kernels; do "$B/tcrun" bench/compare_torch_cuda.lua $s tc 2>&1 | tee -a "$LOG/compare_tc.log"; done
+  if [ "${GPU_QUICK_TORCH:-0}" = 1 ]; then
+    # shellcheck disable=SC2086
+    bench/compare_torch_cuda.sh -b "$B" -o "$LOG/compare" ${GPU_QUICK_SECTIONS:-seed_whole gpt2 resnet50 densenet121 kernels} 2>&1 | tee "$LOG/compare_torch.log"
+  else
+    for s in seed_whole resnet50 densenet121 gpt2 kernels; do "$B/tcrun" bench/compare_torch_cuda.lua $s tc 2>&1 | tee -a "$LOG/compare_tc.log"; done
+  fi
   exit 0
 fi
 for t in "$B"/tests/cuda_*; do
