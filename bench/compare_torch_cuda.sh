@@ -51,7 +51,7 @@ for m in resnet50 densenet121 gpt2; do
   row "$m: per call" ${m}_eager_ms ${m}_default_ms ${m}_ro_ms ${m}_eager_ms ${m}_default_ms ${m}_ro_ms
   row "$m: cold compile (first call)" - ${m}_default_first_call_ms ${m}_ro_first_call_ms - ${m}_default_first_call_ms ${m}_ro_first_call_ms
   t=$(v ${m}_tune_ms "$tmp/all_tc")
-  [ -n "$t" ] && printf "  tc %s max-autotune: per call %.3f ms; first call %.0f ms (%d launches tuned in %.0f ms); again with the choices cached %.0f ms\n" \
+  [ -n "$t" ] && printf "  tc %s max-autotune: per call %.3f ms; first call %.0f ms (%.0f launches tuned in %.0f ms); again with the choices cached %.0f ms\n" \
     "$m" "$t" "$(v ${m}_tune_first_call_ms "$tmp/all_tc")" "$(v ${m}_tune_tuned_launches "$tmp/all_tc")" \
     "$(v ${m}_tune_tune_only_ms "$tmp/all_tc")" "$(v ${m}_tune_warm_first_call_ms "$tmp/all_tc")"
 done
