@@ -355,12 +355,18 @@ local function use_fused(g, p)
   return g.foreach == nil and p.dtype.is_floating_point
 end
 
+-- g's parameters that have a gradient, their state allocated (those new to it get theirs).
+local function allocate_with_grad(self, g)
+  local with_grad = {}
+  for _, p in ipairs(g.params) do if p.grad ~= nil then with_grad[#with_grad + 1] = p end end
+  allocate(self, g, with_grad)
+  return with_grad
+end
+
 local function step_groups(self)
   follow_replacements(self)
   for _, g in ipairs(self.param_groups) do
-    local with_grad = {}
-    for _, p in ipairs(g.params) do if p.grad ~= nil then with_grad[#with_grad + 1] = p end end
-    allocate(self, g, with_grad)
+    local with_grad = allocate_with_grad(self, g)
     local done = {}
     for _, p in ipairs(with_grad) do
       local b = self._slot[p].bucket
@@ -392,11 +398,7 @@ end
 -- The state of the parameters that got their first gradient.
 local function make_state(self)
   follow_replacements(self)
-  for _, g in ipairs(self.param_groups) do
-    local with_grad = {}
-    for _, p in ipairs(g.params) do if p.grad ~= nil then with_grad[#with_grad + 1] = p end end
-    allocate(self, g, with_grad)
-  end
+  for _, g in ipairs(self.param_groups) do allocate_with_grad(self, g) end
 end
 
 -- A step that makes state runs uncompiled (as torch runs _init_group eagerly): its update would be
