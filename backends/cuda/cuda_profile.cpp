@@ -76,18 +76,12 @@ ProfileRun::ProfileRun(ProfileTable* t, int device, size_t steps) : table_(t), d
   for (void*& e : events_) drv::check(drv::drv().EventCreate((CUevent*)&e, CU_EVENT_DEFAULT), "profile event");
   // The device first spins for longer than the host takes to enqueue the steps, so the steps then
   // run back to back: each step's figure is its device time alone, not the host's pace.
-  CUfunction spin = drv::kernels(device, "tc_profile_spin", [] {
-    return std::string("extern \"C\" __global__ void tc_profile_spin(long long cycles) {\n"
-                       "  const long long t0 = clock64();\n  while (clock64() - t0 < cycles) {}\n}\n");
-  }, {"tc_profile_spin"})[0];
   double last;
   {
     std::lock_guard<std::mutex> lock(g_mu);
     last = t->last_host_ms;
   }
-  long long cycles = (long long)(2e6 * std::min(200.0, std::max(5.0, 3 * last)));  // ~2 GHz
-  void* args[] = {&cycles};
-  drv::launch(device, spin, 1, 1, args);
+  drv::spin(device, 1e3 * std::min(200.0, std::max(5.0, 3 * last)));
   t0_ = std::chrono::steady_clock::now();
 }
 

@@ -529,39 +529,29 @@ constexpr int64_t kMaxWorkspace = int64_t(1) << 30;
 std::vector<double> device_us(Handle h, std::vector<Plan>& found, const Operands& o, int device, int runs) {
   std::vector<double> us(found.size(), 1e300);
   std::vector<char> ok(found.size(), 1);
+  // one execution of plan i; a failure (out of memory for its workspace too) drops the candidate
+  auto run = [&](size_t i) {
+    try {
+      ok[i] = ok[i] && execute(h, found[i], o, device, false) == 0;
+    } catch (const Error&) {
+      ok[i] = 0;
+    }
+  };
   double enqueue_us = 0;
   for (int pass = 0; pass < 2; pass++) {
     Clock::time_point t0 = Clock::now();
-    for (size_t i = 0; i < found.size(); i++) {
-      try {
-        ok[i] = ok[i] && execute(h, found[i], o, device, false) == 0;
-      } catch (const Error&) {  // out of memory for this plan's workspace: not a candidate
-        ok[i] = 0;
-      }
-    }
+    for (size_t i = 0; i < found.size(); i++) run(i);
     enqueue_us = us_since(t0) * runs;
     sync_stream(device);
   }
   std::vector<CUevent> ev(2 * found.size(), nullptr);
   for (CUevent& e : ev) check(drv().EventCreate(&e, CU_EVENT_DEFAULT), "cudnn timing event");
-  CUfunction spin = kernels(device, "tc_cudnn_spin", [] {
-    return std::string("extern \"C\" __global__ void tc_cudnn_spin(long long cycles) {\n"
-                       "  const long long t0 = clock64();\n  while (clock64() - t0 < cycles) {}\n}\n");
-  }, {"tc_cudnn_spin"})[0];
-  long long cycles = (long long)(2e3 * std::min(50e3, 1.5 * enqueue_us + 100));  // ~2 GHz: 2e3 cycles per us
-  void* args[] = {&cycles};
-  launch(device, spin, 1, 1, args);
+  spin(device, std::min(50e3, 1.5 * enqueue_us + 100));
   CUstream s = current(device);
   for (size_t i = 0; i < found.size(); i++) {
     if (!ok[i]) continue;
     drv().EventRecord(ev[2 * i], s);
-    for (int r = 0; r < runs && ok[i]; r++) {
-      try {
-        ok[i] = execute(h, found[i], o, device, false) == 0;
-      } catch (const Error&) {
-        ok[i] = 0;
-      }
-    }
+    for (int r = 0; r < runs && ok[i]; r++) run(i);
     drv().EventRecord(ev[2 * i + 1], s);
   }
   sync_stream(device);

@@ -375,6 +375,16 @@ void launch3(int device, CUfunction f, unsigned gx, unsigned gy, unsigned gz, un
   check(G().d.LaunchKernel(f, gx, gy, gz, block, 1, 1, smem, current(device), args, nullptr), "kernel launch");
 }
 
+void spin(int device, double us) {
+  CUfunction f = kernels(device, "tc_spin", [] {
+    return std::string("extern \"C\" __global__ void tc_spin(long long cycles) {\n"
+                       "  const long long t0 = clock64();\n  while (clock64() - t0 < cycles) {}\n}\n");
+  }, {"tc_spin"})[0];
+  long long cycles = (long long)(2e3 * us);
+  void* args[] = {&cycles};
+  launch(device, f, 1, 1, args);
+}
+
 int64_t take_device_error(int device, int64_t* detail) {
   if (g_compile_only) return 0;
   // under capture the check is the graph's: its replays read the word (graphs.cpp)

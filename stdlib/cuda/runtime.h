@@ -154,6 +154,10 @@ unsigned grid_for(int64_t n, int device, int64_t block = 256, int64_t per_sm = 3
 void launch(int device, CUfunction f, unsigned grid, unsigned block, void** args, unsigned smem = 0);
 void launch3(int device, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned block, void** args,
              unsigned smem = 0);
+// Keeps the device's current stream busy for about `us` microseconds (one thread spinning on
+// clock64, ~2 GHz assumed): work enqueued behind it then runs back to back, so events around it
+// time the device alone, not the host's pace (cuDNN's plan timing, TC_CUDA_PROFILE).
+void spin(int device, double us);
 // Reads and clears the device error word after the current stream finished: 0 if no kernel
 // flagged. (One word per device: a kernel that failed on another stream may be reported here.)
 int64_t take_device_error(int device, int64_t* detail);
