@@ -26,7 +26,6 @@ std::string error_name(CUresult r) {
 
 CudaGraphStats cuda_graph_stats() { return stats(); }
 
-
 CudaGraph::~CudaGraph() {
   if (device_ < 0) return;
   try {
