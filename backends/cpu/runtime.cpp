@@ -62,7 +62,7 @@ void Program::prepare_static_launches() {
     const lower::Step& s = graph.steps[i];
     if (s.kind != lower::Step::Kind::Launch) continue;
     StaticLaunch& sl = static_launches[i];
-    for (const lower::SymInt& v : s.launch.sizes) sl.sizes.push_back(v.eval(none));
+    sl.sizes = lower::eval_all(s.launch.sizes, none);
     int64_t info[2] = {0, 1};
     kernels[s.launch.kernel].info(sl.sizes.data(), info);
     sl.outer = info[0];

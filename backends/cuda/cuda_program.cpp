@@ -84,8 +84,7 @@ bool tiny_eligible(const lower::LoweredGraph& g) {
   const std::vector<int64_t> none;
   for (const lower::Step& s : g.steps) {
     if (s.kind != lower::Step::Kind::Launch) return false;
-    std::vector<int64_t> sizes;
-    for (const lower::SymInt& v : s.launch.sizes) sizes.push_back(v.eval(none));
+    std::vector<int64_t> sizes = lower::eval_all(s.launch.sizes, none);
     std::optional<KernelWork> w = kernel_work(g.kernels[s.launch.kernel], &sizes);
     if (!w || w->outer > max_outer || w->row > 256) return false;
     for (int b : s.launch.buffers)
@@ -202,8 +201,7 @@ std::string tiny_graph_source(const lower::LoweredGraph& g, const std::vector<st
       }
       c.args.push_back(a);
     }
-    std::vector<int64_t> sizes;
-    for (const lower::SymInt& v : l.sizes) sizes.push_back(v.eval(none));
+    std::vector<int64_t> sizes = lower::eval_all(l.sizes, none);
     for (int64_t v : sizes) c.tail += std::to_string(v) + "ll, ";
     c.tail += std::to_string(kernel_work(k, &sizes)->outer) + "ll" + (checks_index_values(k) ? ", tc_err" : "");
     calls.push_back(std::move(c));
@@ -320,8 +318,7 @@ Generated generate(const lower::LoweredGraph& g, int arch, capture::CompileRepor
     int64_t rows = 1;
     const std::vector<int64_t> none;
     for (const lower::Step& s : g.steps) {
-      std::vector<int64_t> sizes;
-      for (const lower::SymInt& v : s.launch.sizes) sizes.push_back(v.eval(none));
+      std::vector<int64_t> sizes = lower::eval_all(s.launch.sizes, none);
       rows = std::max(rows, (kernel_work(g.kernels[s.launch.kernel], &sizes)->outer + warp_row - 1) / warp_row);
     }
     code.tiny_block = 32 * (int)std::min<int64_t>(rows, 32);
@@ -561,7 +558,7 @@ void Program::prepare_static_launches() {
     const lower::Step& s = graph.steps[i];
     if (s.kind != lower::Step::Kind::Launch) continue;
     StaticLaunch& sl = static_launches[i];
-    for (const lower::SymInt& v : s.launch.sizes) sl.sizes.push_back(v.eval(none));
+    sl.sizes = lower::eval_all(s.launch.sizes, none);
     std::optional<KernelWork> w = kernel_work(graph.kernels[s.launch.kernel], &sl.sizes);
     TC_CHECK(w.has_value(), CompileError, "cuda backend: the launch size of %s is not computable on the host",
              graph.kernels[s.launch.kernel].name.c_str());

@@ -198,8 +198,7 @@ int tiny_warp_row(const lower::LoweredGraph& g) {
   }
   // the row: the first step's innermost outer extent
   const lower::Step& first = g.steps[0];
-  std::vector<int64_t> sizes0;
-  for (const lower::SymInt& v : first.launch.sizes) sizes0.push_back(v.eval(none));
+  std::vector<int64_t> sizes0 = lower::eval_all(first.launch.sizes, none);
   const lower::Kernel& k0 = g.kernels[first.launch.kernel];
   if (k0.outer.empty()) return 0;
   auto row = eval_uniform(k0, k0.outer.back(), &sizes0);
@@ -208,12 +207,9 @@ int tiny_warp_row(const lower::LoweredGraph& g) {
   std::map<std::string, bool> seen;
   int64_t checks = 0;
   for (const lower::Step& s : g.steps) {
-    std::vector<int64_t> sizes;
+    std::vector<int64_t> sizes = lower::eval_all(s.launch.sizes, none);
     std::string key = std::to_string(s.launch.kernel);
-    for (const lower::SymInt& v : s.launch.sizes) {
-      sizes.push_back(v.eval(none));
-      key += " " + std::to_string(sizes.back());
-    }
+    for (int64_t v : sizes) key += " " + std::to_string(v);
     std::vector<bool> wp;
     key += " |";
     for (int b : s.launch.buffers) {

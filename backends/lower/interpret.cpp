@@ -332,9 +332,7 @@ std::vector<Tensor> run(const LoweredGraph& g, const std::vector<Tensor>& inputs
     if (s.kind == Step::Kind::Launch) {
       std::vector<char*> ptrs;
       for (int b : s.launch.buffers) ptrs.push_back(static_cast<char*>(bufs[b].data_ptr()));
-      std::vector<int64_t> sizes;
-      for (const SymInt& z : s.launch.sizes) sizes.push_back(z.eval(syms));
-      run_kernel(g.kernels[s.launch.kernel], ptrs, sizes);
+      run_kernel(g.kernels[s.launch.kernel], ptrs, eval_all(s.launch.sizes, syms));
       continue;
     }
     const Extern& e = s.ext;

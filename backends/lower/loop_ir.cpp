@@ -73,6 +73,13 @@ int64_t SymInt::eval(const std::vector<int64_t>& symbol_values) const {
   return v;
 }
 
+std::vector<int64_t> eval_all(const std::vector<SymInt>& v, const std::vector<int64_t>& symbol_values) {
+  std::vector<int64_t> out;
+  out.reserve(v.size());
+  for (const SymInt& s : v) out.push_back(s.eval(symbol_values));
+  return out;
+}
+
 SymInt operator+(const SymInt& a, const SymInt& b) {
   std::vector<SymInt::Term> t = a.terms;
   t.insert(t.end(), b.terms.begin(), b.terms.end());

@@ -177,6 +177,8 @@ struct SymInt {
 SymInt operator+(const SymInt& a, const SymInt& b);
 SymInt operator*(const SymInt& a, const SymInt& b);
 std::string to_string(const SymInt& s);  // "4", "s0", "4*s0 + 2"
+// Each of `v` evaluated (a launch's size arguments, a buffer's sizes).
+std::vector<int64_t> eval_all(const std::vector<SymInt>& v, const std::vector<int64_t>& symbol_values);
 
 struct Symbol {
   int input = 0;  // graph input index
