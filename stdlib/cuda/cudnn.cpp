@@ -293,6 +293,7 @@ struct Plan {
   Desc plan = nullptr;
   int64_t ws = 0, engine = -1;
   bool nhwc = false;
+  int rank = 0;  // heuristics mode * 1000 + its place among that mode's candidates (TC_CUDNN_STATS=2)
   // Variant packs of recent calls by their pointers (x, w, y, workspace): in steady state the
   // caching allocator often hands a call the blocks it had the iteration before, and then the
   // call skips creating and finalizing a pack.
@@ -392,7 +393,7 @@ std::vector<Desc> engine_configs(Desc graph, int mode) {
 // Whether an engine configuration is a candidate, and its engine's index: it computes at the
 // precision tc promises, and it needs no runtime compilation (finalizing such a plan runs NVRTC
 // for 0.3-3 s: one problem would cost more than compiling a whole graph).
-bool candidate(Desc cfg, DType dt, bool tf32, int64_t* engine_index) {
+bool candidate(Desc cfg, DType dt, bool tf32, int64_t* engine_index, bool* runtime_compiled) {
   Cudnn& c = lib();
   Owned engine(kEngineDesc);
   int64_t n = 0;
@@ -406,7 +407,7 @@ bool candidate(Desc cfg, DType dt, bool tf32, int64_t* engine_index) {
   }
   if (c.GetAttribute(engine.d, kEngineBehaviorNote, kTBehaviorNote, 32, &n, notes) == 0)
     for (int64_t i = 0; i < n; i++)
-      if (notes[i] == kNoteRuntimeCompilation) return false;
+      if (notes[i] == kNoteRuntimeCompilation) return !(*runtime_compiled = true);
   return true;
 }
 
@@ -415,20 +416,24 @@ double us_since(Clock::time_point t) { return std::chrono::duration<double, std:
 
 // TC_CUDNN_STATS=1: host time spent per convolution (in tc's code around cuDNN, finding or
 // building the variant pack, and inside cudnnBackendExecute) and the engines chosen, printed to
-// stderr at exit — to tell host overhead from slow kernels without a profiler.
+// stderr at exit — to tell host overhead from slow kernels without a profiler. TC_CUDNN_STATS=2
+// also times every candidate of both heuristics modes (not only the first kTimedCandidates of
+// mode A) and prints each problem's line when its plan is built: the candidates' engines and
+// device times, the pick, and the engines left out for runtime compilation.
 struct Stats {
-  bool on = [] {
+  int level = [] {
     const char* e = std::getenv("TC_CUDNN_STATS");
-    return e && std::strcmp(e, "1") == 0;
+    return e && *e ? std::atoi(e) : 0;
   }();
+  bool on = level >= 1;
   int64_t calls = 0, pack_hits = 0, nhwc_calls = 0;
   double total_us = 0, pack_us = 0, cudnn_us = 0, plan_ms = 0;
   std::map<int64_t, int64_t> engines;
   ~Stats() {
     if (!on || !calls) return;
-    std::fprintf(stderr, "cudnn stats: %lld convolutions (%lld channels-last), %zu plans (%.1f ms building and timing them), host us per call: %.1f in cudnn_conv, %.1f "
+    std::fprintf(stderr, "cudnn stats (cuDNN %zu): %lld convolutions (%lld channels-last), %zu plans (%.1f ms building and timing them), host us per call: %.1f in cudnn_conv, %.1f "
                  "finding or building the variant pack (%lld found), %.1f in cudnnBackendExecute; engines:",
-                 (long long)calls, (long long)nhwc_calls, plans().size(), plan_ms, total_us / calls, pack_us / calls, (long long)pack_hits,
+                 lib().version, (long long)calls, (long long)nhwc_calls, plans().size(), plan_ms, total_us / calls, pack_us / calls, (long long)pack_hits,
                  cudnn_us / calls);
     for (auto& [e, n] : engines) std::fprintf(stderr, " %lld x%lld", (long long)e, (long long)n);
     std::fprintf(stderr, "\n");
@@ -577,15 +582,24 @@ int forced_layout() {
 
 // The finalized plans of up to `want` engine configurations of graph: heuristics mode A, then
 // the fallback list if none of those qualifies.
-void add_candidates(Desc graph, Handle h, const ConvProblem& p, bool tf32, bool nhwc, int want, std::vector<Plan>* found) {
+// TC_CUDNN_STATS=2 takes the configurations of both modes (up to 40); *rtc gets the place and
+// engine of those left out because they compile at run time.
+void add_candidates(Desc graph, Handle h, const ConvProblem& p, bool tf32, bool nhwc, int want, std::vector<Plan>* found,
+                    std::string* rtc) {
   Cudnn& c = lib();
   int added = 0;
   for (int mode : {kHeurModeA, kHeurModeFallback}) {
     std::vector<Desc> cfgs = engine_configs(graph, mode);
-    for (Desc cfg : cfgs) {
+    const size_t before = found->size();
+    for (size_t k = 0; k < cfgs.size(); k++) {
+      Desc cfg = cfgs[k];
       Plan pl;
       pl.nhwc = nhwc;
-      if (added < want && candidate(cfg, p.dt, tf32, &pl.engine)) {
+      pl.rank = mode * 1000 + (int)(found->size() - before);
+      bool runtime_compiled = false;
+      bool ok = added < want && candidate(cfg, p.dt, tf32, &pl.engine, &runtime_compiled);
+      if (runtime_compiled) *rtc += " " + std::to_string(mode * 1000 + k) + ":e" + std::to_string(pl.engine);
+      if (ok) {
         Owned plan(kPlanDesc);
         Setter set;
         set_handle(plan.d, kPlanHandle, h);
@@ -600,7 +614,7 @@ void add_candidates(Desc graph, Handle h, const ConvProblem& p, bool tf32, bool 
       }
       c.DestroyDescriptor(cfg);  // a finalized plan keeps what it needs of its configuration
     }
-    if (added) break;
+    if (added && stats().level < 2) break;
   }
 }
 
@@ -625,12 +639,14 @@ Plan make_plan(int device, const ConvProblem& p, int64_t align, bool tf32, int l
   const bool timed = benchmark() && !capturing();
   const bool forward = !p.transposed && !p.wgrad && p.dt != DType::Float64;
   std::vector<Plan> found;
+  std::string rtc;
   for (bool nhwc : {false, true}) {
     if (nhwc ? !forward || layout == 1 || (!timed && layout != 2) : layout == 2 && forward) continue;
     Owned keep[5] = {Owned(kTensorDesc), Owned(kTensorDesc), Owned(kTensorDesc), Owned(kConvolutionDesc),
                      Owned(kOpGraphDesc)};
     Desc graph = op_graph(p, h, align, nhwc, keep);
-    if (graph) add_candidates(graph, h, p, tf32, nhwc, timed ? kTimedCandidates : 1, &found);
+    int want = !timed ? 1 : stats().level >= 2 ? 40 : kTimedCandidates;
+    if (graph) add_candidates(graph, h, p, tf32, nhwc, want, &found, &rtc);
     if (!timed && !found.empty()) break;
   }
   if (found.empty()) return best;
@@ -640,6 +656,19 @@ Plan make_plan(int device, const ConvProblem& p, int64_t align, bool tf32, int l
   for (size_t i = 1; i < found.size(); i++)
     if (us[i] < us[pick]) pick = i;
   if (!found[0].nhwc && us[0] <= 1.05 * us[pick]) pick = 0;
+  if (stats().level >= 2) {
+    // the pick among the candidates the default (level 0/1) times, and the best of all
+    size_t pick8 = 0;
+    for (size_t i = 1; i < found.size() && found[i].rank < kHeurModeA * 1000 + kTimedCandidates; i++)
+      if (us[i] < us[pick8]) pick8 = i;
+    if (us[0] <= 1.05 * us[pick8]) pick8 = 0;
+    std::fprintf(stderr, "cudnn plan %s N%lld C%lld %lldx%lld O%lld k%lldx%lld s%lld p%lld g%lld: default e%lld %.1f us, best e%lld %.1f us (rank %d); first-8 us:",
+                 p.wgrad ? "wgrad" : p.transposed ? "dgrad" : "fwd", (long long)p.N, (long long)p.C, (long long)p.H, (long long)p.W,
+                 (long long)p.O, (long long)p.KH, (long long)p.KW, (long long)p.sh, (long long)p.ph, (long long)p.G,
+                 (long long)found[pick8].engine, us[pick8], (long long)found[pick].engine, us[pick], found[pick].rank);
+    for (size_t i = 0; i < found.size() && i < 8; i++) std::fprintf(stderr, " e%lld:%.1f", (long long)found[i].engine, us[i]);
+    std::fprintf(stderr, "; %zu timed; runtime-compiled left out:%s\n", found.size(), rtc.c_str());
+  }
   for (size_t i = 0; i < found.size(); i++) {
     if (i == pick)
       best = found[i];
