@@ -72,28 +72,41 @@ ProfileRun::ProfileRun(ProfileTable* t, int device, size_t steps) : table_(t), d
     return;
   }
   events_.resize(steps + 1, nullptr);
+  ends_.resize(steps, nullptr);
   labels_.resize(steps);
   for (void*& e : events_) drv::check(drv::drv().EventCreate((CUevent*)&e, CU_EVENT_DEFAULT), "profile event");
   // The device first spins for longer than the host takes to enqueue the steps, so the steps then
   // run back to back: each step's figure is its device time alone, not the host's pace.
-  double last;
   {
     std::lock_guard<std::mutex> lock(g_mu);
-    last = t->last_host_ms;
+    last_host_ms_ = t->last_host_ms;
   }
-  drv::spin(device, 1e3 * std::min(200.0, std::max(5.0, 3 * last)));
+  drv::spin(device, 1e3 * std::min(200.0, std::max(5.0, 3 * last_host_ms_)));
   t0_ = std::chrono::steady_clock::now();
 }
 
 ProfileRun::~ProfileRun() {
   for (void* e : events_)
     if (e) drv::drv().EventDestroy((CUevent)e);
+  for (void* e : ends_)
+    if (e) drv::drv().EventDestroy((CUevent)e);
 }
 
 void ProfileRun::mark(size_t step, const std::string& label) {
   if (!table_) return;
   labels_[step] = label;
-  drv::drv().EventRecord((CUevent)events_[step], drv::current(device_));
+  CUstream s = drv::current(device_);
+  // (not with TC_CUDA_PROFILE=2, whose eager ops each wait for the device: no figure is device time)
+  if (step > 0 && drv::profile_level() < 2 && drv::drv().EventQuery((CUevent)events_[step - 1]) == CUDA_SUCCESS) {
+    // the device caught up with the host (the previous step waited for it): close that step (its
+    // figure keeps the host's time after its wait) and keep the device busy for 3x what is left
+    // of the host's run (at least 5 ms)
+    drv::check(drv::drv().EventCreate((CUevent*)&ends_[step - 1], CU_EVENT_DEFAULT), "profile event");
+    drv::drv().EventRecord((CUevent)ends_[step - 1], s);
+    const double elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_).count();
+    drv::spin(device_, 1e3 * std::min(200.0, std::max(5.0, 3 * (last_host_ms_ - elapsed))));
+  }
+  drv::drv().EventRecord((CUevent)events_[step], s);
 }
 
 void ProfileRun::finish() {
@@ -110,7 +123,7 @@ void ProfileRun::finish() {
   table_->host_ms += host;
   for (size_t i = 0; i + 1 < events_.size(); i++) {
     float ms = 0;
-    drv::drv().EventElapsedTime(&ms, (CUevent)events_[i], (CUevent)events_[i + 1]);
+    drv::drv().EventElapsedTime(&ms, (CUevent)events_[i], (CUevent)(ends_[i] ? ends_[i] : events_[i + 1]));
     auto& s = table_->steps[labels_[i]];
     s.first += ms;
     s.second++;
