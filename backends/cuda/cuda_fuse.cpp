@@ -121,6 +121,72 @@ bool cat_norm_relu_chain(const Graph& g, int i, const std::function<int(int)>& s
   return true;
 }
 
+// batch_norm with batch statistics (training = true) [N, C, ...] -> relu, the normalization read
+// by nothing else: a training step's BatchNorm + ReLU (relu's derivative reads its result, so the
+// normalization is not saved). The call runs where the relu was: no other node may read or write
+// the running statistics or the batch counter that batch_norm updates. The chain's nodes
+// (batch_norm, relu) in `chain`.
+bool norm_relu_chain(const Graph& g, int i, const std::function<int(int)>& sole_user, std::vector<int>* chain) {
+  const Node& b = g.nodes[i];
+  if (b.kind != NodeKind::Op || b.op != Op::batch_norm || b.args.size() != 9 || b.fakes.size() != 1 || !is_ref(b.args[0]))
+    return false;
+  if (b.args[5].kind != NodeArg::Kind::Const || !b.args[5].constant.to_bool()) return false;
+  const Tensor& y = b.fakes[0].tensor();
+  if (y.dim() < 2 || !float_dtype(y.dtype())) return false;
+  const int r = sole_user(i);
+  if (r < 0 || g.nodes[r].kind != NodeKind::Op || g.nodes[r].op != Op::relu || g.nodes[r].fakes.size() != 1) return false;
+  if (writes_between(g, i, r)) return false;
+  // (an External call is not ordered after earlier readers of what it writes, as a mutating op is)
+  std::vector<int> updated;  // the view roots of running_mean, running_var, num_batches_tracked
+  for (int a : {3, 4, 8})
+    for (Ref ref : b.args[a].refs) updated.push_back(g.view_root(ref));
+  for (int k = 0; k < (int)g.nodes.size(); k++)
+    for (const NodeArg& a : g.nodes[k].args)
+      for (Ref ref : a.refs)
+        if (k != i && std::find(updated.begin(), updated.end(), g.view_root(ref)) != updated.end()) return false;
+  *chain = {i, r};
+  return true;
+}
+
+// A constant zero: the number, or the one-element host tensor that binding a number to a Tensor
+// argument makes (derivative formulas' gt(result, 0)).
+bool is_zero(const NodeArg& a) {
+  if (a.kind != NodeArg::Kind::Const) return false;
+  const Value& v = a.constant;
+  if (v.is_number()) return v.to_double() == 0;
+  return v.is_tensor() && v.tensor().numel() == 1 && !v.tensor().device().is_cuda() && v.tensor().item_double() == 0;
+}
+
+// relu's derivative feeding batch_norm's: _batch_norm_backward(mul(g, gt(y, 0)), x, ...) with the
+// product and the comparison read by nothing else and g, y, x of one shape and dtype (the
+// backward of a training step's BatchNorm + ReLU). The chain's nodes (gt, mul,
+// _batch_norm_backward) in `chain`, g's and y's arguments in *g_arg, *y_arg.
+bool relu_norm_backward_chain(const Graph& g, int i, const std::function<int(int)>& sole_user, std::vector<int>* chain,
+                              NodeArg* g_arg, NodeArg* y_arg) {
+  const Node& gt = g.nodes[i];
+  if (gt.kind != NodeKind::Op || gt.op != Op::gt || gt.args.size() != 2 || !is_ref(gt.args[0]) || !is_zero(gt.args[1]))
+    return false;
+  const int m = sole_user(i);
+  if (m < 0 || g.nodes[m].kind != NodeKind::Op || g.nodes[m].op != Op::mul || g.nodes[m].args.size() != 2) return false;
+  const Node& mul = g.nodes[m];
+  if (!is_ref(mul.args[0]) || !is_ref(mul.args[1])) return false;
+  const int other = mul.args[0].refs[0].node == i ? 1 : 0;
+  if (mul.args[1 - other].refs[0].node != i || mul.args[other].refs[0].node == i) return false;
+  const int bb = sole_user(m);
+  if (bb < 0 || g.nodes[bb].kind != NodeKind::Op || g.nodes[bb].op != Op::_batch_norm_backward) return false;
+  const Node& b = g.nodes[bb];
+  if (b.args.size() != 7 || !is_ref(b.args[0]) || b.args[0].refs[0].node != m || !is_ref(b.args[1])) return false;
+  const Tensor &gv = g.fake(mul.args[other].refs[0]), &yv = g.fake(gt.args[0].refs[0]), &xv = g.fake(b.args[1].refs[0]);
+  if (!float_dtype(xv.dtype()) || gv.dtype() != xv.dtype() || yv.dtype() != xv.dtype() || gv.sizes() != xv.sizes() ||
+      yv.sizes() != xv.sizes() || mul.fakes[0].tensor().dtype() != xv.dtype())
+    return false;
+  if (writes_between(g, i, bb)) return false;
+  *chain = {i, m, bb};
+  *g_arg = mul.args[other];
+  *y_arg = gt.args[0];
+  return true;
+}
+
 }  // namespace
 
 Graph fuse_library_epilogues(const Graph& g, int* fused) {
@@ -211,6 +277,25 @@ Graph fuse_library_epilogues(const Graph& g, int* fused) {
     absorb(out, g, chain[0]);
     absorb(out, g, chain[1]);
     out.nodes[chain[2]] = call_at(g.nodes[chain[2]], cat_norm_relu_call((int)cat.args[0].refs.size()), std::move(args));
+    (*fused)++;
+  }
+  for (int i = 0; i < n; i++) {
+    std::vector<int> chain;
+    if (!norm_relu_chain(g, i, sole_user, &chain)) continue;
+    absorb(out, g, chain[0]);
+    out.nodes[chain[1]] = call_at(g.nodes[chain[1]], norm_relu_call(), g.nodes[chain[0]].args);
+    (*fused)++;
+  }
+  for (int i = 0; i < n; i++) {
+    std::vector<int> chain;
+    NodeArg grad, result;
+    if (!relu_norm_backward_chain(g, i, sole_user, &chain, &grad, &result)) continue;
+    const Node& b = g.nodes[chain[2]];
+    std::vector<NodeArg> args = {grad, result};
+    args.insert(args.end(), b.args.begin() + 1, b.args.end());  // input, weight, running stats, training, eps
+    absorb(out, g, chain[0]);
+    absorb(out, g, chain[1]);
+    out.nodes[chain[2]] = call_at(b, relu_norm_backward_call(), std::move(args));
     (*fused)++;
   }
   for (int i = 0; i < n; i++) {

@@ -114,6 +114,49 @@ const char* kCatNormPrefix = "cat + batch_norm + relu (one kernel), pieces: ";
 
 }  // namespace
 
+std::shared_ptr<const capture::ExternalFn> relu_norm_backward_call() {
+  static const std::shared_ptr<const capture::ExternalFn> fn = [] {
+    auto fn = std::make_shared<capture::ExternalFn>();
+    fn->name = "relu backward + batch_norm backward (one kernel)";
+    fn->call = [](const Stack& in) {
+      const Tensor &g = in[0].tensor(), &y = in[1].tensor();
+      Stack b(in.begin() + 1, in.end());  // _batch_norm_backward's arguments, grad_out = g
+      b[0] = Value(g);
+      Stack out;
+      if (g.device().is_cuda() && tc::cuda::batch_norm_backward(b, infer_meta(Op::_batch_norm_backward, b), &out, y)) {
+        std::vector<Tensor> r;
+        for (const Value& v : out) r.push_back(v.tensor());
+        return r;
+      }
+      b[0] = Value(call1(Op::mul, {g, call1(Op::gt, {y, Value(0.0)})}));
+      out = call(Op::_batch_norm_backward, b);
+      std::vector<Tensor> r;
+      for (const Value& v : out) r.push_back(v.tensor());
+      return r;
+    };
+    return fn;
+  }();
+  return fn;
+}
+
+std::shared_ptr<const capture::ExternalFn> norm_relu_call() {
+  static const std::shared_ptr<const capture::ExternalFn> fn = [] {
+    auto fn = std::make_shared<capture::ExternalFn>();
+    fn->name = "batch_norm (batch statistics) + relu (one kernel)";
+    fn->call = [](const Stack& in) {
+      const Tensor& x0 = in[0].tensor();
+      const Tensor x = x0.is_contiguous() ? x0 : call1(Op::contiguous, {x0});
+      Tensor out = Tensor::empty(x.sizes(), x.dtype(), x.device());
+      if (x.device().is_cuda() && tc::cuda::batch_norm_train(x, in, out, /*relu=*/true)) return std::vector<Tensor>{out};
+      Stack bn(in.begin(), in.begin() + 8);
+      Tensor y = call1(Op::batch_norm, bn, {{"num_batches_tracked", in.size() > 8 ? in[8] : Value()}});
+      return std::vector<Tensor>{call1(Op::relu, {y})};
+    };
+    return fn;
+  }();
+  return fn;
+}
+
 std::shared_ptr<const capture::ExternalFn> cat_norm_relu_call(int pieces) {
   auto fn = std::make_shared<capture::ExternalFn>();
   fn->name = kCatNormPrefix + std::to_string(pieces);
@@ -180,6 +223,8 @@ std::shared_ptr<const capture::ExternalFn> attention_merged_heads_call() {
 
 std::shared_ptr<const capture::ExternalFn> library_call(const std::string& name) {
   if (name == attention_merged_heads_call()->name) return attention_merged_heads_call();
+  if (name == norm_relu_call()->name) return norm_relu_call();
+  if (name == relu_norm_backward_call()->name) return relu_norm_backward_call();
   if (name.rfind(kCatNormPrefix, 0) == 0) {
     const int pieces = std::atoi(name.c_str() + std::strlen(kCatNormPrefix));
     if (pieces >= 1 && cat_norm_relu_call(pieces)->name == name) return cat_norm_relu_call(pieces);

@@ -31,6 +31,19 @@ std::shared_ptr<const capture::ExternalFn> attention_merged_heads_call();
 // running mean, running variance, eps. Other dtypes or layouts run the eager ops.
 std::shared_ptr<const capture::ExternalFn> cat_norm_relu_call(int pieces);
 
+// batch_norm(x, weight, bias, running_mean, running_var, training = true, momentum, eps,
+// num_batches_tracked) -> relu as one kernel (tc::cuda::batch_norm_train with relu): the batch
+// statistics, the running statistics' update and the normalized output with relu applied as it
+// is stored; its arguments are batch_norm's nine. Where that kernel declines (parameters of mixed
+// dtypes), the eager ops.
+std::shared_ptr<const capture::ExternalFn> norm_relu_call();
+
+// Its backward with relu's derivative folded in: _batch_norm_backward(mul(g, gt(y, 0)), input,
+// weight, running_mean, running_var, training, eps) as one kernel reading g and relu's result y
+// (tc::cuda::batch_norm_backward with relu_result); its arguments are g, y, then
+// _batch_norm_backward's after its first; its outputs the input, weight and bias gradients.
+std::shared_ptr<const capture::ExternalFn> relu_norm_backward_call();
+
 // The library call named `name` (an ExternalFn::name made above), or null.
 std::shared_ptr<const capture::ExternalFn> library_call(const std::string& name);
 

@@ -5,7 +5,8 @@
 // backward g and g * d, in double, and a second pass reads the channel's partial sums (in one
 // order: every block gets the same statistics), updates the running statistics (unbiased
 // variance, momentum) and num_batches_tracked from its channel's first block, and writes the
-// output with the CPU's scale-and-shift or the input gradient (grad_weight and grad_bias from the
+// output with the CPU's scale-and-shift (and, fused with the relu that follows, relu's `v < 0 ? 0 :
+// v` as it is stored) or the input gradient (grad_weight and grad_bias from the
 // first block). With one block per channel both passes are one kernel. The backward recomputes
 // the statistics from the saved input (in the same pass as the gradient's sums). The general
 // multi-launch path (stdlib/cuda/nn.cpp) remains for parameters of mixed dtypes or on the host.
@@ -49,6 +50,11 @@ int64_t blocks_per_channel(int device, int64_t C, int64_t M) {
 // v[3] = sum g * d; d = x - K), four loads in flight per thread.
 const char* kChannelSums = R"CUDA(
 #define BN_AT(j) (((j) / S) * CS + c * S + (j) % S)
+// relu's derivative folded into the backward's output gradient: g * (ym > 0), as mul(g, gt(ym, 0))
+// computes it (ym: relu's result, or null: g itself)
+__device__ __forceinline__ A masked(A g, const T* __restrict__ ym, I at) {
+  return ym ? g * (cvt<A>(ym[at]) > (A)0 ? (A)1 : (A)0) : g;
+}
 template <int NS> __device__ void block_sums(double* v, double* sm) {
   for (int k = 0; k < NS; k++)
     for (int o = 16; o > 0; o >>= 1) v[k] += shfl_down(v[k], o);
@@ -62,8 +68,8 @@ template <int NS> __device__ void block_sums(double* v, double* sm) {
   }
   __syncthreads();
 }
-template <bool G> __device__ void sums(const T* __restrict__ x, const T* __restrict__ g, I c, I lo, I hi, I S, I CS,
-                                       double K, double* v) {
+template <bool G> __device__ void sums(const T* __restrict__ x, const T* __restrict__ g, const T* __restrict__ ym, I c, I lo,
+                                       I hi, I S, I CS, double K, double* v) {
   for (I j0 = lo + threadIdx.x; j0 < hi; j0 += 4 * 256) {
     A xs[4], gs[4];
 #pragma unroll
@@ -72,7 +78,7 @@ template <bool G> __device__ void sums(const T* __restrict__ x, const T* __restr
       bool in = j < hi;
       I at = in ? BN_AT(j) : 0;
       xs[u] = in ? cvt<A>(x[at]) : (A)0;
-      gs[u] = G && in ? cvt<A>(g[at]) : (A)0;
+      gs[u] = G && in ? masked(cvt<A>(g[at]), ym, at) : (A)0;
     }
 #pragma unroll
     for (int u = 0; u < 4; u++) {
@@ -95,15 +101,15 @@ __device__ __forceinline__ void part(I M, I p, I NP, I* lo, I* hi) {
 }
 // The channel's sums: this block's (NP == 1: the whole channel, phase 2), or its NP partial sums
 // added in order (phase 1).
-template <int NS, bool G> __device__ void channel_sums(const T* x, const T* g, const double* ws, I c, I NP, I M, I S,
-                                                       I CS, double K, int phase, double* v, double* sm) {
+template <int NS, bool G> __device__ void channel_sums(const T* x, const T* g, const T* ym, const double* ws, I c, I NP, I M,
+                                                       I S, I CS, double K, int phase, double* v, double* sm) {
   for (int k = 0; k < NS; k++) v[k] = 0;
   if (phase == 1) {
     for (I q = 0; q < NP; q++)
       for (int k = 0; k < NS; k++) v[k] += ws[((size_t)c * NP + q) * NS + k];
     return;
   }
-  sums<G>(x, g, c, 0, M, S, CS, K, v);
+  sums<G>(x, g, ym, c, 0, M, S, CS, K, v);
   block_sums<NS>(v, sm);
 }
 )CUDA";
@@ -135,7 +141,7 @@ void launch_parts(int device, CUfunction f, int64_t C, int64_t P, int NS, std::v
 
 }  // namespace
 
-bool batch_norm_train(const Tensor& x, const Stack& a, const Tensor& out) {
+bool batch_norm_train(const Tensor& x, const Stack& a, const Tensor& out, bool relu) {
   int device = out.device().index;
   int64_t N = x.sizes()[0], C = x.sizes()[1], S = 1;
   for (int64_t d = 2; d < x.dim(); d++) S *= x.sizes()[d];
@@ -146,8 +152,8 @@ bool batch_norm_train(const Tensor& x, const Stack& a, const Tensor& out) {
   if (nbt && !count_here) return false;
   if (C == 0) return true;
   const char* I = x.numel() < (int64_t(1) << 31) ? "unsigned" : "u64";
-  auto f = kernels(device, std::string("bntrain2:") + ctype(x.dtype()) + ctype(pt) + I, [&] {
-    return prelude() + types(x.dtype(), pt, I) + kChannelSums +
+  auto f = kernels(device, std::string("bntrain2:") + ctype(x.dtype()) + ctype(pt) + I + (relu ? ":relu" : ""), [&] {
+    return prelude() + types(x.dtype(), pt, I) + "#define BN_RELU " + (relu ? "1" : "0") + "\n" + kChannelSums +
            "extern \"C\" __global__ void __launch_bounds__(256) bntrain(const T* __restrict__ x, T* __restrict__ y, "
            "P* rm, P* rv, const P* __restrict__ w, const P* __restrict__ b, i64* nbt, i64 N64, i64 C64, i64 S64, "
            "double momentum, double eps, double* ws, unsigned P32, int phase) {\n"
@@ -157,12 +163,12 @@ bool batch_norm_train(const Tensor& x, const Stack& a, const Tensor& out) {
            "  part(M, p, NP, &lo, &hi);\n"
            "  double K = M ? (double)cvt<A>(x[c * S]) : 0.0, v[2] = {0, 0};\n"
            "  if (phase == 0) {\n"
-           "    sums<false>(x, x, c, lo, hi, S, CS, K, v);\n"
+           "    sums<false>(x, x, nullptr, c, lo, hi, S, CS, K, v);\n"
            "    block_sums<2>(v, sm);\n"
            "    if (threadIdx.x == 0) for (int k = 0; k < 2; k++) ws[((size_t)c * NP + p) * 2 + k] = v[k];\n"
            "    return;\n"
            "  }\n"
-           "  channel_sums<2, false>(x, x, ws, c, NP, M, S, CS, K, phase, v, sm);\n"
+           "  channel_sums<2, false>(x, x, nullptr, ws, c, NP, M, S, CS, K, phase, v, sm);\n"
            "  double dm = v[0] / (double)M, mean = K + dm, q = fmax(v[1] - v[0] * dm, 0.0);\n"
            "  if (threadIdx.x == 0 && p == 0) {\n"
            "    if (rm) rm[c] = Cv<P>::f(momentum * mean + (1 - momentum) * (double)cvt<A>(rm[c]));\n"
@@ -174,7 +180,8 @@ bool batch_norm_train(const Tensor& x, const Stack& a, const Tensor& out) {
            "  if (phase == 2) lo = 0, hi = M;\n"
            "  for (I j = lo + threadIdx.x; j < hi; j += 256) {\n"
            "    I at = BN_AT(j);\n"
-           "    y[at] = Cv<T>::f(cvt<A>(x[at]) * scale + shift);\n"
+           "    A v = cvt<A>(x[at]) * scale + shift;\n"
+           "    y[at] = Cv<T>::f(BN_RELU && v < (A)0 ? (A)0 : v);\n"
            "  }\n"
            "}\n";
   }, {"bntrain"})[0];
@@ -189,7 +196,7 @@ bool batch_norm_train(const Tensor& x, const Stack& a, const Tensor& out) {
   return true;
 }
 
-bool batch_norm_backward(const Stack& a, const Metas& m, Stack* result) {
+bool batch_norm_backward(const Stack& a, const Metas& m, Stack* result, const Tensor& relu_result) {
   const Tensor& x0 = a[1].tensor();
   DType dt = x0.dtype();
   int device = m[0].device.index;
@@ -199,14 +206,15 @@ bool batch_norm_backward(const Stack& a, const Metas& m, Stack* result) {
   if (!params_of(a, {2, 3, 4}, C, device, &pt) || (!a[2].is_none() && pt != m[1].dtype)) return false;
   bool use_batch = a[5].to_bool() || a[3].is_none() || a[4].is_none();
   Tensor g = contiguous_as(a[0].tensor(), dt), x = contiguous_as(x0, dt);
+  Tensor ym = relu_result.defined() ? contiguous_as(relu_result, dt) : Tensor();
   Tensor gx = empty_from_meta(m[0]), gw = empty_from_meta(m[1]), gb = empty_from_meta(m[2]);
   *result = {Value(gx), Value(gw), Value(gb)};
   if (C == 0) return true;
   const char* I = x.numel() < (int64_t(1) << 31) ? "unsigned" : "u64";
-  auto f = kernels(device, std::string("bnbackward2:") + ctype(dt) + ctype(pt) + ctype(m[1].dtype) + I, [&] {
+  auto f = kernels(device, std::string("bnbackward3:") + ctype(dt) + ctype(pt) + ctype(m[1].dtype) + I, [&] {
     return prelude() + types(dt, pt, I) + "typedef " + ctype(m[1].dtype) + " D;\n" + kChannelSums +
            "extern \"C\" __global__ void __launch_bounds__(256) bnbackward(const T* __restrict__ g, "
-           "const T* __restrict__ x, T* __restrict__ gx, const P* __restrict__ w, const P* __restrict__ rm, "
+           "const T* __restrict__ ym, const T* __restrict__ x, T* __restrict__ gx, const P* __restrict__ w, const P* __restrict__ rm, "
            "const P* __restrict__ rv, D* gw, D* gb, i64 N64, i64 C64, i64 S64, int use_batch, double eps, double* ws, "
            "unsigned P32, int phase) {\n"
            "  __shared__ double sm[32];\n"
@@ -216,12 +224,12 @@ bool batch_norm_backward(const Stack& a, const Metas& m, Stack* result) {
            "  double K = !use_batch ? (double)cvt<A>(rm[c]) : M ? (double)cvt<A>(x[c * S]) : 0.0;\n"
            "  double v[4] = {0, 0, 0, 0};\n"
            "  if (phase == 0) {\n"
-           "    sums<true>(x, g, c, lo, hi, S, CS, K, v);\n"
+           "    sums<true>(x, g, ym, c, lo, hi, S, CS, K, v);\n"
            "    block_sums<4>(v, sm);\n"
            "    if (threadIdx.x == 0) for (int k = 0; k < 4; k++) ws[((size_t)c * NP + p) * 4 + k] = v[k];\n"
            "    return;\n"
            "  }\n"
-           "  channel_sums<4, true>(x, g, ws, c, NP, M, S, CS, K, phase, v, sm);\n"
+           "  channel_sums<4, true>(x, g, ym, ws, c, NP, M, S, CS, K, phase, v, sm);\n"
            "  double mean, invstd, sg = v[2], sgx;\n"
            "  if (use_batch) {\n"
            "    double dm = v[0] / (double)M;\n"
@@ -241,22 +249,22 @@ bool batch_norm_backward(const Stack& a, const Metas& m, Stack* result) {
            "    A mg = (A)(sg / (double)M), proj = (A)(invstd * invstd * sgx / (double)M);\n"
            "    for (I j = lo + threadIdx.x; j < hi; j += 256) {\n"
            "      I at = BN_AT(j);\n"
-           "      gx[at] = Cv<T>::f(kk * (cvt<A>(g[at]) - mg - (cvt<A>(x[at]) - mu) * proj));\n"
+           "      gx[at] = Cv<T>::f(kk * (masked(cvt<A>(g[at]), ym, at) - mg - (cvt<A>(x[at]) - mu) * proj));\n"
            "    }\n"
            "  } else {\n"
            "    for (I j = lo + threadIdx.x; j < hi; j += 256) {\n"
            "      I at = BN_AT(j);\n"
-           "      gx[at] = Cv<T>::f(cvt<A>(g[at]) * kk);\n"
+           "      gx[at] = Cv<T>::f(masked(cvt<A>(g[at]), ym, at) * kk);\n"
            "    }\n"
            "  }\n"
            "}\n";
   }, {"bnbackward"})[0];
-  const void *gp = g.data_ptr(), *xp = x.data_ptr(), *wp = ptr(a[2]), *rmp = ptr(a[3]), *rvp = ptr(a[4]);
+  const void *gp = g.data_ptr(), *yp = ym.defined() ? ym.data_ptr() : nullptr, *xp = x.data_ptr(), *wp = ptr(a[2]), *rmp = ptr(a[3]), *rvp = ptr(a[4]);
   void *gxp = gx.data_ptr(), *gwp = gw.data_ptr(), *gbp = gb.data_ptr();
   int ub = use_batch ? 1 : 0;
   double eps = a[6].to_double();
   launch_parts(device, f, C, blocks_per_channel(device, C, N * S), 4,
-               {&gp, &xp, &gxp, &wp, &rmp, &rvp, &gwp, &gbp, &N, &C, &S, &ub, &eps});
+               {&gp, &yp, &xp, &gxp, &wp, &rmp, &rvp, &gwp, &gbp, &N, &C, &S, &ub, &eps});
   return true;
 }
 

@@ -193,10 +193,13 @@ bool cat_contiguous(const Stack& a, const TensorMeta& m, Stack* out);
 bool sort_topk(Op op, const Stack& a, const Metas& m, Stack* out);
 // Losses (stdlib/cuda/loss.cpp), called by nn().
 bool loss(Op op, const Stack& a, const Metas& m, Stack* out);
-// batch_norm with batch statistics as one kernel (stdlib/cuda/batch_norm.cpp): false (nothing
-// done) when its parameters are not contiguous CUDA vectors of one dtype; and _batch_norm_backward.
-bool batch_norm_train(const Tensor& x, const Stack& a, const Tensor& out);
-bool batch_norm_backward(const Stack& a, const Metas& m, Stack* out);
+// batch_norm with batch statistics as one kernel (stdlib/cuda/batch_norm.cpp) of contiguous x into
+// contiguous out, a: batch_norm's arguments; relu: out = relu(batch_norm(x)) (the CUDA backend's
+// fused call). False (nothing done) when its parameters are not contiguous CUDA vectors of one
+// dtype. And _batch_norm_backward (m: its metas); with relu_result defined, of the output gradient
+// a[0] * (relu_result > 0) (relu's derivative folded in: the CUDA backend's fused call).
+bool batch_norm_train(const Tensor& x, const Stack& a, const Tensor& out, bool relu = false);
+bool batch_norm_backward(const Stack& a, const Metas& m, Stack* out, const Tensor& relu_result = Tensor());
 // interpolate (stdlib/cuda/interpolate.cpp), called by nn().
 bool interpolate(const Stack& a, const TensorMeta& m, Stack* out);
 // The optimizer-step ops, _fused_sgd_ ... (stdlib/cuda/optim.cpp), called by nn().

@@ -55,6 +55,17 @@ function T.cnn_conv_batch_norm_pool_grads_match_cpu()
   end, {x, y})
 end
 
+-- batch_norm's results in two runs, a and b ({output, input gradient, weight gradient, bias
+-- gradient, running mean, running var}), agree within tol relative to a's scale (and tol / 10).
+local function expect_same_norm(a, b, tol, what)
+  local names = {"output", "input gradient", "weight gradient", "bias gradient", "running mean", "running var"}
+  for i, name in ipairs(names) do
+    local scale = a[i]:abs():amax():item() + 1e-6
+    local d = (a[i] - b[i]):abs():amax():item()
+    if not (d <= tol * scale + tol * 0.1) then error(("%s: %s differs by %g (scale %g)"):format(what, name, d, scale), 3) end
+  end
+end
+
 -- stdlib/cuda/batch_norm.cpp splits a channel over several blocks (two passes) when it has many
 -- elements and few channels, and runs one block per channel otherwise; both, with a mean far
 -- from zero (the sums are shifted), channels whose element count is no multiple of the block's
@@ -83,19 +94,56 @@ function T.batch_norm_train_and_backward_match_cpu_for_every_split()
         loss:backward()
         got[device] = {y:cpu(), xd.grad:cpu(), wd.grad:cpu(), bd.grad:cpu(), rmd:cpu(), rvd:cpu()}
       end
-      local names = {"output", "input gradient", "weight gradient", "bias gradient", "running mean", "running var"}
-      for i, name in ipairs(names) do
-        local a, c = got.cpu[i], got.cuda[i]
-        local scale = a:abs():amax():item() + 1e-6
-        local d = (a - c):abs():amax():item()
-        local tol = dt == "float64" and 1e-9 or 1e-4
-        if not (d <= tol * scale + tol * 0.1) then
-          error(("batch_norm %s %s training=%s: %s differs by %g (scale %g)"):format(
-            table.concat(shape, "x"), dt, tostring(training), name, d, scale), 2)
-        end
-      end
+      expect_same_norm(got.cpu, got.cuda, dt == "float64" and 1e-9 or 1e-4,
+                       ("batch_norm %s %s training=%s, cpu against cuda"):format(table.concat(shape, "x"), dt, tostring(training)))
     end
   end
+end
+
+-- A compiled batch_norm with batch statistics followed by relu is one library call on the CUDA
+-- backend (backends/cuda/cuda_fuse.h: the relu applied as the normalization is stored): no
+-- generated kernel is left in a forward graph, and in training (default and reduce-overhead,
+-- three calls each, so reduce-overhead replays its recording) the output, the input, weight and
+-- bias gradients and the running statistics equal eager's, for a channel split over several
+-- blocks and for one block per channel.
+function T.compiled_batch_norm_relu_is_one_call_and_trains_like_eager()
+  local function step(x, w, b, rm, rv, gout)
+    local y = tc.relu(tc.batch_norm(x, w, b, rm, rv, true, 0.1, 1e-5))
+    local loss = (y * gout):sum()
+    loss:backward()
+    return y
+  end
+  for _, shape in ipairs({{16, 8, 32, 32}, {4, 6, 5, 5}}) do
+    for _, mode in ipairs({"default", "reduce-overhead"}) do
+      tc.compiler.reset()
+      tc.manual_seed(5)
+      local C = shape[2]
+      local x0 = tc.randn(shape, {device = "cuda"}) * 2 + 0.5
+      local w0, b0 = tc.rand(C, {device = "cuda"}) + 0.5, tc.randn(C, {device = "cuda"}) * 0.5
+      local gout = tc.randn(shape, {device = "cuda"})
+      local state = {}
+      for _, how in ipairs({"eager", "compiled"}) do
+        local x, w, b = x0:clone():requires_grad_(), w0:clone():requires_grad_(), b0:clone():requires_grad_()
+        local rm, rv = tc.zeros(C, {device = "cuda"}), tc.ones(C, {device = "cuda"})
+        local f = how == "eager" and step or tc.compile(step, mode == "default" and {} or {mode = mode})
+        local y
+        for _ = 1, 3 do
+          x.grad, w.grad, b.grad = nil, nil, nil
+          y = f(x, w, b, rm, rv, gout)
+        end
+        state[how] = {y, x.grad, w.grad, b.grad, rm, rv}
+      end
+      expect_same_norm(state.eager, state.compiled, 1e-4, ("%s %s, eager against compiled"):format(table.concat(shape, "x"), mode))
+    end
+  end
+  tc.compiler.reset()
+  local x = tc.randn(4, 6, 8, 8, {device = "cuda"})
+  local w, b, rm, rv = tc.ones(6, {device = "cuda"}), tc.zeros(6, {device = "cuda"}), tc.zeros(6, {device = "cuda"}), tc.ones(6, {device = "cuda"})
+  local y = tc.compile(function(t) return tc.relu(tc.batch_norm(t, w, b, rm, rv, true, 0.1, 1e-5)) end)(x)
+  local want = tc.relu(tc.batch_norm(x, w, b, tc.zeros(6, {device = "cuda"}), tc.ones(6, {device = "cuda"}), true, 0.1, 1e-5))
+  assert((y - want):abs():max():item() < 1e-5, "the forward-only graph's output differs from eager")
+  local kernels = tc.compiler.stats().kernels
+  if kernels ~= 0 then error(("batch_norm + relu left %d generated kernels in the forward graph"):format(kernels)) end
 end
 
 function T.attention_block_grads_match_cpu()
