@@ -3,7 +3,8 @@
 // tc.compile(model, {backend = "cuda"}) with every generated program accepted by NVRTC (a
 // codegen or NVRTC failure raises here instead of falling back to eager), and kernel counts: a
 // 10-op pointwise chain is 1 kernel, softmax and layer_norm 1 each, the 64-layer seed model has the
-// distinct kernels of one layer; under mode = "max-autotune" the launch variants compile too and the
+// distinct kernels of one layer, a training BatchNorm + ReLU leaves no relu kernel (forward or
+// backward); under mode = "max-autotune" the launch variants compile too and the
 // choices round-trip through the disk cache. Skips only without NVRTC.
 #include <gtest/gtest.h>
 
@@ -260,6 +261,31 @@ return function(mode)
   return tc.compiler.stats()
 end
 )LUA";
+
+// A training step's BatchNorm + ReLU (cuda_fuse.h): batch_norm with batch statistics -> relu is one
+// library call in the forward graph, relu's derivative -> _batch_norm_backward one in the backward,
+// so the step generates one kernel (the loss's sum of the linear); with either rule broken, a relu
+// kernel (forward) or a mask kernel (backward, mul(g, gt(result, 0)) after the matmul) comes back.
+TEST_F(CudaCodegen, TrainingBatchNormReluLeavesNoReluKernels) {
+  vm::Results r = rt_.run_string(R"LUA(
+    local tc = require "tc"
+    tc.compiler.reset()
+    local C = 8
+    local function cuda(t) return t:to("cuda"):requires_grad_() end
+    local x, W, w, b = cuda(tc.randn(16, C)), cuda(tc.randn(24, C)), cuda(tc.ones(C)), cuda(tc.zeros(C))
+    local rm, rv = tc.zeros(C):to("cuda"), tc.ones(C):to("cuda")
+    local step = tc.compile(function(x, w, b, rm, rv, W)
+      local y = tc.relu(tc.batch_norm(x, w, b, rm, rv, true, 0.1, 1e-5))
+      local loss = tc.linear(y, W):sum()
+      loss:backward()
+      return loss
+    end, {backend = "cuda"})
+    step(x, w, b, rm, rv, W)
+    return tc.compiler.stats()
+  )LUA", "=train_norm_relu");
+  EXPECT_EQ(r[0]["kernels"].integer(), 1);
+  EXPECT_EQ(r[0]["fallback_nodes"].integer(), 0);
+}
 
 TEST_F(CudaCodegen, MaxAutotuneCompilesVariantsAndCachesChoices) {
   char dir[] = "/tmp/tc_autotune_XXXXXX";
