@@ -62,12 +62,18 @@ local mode_key = {["default"] = "default", ["reduce-overhead"] = "ro", ["max-aut
 -- eager, default and reduce-overhead (and `more` modes) per call, and the first call of each
 -- compiled mode; max-autotune also: launches tuned and the tuning's ms in the first call, and a
 -- second first call (the choices then come from the disk cache)
+-- TC_BENCH_MODES="ro" (keys of mode_key and "eager", comma-separated): only those (a short
+-- device call); the peer script reads it too.
+local only = os.getenv("TC_BENCH_MODES")
+local function wanted(key) return not only or ("," .. only .. ","):find("," .. key .. ",", 1, true) ~= nil end
+
 local function three_ways(prefix, model, x, iters, more)
   tc.no_grad(function()
-    say(prefix .. "_eager_ms", median_ms(model, iters, x))
+    if wanted("eager") then say(prefix .. "_eager_ms", median_ms(model, iters, x)) end
     local modes = {"default", "reduce-overhead"}
     for _, m in ipairs(more or {}) do modes[#modes + 1] = m end
     for _, mode in ipairs(modes) do
+      if not wanted(mode_key[mode]) then goto continue end
       local key = prefix .. "_" .. mode_key[mode]
       local cm = tc.compile(model, {backend = backend, mode = mode})
       say(key .. "_first_call_ms", first_call_ms(cm, x))
@@ -79,6 +85,7 @@ local function three_ways(prefix, model, x, iters, more)
         say(key .. "_warm_tuned_cached", tc.compiler.stats().tuned_cached)
       end
       say(key .. "_ms", median_ms(cm, iters, x))
+      ::continue::
     end
     local g = tc.cuda.graph_stats()
     say(prefix .. "_ro_graphs_recorded", g.captures)

@@ -45,9 +45,17 @@ def first_call_ms(f, *args):
     return (time.perf_counter() - t0) * 1e3
 
 
+def wanted(key):  # TC_BENCH_MODES="ro": only those modes (keys, comma-separated), as the Lua side
+    only = os.environ.get("TC_BENCH_MODES")
+    return not only or key in only.split(",")
+
+
 def three_ways(prefix, model, x, iters):
-    say(prefix + "_eager_ms", median_ms(model, iters, x))
+    if wanted("eager"):
+        say(prefix + "_eager_ms", median_ms(model, iters, x))
     for mode, key in (("default", "default"), ("reduce-overhead", "ro")):
+        if not wanted(key):
+            continue
         cm = torch.compile(model, mode=mode)
         say(f"{prefix}_{key}_first_call_ms", first_call_ms(cm, x))
         say(f"{prefix}_{key}_ms", median_ms(cm, iters, x))

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "cuda_fuse.h"
+#include "cuda_layout.h"
 #include "cuda_program.h"
 #include "eager/eager.h"
 #include "lower/lower.h"
@@ -56,6 +57,7 @@ lower::LoweredGraph lower_for_cuda(const capture::Graph& g) {
   lo.externals = false;  // functions kept in the graph are cut out (the partitioner runs them on eager)
   lo.device_checks = true;  // index values checked in the kernels (cuda_program.cpp raise_flagged_index)
   lo.library_externals = true;  // the cuBLASLt calls fuse_library_epilogues makes
+  lo.channels_last_call = cuda::channels_last_calls(g);  // convolutions' layout (cuda_layout.h)
   int fused = 0;
   return lower::lower(cuda::fuse_library_epilogues(g, &fused), lo);
 }

@@ -65,6 +65,35 @@ extern "C" __global__ void tc_cat_norm_relu4(TcPieces ps, const float* __restric
     *(float4*)(out + i) = y;
   }
 }
+// Channels-last pieces and result: element i is pixel i / C, channel i % C (a piece's pixel holds
+// its size[k] channels); 4 channels per thread when every piece has a multiple of 4.
+extern "C" __global__ void tc_cat_norm_relu_nhwc(TcPieces ps, const float* __restrict__ w, const float* __restrict__ b,
+                                                 const float* __restrict__ rm, const float* __restrict__ rv, float eps,
+                                                 float* __restrict__ out, int C, int HW, unsigned total) {
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    int c = i % C;
+    unsigned pix = i / C;
+    int k = tc_piece(ps, c), lc = c - (ps.end[k] - ps.size[k]);
+    out[i] = tc_cat_norm_one(ps.p[k][(long long)pix * ps.size[k] + lc], c, w, b, rm, rv, eps);
+  }
+}
+extern "C" __global__ void tc_cat_norm_relu_nhwc4(TcPieces ps, const float* __restrict__ w, const float* __restrict__ b,
+                                                  const float* __restrict__ rm, const float* __restrict__ rv, float eps,
+                                                  float* __restrict__ out, int C, int HW, unsigned total4) {
+  for (unsigned q = blockIdx.x * blockDim.x + threadIdx.x; q < total4; q += gridDim.x * blockDim.x) {
+    unsigned i = 4 * q;
+    int c = i % C;
+    unsigned pix = i / C;
+    int k = tc_piece(ps, c), lc = c - (ps.end[k] - ps.size[k]);
+    float4 v = *(const float4*)(ps.p[k] + (long long)pix * ps.size[k] + lc);
+    float4 y;
+    y.x = tc_cat_norm_one(v.x, c, w, b, rm, rv, eps);
+    y.y = tc_cat_norm_one(v.y, c + 1, w, b, rm, rv, eps);
+    y.z = tc_cat_norm_one(v.z, c + 2, w, b, rm, rv, eps);
+    y.w = tc_cat_norm_one(v.w, c + 3, w, b, rm, rv, eps);
+    *(float4*)(out + i) = y;
+  }
+}
 )";
 struct Pieces {  // the kernel's TcPieces
   const float* p[kMaxPieces];
@@ -74,19 +103,24 @@ struct Pieces {  // the kernel's TcPieces
 
 bool aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
 
-// The kernel's work on contiguous float32 CUDA tensors of one image size; false: not such a case.
-bool cat_norm_relu_kernel(const std::vector<Tensor>& pieces, const Tensor& w, const Tensor& b, const Tensor& rm,
-                          const Tensor& rv, double eps, const Tensor& out) {
+// The kernel's work on float32 CUDA tensors of one image size, contiguous (or all channels-last
+// with `channels_last`, out too); false: not such a case.
+bool cat_norm_relu_kernel(const std::vector<Tensor>& pieces, const Tensor& w, const Tensor& b,
+                          const Tensor& rm, const Tensor& rv, double eps, const Tensor& out,
+                          bool channels_last) {
   const Tensor& p0 = pieces[0];
   if ((int)pieces.size() > kMaxPieces || p0.dim() != 4 || !p0.device().is_cuda() || out.numel() >= (int64_t(1) << 31))
     return false;
   Pieces ps{};
   int64_t C = 0;
-  bool vec = p0.sizes()[2] * p0.sizes()[3] % 4 == 0 && aligned16(out.data_ptr());
+  bool vec = (channels_last || p0.sizes()[2] * p0.sizes()[3] % 4 == 0) && aligned16(out.data_ptr());
   for (size_t k = 0; k < pieces.size(); k++) {
     const Tensor& t = pieces[k];
-    if (t.dtype() != DType::Float32 || t.dim() != 4 || !t.is_contiguous() || t.device() != p0.device() ||
-        t.sizes()[0] != p0.sizes()[0] || t.sizes()[2] != p0.sizes()[2] || t.sizes()[3] != p0.sizes()[3])
+    const bool laid_out = channels_last ? tc::cuda::is_channels_last(t) : t.is_contiguous();
+    vec = vec && (!channels_last || t.sizes()[1] % 4 == 0);
+    if (t.dtype() != DType::Float32 || t.dim() != 4 || !laid_out || t.device() != p0.device() ||
+        t.sizes()[0] != p0.sizes()[0] || t.sizes()[2] != p0.sizes()[2] ||
+        t.sizes()[3] != p0.sizes()[3])
       return false;
     C += t.sizes()[1];
     ps.p[k] = (const float*)t.data_ptr();
@@ -98,19 +132,23 @@ bool cat_norm_relu_kernel(const std::vector<Tensor>& pieces, const Tensor& w, co
     if (t->dtype() != DType::Float32 || t->dim() != 1 || t->numel() != C || !t->is_contiguous() || t->device() != p0.device())
       return false;
   const int device = p0.device().index;
-  std::vector<CUfunction> f = tc::cuda::kernels(device, "tc_cat_norm_relu", [] { return std::string(kCatNormSource); },
-                                                {"tc_cat_norm_relu", "tc_cat_norm_relu4"});
+  std::vector<CUfunction> f = tc::cuda::kernels(
+      device, "tc_cat_norm_relu", [] { return std::string(kCatNormSource); },
+      {"tc_cat_norm_relu", "tc_cat_norm_relu4", "tc_cat_norm_relu_nhwc", "tc_cat_norm_relu_nhwc4"});
   const void *wp = w.data_ptr(), *bp = b.data_ptr(), *mp = rm.data_ptr(), *vp = rv.data_ptr();
   void* op = out.data_ptr();
   float e = (float)eps;
   int Ci = (int)C, HW = (int)(p0.sizes()[2] * p0.sizes()[3]);
   unsigned total = (unsigned)(out.numel() / (vec ? 4 : 1));
   void* args[] = {&ps, &wp, &bp, &mp, &vp, &e, &op, &Ci, &HW, &total};
-  tc::cuda::launch(device, f[vec ? 1 : 0], tc::cuda::grid_for(total, device), 256, args);
+  tc::cuda::launch(device, f[(channels_last ? 2 : 0) + (vec ? 1 : 0)],
+                   tc::cuda::grid_for(total, device), 256, args);
   return true;
 }
 
 const char* kCatNormPrefix = "cat + batch_norm + relu (one kernel), pieces: ";
+const char* kCatNormLastPrefix = "cat + batch_norm + relu (one kernel, channels-last), pieces: ";
+const char* kConvLastName = "conv2d (cuDNN, channels-last result)";
 
 }  // namespace
 
@@ -157,12 +195,22 @@ std::shared_ptr<const capture::ExternalFn> norm_relu_call() {
   return fn;
 }
 
-std::shared_ptr<const capture::ExternalFn> cat_norm_relu_call(int pieces) {
+std::shared_ptr<const capture::ExternalFn> cat_norm_relu_call(int pieces, bool channels_last) {
   auto fn = std::make_shared<capture::ExternalFn>();
-  fn->name = kCatNormPrefix + std::to_string(pieces);
-  fn->call = [pieces](const Stack& in) {
+  fn->name = (channels_last ? kCatNormLastPrefix : kCatNormPrefix) + std::to_string(pieces);
+  fn->call = [pieces, channels_last](const Stack& in) {
     std::vector<Tensor> ps;
-    for (int k = 0; k < pieces; k++) ps.push_back(in[k].tensor());
+    for (int k = 0; k < pieces; k++) {
+      Tensor t = in[k].tensor();
+      if (channels_last && t.dim() == 4 && t.dtype() == DType::Float32 &&
+          !tc::cuda::is_channels_last(t)) {
+        // the layout's boundary
+        Tensor c = tc::cuda::empty_channels_last(t.sizes(), t.dtype(), t.device());
+        c.copy_from(t);
+        t = c;
+      }
+      ps.push_back(t);
+    }
     const Tensor &w = in[pieces].tensor(), &b = in[pieces + 1].tensor(), &rm = in[pieces + 2].tensor(),
                  &rv = in[pieces + 3].tensor();
     const double eps = in[pieces + 4].to_double();
@@ -170,8 +218,11 @@ std::shared_ptr<const capture::ExternalFn> cat_norm_relu_call(int pieces) {
     int64_t C = 0;
     for (const Tensor& t : ps) C += t.dim() == 4 ? t.sizes()[1] : 0;
     if (p0.dim() == 4) {
-      Tensor out = Tensor::empty({p0.sizes()[0], C, p0.sizes()[2], p0.sizes()[3]}, p0.dtype(), p0.device());
-      if (cat_norm_relu_kernel(ps, w, b, rm, rv, eps, out)) return std::vector<Tensor>{out};
+      const Shape shape{p0.sizes()[0], C, p0.sizes()[2], p0.sizes()[3]};
+      Tensor out = channels_last ? tc::cuda::empty_channels_last(shape, p0.dtype(), p0.device())
+                                 : Tensor::empty(shape, p0.dtype(), p0.device());
+      if (cat_norm_relu_kernel(ps, w, b, rm, rv, eps, out, channels_last))
+        return std::vector<Tensor>{out};
     }
     Tensor x = call1(Op::cat, {Value(TensorList(ps)), (int64_t)2});  // dims are 1-based
     Tensor y = call1(Op::batch_norm, {x, w, b, rm, rv, false, 0.1, eps});
@@ -221,13 +272,26 @@ std::shared_ptr<const capture::ExternalFn> attention_merged_heads_call() {
   return fn;
 }
 
+std::shared_ptr<const capture::ExternalFn> conv2d_channels_last_call() {
+  auto fn = std::make_shared<capture::ExternalFn>();
+  fn->name = kConvLastName;
+  fn->call = [](const Stack& in) {
+    return std::vector<Tensor>{tc::cuda::conv2d_channels_last(in)};
+  };
+  return fn;
+}
+
 std::shared_ptr<const capture::ExternalFn> library_call(const std::string& name) {
   if (name == attention_merged_heads_call()->name) return attention_merged_heads_call();
   if (name == norm_relu_call()->name) return norm_relu_call();
   if (name == relu_norm_backward_call()->name) return relu_norm_backward_call();
-  if (name.rfind(kCatNormPrefix, 0) == 0) {
-    const int pieces = std::atoi(name.c_str() + std::strlen(kCatNormPrefix));
-    if (pieces >= 1 && cat_norm_relu_call(pieces)->name == name) return cat_norm_relu_call(pieces);
+  if (name == kConvLastName) return conv2d_channels_last_call();
+  for (bool last : {false, true}) {
+    const char* prefix = last ? kCatNormLastPrefix : kCatNormPrefix;
+    if (name.rfind(prefix, 0) != 0) continue;
+    const int pieces = std::atoi(name.c_str() + std::strlen(prefix));
+    if (pieces >= 1 && cat_norm_relu_call(pieces, last)->name == name)
+      return cat_norm_relu_call(pieces, last);
   }
   for (Act act : {Act::None, Act::Relu, Act::GeluTanh})
     for (bool bias : {false, true})

@@ -29,7 +29,14 @@ std::shared_ptr<const capture::ExternalFn> attention_merged_heads_call();
 // float32 [N, C_k, H, W] pieces as one kernel that reads the pieces where they are (DenseNet's
 // layers, whose concatenation has no other reader); its arguments are the pieces, weight, bias,
 // running mean, running variance, eps. Other dtypes or layouts run the eager ops.
-std::shared_ptr<const capture::ExternalFn> cat_norm_relu_call(int pieces);
+// `channels_last`: the result is channels-last, and so are the pieces the kernel reads (others
+// are copied into that layout first): cuda_layout.h.
+std::shared_ptr<const capture::ExternalFn> cat_norm_relu_call(int pieces,
+                                                              bool channels_last = false);
+
+// conv2d(input, weight, bias, stride, padding, dilation, groups) writing a channels-last result
+// (tc::cuda::conv2d_channels_last: cuDNN reading a channels-last input): cuda_layout.h.
+std::shared_ptr<const capture::ExternalFn> conv2d_channels_last_call();
 
 // batch_norm(x, weight, bias, running_mean, running_var, training = true, momentum, eps,
 // num_batches_tracked) -> relu as one kernel (tc::cuda::batch_norm_train with relu): the batch

@@ -62,18 +62,33 @@ Tensor view_of(const Place& p, DType dtype, const BufferView& v, const std::vect
 
 namespace {
 
+// Whether `t`'s elements fill numel() consecutive elements from its offset (in any dim order).
+bool dense(const Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of dims of size > 1
+  for (int64_t d = 0; d < t.dim(); d++)
+    if (t.size(d) != 1) dims.push_back({t.strides()[d], t.size(d)});
+  std::sort(dims.begin(), dims.end());
+  int64_t expect = 1;
+  for (auto [stride, size] : dims) {
+    if (stride != expect) return false;
+    expect *= size;
+  }
+  return true;
+}
+
 // Whether an extern's result `t` can stand for the whole buffer that view `v` writes: a Temp or
-// Output buffer written entirely, contiguously, in its dtype.
+// Output buffer written entirely in its dtype, with the view's strides (contiguous, or the
+// channels-last layout of LowerOptions::channels_last_call), densely.
 bool rebindable(const LoweredGraph& g, const BufferView& v, const Tensor& t, const std::vector<int64_t>& syms) {
   const Buffer& b = g.buffers[v.buffer];
-  if (b.kind == Buffer::Kind::Input || t.dtype() != b.dtype || !t.is_contiguous() || v.offset.eval(syms) != 0)
+  if (b.kind == Buffer::Kind::Input || t.dtype() != b.dtype || !dense(t) ||
+      v.offset.eval(syms) != 0)
     return false;
   if (t.numel() != b.numel.eval(syms) || (int64_t)v.sizes.size() != t.dim()) return false;
-  int64_t stride = 1;
-  for (size_t d = v.sizes.size(); d-- > 0;) {
+  for (size_t d = 0; d < v.sizes.size(); d++) {
     const int64_t n = v.sizes[d].eval(syms);
-    if (n != t.size((int64_t)d) || (n > 1 && v.strides[d].eval(syms) != stride)) return false;
-    stride *= n;
+    if (n != t.size((int64_t)d) || (n > 1 && v.strides[d].eval(syms) != t.strides()[d]))
+      return false;
   }
   return t.storage() != nullptr;
 }

@@ -9,6 +9,8 @@
 // memory plan (plan_memory.cpp). A graph lowering cannot handle raises tc::Error
 // (NotImplementedError) naming the op; callers then run that graph on the eager backend.
 #pragma once
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "loop_ir.h"
@@ -34,6 +36,16 @@ struct LowerOptions {
   int realize_loads = 2;    // ... or reads more buffers than this (norm internals excepted)
   // The device the graph's tensors are on (the runner's): tensors elsewhere are refused.
   DeviceType device = DeviceType::CPU;
+  // Channels-last layout (the CUDA backend's, backends/cuda/cuda_layout.h): for an extern node
+  // (a convolution, a library call) and whether a tensor it reads is channels-last, the runner's
+  // call that writes its 4-D result channels-last (NHWC: logical [N, C, H, W], strides
+  // [H*W*C, 1, W*C, C]) instead, or null to keep the node's own call. Values computed from
+  // channels-last buffers (batch_norm, relu, residual adds, pools) are then stored channels-last
+  // too, by kernels iterating in that memory order (N, H, W, C), so the layout stays NHWC from one
+  // convolution to the next; graph outputs stay contiguous.
+  std::function<std::shared_ptr<const capture::ExternalFn>(const capture::Node&,
+                                                           bool reads_channels_last)>
+      channels_last_call;
 };
 
 LoweredGraph lower(const capture::Graph& g, const LowerOptions& o = {});

@@ -90,6 +90,7 @@ class KernelBuilder {
   std::map<std::pair<int, std::vector<Val>>, std::pair<Val, Val>> memo;
   std::vector<int> source_nodes;
   std::vector<int> roots;  // the values this kernel stores
+  bool channels_last = false;  // outer dims in the order N, H, W, C of a 4-D value (root_kernel)
   bool is_root(int id) const { return std::find(roots.begin(), roots.end(), id) != roots.end(); }
 
   // The kernel, with the graph buffer per buffer parameter and the size per size parameter.
@@ -146,7 +147,16 @@ struct LV {
   bool blas_order = false;  // a tiny matmul's Sum of products: Reduction::ordered_fma
   int memo_id = -1;  // reductions sharing one loop (max_dim's values and indices) share it
   int node = -1;     // the graph node (sources)
+  // Read from a channels-last buffer (LowerOptions::channels_last_call; through lazy values and
+  // reductions): a 4-D value is stored channels-last (realize_all).
+  bool channels_last = false;
 };
+
+// Whether a 4-D view's strides are channels-last (NHWC) and dense, its channels and its image
+// both more than one element (else the layouts are the same).
+bool nhwc_strides(const std::vector<SymInt>& shape, const std::vector<SymInt>& strides);
+// The strides of a dense channels-last layout of a 4-D shape.
+std::vector<SymInt> nhwc_layout(const std::vector<SymInt>& shape);
 
 // Whether node n is a matmul small enough (every dim <= opt.tiny_matmul) to generate.
 bool tiny_matmul(const capture::Graph& g, int n, const LowerOptions& opt);
@@ -197,7 +207,8 @@ class Lowering {
   void before_write(int buffer);
   int store_into(int n, int view, int src);  // an in-place write kernel (copy_, fill_)
   int find_row_reduction(int id);
-  KernelBuilder root_kernel(int id, Idx* idx);
+  KernelBuilder root_kernel(int id, Idx* idx, bool channels_last);
+  bool stores_channels_last(int id);
   std::vector<int> loop_dims_of(int id);
   bool fuses_alone(int id);
   bool fuses_in(KernelBuilder& kb, int id, const Idx& idx, bool shallow);

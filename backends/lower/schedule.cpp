@@ -45,6 +45,18 @@ bool is_contiguous(const SymMeta& m) {
 
 }  // namespace
 
+std::vector<SymInt> nhwc_layout(const std::vector<SymInt>& s) {
+  return {s[1] * s[2] * s[3], SymInt::of(1), s[3] * s[1], s[1]};
+}
+
+bool nhwc_strides(const std::vector<SymInt>& shape, const std::vector<SymInt>& strides) {
+  if (shape.size() != 4 || is_one(shape[1]) || (is_one(shape[2]) && is_one(shape[3]))) return false;
+  const std::vector<SymInt> want = nhwc_layout(shape);
+  for (int d = 0; d < 4; d++)
+    if (!is_one(shape[d]) && !(strides[d] == want[d])) return false;
+  return true;
+}
+
 Lowering::Lowering(const capture::Graph& before, const capture::Graph& graph, const Shapes& s,
                    const LowerOptions& o, LoweredGraph& out, const std::vector<int>& from)
     : g(graph), shapes(s), opt(o), lg(out), captured(before), origin(from) {}
@@ -59,6 +71,11 @@ int Lowering::add(LV v) {
     }
     v.cost = int(std::min<int64_t>(c, 1 << 20));
     v.loads = int(std::min<int64_t>(l, 1 << 20));
+  }
+  if (opt.channels_last_call) {
+    if (v.kind == LV::Kind::Buffer) v.channels_last = nhwc_strides(v.shape, v.strides);
+    if (v.kind == LV::Kind::Reduce) v.channels_last = lvs_[v.input].channels_last;
+    for (int d : v.deps) v.channels_last = v.channels_last || lvs_[d].channels_last;
   }
   lvs_.push_back(std::move(v));
   return int(lvs_.size()) - 1;
@@ -138,8 +155,11 @@ Val Lowering::emit(KernelBuilder& kb, int id, const Idx& idx) {
   Idx rows;
   for (size_t k = 0; k < kept.size(); k++)
     if (!is_one(kept_sizes[k])) rows.push_back(kept[k]);
+  // (a channels-last kernel's outer dims are N, H, W, C: the rows N, C, H, W in another order)
   bool fusable = int(rows.size()) == kb.num_outer();
-  for (size_t k = 0; fusable && k < rows.size(); k++) fusable = rows[k] == kb.outer(int(k));
+  for (int k = 0; fusable && k < kb.num_outer(); k++)
+    fusable = kb.channels_last ? std::find(rows.begin(), rows.end(), kb.outer(k)) != rows.end()
+                               : rows[k] == kb.outer(k);
   if (!fusable) {
     if (dry_) throw NotFusable{};
     hint(v.node, "reduction stored by a kernel of its own: its rows do not line up with the kernel reading it");
@@ -327,13 +347,27 @@ std::vector<int> Lowering::loop_dims_of(int id) {
   return loop_dims;
 }
 
-KernelBuilder Lowering::root_kernel(int id, Idx* idx) {
+// Whether value `id`, when stored, is stored channels-last: it reads a channels-last buffer, is
+// 4-D with more than one channel and pixel, and its kernel has no row loops.
+bool Lowering::stores_channels_last(int id) {
+  const LV& v = lvs_[id];
+  return opt.channels_last_call && v.channels_last && v.kind != LV::Kind::Buffer &&
+         v.shape.size() == 4 && !is_one(v.shape[1]) &&
+         !(is_one(v.shape[2]) && is_one(v.shape[3])) && loop_dims_of(id).empty();
+}
+
+// `channels_last`: the outer dims in memory order N, H, W, C (stores_channels_last), so that
+// neighbouring threads write neighbouring channels.
+KernelBuilder Lowering::root_kernel(int id, Idx* idx, bool channels_last) {
   if (std::vector<SymInt> rows = two_level_rows(id); !rows.empty()) return two_level_kernel(id, rows, idx);
   const std::vector<SymInt>& shape = lvs_[id].shape;
   std::vector<int> loop_dims = loop_dims_of(id);
   std::vector<SymInt> outer, loop;
   std::vector<int> where(shape.size(), -1);  // >= 0: outer dim; <= -2: loop dim
-  for (int d = 0; d < int(shape.size()); d++) {
+  std::vector<int> order;
+  for (int d = 0; d < int(shape.size()); d++) order.push_back(d);
+  if (channels_last) order = {0, 2, 3, 1};
+  for (int d : order) {
     if (is_one(shape[d])) continue;
     if (std::find(loop_dims.begin(), loop_dims.end(), d) != loop_dims.end()) {
       where[d] = -2 - int(loop.size());
@@ -345,6 +379,7 @@ KernelBuilder Lowering::root_kernel(int id, Idx* idx) {
   }
   KernelBuilder kb(lg, outer);
   kb.roots = {id};
+  kb.channels_last = channels_last;
   if (!loop.empty()) kb.open_loop(loop);
   idx->resize(shape.size());
   for (int d = 0; d < int(shape.size()); d++)
@@ -355,7 +390,7 @@ KernelBuilder Lowering::root_kernel(int id, Idx* idx) {
 // Whether every reduction value `id` reads fuses into the kernel that would store it.
 bool Lowering::fuses_alone(int id) {
   Idx idx;
-  KernelBuilder kb = root_kernel(id, &idx);
+  KernelBuilder kb = root_kernel(id, &idx, stores_channels_last(id));
   return fuses_in(kb, id, idx, true);
 }
 
@@ -434,9 +469,10 @@ void Lowering::realize_all(const std::vector<int>& ids, bool as_output) {
   if (lvs_[ids[0]].kind == LV::Kind::Buffer && ids.size() == 1) return;
   const std::vector<SymInt> shape = lvs_[ids[0]].shape;
   Idx idx;
-  KernelBuilder kb = root_kernel(ids[0], &idx);
+  const bool channels_last = !as_output && stores_channels_last(ids[0]);
+  KernelBuilder kb = root_kernel(ids[0], &idx, channels_last);
   kb.roots = ids;
-  const std::vector<SymInt> st = contiguous(shape);
+  const std::vector<SymInt> st = channels_last ? nhwc_layout(shape) : contiguous(shape);
   std::vector<std::pair<int, int>> stored;  // (value, buffer)
   for (int id : ids) {
     if (lvs_[id].kind == LV::Kind::Buffer) continue;  // stored meanwhile (or twice in `ids`)
@@ -460,7 +496,8 @@ void Lowering::realize_all(const std::vector<int>& ids, bool as_output) {
     out.strides = st;
     out.fake = nullptr;
     out.fn = nullptr;
-    if (out.node >= 0)
+    out.channels_last = channels_last;
+    if (out.node >= 0 && !channels_last)
       for (const SymMeta& m : shapes.of_node[out.node])
         if (m.sizes == shape && m.dtype == out.dtype && is_contiguous(m)) out.fake = &m;
   }
@@ -612,6 +649,7 @@ std::vector<int> Lowering::add_extern(int n, bool fallback) {
   e.node = origin[n];
   e.fallback = fallback;
   if (node.kind == capture::NodeKind::External) e.external = node.ext;
+  bool reads_channels_last = false;
   auto value = [&](capture::Ref r) { return value_of_.at({r.node, r.elem >= 0 ? r.elem : r.out}); };
   for (size_t i = 0; i < node.args.size(); i++) {
     const capture::NodeArg& a = node.args[i];
@@ -626,8 +664,17 @@ std::vector<int> Lowering::add_extern(int n, bool fallback) {
       if (node.kind == capture::NodeKind::Op && schema(node.op).args[i].mutated) before_write(lvs_[id].buffer);
       const LV& v = lvs_[id];
       e.inputs.push_back({v.buffer, v.offset, v.shape, v.strides});
+      reads_channels_last = reads_channels_last || v.channels_last;
     }
     e.arg_kinds.push_back(a.kind == capture::NodeArg::Kind::Ref ? Extern::kTensorArg : int(a.refs.size()));
+  }
+  // A call writing its result channels-last instead (LowerOptions::channels_last_call).
+  std::shared_ptr<const capture::ExternalFn> nhwc_call;
+  if (opt.channels_last_call && shapes.of_node[n].size() == 1 &&
+      shapes.of_node[n][0].sizes.size() == 4 &&
+      (nhwc_call = opt.channels_last_call(node, reads_channels_last))) {
+    e.external = nhwc_call;
+    e.fallback = false;
   }
   // Outputs that view an input (in-place ops return their `self`) are that input's view.
   Metas metas;
@@ -665,8 +712,9 @@ std::vector<int> Lowering::add_extern(int n, bool fallback) {
     v.node = n;
     v.buffer = buffer_of(m.dtype, numel(m.sizes), Buffer::Kind::Temp);
     v.offset = SymInt::of(0);
-    v.strides = contiguous(m.sizes);
-    if (is_contiguous(m)) v.fake = &m;
+    // (channels-last from such a call: the graph's metas, and so views of it, are contiguous)
+    v.strides = nhwc_call ? nhwc_layout(m.sizes) : contiguous(m.sizes);
+    if (!nhwc_call && is_contiguous(m)) v.fake = &m;
     BufferView out{v.buffer, v.offset, v.shape, v.strides};
     (k == 0 ? e.output : e.more_outputs.emplace_back()) = out;
     ids.push_back(add(std::move(v)));

@@ -12,7 +12,10 @@
 // configurations, the first few that finalize into execution plans (engines that compile at run
 // time left out) are timed once in device time (TC_CUDNN_BENCHMARK=0: the heuristics' first) and
 // the fastest plan is cached for the process; TC_CUDNN_LAYOUT=any or nhwc adds channels-last
-// plans for forward convolutions (make_plan says why that is not the default).
+// plans for forward convolutions (make_plan says why that is not the default). A channels-last
+// problem (ConvProblem::channels_last: the CUDA backend's layout, backends/cuda/cuda_layout.h)
+// reads x and writes y channels-last where they are, with the filter as it is or copied
+// channels-last per call, whichever is faster.
 // A call then only fills a variant pack (the three data pointers and a workspace from tc's
 // caching allocator) and runs cudnnBackendExecute. float32 may use TF32 only when tc's float32
 // matmul precision allows it (engines with the tensor-core note are skipped otherwise, and
@@ -287,12 +290,15 @@ Desc tensor_desc(Setter& set, Owned& t, int64_t uid, int dtype, int64_t align, s
 
 // One cached problem: the execution plan (null: cuDNN has no engine for it, the fallback runs
 // without asking again), its workspace and cuDNN's global index of the engine that runs it.
-// nhwc: the plan convolves channels-last copies of x and w into a channels-last y, which the
-// call copies back (forward convolutions only; chosen only where that is faster in all).
+// nhwc: the plan convolves channels-last x into channels-last y; for an NCHW problem the call
+// copies x into that layout and y back (forward convolutions only; chosen only where that is
+// faster in all), a channels-last problem (ConvProblem::channels_last) is given them so.
+// w_nhwc: the plan's filter is channels-last (O, KH, KW, C/G), a copy the call makes of w unless
+// KH = KW = 1 (the same bytes); else it reads w as it is (O, C/G, KH, KW).
 struct Plan {
   Desc plan = nullptr;
   int64_t ws = 0, engine = -1;
-  bool nhwc = false;
+  bool nhwc = false, w_nhwc = false;
   int rank = 0;  // heuristics mode * 1000 + its place among that mode's candidates (TC_CUDNN_STATS=2)
   // Variant packs of recent calls by their pointers (x, w, y, workspace): in steady state the
   // caching allocator often hands a call the blocks it had the iteration before, and then the
@@ -310,7 +316,7 @@ void destroy(Plan& pl) {
   if (pl.plan) lib().DestroyDescriptor(pl.plan);
   pl = Plan{};
 }
-using Key = std::array<int64_t, 23>;
+using Key = std::array<int64_t, 24>;
 std::map<Key, Plan>& plans() {
   static auto* m = new std::map<Key, Plan>;
   return *m;
@@ -318,7 +324,8 @@ std::map<Key, Plan>& plans() {
 
 // The operation graph of problem p: x -> y (forward), dy = x -> dx = y (transposed), or x and
 // dy = y -> dw = w (weight gradient).
-Desc op_graph(const ConvProblem& p, Handle h, int64_t align, bool nhwc, Owned keep[5]) {
+Desc op_graph(const ConvProblem& p, Handle h, int64_t align, bool nhwc, bool w_nhwc,
+              Owned keep[5]) {
   Setter set;
   int dt = cudnn_dtype(p.dt);
   int compute = p.dt == DType::Float64 ? kDouble : kFloat;
@@ -328,7 +335,8 @@ Desc op_graph(const ConvProblem& p, Handle h, int64_t align, bool nhwc, Owned ke
   // channel counts of x and the filter.
   Desc x = tensor_desc(set, keep[0], kUidX, dt, align, {p.N, p.C, p.H, p.W}, nhwc);
   Desc w = tensor_desc(set, keep[1], kUidW, dt, align,
-                       {p.transposed ? p.C : p.O, p.transposed ? p.O / p.G : p.C / p.G, p.KH, p.KW}, nhwc);
+                       {p.transposed ? p.C : p.O, p.transposed ? p.O / p.G : p.C / p.G, p.KH, p.KW},
+                       w_nhwc);
   Desc y = tensor_desc(set, keep[2], kUidY, dt, align, {p.N, p.O, p.OH, p.OW}, nhwc);
   Desc conv = keep[3].d;
   int64_t dims = 2;
@@ -465,7 +473,8 @@ Desc variant_pack(Plan& pl, void* const ptrs[4], bool counted) {
   return slot.d;
 }
 
-// The operands of one call: x, w, y of problem p, contiguous (NCHW).
+// The operands of one call: x, w, y of problem p, contiguous (NCHW), or x and y channels-last
+// (p.channels_last).
 struct Operands {
   const ConvProblem& p;
   const Tensor &x, &w, &y;
@@ -493,22 +502,29 @@ Status execute(Handle h, Plan& pl, const Operands& o, int device, bool counted =
   Tensor xl, wl, yl;  // the channels-last copies (freed stream-ordered, after this call's work)
   void* const* ptrs = o.ptrs;
   void* cl_ptrs[3];
-  if (pl.nhwc) {
-    const ConvProblem& p = o.p;
+  const ConvProblem& p = o.p;
+  const bool copy_xy = pl.nhwc && !p.channels_last;
+  if (copy_xy || (pl.w_nhwc && p.KH * p.KW > 1)) {
+    std::copy(o.ptrs, o.ptrs + 3, cl_ptrs);
+    ptrs = cl_ptrs;
+  }
+  if (copy_xy) {
     xl = channels_last(p.N, p.C, p.H, p.W, o.x);
-    wl = channels_last(p.O, p.C / p.G, p.KH, p.KW, o.w);
     yl = channels_last(p.N, p.O, p.OH, p.OW, o.y);
     copy_layout(xl, o.x);
+    cl_ptrs[0] = xl.data_ptr(), cl_ptrs[2] = yl.data_ptr();
+  }
+  if (pl.w_nhwc && p.KH * p.KW > 1) {
+    wl = channels_last(p.O, p.C / p.G, p.KH, p.KW, o.w);
     copy_layout(wl, o.w);
-    cl_ptrs[0] = xl.data_ptr(), cl_ptrs[1] = wl.data_ptr(), cl_ptrs[2] = yl.data_ptr();
-    ptrs = cl_ptrs;
+    cl_ptrs[1] = wl.data_ptr();
   }
   void* all[4] = {ptrs[0], ptrs[1], ptrs[2], pl.ws ? raw_alloc((size_t)pl.ws, device) : nullptr};
   Desc pack = variant_pack(pl, all, counted);
   Clock::time_point t1 = Clock::now();
   Status st = pack ? lib().Execute(h, pl.plan, pack) : 3000;  // CUDNN_STATUS_NOT_SUPPORTED
   raw_free(all[3], device);  // stream-ordered: the next user of the block runs after this convolution
-  if (pl.nhwc && st == 0) copy_layout(o.y, yl);
+  if (copy_xy && st == 0) copy_layout(o.y, yl);
   if (stats().on && counted) {
     stats().pack_us += std::chrono::duration<double, std::micro>(t1 - t0).count();
     stats().cudnn_us += us_since(t1);
@@ -584,8 +600,8 @@ int forced_layout() {
 // the fallback list if none of those qualifies.
 // TC_CUDNN_STATS=2 takes the configurations of both modes (up to 40); *rtc gets the place and
 // engine of those left out because they compile at run time.
-void add_candidates(Desc graph, Handle h, const ConvProblem& p, bool tf32, bool nhwc, int want, std::vector<Plan>* found,
-                    std::string* rtc) {
+void add_candidates(Desc graph, Handle h, const ConvProblem& p, bool tf32, bool nhwc, bool w_nhwc,
+                    int want, std::vector<Plan>* found, std::string* rtc) {
   Cudnn& c = lib();
   int added = 0;
   for (int mode : {kHeurModeA, kHeurModeFallback}) {
@@ -595,6 +611,7 @@ void add_candidates(Desc graph, Handle h, const ConvProblem& p, bool tf32, bool 
       Desc cfg = cfgs[k];
       Plan pl;
       pl.nhwc = nhwc;
+      pl.w_nhwc = w_nhwc;
       pl.rank = mode * 1000 + (int)(found->size() - before);
       bool runtime_compiled = false;
       bool ok = added < want && candidate(cfg, p.dt, tf32, &pl.engine, &runtime_compiled);
@@ -639,14 +656,26 @@ Plan make_plan(int device, const ConvProblem& p, int64_t align, bool tf32, int l
   const bool timed = benchmark() && !capturing();
   const bool forward = !p.transposed && !p.wgrad && p.dt != DType::Float64;
   std::vector<Plan> found;
+  // (x/y channels-last, filter channels-last) in order of preference: a channels-last problem's
+  // filter either way (cuDNN's fast engines may want it channels-last; the call then copies it),
+  // half the candidates each
+  using Layouts = std::pair<bool, bool>;
+  const std::vector<Layouts> tries = p.channels_last
+                                         ? std::vector<Layouts>{{true, true}, {true, false}}
+                                         : std::vector<Layouts>{{false, false}, {true, true}};
   std::string rtc;
-  for (bool nhwc : {false, true}) {
-    if (nhwc ? !forward || layout == 1 || (!timed && layout != 2) : layout == 2 && forward) continue;
+  for (auto [nhwc, w_nhwc] : tries) {
+    if (!p.channels_last &&
+        (nhwc ? !forward || layout == 1 || (!timed && layout != 2) : layout == 2 && forward))
+      continue;
     Owned keep[5] = {Owned(kTensorDesc), Owned(kTensorDesc), Owned(kTensorDesc), Owned(kConvolutionDesc),
                      Owned(kOpGraphDesc)};
-    Desc graph = op_graph(p, h, align, nhwc, keep);
-    int want = !timed ? 1 : stats().level >= 2 ? 40 : kTimedCandidates;
-    if (graph) add_candidates(graph, h, p, tf32, nhwc, want, &found, &rtc);
+    Desc graph = op_graph(p, h, align, nhwc, w_nhwc, keep);
+    const int want = !timed                 ? 1
+                     : stats().level >= 2   ? 40
+                     : p.channels_last      ? kTimedCandidates / 2
+                                            : kTimedCandidates;
+    if (graph) add_candidates(graph, h, p, tf32, nhwc, w_nhwc, want, &found, &rtc);
     if (!timed && !found.empty()) break;
   }
   if (found.empty()) return best;
@@ -655,13 +684,13 @@ Plan make_plan(int device, const ConvProblem& p, int64_t align, bool tf32, int l
   size_t pick = 0;
   for (size_t i = 1; i < found.size(); i++)
     if (us[i] < us[pick]) pick = i;
-  if (!found[0].nhwc && us[0] <= 1.05 * us[pick]) pick = 0;
+  if ((!found[0].nhwc || p.channels_last) && us[0] <= 1.05 * us[pick]) pick = 0;
   if (stats().level >= 2) {
     // the pick among the candidates the default (level 0/1) times, and the best of all
     size_t pick8 = 0;
     for (size_t i = 1; i < found.size() && found[i].rank < kHeurModeA * 1000 + kTimedCandidates; i++)
       if (us[i] < us[pick8]) pick8 = i;
-    if (us[0] <= 1.05 * us[pick8]) pick8 = 0;
+    if ((!found[0].nhwc || p.channels_last) && us[0] <= 1.05 * us[pick8]) pick8 = 0;
     std::fprintf(stderr, "cudnn plan %s N%lld C%lld %lldx%lld O%lld k%lldx%lld s%lld p%lld g%lld: default e%lld %.1f us, best e%lld %.1f us (rank %d); first-8 us:",
                  p.wgrad ? "wgrad" : p.transposed ? "dgrad" : "fwd", (long long)p.N, (long long)p.C, (long long)p.H, (long long)p.W,
                  (long long)p.O, (long long)p.KH, (long long)p.KW, (long long)p.sh, (long long)p.ph, (long long)p.G,
@@ -685,11 +714,12 @@ int64_t alignment(void* const ptrs[3]) {
   return (int64_t)(bits & -bits);
 }
 
-// y (N, O, L) += bias (O), broadcast over samples and the image.
+// y (N, O, L) += bias (O), broadcast over samples and the image (y NCHW or channels-last).
 void add_bias(const ConvProblem& p, const Tensor& y, const Tensor& bias) {
   int64_t L = p.OH * p.OW;
   Shape sz{p.N, p.O, L};
-  Tensor y3 = y.as_strided(sz, {p.O * L, L, 1}, y.offset());
+  Tensor y3 =
+      y.as_strided(sz, p.channels_last ? Shape{p.O * L, 1, p.O} : Shape{p.O * L, L, 1}, y.offset());
   Tensor b3 = bias.as_strided(sz, {0, bias.strides()[0], 0}, bias.offset());
   EwSpec s{"conv_bias", {{EwIn::Ptr, p.dt, mtype(p.dt)}, {EwIn::Ptr, p.dt, mtype(p.dt)}}, p.dt, {}, "a0 + a1"};
   run_elementwise(s, y3, {y3, b3}, {});
@@ -723,8 +753,9 @@ bool cudnn_conv(const ConvProblem& p, const Tensor& x, const Tensor& w, const Te
   int64_t align = alignment(ptrs);
   std::lock_guard<std::mutex> lock(mu());
   const int layout = forced_layout();
-  Key key{device, p.transposed, (int64_t)p.dt, tf32, align, p.N, p.C, p.H, p.W, p.O, p.KH,
-          p.KW,   p.G,          p.sh,          p.sw, p.ph,  p.pw, p.dh, p.dw, p.OH, p.OW, p.wgrad, layout};
+  Key key{device, p.transposed, (int64_t)p.dt, tf32, align, p.N,     p.C,    p.H,
+          p.W,    p.O,          p.KH,          p.KW, p.G,   p.sh,    p.sw,   p.ph,
+          p.pw,   p.dh,         p.dw,          p.OH, p.OW,  p.wgrad, layout, p.channels_last};
   const Operands o{p, x, w, y, {ptrs[0], ptrs[1], ptrs[2]}};
   auto it = plans().find(key);
   if (it == plans().end()) {

@@ -492,13 +492,10 @@ void conv_fallback(const ConvGeo& g, bool tr, DType dt, DType ct, const Tensor& 
   if (!y.same(out)) copy_strided(out, y);
 }
 
-
-bool conv(Op op, const Stack& a, const Metas& m, Stack* result) {
+// The geometry of convolution `op` with arguments `a` and result meta `m`.
+ConvGeo conv_geometry(Op op, const Stack& a, const Metas& m) {
   const Tensor& x0 = a[0].tensor();
   const Tensor& w0 = a[1].tensor();
-  DType dt = m[0].dtype;
-  if (!is_floating(dt)) return false;
-  DType ct = dt == DType::Float16 || dt == DType::BFloat16 ? DType::Float32 : dt;
   bool tr = op == Op::conv_transpose2d, one = op == Op::conv1d;
   const char* name = op_name(op);
   int64_t sd = one ? 1 : 2;
@@ -534,6 +531,17 @@ bool conv(Op op, const Stack& a, const Metas& m, Stack* result) {
     g.ph = one ? 0 : pad[0];
     g.pw = pad.back();
   }
+  return g;
+}
+
+bool conv(Op op, const Stack& a, const Metas& m, Stack* result) {
+  const Tensor& x0 = a[0].tensor();
+  const Tensor& w0 = a[1].tensor();
+  DType dt = m[0].dtype;
+  if (!is_floating(dt)) return false;
+  DType ct = dt == DType::Float16 || dt == DType::BFloat16 ? DType::Float32 : dt;
+  bool tr = op == Op::conv_transpose2d;
+  const ConvGeo g = conv_geometry(op, a, m);
   Tensor out = empty_from_meta(m[0]);
   *result = {Value(out)};
   if (out.numel() == 0) {
@@ -654,6 +662,45 @@ bool pool(Op op, const Stack& a, const Metas& m, Stack* result) {
 }
 
 }  // namespace
+
+bool is_channels_last(const Tensor& t) {
+  if (t.dim() != 4) return false;
+  const Shape& s = t.sizes();
+  const int64_t want[4] = {s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]};
+  for (int d = 0; d < 4; d++)
+    if (s[d] != 1 && t.strides()[d] != want[d]) return false;
+  return true;
+}
+
+Tensor empty_channels_last(const Shape& s, DType dt, Device device) {
+  Tensor t = Tensor::empty({s[0], s[2], s[3], s[1]}, dt, device);
+  return t.as_strided(s, {s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]}, t.offset());
+}
+
+Tensor conv2d_channels_last(const Stack& a) {
+  const Metas m = infer_meta(Op::conv2d, a);
+  const Tensor& x0 = a[0].tensor();
+  const DType dt = m[0].dtype;
+  Tensor out = empty_channels_last(m[0].sizes, dt, x0.device());
+  if (out.numel() == 0) return out;
+  const ConvGeo g = conv_geometry(Op::conv2d, a, m);
+  if (x0.dim() == 4 && x0.dtype() == dt && a[1].tensor().dtype() == dt) {
+    Tensor x = x0;
+    if (!is_channels_last(
+            x)) {  // a graph input, or a value stored contiguous: the layout's boundary
+      x = empty_channels_last(x0.sizes(), dt, x0.device());
+      x.copy_from(x0);
+    }
+    ConvProblem p{false, dt,   g.N,  g.C,  g.H,  g.W,  g.O,  g.KH, g.KW,
+                  g.G,   g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.OH, g.OW};
+    p.channels_last = true;
+    const Tensor& b0 = a[2].is_none() ? Tensor() : a[2].tensor();
+    Tensor b = b0.defined() ? contiguous_as(b0, dt) : Tensor();
+    if (cudnn_conv(p, x, contiguous_as(a[1].tensor(), dt), b, out)) return out;
+  }
+  out.copy_from(call1(Op::conv2d, a));  // cuDNN declined: the NCHW convolution, copied
+  return out;
+}
 
 bool conv_pool(Op op, const Stack& a, const Metas& m, Stack* result) {
   switch (op) {

@@ -180,11 +180,24 @@ struct ConvProblem {
   DType dt = DType::Float32;
   int64_t N, C, H, W, O, KH, KW, G, sh, sw, ph, pw, dh, dw, OH, OW;
   bool wgrad = false;
+  // Forward only: x and y channels-last (NHWC strides, is_channels_last), the weight contiguous
+  // (O, C/G, KH, KW); no layout copies of x or y.
+  bool channels_last = false;
 };
 // cuDNN convolution (stdlib/cuda/cudnn.cpp) of contiguous x, w, y of dtype p.dt, bias (O) or an
 // undefined tensor; for p.wgrad, w is written from x and y (dy), and bias is undefined. False (nothing written) when cuDNN is absent, disabled (TC_CUDNN_DISABLE=1)
 // or rejects the problem: the caller then runs its own path.
 bool cudnn_conv(const ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
+// Whether a 4-D tensor's strides are channels-last (NHWC) and dense: [H*W*C, 1, W*C, C] (dims of
+// size 1 any).
+bool is_channels_last(const Tensor& t);
+// An uninitialized tensor of sizes s (N, C, H, W) laid out channels-last.
+Tensor empty_channels_last(const Shape& s, DType dt, Device device);
+// conv2d(input, weight, bias, stride, padding, dilation, groups) (the op's arguments, bound)
+// writing a channels-last result: cuDNN on a channels-last input (a contiguous one is copied
+// into that layout first); where cuDNN declines, the op's own result copied into the layout.
+// The CUDA backend's layout choice (backends/cuda/cuda_layout.h) calls it.
+Tensor conv2d_channels_last(const Stack& a);
 bool cudnn_available(std::string* why);
 // cat of contiguous inputs of the output's dtype in one launch (stdlib/cuda/cat.cpp), tried by
 // cuda_dispatch before movement(); false: not such a case, nothing done.

@@ -192,20 +192,23 @@ TEST_F(CudaCodegen, KernelCounts) {
   EXPECT_EQ(tiny.second, k1.second + 1);
 }
 
+// A contiguous float32 input of `b` on "cuda" (a fake: lowering and NVRTC only).
+Tensor cuda_input(tc::testing::GraphBuilder& b, Shape s) {
+  Shape strides(s.size(), 1);
+  for (size_t d = s.size(); d-- > 1;) strides[d - 1] = strides[d] * s[d];
+  Tensor f = Tensor::fake(s, strides, DType::Float32, Device{DeviceType::CUDA, 0});
+  b.refs[f.impl()] = b.g.add_input("x", "arg[" + std::to_string(b.inputs.size() + 1) + "]", f);
+  b.inputs.push_back(f);
+  return f;
+}
+
 // Tiny graphs (one kernel of one block): the seed model's layers read only their own row of the
 // activations, so under TC_CUDA_TINY_ROWS=1 the kernel runs a warp per row (10 rows of 10: 320
 // threads, __syncwarp between steps; by default a block of 256 threads); a step that reads other
 // rows of an intermediate (h @ h, a transposed read) is never row-local.
 TEST_F(CudaCodegen, TinyGraphRunsAWarpPerRowOnlyWhenStepsAreRowLocal) {
   tc::testing::GraphBuilder b;
-  auto in = [&](Shape s) {
-    Shape strides(s.size(), 1);
-    for (size_t d = s.size(); d-- > 1;) strides[d - 1] = strides[d] * s[d];
-    Tensor f = Tensor::fake(s, strides, DType::Float32, Device{DeviceType::CUDA, 0});
-    b.refs[f.impl()] = b.g.add_input("x", "arg[" + std::to_string(b.inputs.size() + 1) + "]", f);
-    b.inputs.push_back(f);
-    return f;
-  };
+  auto in = [&](Shape s) { return cuda_input(b, s); };
   auto linear = [&](const Tensor& x) { return b.op(Op::linear, {x, in({10, 10}), in({10})}); };
   Tensor h = linear(in({10, 10}));
   for (int l = 0; l < 8; l++) h = b.op(Op::relu, {linear(b.op(Op::sigmoid, {b.op(Op::relu, {linear(h)})}))});
@@ -238,6 +241,55 @@ TEST_F(CudaCodegen, TinyGraphRunsAWarpPerRowOnlyWhenStepsAreRowLocal) {
   b.out(b.op(Op::relu, {linear(b.op(Op::t, {y}))}));
   lower::LoweredGraph transposed = backends::lower_for_cuda(b.g);
   EXPECT_EQ(backends::cuda::tiny_warp_row(transposed), 0) << lower::print(transposed);
+}
+
+// The layout choice (backends/cuda/cuda_layout.h): in conv2d -> batch_norm -> relu -> conv2d the
+// first convolution writes channels-last, ONE generated kernel (batch_norm and relu) reads that
+// and stores channels-last, iterating N, H, W, C (channels innermost: coalesced), and the second
+// convolution reads that buffer: no layout copy between them. TC_CUDA_LAYOUT=nchw keeps NCHW.
+TEST_F(CudaCodegen, ConvBnReluConvStaysChannelsLastBetweenConvs) {
+  tc::testing::GraphBuilder b;
+  auto in = [&](Shape s) { return cuda_input(b, s); };
+  const int64_t N = 2, C = 8, K = 16, H = 6, W = 5;
+  Tensor x = in({N, C, H, W});
+  Tensor h = b.op(Op::conv2d, {x, in({K, C, 3, 3})}, {{"padding", Value(IntList{1, 1})}});
+  Tensor bn = b.op(Op::batch_norm, {h, in({K}), in({K}), in({K}), in({K}), false, 0.1, 1e-5});
+  Tensor y = b.op(Op::conv2d, {b.op(Op::relu, {bn}), in({K, K, 3, 3})},
+                  {{"padding", Value(IntList{1, 1})}});
+  b.out(b.op(Op::relu, {y}));
+  const std::vector<lower::SymInt> nhwc = {lower::SymInt::of(K * H * W), lower::SymInt::of(1),
+                                           lower::SymInt::of(W * K), lower::SymInt::of(K)};
+  const std::vector<lower::SymInt> nchw = {lower::SymInt::of(K * H * W), lower::SymInt::of(H * W),
+                                           lower::SymInt::of(W), lower::SymInt::of(1)};
+  for (bool channels_last : {true, false}) {
+    if (!channels_last) setenv("TC_CUDA_LAYOUT", "nchw", 1);
+    lower::LoweredGraph lg = backends::lower_for_cuda(b.g);
+    unsetenv("TC_CUDA_LAYOUT");
+    std::vector<int> convs;
+    for (int s = 0; s < (int)lg.steps.size(); s++)
+      if (lg.steps[s].kind == lower::Step::Kind::Extern) convs.push_back(s);
+    ASSERT_EQ(convs.size(), 2u) << lower::print(lg);
+    const lower::Extern &first = lg.steps[convs[0]].ext, &second = lg.steps[convs[1]].ext;
+    ASSERT_EQ(convs[1] - convs[0], 2) << "one kernel between the convolutions\n"
+                                      << lower::print(lg);
+    const lower::Launch& between = lg.steps[convs[0] + 1].launch;
+    EXPECT_EQ(first.output.strides, channels_last ? nhwc : nchw) << lower::print(lg);
+    EXPECT_EQ(second.inputs[0].strides, channels_last ? nhwc : nchw) << lower::print(lg);
+    EXPECT_NE(std::find(between.buffers.begin(), between.buffers.end(), first.output.buffer),
+              between.buffers.end());
+    EXPECT_NE(std::find(between.buffers.begin(), between.buffers.end(), second.inputs[0].buffer),
+              between.buffers.end());
+    // the kernel's innermost outer dim: the channels (channels-last) or the image's width
+    const lower::Kernel& k = lg.kernels[between.kernel];
+    ASSERT_FALSE(k.outer.empty());
+    EXPECT_EQ(k.instrs[k.outer.back()].i, channels_last ? K : W) << lower::print(lg);
+    EXPECT_EQ(first.external != nullptr, channels_last);
+    // the graph's output (relu of the second convolution, generated) is contiguous either way
+    EXPECT_EQ(lg.outputs[0].strides, nchw);
+    backends::cuda::CudaCode code =
+        backends::cuda::generate_code(lg, 90, nullptr);  // NVRTC accepts it
+    EXPECT_FALSE(code.cubins.empty());
+  }
 }
 
 // mode = "max-autotune": every kernel's launch variants compile in the graph's NVRTC programs
