@@ -124,6 +124,7 @@ struct Entry {
   bool share = true;                    // such inputs share a buffer (false once one stopped being the same)
   std::vector<void*> kept_ptr;          // the address recorded for inputs read in place
   std::unique_ptr<cuda::CudaGraph> graph;
+  cuda::DeviceCheckDecoder raise;       // the graph's device checks, read after later calls (check_later)
   std::vector<Tensor> outputs;          // the graph's outputs (its pool's memory)
   struct Alias {                        // an output that views input `input`
     int input = -1;
@@ -153,6 +154,7 @@ struct State {
   std::vector<bool> read;     // per input: the graph reads it (read_inputs)
   int max_sizes = 8;
   std::string name;
+  std::shared_ptr<const std::vector<std::string>> lines;  // per node: "file:line", or empty
   std::vector<std::unique_ptr<Entry>> entries;
   bool warned_limit = false, warned_plain = false;
 };
@@ -261,12 +263,30 @@ bool same_tensor(const Tensor& a, const Tensor& b) {
 // Replays e's graph (inputs in place), writes back the copied inputs the graph writes into.
 std::vector<Tensor> replay(State& st, Entry& e, capture::GraphInputs in) {
   e.graph->replay();
-  // a value check on the device failed (an index out of range ...): the plain run raises the
-  // op's own error, as eager does
-  if (e.graph->device_error()) return st.run(in);
+  if (e.raise) {
+    e.graph->check_later(e.raise);  // read when the host next meets the device (backends/cuda/README.md)
+  } else if (e.graph->device_error()) {
+    // a value check on the device failed (an index out of range ...) that only the op itself
+    // can tell: the plain run raises the op's own error, as eager does
+    return st.run(in);
+  }
   for (size_t i = 0; i < in.size(); i++)
     if (st.written[i] && e.statics[i].defined()) Tensor(*in[i]).copy_from(e.statics[i]);
   return handed_outputs(e, in);
+}
+
+// The error of a device check that a replay flagged, read at a later call or synchronization:
+// the op's own message, and the line of the op (the Lua error's line is where it surfaced).
+cuda::DeviceCheckDecoder raise_later(const State& st, const cuda::DeviceCheckDecoder& decode) {
+  return [decode, lines = st.lines](int64_t code, int64_t detail) {
+    try {
+      decode(code, detail);
+    } catch (const capture::NodeError& e) {
+      const std::string& at = e.node >= 0 && size_t(e.node) < lines->size() ? (*lines)[size_t(e.node)] : "";
+      throw Error(e.kind(), std::string(e.what()) + " (" + (at.empty() ? "in a compiled graph" : "at " + at) +
+                                ", checked on the device during an earlier mode=\"reduce-overhead\" call)");
+    }
+  };
 }
 
 // TC_DEBUG >= 1: what each replay moves besides the graph's own work (copies into static input
@@ -330,6 +350,7 @@ std::vector<Tensor> record(State& st, Entry& e, capture::GraphInputs in) {
     return st.run(in);
   }
   e.graph = std::move(g);
+  e.raise = e.graph->decoder() ? raise_later(st, e.graph->decoder()) : nullptr;
   e.alias.assign(outs.size(), {});
   e.outputs.assign(outs.size(), Tensor());
   for (size_t i = 0; i < outs.size(); i++) {
@@ -370,6 +391,7 @@ bool moved_since_warm_up(const State& st, const Entry& e, capture::GraphInputs i
 }
 
 std::vector<Tensor> call(State& st, capture::GraphInputs in) {
+  cuda::raise_replay_errors(st.device, false);  // what earlier replays flagged, if the device got there
   Entry* e = nullptr;
   for (auto& x : st.entries)
     if (has_key(*x, in)) e = x.get();
@@ -440,6 +462,9 @@ Compiled with_cuda_graphs(Compiled c, const capture::Graph& g, const CompileOpti
   st->read = read_inputs(g);
   st->max_sizes = std::max(0, o.cudagraph_max_sizes);
   st->name = where(g);
+  auto lines = std::make_shared<std::vector<std::string>>();
+  for (const capture::Node& n : g.nodes) lines->push_back(n.line >= 0 ? n.file + ":" + std::to_string(n.line) : "");
+  st->lines = std::move(lines);
   c.run = [st](capture::GraphInputs in) { return call(*st, in); };
 #else
   (void)o;

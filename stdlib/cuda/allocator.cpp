@@ -143,6 +143,8 @@ struct GraphPool {
   std::vector<std::pair<CUdeviceptr, size_t>> held;            // shared blocks freed while capturing
   int64_t bytes = 0;                                           // driver memory of the pool
   bool device_checks = false;  // kernels recorded in it flag errors in the device error word
+  int check_sites = 0;         // the checks noted (note_device_check_in_capture)
+  DeviceCheckDecoder decoder;  // the last one's, if it had one
   std::vector<void*> host;     // pinned copies of the host data its recorded copies upload
 };
 
@@ -219,12 +221,18 @@ void graph_pool_release(GraphPool* gp) {
 
 void set_capture_pool(GraphPool* gp) { t_capture = gp; }
 bool capturing() { return t_capture != nullptr; }
-bool note_device_check_in_capture() {
+bool note_device_check_in_capture(DeviceCheckDecoder decode) {
   if (!t_capture) return false;
   t_capture->device_checks = true;
+  t_capture->check_sites++;
+  t_capture->decoder = std::move(decode);
   return true;
 }
 bool graph_pool_has_device_checks(const GraphPool* p) { return p && p->device_checks; }
+DeviceCheckDecoder graph_pool_check_decoder(const GraphPool* p) {
+  if (!p || p->check_sites != 1) return {};
+  return p->decoder;
+}
 
 const void* stage_host_bytes_in_capture(const void* src, size_t n) {
   TC_CHECK(t_capture, DeviceError, "internal: staging host bytes outside a capture");

@@ -149,6 +149,7 @@ void copy_hook(void* dst, Device dd, const void* src, Device sd, size_t n) {
     CUstream s = current(sd.index);
     check(D.MemcpyDtoHAsync(dst, (CUdeviceptr)src, n, s), "copy device to host");
     check(D.StreamSynchronize(s), "copy device to host");
+    raise_replay_errors(sd.index, false);  // the host met the device: what replays before flagged
   } else if (dd.is_cuda() && sd.is_cuda()) {
     if (dd.index == sd.index) {
       check(D.MemcpyDtoDAsync((CUdeviceptr)dst, (CUdeviceptr)src, n, current(dd.index)), "copy device to device");
@@ -286,6 +287,7 @@ void synchronize(int device) {
     if (!G().devices[i] && device < 0) continue;
     dev(i);  // its context current
     check(G().d.CtxSynchronize(), "synchronize");
+    raise_replay_errors(i, true);
   }
 }
 
@@ -389,6 +391,7 @@ int64_t take_device_error(int device, int64_t* detail) {
   if (g_compile_only) return 0;
   // under capture the check is the graph's: its replays read the word (graphs.cpp)
   if (note_device_check_in_capture()) return 0;
+  raise_replay_errors(device, true);  // a replay's flag is the replay's error, not this caller's
   CUstream st = current(device);
   CUdeviceptr word = dev(device).error_word;
   int64_t w[2] = {0, 0};

@@ -5,11 +5,13 @@
 #pragma once
 #include <cuda.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "tc/cuda.h"
+#include "tc/cuda_graph.h"
 #include "tc/ops.h"
 
 namespace tc::cuda {
@@ -126,8 +128,13 @@ bool capturing();                     // whether the calling thread is capturing
 const void* stage_host_bytes_in_capture(const void* src, size_t n);
 // take_device_error under capture: the graph notes that its replays must read the device error
 // word (true), instead of a synchronization inside the capture. False when not capturing.
-bool note_device_check_in_capture();
+// `decode`, when the checker can tell what a flag means without its inputs (generated kernels:
+// the flag's number and the offending value), raises the checked op's error for a flag read
+// after a replay; such a graph's replays need not wait for the device (CudaGraph::check_later).
+// A capture with a check of no decoder, or of several (their flag numbers overlap), has none.
+bool note_device_check_in_capture(DeviceCheckDecoder decode = {});
 bool graph_pool_has_device_checks(const GraphPool* p);
+DeviceCheckDecoder graph_pool_check_decoder(const GraphPool* p);
 const char* capture_broken_by();      // the `what` of the last forbid_in_capture on this thread, or null
 void clear_capture_broken();
 
@@ -160,6 +167,8 @@ void launch3(int device, CUfunction f, unsigned gx, unsigned gy, unsigned gz, un
 void spin(int device, double us);
 // Reads and clears the device error word after the current stream finished: 0 if no kernel
 // flagged. (One word per device: a kernel that failed on another stream may be reported here.)
+// A CUDA graph replay that flagged the word before is reported first, as its op's error
+// (raise_replay_errors).
 int64_t take_device_error(int device, int64_t* detail);
 void sync_stream(int device);  // waits for the current stream
 
