@@ -54,12 +54,26 @@ Tensor run_hooks(const std::vector<std::pair<int, Hook>>& hooks, Tensor g) {
   return g;
 }
 
-// Accumulates a leaf's summed gradient of this backward into its .grad, then its post-accumulate hooks.
+// Whether the gradient g, held only by the caller's reference, may become a leaf's .grad as it
+// is (PyTorch's AccumulateGrad steals such a buffer): nothing else holds it or its memory (no
+// other tensor over its storage: not a view of a tensor someone keeps, nor of a sibling
+// gradient), it has no history, and it has the leaf's layout without overlap, so writing into
+// .grad (zero_grad(set_to_none = false), clip_grad_norm_) changes nothing else.
+bool may_steal(const Tensor& g, const TensorImpl& leaf) {
+  if (g.impl_ptr().use_count() != 1 || !g.storage() || g.storage().use_count() != 1) return false;
+  if (g.requires_grad() || g.sizes() != leaf.sizes || g.strides() != leaf.strides) return false;
+  for (int64_t d = 0; d < g.dim(); d++)
+    if (g.stride(d) == 0 && g.size(d) > 1) return false;
+  return true;
+}
+
+// Accumulates a leaf's summed gradient of this backward into its .grad, then its post-accumulate
+// hooks. A first gradient that no one else holds becomes .grad without a copy (may_steal).
 void accumulate_into_leaf(const Task& task, const Edge& e, const Tensor& g) {
   TensorImpl* leaf = e.leaf.get();
   std::shared_ptr<TensorImpl>& slot = leaf->grad;
   if (!slot) {
-    Tensor own = task.create_graph ? g : op(Op::clone, {g});
+    Tensor own = task.create_graph || may_steal(g, *leaf) ? g : op(Op::clone, {g});
     if (!task.create_graph) own.impl()->requires_grad = false;
     slot = own.impl_ptr();
   } else {
@@ -211,6 +225,7 @@ void run_backward(Task& task, const std::vector<std::pair<Edge, Tensor>>& roots)
       std::vector<Tensor> in = apply_formulas(*n, grads, task.create_graph);
       for (size_t s = 0; s < n->next.size(); s++) pass(n->next[s], s < in.size() ? in[s] : Tensor(), n, s);
     }
+    grads.clear();  // (a formula may pass a gradient through: a leaf may then own it, may_steal)
     if (!task.keep_graph) {
       n->released = true;
       for (auto& v : n->saved) v.clear();

@@ -185,13 +185,20 @@ Tensor view_of(std::shared_ptr<Storage> storage, const Shape& sizes, const Shape
   return Tensor(std::move(impl));
 }
 
-// The spans of e's outputs: per storage, the bytes from the first its outputs view to the last
-// (a 64 KiB result of a graph whose outputs live in its memory plan's arena hands out 64 KiB).
+// The spans of e's outputs: per storage, the bytes from the first to the last of each group of
+// outputs whose bytes overlap (a 64 KiB result of a graph whose outputs live in its memory plan's
+// arena hands out 64 KiB). Outputs that share no byte are handed out over storages of their own,
+// as an op's separate results are: a backward's gradients can then become .grad without a copy
+// (the autograd engine takes a gradient over a storage no other tensor holds).
 void plan_spans(Entry& e) {
   e.spans.clear();
   e.span_of.assign(e.outputs.size(), -1);
   e.span_bytes = 0;
-  std::vector<std::pair<size_t, size_t>> range;  // per span: first byte, end
+  struct Range {
+    size_t lo, hi;
+    int output;
+  };
+  std::vector<std::pair<const Storage*, Range>> ranges;
   for (size_t i = 0; i < e.outputs.size(); i++) {
     const Tensor& o = e.outputs[i];
     if (e.alias[i].input >= 0 || !o.storage()) continue;
@@ -202,20 +209,25 @@ void plan_spans(Entry& e) {
       hi = size_t(last + 1) * o.itemsize();
     }
     lo &= ~size_t(15);  // 16-byte aligned: the move copies 16 bytes a thread; offsets stay whole for any dtype
-    int k = 0;
-    while (k < int(e.spans.size()) && e.spans[size_t(k)].storage != o.storage()) k++;
-    if (k == int(e.spans.size())) {
-      e.spans.push_back({o.storage(), 0, 0});
-      range.emplace_back(lo, hi);
+    ranges.push_back({o.storage().get(), {lo, hi, int(i)}});
+  }
+  std::sort(ranges.begin(), ranges.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : a.second.lo < b.second.lo;
+  });
+  for (size_t k = 0; k < ranges.size(); k++) {
+    const auto& [storage, r] = ranges[k];
+    const Tensor& o = e.outputs[size_t(r.output)];
+    Entry::Span* last = e.spans.empty() ? nullptr : &e.spans.back();
+    const size_t end = last && last->storage.get() == storage ? last->offset + last->nbytes : 0;
+    // (an empty output at the end of another's bytes joins it)
+    if (last && last->storage.get() == storage && (r.lo < end || (r.hi == r.lo && r.lo <= end))) {
+      last->nbytes = std::max(last->nbytes, r.hi - last->offset);
+    } else {
+      e.spans.push_back({o.storage(), r.lo, r.hi - r.lo});
     }
-    range[size_t(k)] = {std::min(range[size_t(k)].first, lo), std::max(range[size_t(k)].second, hi)};
-    e.span_of[i] = k;
+    e.span_of[size_t(r.output)] = int(e.spans.size()) - 1;
   }
-  for (size_t k = 0; k < e.spans.size(); k++) {
-    e.spans[k].offset = range[k].first;
-    e.spans[k].nbytes = range[k].second - range[k].first;
-    e.span_bytes += int64_t(e.spans[k].nbytes);
-  }
+  for (const Entry::Span& sp : e.spans) e.span_bytes += int64_t(sp.nbytes);
 }
 
 // This replay's results: the graph's outputs over its pool's memory, handed out without a copy
