@@ -82,7 +82,7 @@ for _, v in ipairs(variants) do
   if not ok then
     print(("tc %s %s n/a: %s"):format(model_name, v, message(err)))
   else
-    local times, start = {}, tc.utils.perf_counter()
+    local times, returned, start = {}, {}, tc.utils.perf_counter()
     local graphs0
     ok, err = pcall(function()
       fn(); sync()  -- a second warm-up (recompiles of the second call, allocator)
@@ -90,6 +90,7 @@ for _, v in ipairs(variants) do
       for i = 1, iters do
         local s = tc.utils.perf_counter()
         fn()
+        returned[i] = (tc.utils.perf_counter() - s) * 1e3
         sync()
         times[i] = (tc.utils.perf_counter() - s) * 1e3
         if tc.utils.perf_counter() - start > budget then break end
@@ -97,6 +98,8 @@ for _, v in ipairs(variants) do
     end)
     if ok then
       print(("tc %s %s %.3f %.2f %d"):format(model_name, v, median(times), first, #times))
+      print(("# %s: the call returned after %.3f ms, the device was done after %.3f ms (medians)"):format(
+        v, median(returned), median(times)))
       local g = graphs0 and tc.cuda.graph_stats()
       if g and g.replays > graphs0.replays then  -- CUDA graphs: what each step moved besides its work
         local function per(k) return (g[k] - graphs0[k]) / #times end
