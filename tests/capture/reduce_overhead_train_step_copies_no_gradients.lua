@@ -32,7 +32,8 @@ for i = 1, #p do h.close_to_eager(p[i], pe[i], "parameter " .. i .. " after 7 st
 if on_gpu then
   local s = tc.cuda.graph_stats()
   assert(s.replays - s0.replays >= 9, "three steps replay the forward, backward and optimizer graphs")
-  -- (the step's host scalars, a few bytes, are the only inputs copied)
-  assert(s.bytes_copied - s0.bytes_copied < 4096, ("%d bytes copied into static buffers in 3 steps"):format(
+  -- (the forward's small outputs are copied out of its pool at once, so the backward copies the
+  -- saved 8x1024 activation, 32 KiB, and the step's host scalars; the gradients are 1.04 MiB)
+  assert(s.bytes_copied - s0.bytes_copied < 3 * 64 * 1024, ("%d bytes copied into static buffers in 3 steps"):format(
     s.bytes_copied - s0.bytes_copied))
 end
