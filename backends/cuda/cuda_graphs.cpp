@@ -290,13 +290,15 @@ std::vector<Tensor> replay(State& st, Entry& e, capture::GraphInputs in) {
 // The error of a device check that a replay flagged, read at a later call or synchronization:
 // the op's own message, and the line of the op (the Lua error's line is where it surfaced).
 cuda::DeviceCheckDecoder raise_later(const State& st, const cuda::DeviceCheckDecoder& decode) {
-  return [decode, lines = st.lines](int64_t code, int64_t detail) {
+  return [decode, lines = st.lines, name = st.name](int64_t code, int64_t detail) {
+    const char* when = ", checked on the device during an earlier mode=\"reduce-overhead\" call)";
     try {
       decode(code, detail);
     } catch (const capture::NodeError& e) {
       const std::string& at = e.node >= 0 && size_t(e.node) < lines->size() ? (*lines)[size_t(e.node)] : "";
-      throw Error(e.kind(), std::string(e.what()) + " (" + (at.empty() ? "in a compiled graph" : "at " + at) +
-                                ", checked on the device during an earlier mode=\"reduce-overhead\" call)");
+      throw Error(e.kind(), std::string(e.what()) + " (" + (at.empty() ? "in " + name : "at " + at) + when);
+    } catch (const Error& e) {  // an op run on its eager kernel outside a generated program: no node
+      throw Error(e.kind(), std::string(e.what()) + " (in " + name + when);
     }
   };
 }

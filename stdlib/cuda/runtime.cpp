@@ -402,6 +402,16 @@ int64_t take_device_error(int device, int64_t* detail) {
   return w[0];
 }
 
+void check_device_errors(int device, const DeviceCheckDecoder& raise) {
+  if (g_compile_only || note_device_check_in_capture(raise)) return;
+  int64_t detail = 0;
+  const int64_t code = take_device_error(device, &detail);
+  if (!code) return;
+  raise(code, detail);
+  TC_FAIL(DeviceError, "a device-side check failed (code %lld, value %lld) that its op does not know", (long long)code,
+          (long long)detail);
+}
+
 DispatchStats& dispatch_stats() {
   static DispatchStats s;
   return s;

@@ -35,7 +35,8 @@ namespace tc::cuda {
 
 struct GraphPool;
 
-// Raises the op's error for what its kernels flagged in the device error word (code, detail).
+// Raises the op's error for what its kernels flagged in the device error word (code, detail);
+// returns for a flag that is not its check's (a graph's checks share the word).
 using DeviceCheckDecoder = std::function<void(int64_t code, int64_t detail)>;
 
 class CudaGraph {
@@ -72,9 +73,9 @@ class CudaGraph {
   // work plainly to raise the op's own error. Always false for graphs without such checks.
   bool device_checks() const { return device_checks_; }
   bool device_error() const;
-  // The recorded checks' decoder when a flag read after the fact can be told apart (one checker
-  // that decodes its flags: a generated program's index checks), else empty. Such a graph's
-  // replays need not wait: check_later.
+  // The recorded checks' decoder when every check left one (flags read after the fact can then
+  // be told apart: backends/cuda/README.md), else empty. Such a graph's replays need not wait:
+  // check_later.
   const DeviceCheckDecoder& decoder() const { return decoder_; }
   // After replay() of a graph with a decoder: a snapshot of the device error word is queued on
   // the stream (a copy into pinned host memory, an event), and the host goes on without waiting.
