@@ -115,6 +115,7 @@ struct Entry {
   std::vector<Shape> key;  // sizes then strides of each input
   bool warmed = false;
   bool rewarmed = false;                // a second warm-up call ran (inputs moved after the first)
+  bool promoted = false;                // recorded again with copied inputs that kept still read in place
   bool plain = false;                   // recording abandoned: plain launches
   std::vector<void*> warm_ptr;          // each input's address in the warm-up call
   std::vector<bool> copy;               // per input: copied into a static buffer
@@ -123,6 +124,7 @@ struct Entry {
                                         // tensor (one buffer, copied once), or -1
   bool share = true;                    // such inputs share a buffer (false once one stopped being the same)
   std::vector<void*> kept_ptr;          // the address recorded for inputs read in place
+  std::vector<void*> last_ptr;          // each input's address in the last call since the recording
   std::unique_ptr<cuda::CudaGraph> graph;
   cuda::DeviceCheckDecoder raise;       // the graph's device checks, read after later calls (check_later)
   std::vector<Tensor> outputs;          // the graph's outputs (its pool's memory)
@@ -333,6 +335,8 @@ std::vector<Tensor> record(State& st, Entry& e, capture::GraphInputs in) {
   e.statics.assign(in.size(), Tensor());
   e.same.assign(in.size(), -1);
   e.kept_ptr.assign(in.size(), nullptr);
+  e.last_ptr.clear();
+  for (const Tensor* t : in) e.last_ptr.push_back(t->data_ptr());
   std::vector<const Tensor*> args(in.begin(), in.end());
   for (size_t i = 0; i < in.size(); i++) {
     if (!st.read[i]) continue;
@@ -397,6 +401,28 @@ void copy_in(const State& st, Entry& e, capture::GraphInputs in) {
   cuda::copy_inputs(st.device, dense);
 }
 
+// Whether every copied input came at the address of the last call again: they are read in place
+// from now on (true: e is to be recorded again, once). An optimizer step's p.grad moves between
+// its warm-ups and its recording (the backward that makes it records later), then stays where
+// the backward's graph hands it out; inputs made fresh for each call rarely all come back.
+bool promote_still_inputs(Entry& e, capture::GraphInputs in) {
+  bool still = !e.promoted, any = false;
+  for (size_t i = 0; i < in.size(); i++) {
+    if (!e.statics[i].defined() || e.same[i] >= 0) continue;
+    any = true;
+    still = still && in[i]->data_ptr() == e.last_ptr[i];
+  }
+  for (size_t i = 0; i < in.size(); i++) e.last_ptr[i] = in[i]->data_ptr();
+  if (!any || !still) return false;
+  for (size_t i = 0; i < in.size(); i++) {
+    if (!e.statics[i].defined() || e.same[i] >= 0) continue;
+    e.copy[i] = false;
+    e.warm_ptr[i] = in[i]->data_ptr();
+  }
+  e.promoted = true;
+  return true;
+}
+
 // Whether an input the graph reads is at another address than in the warm-up call.
 bool moved_since_warm_up(const State& st, const Entry& e, capture::GraphInputs in) {
   for (size_t i = 0; i < in.size(); i++)
@@ -450,6 +476,11 @@ std::vector<Tensor> call(State& st, capture::GraphInputs in) {
     if (in[i]->data_ptr() == e->kept_ptr[i]) continue;
     // an input read in place moved: record again with it copied
     e->copy[i] = true;
+    e->graph.reset();
+    e->outputs.clear();
+    return record(st, *e, in);
+  }
+  if (promote_still_inputs(*e, in)) {
     e->graph.reset();
     e->outputs.clear();
     return record(st, *e, in);
