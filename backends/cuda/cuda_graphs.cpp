@@ -414,8 +414,8 @@ bool promote_still_inputs(Entry& e, capture::GraphInputs in) {
   }
   for (size_t i = 0; i < in.size(); i++) e.last_ptr[i] = in[i]->data_ptr();
   if (!any || !still) return false;
-  for (size_t i = 0; i < in.size(); i++) {
-    if (!e.statics[i].defined() || e.same[i] >= 0) continue;
+  for (size_t i = 0; i < in.size(); i++) {  // (an input passed twice: both in place, as one tensor)
+    if (!e.statics[i].defined()) continue;
     e.copy[i] = false;
     e.warm_ptr[i] = in[i]->data_ptr();
   }
