@@ -82,12 +82,15 @@ for _, v in ipairs(variants) do
   if not ok then
     print(("tc %s %s n/a: %s"):format(model_name, v, message(err)))
   else
-    local times, start = {}, tc.utils.perf_counter()
+    local times, returned, start = {}, {}, tc.utils.perf_counter()
+    local graphs0
     ok, err = pcall(function()
       fn(); sync()  -- a second warm-up (recompiles of the second call, allocator)
+      graphs0 = device ~= "cpu" and tc.cuda.graph_stats()
       for i = 1, iters do
         local s = tc.utils.perf_counter()
         fn()
+        returned[i] = (tc.utils.perf_counter() - s) * 1e3
         sync()
         times[i] = (tc.utils.perf_counter() - s) * 1e3
         if tc.utils.perf_counter() - start > budget then break end
@@ -95,6 +98,14 @@ for _, v in ipairs(variants) do
     end)
     if ok then
       print(("tc %s %s %.3f %.2f %d"):format(model_name, v, median(times), first, #times))
+      print(("# %s: the call returned after %.3f ms, the device was done after %.3f ms (medians)"):format(
+        v, median(returned), median(times)))
+      local g = graphs0 and tc.cuda.graph_stats()
+      if g and g.replays > graphs0.replays then  -- CUDA graphs: what each step moved besides its work
+        local function per(k) return (g[k] - graphs0[k]) / #times end
+        print(("# %s per step: %.1f replays, %.1f MiB copied in, %.1f MiB moved out, %.1f checks read later, %.1f waited for"):format(
+          v, per("replays"), per("bytes_copied") / 2 ^ 20, per("bytes_moved") / 2 ^ 20, per("checks_later"), per("check_waits")))
+      end
     else
       print(("tc %s %s n/a: %s"):format(model_name, v, message(err)))
     end

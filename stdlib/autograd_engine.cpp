@@ -1,5 +1,7 @@
 // The autograd engine: the backward walk over grad_fn nodes (run_backward) and its entry points
 // backward() and grad().
+#include <cstdio>
+#include <cstdlib>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -54,12 +56,51 @@ Tensor run_hooks(const std::vector<std::pair<int, Hook>>& hooks, Tensor g) {
   return g;
 }
 
-// Accumulates a leaf's summed gradient of this backward into its .grad, then its post-accumulate hooks.
+// Why the gradient g (the caller's reference) may not become a leaf's .grad as it is, or null
+// when it may (PyTorch's AccumulateGrad steals such a buffer): something else holds it or its
+// memory (another tensor over its storage: a view of a tensor someone keeps, or of a sibling
+// gradient; a view's own base, held by the view alone, does not count), it has history, or it
+// lacks the leaf's layout or overlaps itself. A stolen .grad can then be written into
+// (zero_grad(set_to_none = false), clip_grad_norm_) without changing anything else.
+const char* why_copied(const Tensor& g, const TensorImpl& leaf) {
+  if (g.impl_ptr().use_count() != 1) return "held elsewhere";
+  if (!g.storage()) return "no storage";
+  long owners = 1;  // the storages' holders that only g reaches: g, its base if only g holds it
+  if (const std::shared_ptr<TensorImpl>& base = g.impl()->view_base) {
+    if (base.use_count() != 1) return "a view of a tensor held elsewhere";
+    if (base->storage == g.storage()) owners++;
+  }
+  if (g.storage().use_count() != owners) return "its memory is shared";
+  if (g.requires_grad()) return "it has history";
+  if (g.sizes() != leaf.sizes || g.strides() != leaf.strides) return "not in the leaf's layout";
+  for (int64_t d = 0; d < g.dim(); d++)
+    if (g.stride(d) == 0 && g.size(d) > 1) return "it overlaps itself";
+  return nullptr;
+}
+
+// TC_DEBUG >= 1: the first gradients copied into .grad, with why (at most kCopiesShown).
+void report_copy(const Tensor& g, const char* why) {
+  static const bool on = [] {
+    const char* d = std::getenv("TC_DEBUG");
+    return d && std::atoi(d) >= 1;
+  }();
+  static int shown = 0;
+  constexpr int kCopiesShown = 8;
+  if (!on || shown >= kCopiesShown) return;
+  shown++;
+  std::fprintf(stderr, "tc debug: autograd: a %s gradient is copied into .grad: %s\n", shape_string(g.sizes()).c_str(),
+               why);
+}
+
+// Accumulates a leaf's summed gradient of this backward into its .grad, then its post-accumulate
+// hooks. A first gradient that no one else holds becomes .grad without a copy (why_copied).
 void accumulate_into_leaf(const Task& task, const Edge& e, const Tensor& g) {
   TensorImpl* leaf = e.leaf.get();
   std::shared_ptr<TensorImpl>& slot = leaf->grad;
   if (!slot) {
-    Tensor own = task.create_graph ? g : op(Op::clone, {g});
+    const char* why = task.create_graph ? nullptr : why_copied(g, *leaf);
+    if (why) report_copy(g, why);
+    Tensor own = why ? op(Op::clone, {g}) : g;
     if (!task.create_graph) own.impl()->requires_grad = false;
     slot = own.impl_ptr();
   } else {
@@ -211,6 +252,7 @@ void run_backward(Task& task, const std::vector<std::pair<Edge, Tensor>>& roots)
       std::vector<Tensor> in = apply_formulas(*n, grads, task.create_graph);
       for (size_t s = 0; s < n->next.size(); s++) pass(n->next[s], s < in.size() ? in[s] : Tensor(), n, s);
     }
+    grads.clear();  // (a formula may pass a gradient through: a leaf may then own it, why_copied)
     if (!task.keep_graph) {
       n->released = true;
       for (auto& v : n->saved) v.clear();

@@ -63,7 +63,8 @@ Value parse_default(const std::string& text, const ArgSpec& a, const char* op) {
     return Value(l);
   }
   bool is_float = text.find_first_of(".eE") != std::string::npos;
-  if (a.type == ArgType::Float || (a.type == ArgType::Scalar && is_float)) return Value(std::strtod(text.c_str(), nullptr));
+  if (a.type == ArgType::Float || a.type == ArgType::FloatOrTensor || (a.type == ArgType::Scalar && is_float))
+    return Value(std::strtod(text.c_str(), nullptr));
   char* end = nullptr;
   long long v = std::strtoll(text.c_str(), &end, 10);
   TC_ASSERT(end && *end == 0, "bad default in ops.def");
@@ -99,7 +100,8 @@ ArgSpec parse_arg(std::string text, bool kwonly, const char* op) {
   }
   static const std::pair<const char*, ArgType> types[] = {
       {"Tensor", ArgType::Tensor}, {"Tensor[]", ArgType::TensorList}, {"Scalar", ArgType::Scalar},
-      {"int", ArgType::Int},       {"float", ArgType::Float},         {"float[]", ArgType::FloatList},
+      {"int", ArgType::Int},       {"float", ArgType::Float},         {"float|Tensor", ArgType::FloatOrTensor},
+      {"float[]", ArgType::FloatList},
       {"bool", ArgType::Bool},     {"int[]", ArgType::IntList},       {"Dim", ArgType::Dim},
       {"Dim[]", ArgType::DimList}, {"str", ArgType::Str},             {"ScalarType", ArgType::ScalarType},
       {"Device", ArgType::Device}, {"Padding", ArgType::Padding}};
@@ -153,6 +155,7 @@ const char* type_name(ArgType t) {
     case ArgType::Scalar: return "Scalar";
     case ArgType::Int: return "int";
     case ArgType::Float: return "float";
+    case ArgType::FloatOrTensor: return "float|Tensor";
     case ArgType::FloatList: return "float[]";
     case ArgType::Bool: return "bool";
     case ArgType::IntList: return "int[]";
@@ -185,22 +188,6 @@ bool is_integral_double(double d) { return d == (double)(int64_t)d; }
 [[noreturn]] void bad_arg(const OpSchema& s, const ArgSpec& a, const Value& v) {
   TC_FAIL(ValueError, "%s(): argument '%s' must be %s%s, not %s", s.name, a.name.c_str(),
           type_name(a.type), a.optional ? " or nil" : "", value_type_name(v));
-}
-
-// A float argument that may also be a 0-dim tensor, kept as one for the kernel to read (on CUDA
-// on the device): the optimizer steps' learning rate, which a compiled step takes as a graph
-// input so that a scheduler changing it neither recompiles nor re-records (stdlib/cpu/optim.h).
-bool float_or_scalar_tensor(Op op, const ArgSpec& a) {
-  switch (op) {
-    case Op::_fused_sgd_:
-    case Op::_fused_adam_:
-    case Op::_fused_adamw_:
-    case Op::_fused_rmsprop_:
-    case Op::_fused_adagrad_:
-      return a.name == "lr";
-    default:
-      return false;
-  }
 }
 
 // Converts `v` to the argument's type, or throws.
@@ -236,7 +223,13 @@ Value coerce(const OpSchema& s, const ArgSpec& a, Value v) {
       break;
     case ArgType::Float:
       if (v.is_int() || v.is_double()) return Value(v.to_double());
-      if (v.is_tensor() && v.tensor().dim() == 0 && float_or_scalar_tensor(s.op, a)) return v;
+      break;
+    case ArgType::FloatOrTensor:
+      if (v.is_int() || v.is_double()) return Value(v.to_double());
+      if (v.is_tensor() && v.tensor().dim() == 0) return v;  // kept: the kernel reads it (on the device)
+      if (v.is_tensor())
+        TC_FAIL(ValueError, "%s(): argument '%s' must be a number or a 0-dim tensor, not a tensor of shape %s", s.name,
+                a.name.c_str(), shape_string(v.tensor().sizes()).c_str());
       break;
     case ArgType::Bool:
       if (v.is_bool()) return v;

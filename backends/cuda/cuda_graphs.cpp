@@ -115,6 +115,7 @@ struct Entry {
   std::vector<Shape> key;  // sizes then strides of each input
   bool warmed = false;
   bool rewarmed = false;                // a second warm-up call ran (inputs moved after the first)
+  bool promoted = false;                // recorded again with copied inputs that kept still read in place
   bool plain = false;                   // recording abandoned: plain launches
   std::vector<void*> warm_ptr;          // each input's address in the warm-up call
   std::vector<bool> copy;               // per input: copied into a static buffer
@@ -123,7 +124,9 @@ struct Entry {
                                         // tensor (one buffer, copied once), or -1
   bool share = true;                    // such inputs share a buffer (false once one stopped being the same)
   std::vector<void*> kept_ptr;          // the address recorded for inputs read in place
+  std::vector<void*> last_ptr;          // each input's address in the last call since the recording
   std::unique_ptr<cuda::CudaGraph> graph;
+  cuda::DeviceCheckDecoder raise;       // the graph's device checks, read after later calls (check_later)
   std::vector<Tensor> outputs;          // the graph's outputs (its pool's memory)
   struct Alias {                        // an output that views input `input`
     int input = -1;
@@ -153,6 +156,7 @@ struct State {
   std::vector<bool> read;     // per input: the graph reads it (read_inputs)
   int max_sizes = 8;
   std::string name;
+  std::shared_ptr<const std::vector<std::string>> lines;  // per node: "file:line", or empty
   std::vector<std::unique_ptr<Entry>> entries;
   bool warned_limit = false, warned_plain = false;
 };
@@ -183,13 +187,20 @@ Tensor view_of(std::shared_ptr<Storage> storage, const Shape& sizes, const Shape
   return Tensor(std::move(impl));
 }
 
-// The spans of e's outputs: per storage, the bytes from the first its outputs view to the last
-// (a 64 KiB result of a graph whose outputs live in its memory plan's arena hands out 64 KiB).
+// The spans of e's outputs: per storage, the bytes from the first to the last of each group of
+// outputs whose bytes overlap (a 64 KiB result of a graph whose outputs live in its memory plan's
+// arena hands out 64 KiB). Outputs that share no byte are handed out over storages of their own,
+// as an op's separate results are: a backward's gradients can then become .grad without a copy
+// (the autograd engine takes a gradient over a storage no other tensor holds).
 void plan_spans(Entry& e) {
   e.spans.clear();
   e.span_of.assign(e.outputs.size(), -1);
   e.span_bytes = 0;
-  std::vector<std::pair<size_t, size_t>> range;  // per span: first byte, end
+  struct Range {
+    size_t lo, hi;
+    int output;
+  };
+  std::vector<std::pair<const Storage*, Range>> ranges;
   for (size_t i = 0; i < e.outputs.size(); i++) {
     const Tensor& o = e.outputs[i];
     if (e.alias[i].input >= 0 || !o.storage()) continue;
@@ -200,20 +211,25 @@ void plan_spans(Entry& e) {
       hi = size_t(last + 1) * o.itemsize();
     }
     lo &= ~size_t(15);  // 16-byte aligned: the move copies 16 bytes a thread; offsets stay whole for any dtype
-    int k = 0;
-    while (k < int(e.spans.size()) && e.spans[size_t(k)].storage != o.storage()) k++;
-    if (k == int(e.spans.size())) {
-      e.spans.push_back({o.storage(), 0, 0});
-      range.emplace_back(lo, hi);
+    ranges.push_back({o.storage().get(), {lo, hi, int(i)}});
+  }
+  std::sort(ranges.begin(), ranges.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : a.second.lo < b.second.lo;
+  });
+  for (size_t k = 0; k < ranges.size(); k++) {
+    const auto& [storage, r] = ranges[k];
+    const Tensor& o = e.outputs[size_t(r.output)];
+    Entry::Span* last = e.spans.empty() ? nullptr : &e.spans.back();
+    const size_t end = last && last->storage.get() == storage ? last->offset + last->nbytes : 0;
+    // (an empty output at the end of another's bytes joins it)
+    if (last && last->storage.get() == storage && (r.lo < end || (r.hi == r.lo && r.lo <= end))) {
+      last->nbytes = std::max(last->nbytes, r.hi - last->offset);
+    } else {
+      e.spans.push_back({o.storage(), r.lo, r.hi - r.lo});
     }
-    range[size_t(k)] = {std::min(range[size_t(k)].first, lo), std::max(range[size_t(k)].second, hi)};
-    e.span_of[i] = k;
+    e.span_of[size_t(r.output)] = int(e.spans.size()) - 1;
   }
-  for (size_t k = 0; k < e.spans.size(); k++) {
-    e.spans[k].offset = range[k].first;
-    e.spans[k].nbytes = range[k].second - range[k].first;
-    e.span_bytes += int64_t(e.spans[k].nbytes);
-  }
+  for (const Entry::Span& sp : e.spans) e.span_bytes += int64_t(sp.nbytes);
 }
 
 // This replay's results: the graph's outputs over its pool's memory, handed out without a copy
@@ -261,12 +277,32 @@ bool same_tensor(const Tensor& a, const Tensor& b) {
 // Replays e's graph (inputs in place), writes back the copied inputs the graph writes into.
 std::vector<Tensor> replay(State& st, Entry& e, capture::GraphInputs in) {
   e.graph->replay();
-  // a value check on the device failed (an index out of range ...): the plain run raises the
-  // op's own error, as eager does
-  if (e.graph->device_error()) return st.run(in);
+  if (e.raise) {
+    e.graph->check_later(e.raise);  // read when the host next meets the device (backends/cuda/README.md)
+  } else if (e.graph->device_error()) {
+    // a value check on the device failed (an index out of range ...) that only the op itself
+    // can tell: the plain run raises the op's own error, as eager does
+    return st.run(in);
+  }
   for (size_t i = 0; i < in.size(); i++)
     if (st.written[i] && e.statics[i].defined()) Tensor(*in[i]).copy_from(e.statics[i]);
   return handed_outputs(e, in);
+}
+
+// The error of a device check that a replay flagged, read at a later call or synchronization:
+// the op's own message, and the line of the op (the Lua error's line is where it surfaced).
+cuda::DeviceCheckDecoder raise_later(const State& st, const cuda::DeviceCheckDecoder& decode) {
+  return [decode, lines = st.lines, name = st.name](int64_t code, int64_t detail) {
+    const char* when = ", checked on the device during an earlier mode=\"reduce-overhead\" call)";
+    try {
+      decode(code, detail);
+    } catch (const capture::NodeError& e) {
+      const std::string& at = e.node >= 0 && size_t(e.node) < lines->size() ? (*lines)[size_t(e.node)] : "";
+      throw Error(e.kind(), std::string(e.what()) + " (" + (at.empty() ? "in " + name : "at " + at) + when);
+    } catch (const Error& e) {  // an op run on its eager kernel outside a generated program: no node
+      throw Error(e.kind(), std::string(e.what()) + " (in " + name + when);
+    }
+  };
 }
 
 // TC_DEBUG >= 1: what each replay moves besides the graph's own work (copies into static input
@@ -299,6 +335,8 @@ std::vector<Tensor> record(State& st, Entry& e, capture::GraphInputs in) {
   e.statics.assign(in.size(), Tensor());
   e.same.assign(in.size(), -1);
   e.kept_ptr.assign(in.size(), nullptr);
+  e.last_ptr.clear();
+  for (const Tensor* t : in) e.last_ptr.push_back(t->data_ptr());
   std::vector<const Tensor*> args(in.begin(), in.end());
   for (size_t i = 0; i < in.size(); i++) {
     if (!st.read[i]) continue;
@@ -330,6 +368,7 @@ std::vector<Tensor> record(State& st, Entry& e, capture::GraphInputs in) {
     return st.run(in);
   }
   e.graph = std::move(g);
+  e.raise = e.graph->decoder() ? raise_later(st, e.graph->decoder()) : nullptr;
   e.alias.assign(outs.size(), {});
   e.outputs.assign(outs.size(), Tensor());
   for (size_t i = 0; i < outs.size(); i++) {
@@ -362,6 +401,28 @@ void copy_in(const State& st, Entry& e, capture::GraphInputs in) {
   cuda::copy_inputs(st.device, dense);
 }
 
+// Whether every copied input came at the address of the last call again: they are read in place
+// from now on (true: e is to be recorded again, once). An optimizer step's p.grad moves between
+// its warm-ups and its recording (the backward that makes it records later), then stays where
+// the backward's graph hands it out; inputs made fresh for each call rarely all come back.
+bool promote_still_inputs(Entry& e, capture::GraphInputs in) {
+  bool still = !e.promoted, any = false;
+  for (size_t i = 0; i < in.size(); i++) {
+    if (!e.statics[i].defined() || e.same[i] >= 0) continue;
+    any = true;
+    still = still && in[i]->data_ptr() == e.last_ptr[i];
+  }
+  for (size_t i = 0; i < in.size(); i++) e.last_ptr[i] = in[i]->data_ptr();
+  if (!any || !still) return false;
+  for (size_t i = 0; i < in.size(); i++) {  // (an input passed twice: both in place, as one tensor)
+    if (!e.statics[i].defined()) continue;
+    e.copy[i] = false;
+    e.warm_ptr[i] = in[i]->data_ptr();
+  }
+  e.promoted = true;
+  return true;
+}
+
 // Whether an input the graph reads is at another address than in the warm-up call.
 bool moved_since_warm_up(const State& st, const Entry& e, capture::GraphInputs in) {
   for (size_t i = 0; i < in.size(); i++)
@@ -370,6 +431,7 @@ bool moved_since_warm_up(const State& st, const Entry& e, capture::GraphInputs i
 }
 
 std::vector<Tensor> call(State& st, capture::GraphInputs in) {
+  cuda::raise_replay_errors(st.device, false);  // what earlier replays flagged, if the device got there
   Entry* e = nullptr;
   for (auto& x : st.entries)
     if (has_key(*x, in)) e = x.get();
@@ -418,6 +480,11 @@ std::vector<Tensor> call(State& st, capture::GraphInputs in) {
     e->outputs.clear();
     return record(st, *e, in);
   }
+  if (promote_still_inputs(*e, in)) {
+    e->graph.reset();
+    e->outputs.clear();
+    return record(st, *e, in);
+  }
   copy_in(st, *e, in);
   return replay(st, *e, in);
 }
@@ -440,6 +507,9 @@ Compiled with_cuda_graphs(Compiled c, const capture::Graph& g, const CompileOpti
   st->read = read_inputs(g);
   st->max_sizes = std::max(0, o.cudagraph_max_sizes);
   st->name = where(g);
+  auto lines = std::make_shared<std::vector<std::string>>();
+  for (const capture::Node& n : g.nodes) lines->push_back(n.line >= 0 ? n.file + ":" + std::to_string(n.line) : "");
+  st->lines = std::move(lines);
   c.run = [st](capture::GraphInputs in) { return call(*st, in); };
 #else
   (void)o;

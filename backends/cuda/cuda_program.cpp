@@ -583,25 +583,41 @@ std::shared_ptr<Storage> Program::arena(int64_t bytes) const {
   return s;
 }
 
-// After a graph whose kernels check index values: a flagged check raises its op's eager error
-// (at the op's line). One wait for the device per call of such graphs; under CUDA graph capture
-// the replays read the word instead (tc::cuda::CudaGraph::device_error).
-static void raise_flagged_index(const lower::LoweredGraph& g, const std::vector<int64_t>& syms, int device) {
-  int64_t value = 0;
-  const int64_t k = drv::take_device_error(device, &value);
-  if (k == 0) return;
-  TC_CHECK(k >= 1 && k <= (int64_t)g.index_checks.size(), DeviceError,
+// Check k of g flagged `value`: raises its op's eager error (at the op's line). As a decoder of
+// a CUDA graph's checks (`claim`: other checks share the codes), returns for a flag that is not
+// one of its checks.
+static void raise_index_check(const std::vector<lower::IndexCheck>& checks, const std::vector<int64_t>& syms,
+                              int device, int64_t k, int64_t value, bool claim = false) {
+  if (claim && (k < 1 || k > (int64_t)checks.size())) return;
+  TC_CHECK(k >= 1 && k <= (int64_t)checks.size(), DeviceError,
            "a device-side check failed (code %lld) in a graph without such a check", (long long)k);
-  const lower::IndexCheck& c = g.index_checks[k - 1];
+  const lower::IndexCheck& c = checks[size_t(k - 1)];
   try {
     c.raise(value, syms, Device{DeviceType::CUDA, device});
   } catch (const Error& e) {
     if (c.node < 0) throw;  // a loaded package's check: no graph node to name
     throw capture::NodeError(e, c.node);
   }
+  if (claim) return;  // the value is in range for check k: another check's flag
   Error e(ErrorKind::IndexError, "index " + std::to_string(value) + " is out of range");
   if (c.node < 0) throw e;
   throw capture::NodeError(e, c.node);
+}
+
+// After a graph whose kernels check index values: a flagged check raises its op's eager error
+// (at the op's line). One wait for the device per call of such graphs; under CUDA graph capture
+// the replays read the word instead, later and without waiting (the flag number and value tell
+// which check failed: tc::cuda::CudaGraph::check_later).
+static void raise_flagged_index(const lower::LoweredGraph& g, const std::vector<int64_t>& syms, int device) {
+  if (drv::capturing()) {
+    drv::note_device_check_in_capture([checks = g.index_checks, syms, device](int64_t k, int64_t value) {
+      raise_index_check(checks, syms, device, k, value, true);
+    });
+    return;
+  }
+  int64_t value = 0;
+  const int64_t k = drv::take_device_error(device, &value);
+  if (k != 0) raise_index_check(g.index_checks, syms, device, k, value);
 }
 
 std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
@@ -682,7 +698,22 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
       }
       prof.mark(step, label);
     }
+    const int checks = drv::capture_device_checks();
     lower::run_extern(g, e, places, syms, "cuda backend", true);
+    if (e.node >= 0 && drv::capture_device_checks() > checks) {
+      // the eager kernel's checks, read after a replay: their errors name the node as run_extern's do
+      drv::wrap_capture_device_checks(checks, [node = e.node](drv::DeviceCheckDecoder d) -> drv::DeviceCheckDecoder {
+        return [d, node](int64_t code, int64_t detail) {
+          try {
+            d(code, detail);
+          } catch (const capture::NodeError&) {
+            throw;
+          } catch (const Error& err) {
+            throw capture::NodeError(err, node);
+          }
+        };
+      });
+    }
   }
   prof.finish();
   if (!g.index_checks.empty()) raise_flagged_index(g, syms, device);

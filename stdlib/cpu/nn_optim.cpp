@@ -30,7 +30,7 @@ OptimStep describe_optim(Op op, const Stack& a) {
   auto list = [&](int i) { return &a[i].tensors(); };
   auto num = [&](int i) { return a[i].to_double(); };
   auto flag = [&](int i) { return a[i].to_bool() ? 1 : 0; };
-  auto lr = [&](int i) {  // a number, or a 0-dim tensor (ops.cpp float_or_scalar_tensor)
+  auto lr = [&](int i) {  // a number, or a 0-dim tensor (ops.def's float|Tensor)
     if (a[i].is_tensor())
       s.lr = &a[i].tensor();
     else

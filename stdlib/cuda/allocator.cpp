@@ -143,6 +143,7 @@ struct GraphPool {
   std::vector<std::pair<CUdeviceptr, size_t>> held;            // shared blocks freed while capturing
   int64_t bytes = 0;                                           // driver memory of the pool
   bool device_checks = false;  // kernels recorded in it flag errors in the device error word
+  std::vector<DeviceCheckDecoder> checks;  // per check noted, its decoder (empty: none)
   std::vector<void*> host;     // pinned copies of the host data its recorded copies upload
 };
 
@@ -219,12 +220,28 @@ void graph_pool_release(GraphPool* gp) {
 
 void set_capture_pool(GraphPool* gp) { t_capture = gp; }
 bool capturing() { return t_capture != nullptr; }
-bool note_device_check_in_capture() {
+bool note_device_check_in_capture(DeviceCheckDecoder decode) {
   if (!t_capture) return false;
   t_capture->device_checks = true;
+  t_capture->checks.push_back(std::move(decode));
   return true;
 }
 bool graph_pool_has_device_checks(const GraphPool* p) { return p && p->device_checks; }
+DeviceCheckDecoder graph_pool_check_decoder(const GraphPool* p) {
+  if (!p || p->checks.empty()) return {};
+  for (const DeviceCheckDecoder& d : p->checks)
+    if (!d) return {};
+  if (p->checks.size() == 1) return p->checks[0];
+  return [checks = p->checks](int64_t code, int64_t detail) {
+    for (const DeviceCheckDecoder& d : checks) d(code, detail);
+  };
+}
+int capture_device_checks() { return t_capture ? int(t_capture->checks.size()) : 0; }
+void wrap_capture_device_checks(int first, const std::function<DeviceCheckDecoder(DeviceCheckDecoder)>& wrap) {
+  if (!t_capture) return;
+  for (size_t i = size_t(first); i < t_capture->checks.size(); i++)
+    if (t_capture->checks[i]) t_capture->checks[i] = wrap(t_capture->checks[i]);
+}
 
 const void* stage_host_bytes_in_capture(const void* src, size_t n) {
   TC_CHECK(t_capture, DeviceError, "internal: staging host bytes outside a capture");

@@ -96,7 +96,7 @@ std::string elementwise_source(const EwSpec& s) {
   if (s.zero_div_check) params += ", i64* __restrict__ err";
   std::string src = prelude();
   src += "#define EXPR (" + s.expr + ")\n";
-  std::string zchk = s.zero_div_check ? "    if (a1 == 0) flag_error(err, 1, 0);\n" : "";
+  std::string zchk = s.zero_div_check ? "    if (a1 == 0) flag_error(err, " + std::to_string(kFlagZeroDivision) + ", 0);\n" : "";
   // Contiguous kernel.
   src += "struct BD { i64 div[" + std::to_string(kMaxIn) + "]; i64 mod[" + std::to_string(kMaxIn) + "]; };\n";
   src += "extern \"C\" __global__ void __launch_bounds__(256) ew_c(" + O + "* __restrict__ out" + ptr_params + params +
@@ -267,10 +267,10 @@ void run_elementwise(const EwSpec& s, const Tensor& out, const std::vector<Tenso
     int64_t blocks = std::min<int64_t>((n + kBlock - 1) / kBlock, (int64_t)dev(device).sm_count * 64);
     launch(device, fns[1], (unsigned)std::max<int64_t>(blocks, 1), kBlock, args.data());
   }
-  if (s.zero_div_check) {
-    int64_t detail;
-    TC_CHECK(take_device_error(device, &detail) == 0, ValueError, "ZeroDivisionError");
-  }
+  if (s.zero_div_check)
+    check_device_errors(device, [](int64_t code, int64_t detail) {
+      if (code == kFlagZeroDivision) TC_FAIL(ValueError, "ZeroDivisionError");
+    });
 }
 
 }  // namespace tc::cuda

@@ -2,7 +2,10 @@
 // private memory pool (allocator.cpp), abandoned when the function does something that cannot be
 // recorded (forbid_in_capture, or the driver invalidating the capture), its replays, and the pool
 // memory it hands out (moved out of the pool before a replay while still referenced).
+#include <deque>
 #include <exception>
+#include <map>
+#include <mutex>
 
 #include "cuda/runtime.h"
 #include "tc/cuda_graph.h"
@@ -89,13 +92,119 @@ bool CudaGraph::capture(int device, const std::function<void()>& fn, std::string
   }
   exec_ = exec;
   device_checks_ = graph_pool_has_device_checks(pool_);
+  decoder_ = graph_pool_check_decoder(pool_);
   stats().captures++;
   return true;
 }
 
 bool CudaGraph::device_error() const {
   if (!device_checks_) return false;
+  stats().check_waits++;
   return take_device_error(device_, nullptr) != 0;
+}
+
+namespace {
+
+// The snapshots of the device error word that replays queued (check_later), per device: a ring
+// of kLaterChecks slots, each a pinned pair of words and an event; full, the host waits for the
+// oldest (a rare case: hundreds of replays queued ahead of the device).
+constexpr int kLaterChecks = 64;
+struct LaterCheck {
+  CUevent done = nullptr;
+  int64_t* word = nullptr;  // pinned: the error word after the replay
+  DeviceCheckDecoder raise;
+};
+struct LaterChecks {
+  std::vector<LaterCheck> slots;
+  std::deque<int> queued;  // in replay order
+  std::vector<int> free;
+};
+std::mutex& later_mu() {
+  static std::mutex m;
+  return m;
+}
+std::map<int, LaterChecks>& later_checks() {
+  static std::map<int, LaterChecks> m;
+  return m;
+}
+
+LaterChecks& later_checks_of(int device) {
+  LaterChecks& lc = later_checks()[device];
+  if (!lc.slots.empty()) return lc;
+  void* host = nullptr;
+  check(drv().MemHostAlloc(&host, kLaterChecks * 2 * sizeof(int64_t), 0), "pinned memory for device checks");
+  lc.slots.resize(kLaterChecks);
+  for (int i = 0; i < kLaterChecks; i++) {
+    check(drv().EventCreate(&lc.slots[size_t(i)].done, CU_EVENT_DISABLE_TIMING), "an event for device checks");
+    lc.slots[size_t(i)].word = static_cast<int64_t*>(host) + 2 * i;
+    lc.free.push_back(kLaterChecks - 1 - i);
+  }
+  return lc;
+}
+
+}  // namespace
+
+void CudaGraph::check_later(DeviceCheckDecoder raise) {
+  TC_ASSERT(decoder_, "check_later of a CUDA graph whose checks have no decoder");
+  dev(device_);
+  bool full;
+  {
+    std::lock_guard<std::mutex> lock(later_mu());
+    full = later_checks_of(device_).free.empty();
+  }
+  if (full) {
+    stats().check_waits++;
+    raise_replay_errors(device_, true);
+  }
+  CUstream s = current(device_);
+  std::lock_guard<std::mutex> lock(later_mu());
+  LaterChecks& lc = later_checks_of(device_);
+  const int k = lc.free.back();
+  lc.free.pop_back();
+  LaterCheck& c = lc.slots[size_t(k)];
+  check(drv().MemcpyDtoHAsync(c.word, dev(device_).error_word, 2 * sizeof(int64_t), s), "a snapshot of the device error word");
+  check(drv().EventRecord(c.done, s), "a snapshot of the device error word");
+  c.raise = std::move(raise);
+  lc.queued.push_back(k);
+  stats().checks_later++;
+}
+
+void raise_replay_errors(int device, bool wait) {
+  if (capturing()) return;
+  DeviceCheckDecoder raise;
+  int64_t code = 0, detail = 0;
+  {
+    std::lock_guard<std::mutex> lock(later_mu());
+    auto it = later_checks().find(device);
+    if (it == later_checks().end() || it->second.queued.empty()) return;
+    LaterChecks& lc = it->second;
+    dev(device);
+    while (!lc.queued.empty()) {
+      LaterCheck& c = lc.slots[size_t(lc.queued.front())];
+      if (wait) {
+        check(drv().EventSynchronize(c.done), "reading a snapshot of the device error word");
+      } else {
+        const CUresult r = drv().EventQuery(c.done);
+        if (r == CUDA_ERROR_NOT_READY) break;
+        check(r, "reading a snapshot of the device error word");
+      }
+      lc.free.push_back(lc.queued.front());
+      lc.queued.pop_front();
+      if (c.word[0]) {  // this replay flagged first: the later ones saw its flag (and maybe their own)
+        code = c.word[0], detail = c.word[1];
+        raise = std::move(c.raise);
+        for (int k : lc.queued) lc.slots[size_t(k)].raise = nullptr, lc.free.push_back(k);
+        lc.queued.clear();
+        break;
+      }
+      c.raise = nullptr;
+    }
+  }
+  if (!raise) return;
+  check(drv().MemsetD8Async(dev(device).error_word, 0, 16, current(device)), "clearing the device error word");
+  raise(code, detail);
+  TC_FAIL(DeviceError, "a device-side check of a CUDA graph failed (code %lld, value %lld)", (long long)code,
+          (long long)detail);
 }
 
 namespace {

@@ -116,7 +116,7 @@ bool class_loss(Op op, const Stack& a, const TensorMeta& m, Stack* result) {
            "    i64 k = 0;\n"
            "    if (!tp) {\n"
            "      k = tg[i];\n      if (k == ignore) continue;\n"
-           "      if (k < 1 || k > c) { flag_error(err, 1, k); continue; }\n      k -= 1;\n    }\n"
+           "      if (k < 1 || k > c) { flag_error(err, " + std::to_string(kFlagTarget) + ", k); continue; }\n      k -= 1;\n    }\n"
            "    const T* row = x + (i / d) * c * d + i % d;\n    A lse = 0;\n"
            "    if (lsm) {\n"
            "      A mx = -m_inf<A>();\n"
@@ -158,10 +158,11 @@ bool class_loss(Op op, const Stack& a, const TensorMeta& m, Stack* result) {
   void* args[] = {&xp, &tg, &tp, &wp, &op_, &npos, &c, &d, &ignore, &lsm, &sm, &smoothing, &err};
   unsigned grid = grid_for(npos, device, 128);
   launch(device, fs[0], grid, 128, args);
-  int64_t bad = 0;
-  if (take_device_error(device, &bad))
+  check_device_errors(device, [ce, c](int64_t code, int64_t bad) {
+    if (code != kFlagTarget || (bad >= 1 && bad <= c)) return;  // another check's flag
     TC_FAIL(IndexError, "%s(): target %lld is out of bounds (targets are 1-based, %lld classes)",
             ce ? "cross_entropy" : "nll_loss", (long long)bad, (long long)c);
+  });
   int red = r == cpu::Reduction::None ? 0 : r == cpu::Reduction::Mean ? 1 : 2, hw = w.defined() ? 1 : 0, pr = prob ? 1 : 0;
   double eps = prob ? 0.0 : smoothing, cd = (double)c;
   const void* tp2 = terms.data_ptr();
@@ -196,7 +197,7 @@ bool binary(bool logits, const Stack& a, const TensorMeta& m, Stack* result) {
            "__device__ __forceinline__ A term(const T* x, const T* t, const T* w, const T* pw, i64 i, int logits, i64* err) {\n"
            "  A xv = ld(x[i]), tv = ld(t[i]);\n"
            "  if (!logits) {\n"
-           "    if (!(xv >= (A)0 && xv <= (A)1)) flag_error(err, 1, 0);\n"
+           "    if (!(xv >= (A)0 && xv <= (A)1)) flag_error(err, " + std::to_string(kFlagProbability) + ", 0);\n"
            "    A l = (tv - (A)1) * mx(m_log1p(-xv), (A)-100) - tv * mx(m_log(xv), (A)-100);\n"
            "    return w ? (A)ld(Cv<T>::f(l)) * (A)ld(w[i]) : l;\n"
            "  }\n"
@@ -228,8 +229,11 @@ bool binary(bool logits, const Stack& a, const TensorMeta& m, Stack* result) {
            args);
   else
     launch(device, f, 1, kRed, args);
-  if (!logits && take_device_error(device, nullptr))
-    TC_FAIL(ValueError, "binary_cross_entropy(): all elements of input should be between 0 and 1");
+  if (!logits)
+    check_device_errors(device, [](int64_t code, int64_t detail) {
+      if (code == kFlagProbability)
+        TC_FAIL(ValueError, "binary_cross_entropy(): all elements of input should be between 0 and 1");
+    });
   return true;
 }
 

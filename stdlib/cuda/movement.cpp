@@ -154,7 +154,7 @@ void index_kernel(int kind, const Tensor& base, const Tensor& index, const Tenso
          "      oi += c * g.ix[d]; os += c * g.s[d];\n"
          "      if (d != dim) oa += c * g.a[d];\n    }\n"
          "    i64 v = (i64)index[oi];\n"
-         "    if (v < 1 || v > dimsize) { flag_error(err, 1, v); continue; }\n"
+         "    if (v < 1 || v > dimsize) { flag_error(err, " + std::to_string(kFlagIndex) + ", v); continue; }\n"
          "    oa += (v - 1) * g.a[dim];\n";
     if (kind == 0) s += "    out[i] = base[oa];\n";
     else if (kind == 1) s += "    out[oa] = use_val ? val : src[os];\n";
@@ -170,10 +170,11 @@ void index_kernel(int kind, const Tensor& base, const Tensor& index, const Tenso
   void* err = reinterpret_cast<void*>(dev(device).error_word);
   void* args[] = {&bp, &ip, &sp, &op, &n, &rank, &dim, &dimsize, const_cast<IdxGeo*>(&g), &valbits, &uv, &err};
   launch(device, f, grid_for(n, device), kBlock, args);
-  int64_t bad = 0;
-  if (take_device_error(device, &bad))
+  check_device_errors(device, [opname, dim, dimsize](int64_t code, int64_t bad) {
+    if (code != kFlagIndex || (bad >= 1 && bad <= dimsize)) return;  // another check's flag
     TC_FAIL(IndexError, "%s(): index %lld is out of range for dimension %lld with size %lld (indices are 1-based: 1..%lld)",
             opname, (long long)bad, (long long)dim + 1, (long long)dimsize, (long long)dimsize);
+  });
 }
 
 // The compaction of masked_select and nonzero over a contiguous `flags` tensor (element i is a hit

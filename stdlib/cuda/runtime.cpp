@@ -149,6 +149,7 @@ void copy_hook(void* dst, Device dd, const void* src, Device sd, size_t n) {
     CUstream s = current(sd.index);
     check(D.MemcpyDtoHAsync(dst, (CUdeviceptr)src, n, s), "copy device to host");
     check(D.StreamSynchronize(s), "copy device to host");
+    raise_replay_errors(sd.index, false);  // the host met the device: what replays before flagged
   } else if (dd.is_cuda() && sd.is_cuda()) {
     if (dd.index == sd.index) {
       check(D.MemcpyDtoDAsync((CUdeviceptr)dst, (CUdeviceptr)src, n, current(dd.index)), "copy device to device");
@@ -286,6 +287,7 @@ void synchronize(int device) {
     if (!G().devices[i] && device < 0) continue;
     dev(i);  // its context current
     check(G().d.CtxSynchronize(), "synchronize");
+    raise_replay_errors(i, true);
   }
 }
 
@@ -389,6 +391,7 @@ int64_t take_device_error(int device, int64_t* detail) {
   if (g_compile_only) return 0;
   // under capture the check is the graph's: its replays read the word (graphs.cpp)
   if (note_device_check_in_capture()) return 0;
+  raise_replay_errors(device, true);  // a replay's flag is the replay's error, not this caller's
   CUstream st = current(device);
   CUdeviceptr word = dev(device).error_word;
   int64_t w[2] = {0, 0};
@@ -397,6 +400,16 @@ int64_t take_device_error(int device, int64_t* detail) {
   if (w[0]) check(G().d.MemsetD8Async(word, 0, 16, st), "clearing the device error word");
   if (detail) *detail = w[1];
   return w[0];
+}
+
+void check_device_errors(int device, const DeviceCheckDecoder& raise) {
+  if (g_compile_only || note_device_check_in_capture(raise)) return;
+  int64_t detail = 0;
+  const int64_t code = take_device_error(device, &detail);
+  if (!code) return;
+  raise(code, detail);
+  TC_FAIL(DeviceError, "a device-side check failed (code %lld, value %lld) that its op does not know", (long long)code,
+          (long long)detail);
 }
 
 DispatchStats& dispatch_stats() {

@@ -5,11 +5,13 @@
 #pragma once
 #include <cuda.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "tc/cuda.h"
+#include "tc/cuda_graph.h"
 #include "tc/ops.h"
 
 namespace tc::cuda {
@@ -126,8 +128,20 @@ bool capturing();                     // whether the calling thread is capturing
 const void* stage_host_bytes_in_capture(const void* src, size_t n);
 // take_device_error under capture: the graph notes that its replays must read the device error
 // word (true), instead of a synchronization inside the capture. False when not capturing.
-bool note_device_check_in_capture();
+// `decode`, when the check can tell what a flag means without its inputs (the flag's code and
+// value, as the generated kernels' index checks and the eager kernels' own checks can), raises
+// the checked op's error for a flag read after a replay, and returns for a flag it does not
+// make; a graph whose every check has one needs no wait (CudaGraph::check_later).
+bool note_device_check_in_capture(DeviceCheckDecoder decode = {});
 bool graph_pool_has_device_checks(const GraphPool* p);
+// The graph's decoder: its checks' decoders asked in recording order (they share the word's
+// codes: the first that recognizes a flag raises); empty if a check has none.
+DeviceCheckDecoder graph_pool_check_decoder(const GraphPool* p);
+// The checks noted so far in the calling thread's capture (0 when not capturing), and a wrapper
+// for the decoders of those noted since `first` (an eager kernel's, run for a graph node, raise
+// errors that name no node: the caller adds it).
+int capture_device_checks();
+void wrap_capture_device_checks(int first, const std::function<DeviceCheckDecoder(DeviceCheckDecoder)>& wrap);
 const char* capture_broken_by();      // the `what` of the last forbid_in_capture on this thread, or null
 void clear_capture_broken();
 
@@ -160,7 +174,17 @@ void launch3(int device, CUfunction f, unsigned gx, unsigned gy, unsigned gz, un
 void spin(int device, double us);
 // Reads and clears the device error word after the current stream finished: 0 if no kernel
 // flagged. (One word per device: a kernel that failed on another stream may be reported here.)
+// A CUDA graph replay that flagged the word before is reported first, as its op's error
+// (raise_replay_errors).
 int64_t take_device_error(int device, int64_t* detail);
+// The codes with which eager kernels flag the device error word (the detail is the offending
+// value, or 0): negative, apart from the generated programs' check numbers (1, 2, ...), so that
+// the decoders of a CUDA graph's checks tell their flags apart.
+constexpr int64_t kFlagIndex = -1, kFlagTarget = -2, kFlagProbability = -3, kFlagZeroDivision = -4;
+// The check after an eager op's kernels: outside a capture, take_device_error and `raise` with a
+// flag (it raises the op's error; a flag it does not recognize is a DeviceError); under capture,
+// `raise` becomes the check's decoder (note_device_check_in_capture): no wait either way there.
+void check_device_errors(int device, const DeviceCheckDecoder& raise);
 void sync_stream(int device);  // waits for the current stream
 
 // ---- group kernels (stdlib/cuda/<group>.cpp); nullopt-like empty Stack = not handled --------

@@ -306,7 +306,7 @@ int l_unavailable(lua_State* L) {
 #endif
 
 void push_graph_stats(lua_State* L, const cuda::CudaGraphStats& s) {
-  lua_createtable(L, 0, 8);
+  lua_createtable(L, 0, 10);
   const std::pair<const char*, int64_t> fields[] = {{"captures", s.captures},
                                                     {"abandoned", s.abandoned},
                                                     {"replays", s.replays},
@@ -314,7 +314,9 @@ void push_graph_stats(lua_State* L, const cuda::CudaGraphStats& s) {
                                                     {"outputs_moved", s.outputs_moved},
                                                     {"bytes_moved", s.bytes_moved},
                                                     {"inputs_copied", s.inputs_copied},
-                                                    {"bytes_copied", s.bytes_copied}};
+                                                    {"bytes_copied", s.bytes_copied},
+                                                    {"checks_later", s.checks_later},
+                                                    {"check_waits", s.check_waits}};
   for (const auto& [name, v] : fields) {
     lua_pushinteger(L, v);
     lua_setfield(L, -2, name);
@@ -381,7 +383,7 @@ void open_cuda(lua_State* L) {
     return 0;
   });
   // {captures, abandoned, replays, outputs_handed, outputs_moved, bytes_moved, inputs_copied,
-  // bytes_copied}: CUDA graphs of mode = "reduce-overhead" (tc/cuda_graph.h)
+  // bytes_copied, checks_later, check_waits}: CUDA graphs of mode = "reduce-overhead" (tc/cuda_graph.h)
   stat(L, "graph_stats", [](lua_State* L) {
     push_graph_stats(L, cuda::cuda_graph_stats());
     return 1;

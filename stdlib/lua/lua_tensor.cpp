@@ -207,6 +207,8 @@ int tensor_newindex(lua_State* L) {
       } else if (k == "grad") {
         if (lua_isnil(L, 3)) {
           t.impl()->grad.reset();
+          lua_pushnil(L);  // nor the cached object of the old grad: a collection may free it (its memory
+          lua_setiuservalue(L, 1, 1);  // may be a CUDA graph's, moved out while still referenced)
         } else {
           const Tensor& g = check_tensor(L, 3, "grad");
           TC_CHECK(g.sizes() == t.sizes(), ShapeError, "assigned grad has shape %s but the tensor has shape %s",

@@ -365,6 +365,22 @@ function tests.fused_ops_check_their_arguments()
   check.eq(leaf:sum():item(), 1.5)
 end
 
+-- lr is ops.def's float|Tensor: a number, or a 0-dim tensor read as it is (the same step);
+-- anything else is refused naming the argument.
+function tests.fused_ops_take_lr_as_a_number_or_a_0_dim_tensor()
+  local function step(lr)
+    local p = tc.tensor({1, 2, 3}, {dtype = tc.float32})
+    tc._fused_sgd_({p}, {tc.tensor({1, 1, 2}, {dtype = tc.float32})}, {}, {lr = lr})
+    return p
+  end
+  check.same(step(tc.tensor(0.5)):tolist(), step(0.5):tolist())
+  check.same(step(tc.tensor(0.5, {dtype = tc.float64})):tolist(), step(0.5):tolist())
+  local e = check.raises("ValueError", function() step(tc.tensor({0.5})) end)
+  assert(e.message:find("argument 'lr' must be a number or a 0-dim tensor, not a tensor of shape [1]", 1, true), e.message)
+  e = check.raises("ValueError", function() step("fast") end)
+  assert(e.message:find("argument 'lr' must be float|Tensor, not string", 1, true), e.message)
+end
+
 -- Inside a compiled function the fused op is one graph node; the eager backend and the code
 -- generators (cpu; cuda with a GPU: an extern call of the op) give eager's results, written into
 -- the parameters.

@@ -19,7 +19,7 @@
 // Capture records nothing that waits for the device: a synchronization or a copy between host
 // and device inside the function abandons the capture (capture() returns false, naming it)
 // instead of recording a graph that would be wrong. Checks of values on the device (index
-// ranges) are left to the replays: see device_error().
+// ranges) are left to the replays: see device_error() and check_later().
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -34,6 +34,10 @@ class Storage;
 namespace tc::cuda {
 
 struct GraphPool;
+
+// Raises the op's error for what its kernels flagged in the device error word (code, detail);
+// returns for a flag that is not its check's (a graph's checks share the word).
+using DeviceCheckDecoder = std::function<void(int64_t code, int64_t detail)>;
 
 class CudaGraph {
  public:
@@ -69,6 +73,17 @@ class CudaGraph {
   // work plainly to raise the op's own error. Always false for graphs without such checks.
   bool device_checks() const { return device_checks_; }
   bool device_error() const;
+  // The recorded checks' decoder when every check left one (flags read after the fact can then
+  // be told apart: backends/cuda/README.md), else empty. Such a graph's replays need not wait:
+  // check_later.
+  const DeviceCheckDecoder& decoder() const { return decoder_; }
+  // After replay() of a graph with a decoder: a snapshot of the device error word is queued on
+  // the stream (a copy into pinned host memory, an event), and the host goes on without waiting.
+  // The snapshot is read where the host meets the device next (raise_replay_errors in the
+  // runtime: the next reduce-overhead call, synchronize(), a copy to the host, an eager op's own
+  // check); if this replay flagged, `raise` gets the word (and raises the op's error), the word
+  // is cleared and the snapshots queued after it are dropped.
+  void check_later(DeviceCheckDecoder raise);
   int64_t nodes() const { return nodes_; }  // kernels, copies and memsets recorded
 
  private:
@@ -78,6 +93,7 @@ class CudaGraph {
   GraphPool* pool_ = nullptr;
   int64_t nodes_ = 0;
   bool device_checks_ = false;
+  DeviceCheckDecoder decoder_;
   struct Handed {
     const Storage* from;        // the pool's storage
     size_t offset, nbytes;      // the bytes of it handed out
@@ -96,8 +112,18 @@ struct CudaGraphStats {
   int64_t bytes_moved = 0;
   int64_t inputs_copied = 0;  // copies of inputs into a graph's static buffers before replays
   int64_t bytes_copied = 0;   // (made and counted by backends/cuda/cuda_graphs.cpp: count_input_copy)
+  int64_t checks_later = 0;   // replays whose device checks are read later, without waiting (check_later)
+  int64_t check_waits = 0;    // replays whose device checks waited for the device (device_error, or
+                              // a full queue of later checks)
 };
 CudaGraphStats cuda_graph_stats();
+
+// The checks of replays read later (CudaGraph::check_later) on `device`: in replay order, each
+// whose snapshot of the error word is ready (all, waiting for them, when `wait`) is looked at;
+// the first that flagged clears the word, drops the others and raises its op's error. Called
+// where the host meets the device: each reduce-overhead call, synchronize(), copies to the host,
+// eager ops' own device checks.
+void raise_replay_errors(int device, bool wait);
 
 // Copies of dense byte ranges on one device's current stream, up to 16 per launch of one kernel
 // (a graph's inputs into its static buffers: hundreds of small tensors, such as the gradients an

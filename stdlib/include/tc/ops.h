@@ -38,8 +38,8 @@ enum class OpKind : uint8_t {
 enum class OpGroup : uint8_t { pointwise, reduction, view, movement, linalg, nn, creation };
 
 enum class ArgType : uint8_t {
-  Tensor, TensorList, Scalar, Int, Float, FloatList, Bool, IntList, Dim, DimList, Str, ScalarType,
-  Device, Padding
+  Tensor, TensorList, Scalar, Int, Float, FloatOrTensor, FloatList, Bool, IntList, Dim, DimList, Str,
+  ScalarType, Device, Padding
 };
 
 struct ArgSpec {
