@@ -668,7 +668,7 @@ void Emitter::emit_loop(const Stmt& s, int index) {
       }
     } else if (sh_.split) {  // this thread's slice of the row
       line("#pragma unroll 4");
-      line("for (i64 " + L + "j = sl; " + L + "j < " + total + "; " + L + "j += (i64)gridDim.x * per) {");
+      line("for (i64 " + L + "j = sl; " + L + "j < " + total + "; " + L + "j += (i64)ys * per) {");
       ind_++;
       opened = 1;
     } else {
@@ -925,10 +925,10 @@ void Emitter::emit_vector_body() {
   line("}");
 }
 
-// After a split kernel's slices: each block combines its slices of each row (shared memory, slice
-// order) into its slot; the last block to finish combines each row's slots in block order (its
-// threads take every per-th block of a row, then shared memory) and runs the Code after the Loop,
-// one thread per row.
+// After a split kernel's slices: each block combines its slices of each row of its tile (shared
+// memory, slice order) into its slot; the last block of the tile to finish combines each row's slots
+// in block order (its threads take every per-th block of a row, then shared memory) and runs the
+// Code after the Loop, one thread per row.
 void Emitter::emit_split_end(const std::vector<std::string>& ext, const std::string& I) {
   const int l = split_loop(k_);
   const Stmt& loop = k_.body[l];
@@ -940,39 +940,41 @@ void Emitter::emit_split_end(const std::vector<std::string>& ext, const std::str
   const size_t n = tys.size();
   auto sm = [](size_t j) { return "smp" + std::to_string(j); };
   auto part = [](size_t j) { return "part" + std::to_string(j); };
-  // each row's slices in slice order: `per` of them in shared memory, `k`, k + n_outer, ...
+  // each row's slices in slice order: `per` of them in shared memory, `k`, k + W, ...
   auto combine_shared = [&](const std::string& dst) {
     for (size_t j = 0; j < n; j++) {
       const std::string a = "sa" + std::to_string(j);
       line(std::string(tyname(tys[j])) + " " + a + " = " + init_of(loop.reductions[j].op, tys[j]) + ";");
       line("for (int k = 0; k < per; k++) " + a + " = " +
-           combine(loop.reductions[j].op, tys[j], a, sm(j) + "[k * (int)n_outer + threadIdx.x]") + ";");
+           combine(loop.reductions[j].op, tys[j], a, sm(j) + "[k * W + threadIdx.x]") + ";");
       if (!dst.empty()) line(part(j) + "[" + dst + "] = " + a + ";");
     }
   };
+  const std::string row = "f0 + (" + I + ")threadIdx.x";  // thread i's row (i < W)
   line("__syncthreads();");
-  line("if (threadIdx.x < (unsigned)n_outer) {  // this block's result per row");
+  line("if (threadIdx.x < (unsigned)W && " + row + " < (" + I + ")n_outer) {  // this block's result per row");
   ind_++;
-  combine_shared("blockIdx.x * (unsigned)n_outer + threadIdx.x");
+  combine_shared("(blockIdx.x / tiles) * (unsigned)n_outer + " + row);
   ind_--;
   line("}");
   shared_ += "  __shared__ bool last_block;\n";
-  line("static unsigned blocks_done;");
+  line("static unsigned blocks_done[" + std::to_string(kSplitBlocks) + "];  // per tile");
   line("__threadfence();");
   line("__syncthreads();");
-  line("if (threadIdx.x == 0) last_block = atomicAdd(&blocks_done, 1u) == gridDim.x - 1;");
+  line("if (threadIdx.x == 0) last_block = atomicAdd(&blocks_done[tile], 1u) == ys - 1;");
   line("__syncthreads();");
   line("if (!last_block) return;");
   line("__threadfence();");
-  line("if (threadIdx.x < (unsigned)(per * (int)n_outer)) {  // the blocks' results: k, k + per, ... per row");
+  line("if (threadIdx.x < (unsigned)(per * W) && f0 + threadIdx.x % (unsigned)W < (" + I +
+       ")n_outer) {  // the blocks' results: k, k + per, ... per row");
   ind_++;
-  line("const unsigned f = threadIdx.x % (unsigned)n_outer;");
+  line("const " + I + " f = f0 + (" + I + ")(threadIdx.x % (unsigned)W);");
   for (size_t j = 0; j < n; j++) {
     const std::string a = "sa" + std::to_string(j), T = tyname(tys[j]);
     const std::string at = part(j) + "[b * (unsigned)n_outer + f]";
     line(T + " " + a + " = " + init_of(loop.reductions[j].op, tys[j]) + ";");
     line("#pragma unroll 8");
-    line("for (unsigned b = threadIdx.x / (unsigned)n_outer; b < gridDim.x; b += per) " + a + " = " +
+    line("for (unsigned b = threadIdx.x / (unsigned)W; b < ys; b += per) " + a + " = " +
          combine(loop.reductions[j].op, tys[j], a,
                  tys[j] == Ty::Bool ? "((volatile bool*)" + part(j) + ")[b * (unsigned)n_outer + f]" : "__ldcg(&" + at + ")") +
          ";");
@@ -981,10 +983,10 @@ void Emitter::emit_split_end(const std::vector<std::string>& ext, const std::str
   ind_--;
   line("}");
   line("__syncthreads();");
-  line("if (threadIdx.x < (unsigned)n_outer) {  // each row's result and its Code after the Loop");
+  line("if (threadIdx.x < (unsigned)W && " + row + " < (" + I + ")n_outer) {  // each row's result and its Code after the Loop");
   ind_++;
   combine_shared("");
-  line("const " + I + " f = (" + I + ")threadIdx.x;");
+  line("const " + I + " f = " + row + ";");
   if (!ext.empty()) {
     line(I + " r = f;");
     for (size_t d = ext.size(); d-- > 0;) {
@@ -1009,7 +1011,7 @@ void Emitter::emit_split_end(const std::vector<std::string>& ext, const std::str
   }
   ind_--;
   line("}");
-  line("if (threadIdx.x == 0) blocks_done = 0;");
+  line("if (threadIdx.x == 0) blocks_done[tile] = 0;");
 }
 
 // The body once, in its own scope, with the innermost outer index `inner`.
@@ -1055,12 +1057,16 @@ std::string Emitter::emit(const std::string& name) {
          V + " - 1) / " + V + "); g += (" + I + ")gridDim.x * " + std::to_string(B) + ") {");
     ind_++;
     line("const " + I + " f = g * (" + I + ")" + V + ";");
-  } else if (sh_.split) {  // this block's (row, slice) pairs, rows fastest: `per` slices of each row
-    line("const int per = " + std::to_string(B) + " / (int)n_outer;");
-    line("if (threadIdx.x < (unsigned)(per * (int)n_outer)) {");
+  } else if (sh_.split) {  // this block's (row, slice) pairs, rows fastest: `per` slices of each of its tile's rows
+    line("const int W = n_outer < " + std::to_string(kSplitTile) + " ? (int)n_outer : " + std::to_string(kSplitTile) +
+         ";  // rows per tile");
+    line("const int per = " + std::to_string(B) + " / W;");
+    line("const unsigned tiles = (unsigned)((n_outer + W - 1) / W), tile = blockIdx.x % tiles, ys = gridDim.x / tiles;");
+    line("const " + I + " f0 = (" + I + ")tile * (" + I + ")W;  // the tile's first row");
+    line("if (threadIdx.x < (unsigned)(per * W) && f0 + threadIdx.x % (unsigned)W < (" + I + ")n_outer) {");
     ind_++;
-    line("const " + I + " f = (" + I + ")(threadIdx.x % (unsigned)n_outer);");
-    line("const i64 sl = (i64)blockIdx.x * per + threadIdx.x / (unsigned)n_outer;");
+    line("const " + I + " f = f0 + (" + I + ")(threadIdx.x % (unsigned)W);");
+    line("const i64 sl = (i64)(blockIdx.x / tiles) * per + threadIdx.x / (unsigned)W;");
   } else if (sh_.unroll > 1) {  // pointwise: `unroll` iterations per step, `block` apart (coalesced)
     line("for (" + I + " base = (" + I + ")blockIdx.x * " + rows_per_block + " + threadIdx.x; base < (" + I +
          ")n_outer; base += (" + I + ")gridDim.x * " + rows_per_block + ") {");
@@ -1244,6 +1250,25 @@ bool splittable(const Kernel& k) {
   return true;
 }
 
+namespace {
+
+// Whether the loads of `k`'s reducing Loop step by 0 or 1 from one outer iteration (row) to the
+// next, at least one by 1: neighbouring rows read neighbouring elements (a sum over leading dims).
+bool loads_step_across_rows(const Kernel& k) {
+  std::vector<std::optional<std::optional<int64_t>>> memo(k.instrs.size());
+  bool one = false;
+  for (Val v : k.body[split_loop(k)].body) {
+    const Instr& in = k.instrs.at(v);
+    if (in.op != Opc::Load) continue;
+    const std::optional<int64_t> s = inner_step(k, in.b, memo);
+    if (!s || (*s != 0 && *s != 1)) return false;
+    one |= *s == 1;
+  }
+  return one;
+}
+
+}  // namespace
+
 std::vector<KernelShape> plan_kernel(const Kernel& k, bool noalias) {
   KernelShape sh;
   sh.noalias = noalias;
@@ -1264,8 +1289,17 @@ std::vector<KernelShape> plan_kernel(const Kernel& k, bool noalias) {
     block.threads_per_row = block.block = 256;
     return {sh, block};
   }
-  if (w->outer <= 32 && w->row >= 16384 && w->outer * w->row >= (int64_t(1) << 20) && splittable(k)) {
+  if (w->outer <= kSplitTile && w->row >= 16384 && w->outer * w->row >= (int64_t(1) << 20) && splittable(k)) {
     sh.split = (int)std::clamp<int64_t>(w->outer * w->row / (sh.block * 64), 1, kSplitBlocks);
+    return {sh};
+  }
+  // Column sums (many rows whose loads step by one from row to row): a warp per row would read
+  // one element per 32-byte sector. Tiles of kSplitTile rows, each thread ~16 iterations.
+  const int64_t tiles = (w->outer + kSplitTile - 1) / kSplitTile, per = sh.block / kSplitTile;
+  if (w->outer > kSplitTile && tiles <= kSplitBlocks && w->row >= 64 && w->outer * w->row >= (int64_t(1) << 16) &&
+      splittable(k) && loads_step_across_rows(k)) {
+    const int64_t most = std::min({kSplitSlots / w->outer, kSplitBlocks / tiles, std::max<int64_t>(1, w->row / (per * 4))});
+    sh.split = (int)(tiles * std::clamp<int64_t>(w->outer * w->row / (sh.block * 16) / tiles, 1, most));
     return {sh};
   }
   if (w->row <= 16) return {sh};

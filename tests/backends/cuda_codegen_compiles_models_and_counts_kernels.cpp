@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <functional>
 
 #include "../../backends/cuda/cuda_autotune.h"
 #include "../../backends/cuda/cuda_backend.h"
@@ -191,20 +192,23 @@ TEST_F(CudaCodegen, KernelCounts) {
   EXPECT_EQ(tiny.second, k1.second + 1);
 }
 
+// A contiguous float32 input of graph `b` on the (compile-only) GPU.
+Tensor cuda_input(tc::testing::GraphBuilder& b, Shape s) {
+  Shape strides(s.size(), 1);
+  for (size_t d = s.size(); d-- > 1;) strides[d - 1] = strides[d] * s[d];
+  Tensor f = Tensor::fake(s, strides, DType::Float32, Device{DeviceType::CUDA, 0});
+  b.refs[f.impl()] = b.g.add_input("x", "arg[" + std::to_string(b.inputs.size() + 1) + "]", f);
+  b.inputs.push_back(f);
+  return f;
+}
+
 // Tiny graphs (one kernel of one block): the seed model's layers read only their own row of the
 // activations, so under TC_CUDA_TINY_ROWS=1 the kernel runs a warp per row (10 rows of 10: 320
 // threads, __syncwarp between steps; by default a block of 256 threads); a step that reads other
 // rows of an intermediate (h @ h, a transposed read) is never row-local.
 TEST_F(CudaCodegen, TinyGraphRunsAWarpPerRowOnlyWhenStepsAreRowLocal) {
   tc::testing::GraphBuilder b;
-  auto in = [&](Shape s) {
-    Shape strides(s.size(), 1);
-    for (size_t d = s.size(); d-- > 1;) strides[d - 1] = strides[d] * s[d];
-    Tensor f = Tensor::fake(s, strides, DType::Float32, Device{DeviceType::CUDA, 0});
-    b.refs[f.impl()] = b.g.add_input("x", "arg[" + std::to_string(b.inputs.size() + 1) + "]", f);
-    b.inputs.push_back(f);
-    return f;
-  };
+  auto in = [&](Shape s) { return cuda_input(b, s); };
   auto linear = [&](const Tensor& x) { return b.op(Op::linear, {x, in({10, 10}), in({10})}); };
   Tensor h = linear(in({10, 10}));
   for (int l = 0; l < 8; l++) h = b.op(Op::relu, {linear(b.op(Op::sigmoid, {b.op(Op::relu, {linear(h)})}))});
@@ -237,6 +241,46 @@ TEST_F(CudaCodegen, TinyGraphRunsAWarpPerRowOnlyWhenStepsAreRowLocal) {
   b.out(b.op(Op::relu, {linear(b.op(Op::t, {y}))}));
   lower::LoweredGraph transposed = backends::lower_for_cuda(b.g);
   EXPECT_EQ(backends::cuda::tiny_warp_row(transposed), 0) << lower::print(transposed);
+}
+
+// Sums over leading dims (bias gradients: [2048, 768] summed over dim 1; layer_norm's weight
+// gradient reads per-row statistics too) are split reductions over tiles of neighbouring columns,
+// so a warp's loads are coalesced, with a grid that is a multiple of the tiles; sums along rows
+// keep a warp per row; and the programs compile.
+TEST_F(CudaCodegen, SumsOverLeadingDimsRunAsColumnTiles) {
+  auto shape_of = [](std::function<void(tc::testing::GraphBuilder&, std::function<Tensor(Shape)>)> build) {
+    tc::testing::GraphBuilder b;
+    auto in = [&](Shape s) { return cuda_input(b, s); };
+    build(b, in);
+    lower::LoweredGraph lg = backends::lower_for_cuda(b.g);
+    EXPECT_EQ(lg.kernels.size(), 1u) << lower::print(lg);
+    backends::cuda::CudaCode code = backends::cuda::generate_code(lg, 90, nullptr);
+    if (getenv("TC_TEST_PRINT_KERNELS"))
+      printf("%s\n", backends::cuda::emit_kernel(lg.kernels[0], "k", code.shapes.at(0).at(0)).c_str());
+    return code.shapes.at(0).at(0);
+  };
+  for (int64_t cols : {768, 3072, 2304, 100}) {
+    backends::cuda::KernelShape sh = shape_of([&](auto& b, auto in) { b.out(b.op(Op::sum, {in({2048, cols}), IntList{1}})); });
+    const int64_t tiles = (cols + backends::cuda::kSplitTile - 1) / backends::cuda::kSplitTile;
+    EXPECT_GT(sh.split, tiles) << cols << " columns: several blocks per tile";
+    EXPECT_EQ(sh.split % tiles, 0) << cols << " columns";
+    EXPECT_LE(sh.split / tiles * cols, backends::cuda::kSplitSlots);
+  }
+  backends::cuda::KernelShape two = shape_of([&](auto& b, auto in) { b.out(b.op(Op::sum, {in({8, 256, 768}), IntList{1, 2}})); });
+  EXPECT_EQ(two.split % 24, 0);
+  EXPECT_GT(two.split, 24);
+  backends::cuda::KernelShape ln = shape_of([&](auto& b, auto in) {
+    Tensor g = in({2048, 768}), x = in({2048, 768}), mean = in({2048, 1}), rstd = in({2048, 1});
+    Tensor xhat = b.op(Op::mul, {b.op(Op::sub, {x, mean}), rstd});
+    b.out(b.op(Op::sum, {b.op(Op::mul, {g, xhat}), IntList{1}}));
+  });
+  EXPECT_EQ(ln.split % 24, 0) << "layer_norm's weight gradient";
+  EXPECT_GT(ln.split, 24);
+  backends::cuda::KernelShape rows = shape_of([&](auto& b, auto in) { b.out(b.op(Op::sum, {in({768, 2048}), IntList{2}})); });
+  EXPECT_EQ(rows.split, 0) << "rows along memory: a warp per row";
+  EXPECT_EQ(rows.threads_per_row, 32);
+  backends::cuda::KernelShape all = shape_of([&](auto& b, auto in) { b.out(b.op(Op::sum, {in({4 << 20})})); });
+  EXPECT_GT(all.split, 1) << "a sum of everything: one row in slices";
 }
 
 // mode = "max-autotune": every kernel's launch variants compile in the graph's NVRTC programs
