@@ -58,14 +58,14 @@ struct KernelShape {
   // 16-byte (or 8/32-byte) access when the address is aligned (checked at run time), else element
   // by element; a partial last group runs element by element.
   int vec = 1;
-  // A split reduction (0: none; else its grid size): a kernel whose body is one reducing Loop (no
-  // stores) between Code stmts. Its rows are cut into tiles of W = min(n_outer, kSplitTile)
+  // A split reduction (0: none; else its grid size): a kernel whose Loops only reduce (no stores,
+  // none reading another's result) between Code stmts. Its rows are cut into tiles of W = min(n_outer, kSplitTile)
   // neighbouring rows, and the grid into `split / tiles` blocks per tile: thread i of a block takes
   // row tile * W + i % W and slice (blockIdx / tiles) * per + i / W (per = block / W slices a
   // block), reducing iterations slice, slice + (split / tiles) * per, ... of its row (a warp reads
   // neighbouring rows: coalesced for sums over leading dims, whose rows are columns); each block
   // combines its slices per row into a static slot, and the last block of a tile to finish
-  // combines the tile's slots in block order and runs the Code after the Loop, a thread per row.
+  // combines the tile's slots in block order and runs the Code stmts, a thread per row.
   // Deterministic (threads_per_row 1). Few long rows (a sum of everything), or many rows whose
   // loads step by one from row to row (column sums: bias and layer_norm gradients).
   int split = 0;

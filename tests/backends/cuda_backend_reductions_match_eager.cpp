@@ -115,6 +115,7 @@ end
 local g3, x3 = tc.randn(8, 256, 768, {device = "cuda"}), tc.randn(8, 256, 768, {device = "cuda"})
 check("column mean over two dims", function(v) return tc.mean(v, {1, 2}) end, 1e-6, g3)
 check("layer_norm weight gradient", function(g, x) return tc.sum(g * (x - tc.mean(x, 3, true)), {1, 2}) end, 1e-5, g3, x3)
+check("two column sums combined", function(g, x) return tc.sum(g * x, {1, 2}) + tc.sum(g, {1, 2}) * 1000 end, 1e-6, g3, x3)
 -- vector accesses (16-byte loads and stores, a scalar tail; misaligned views element by element)
 check("vector chain misaligned", function(v) return tc.sigmoid(v * 2) + 1 end, 1e-6, long:narrow(1, 2, 1024 * 1024 * 3))
 check("vector 2d broadcast", function(v, b) return tc.relu(v + b) * v end, 1e-6, long:narrow(1, 1, 4096 * 1024):reshape(4096, 1024),

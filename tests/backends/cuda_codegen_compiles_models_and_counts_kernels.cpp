@@ -244,8 +244,9 @@ TEST_F(CudaCodegen, TinyGraphRunsAWarpPerRowOnlyWhenStepsAreRowLocal) {
 }
 
 // Sums over leading dims (bias gradients: [2048, 768] summed over dim 1; layer_norm's weight
-// gradient reads per-row statistics too) are split reductions over tiles of neighbouring columns,
-// so a warp's loads are coalesced, with a grid that is a multiple of the tiles; sums along rows
+// gradient reads per-row statistics too; its bias gradient is a second sum of the same kernel) are
+// split reductions over tiles of neighbouring columns, so a warp's loads are coalesced, with a
+// grid that is a multiple of the tiles; sums along rows
 // keep a warp per row; and the programs compile.
 TEST_F(CudaCodegen, SumsOverLeadingDimsRunAsColumnTiles) {
   auto shape_of = [](std::function<void(tc::testing::GraphBuilder&, std::function<Tensor(Shape)>)> build) {
@@ -276,6 +277,14 @@ TEST_F(CudaCodegen, SumsOverLeadingDimsRunAsColumnTiles) {
   });
   EXPECT_EQ(ln.split % 24, 0) << "layer_norm's weight gradient";
   EXPECT_GT(ln.split, 24);
+  // layer_norm's weight and bias gradients: two sums of one kernel (two Loops), both split
+  backends::cuda::KernelShape both = shape_of([&](auto& b, auto in) {
+    Tensor g = in({8, 256, 768}), x = in({8, 256, 768});
+    b.out(b.op(Op::sum, {b.op(Op::mul, {g, x}), IntList{1, 2}}));
+    b.out(b.op(Op::sum, {g, IntList{1, 2}}));
+  });
+  EXPECT_EQ(both.split % 24, 0) << "two column sums in one kernel";
+  EXPECT_GT(both.split, 24);
   backends::cuda::KernelShape rows = shape_of([&](auto& b, auto in) { b.out(b.op(Op::sum, {in({768, 2048}), IntList{2}})); });
   EXPECT_EQ(rows.split, 0) << "rows along memory: a warp per row";
   EXPECT_EQ(rows.threads_per_row, 32);
