@@ -44,7 +44,8 @@ std::vector<KernelShape> with_variants(const lower::Kernel& k, std::vector<Kerne
   };
   if (p.split) {  // fewer slices, or a block per row
     KernelShape s = p;
-    s.split = std::max(1, p.split / 4);
+    const int tiles = w->outer > kSplitTile ? (int)((w->outer + kSplitTile - 1) / kSplitTile) : 1;
+    s.split = tiles * std::max(1, p.split / tiles / 4);  // (a multiple of the tiles)
     add(s);
     s = p;
     s.split = 0;

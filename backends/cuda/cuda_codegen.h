@@ -58,13 +58,16 @@ struct KernelShape {
   // 16-byte (or 8/32-byte) access when the address is aligned (checked at run time), else element
   // by element; a partial last group runs element by element.
   int vec = 1;
-  // A split reduction (0: none; else its grid size): a kernel whose body is one reducing Loop (no
-  // stores) between Code stmts, over at most 32 rows: thread i of a block takes row i % n_outer
-  // and slice blockIdx * per + i / n_outer (per = block / n_outer slices a block), reducing
-  // iterations slice, slice + split * per, ... of its row (a warp reads neighbouring rows and
-  // iterations: coalesced for leading dims too); each block combines its slices per row into a
-  // static slot, and the last block to finish combines the slots in block order and runs the Code
-  // after the Loop, a thread per row. Deterministic (threads_per_row 1).
+  // A split reduction (0: none; else its grid size): a kernel whose Loops only reduce (no stores,
+  // none reading another's result) between Code stmts. Its rows are cut into tiles of W = min(n_outer, kSplitTile)
+  // neighbouring rows, and the grid into `split / tiles` blocks per tile: thread i of a block takes
+  // row tile * W + i % W and slice (blockIdx / tiles) * per + i / W (per = block / W slices a
+  // block), reducing iterations slice, slice + (split / tiles) * per, ... of its row (a warp reads
+  // neighbouring rows: coalesced for sums over leading dims, whose rows are columns); each block
+  // combines its slices per row into a static slot, and the last block of a tile to finish
+  // combines the tile's slots in block order and runs the Code stmts, a thread per row.
+  // Deterministic (threads_per_row 1). Few long rows (a sum of everything), or many rows whose
+  // loads step by one from row to row (column sums: bias and layer_norm gradients).
   int split = 0;
   // A tuning variant of mode = "max-autotune" (cuda_autotune.h): chosen only by timing, never by
   // choose_shape.
@@ -72,8 +75,9 @@ struct KernelShape {
   bool operator==(const KernelShape&) const = default;
 };
 
-constexpr int64_t kSplitBlocks = 1024;
-constexpr int64_t kSplitSlots = kSplitBlocks * 32;  // a split kernel's blocks' results (split * n_outer)
+constexpr int64_t kSplitBlocks = 1024;              // a split kernel's grid, at most; also its tiles' counters
+constexpr int64_t kSplitSlots = kSplitBlocks * 32;  // a split kernel's blocks' results (split / tiles * n_outer)
+constexpr int kSplitTile = 32;                      // rows per tile of a split kernel
 
 // Integer value of a preamble instruction given the size parameters (nullopt when it depends on a
 // size that `sizes` lacks, or on an instruction the host evaluator does not handle).

@@ -331,6 +331,7 @@ Generated generate(const lower::LoweredGraph& g, int arch, capture::CompileRepor
       KernelShape& sh = code.shapes.back()[0];
       code.shapes.back().resize(1);
       sh.threads_per_row = 1, sh.block = code.tiny_block, sh.unroll = 1, sh.vec = 1, sh.index32 = true, sh.device_fn = true;
+      sh.split = 0;
       sh.warp_row = warp_row;
       sh.noalias = false;  // no __restrict__: a later step reads what an earlier one wrote (no .nc loads)
     }

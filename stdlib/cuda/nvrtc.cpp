@@ -18,6 +18,7 @@
 
 #include "cuda/runtime.h"
 #include "tc/cuda.h"
+#include "tc/cuda_cache.h"
 
 namespace tc::cuda {
 namespace {
@@ -101,10 +102,15 @@ std::string hex(uint64_t v) {
   return b;
 }
 
-std::string cache_dir() {
+std::string cache_dir(const std::string& kind = "kernels") {
   const char* e = std::getenv("TC_CACHE_DIR");
   if (!e || !*e) return "";
-  return std::string(e) + "/kernels";
+  return std::string(e) + "/" + kind;
+}
+
+// The file of `key` in a cache directory: two 64-bit hashes of it.
+std::string cache_path(const std::string& dir, const std::string& key, const char* suffix) {
+  return dir + "/" + hex(fnv1a(key, 1469598103934665603ull)) + hex(fnv1a(key, 0x9E3779B97F4A7C15ull)) + suffix;
 }
 
 // File: "TCCUBIN1" | u64 size | u64 checksum | cubin bytes.
@@ -188,8 +194,7 @@ std::string compile_cubin(const std::string& source, int arch) {
   key_text += "nvrtc " + nvrtc_version() + " codegen " + std::to_string(kCodegenVersion);
   std::string dir = cache_dir(), path;
   if (!dir.empty()) {
-    path = dir + "/" + hex(fnv1a(key_text, 1469598103934665603ull)) + hex(fnv1a(key_text, 0x9E3779B97F4A7C15ull)) +
-           ".cubin";
+    path = cache_path(dir, key_text, ".cubin");
     std::string cubin;
     if (read_cached(path, &cubin)) return cubin;
   }
@@ -220,6 +225,20 @@ std::string compile_cubin(const std::string& source, int arch) {
   TC_CHECK(cs > 0, CompileError, "NVRTC produced no cubin for sm_%d", arch);
   if (!dir.empty()) write_cached(dir, path, cubin);
   return cubin;
+}
+
+// An entry holds its key, a NUL, then the bytes: a file whose key differs is not the entry.
+std::string read_cache_entry(const std::string& kind, const std::string& key) {
+  const std::string dir = cache_dir(kind);
+  std::string data;
+  if (dir.empty() || !read_cached(cache_path(dir, key, ".entry"), &data)) return "";
+  if (data.size() <= key.size() || data.compare(0, key.size(), key) != 0 || data[key.size()] != '\0') return "";
+  return data.substr(key.size() + 1);
+}
+
+void write_cache_entry(const std::string& kind, const std::string& key, const std::string& bytes) {
+  const std::string dir = cache_dir(kind);
+  if (!dir.empty()) write_cached(dir, cache_path(dir, key, ".entry"), key + '\0' + bytes);
 }
 
 std::vector<CUfunction> kernels(int device, const std::string& key, const std::function<std::string()>& source,

@@ -1,6 +1,6 @@
 // On a GPU: reductions through the cuda backend at every row strategy (a thread, a warp, a block of
 // 256 and of 1024 per row; rows over the last and the leading dim; dynamic row lengths choosing a
-// strategy per launch), split reductions (few long rows), and large unrolled or vectorized pointwise
+// strategy per launch), split reductions (few long rows; column sums over tiles of columns), and large unrolled or vectorized pointwise
 // kernels match eager CUDA: sums, extremes, argmax/argmin (first index, NaN winning), var, softmax,
 // log_softmax, layer_norm, logsumexp, any/all, integer sums and float16; some shapes also under
 // mode = "max-autotune" (its timed variants, with and without CUDA graphs). Skips without a GPU.
@@ -105,6 +105,17 @@ check("split amin leading", function(v) return tc.amin(v, 1) end, 0, tall)
 check("split any leading", function(v) return tc.any(v:gt(4.5), 1) end, 0, tall)
 check("split sum of squares", function(v) return tc.sum(v * v, 2) end, 1e-6, tall:t())
 check("split half sum", function(v) return tc.sum(v:to(tc.float16), 1) end, 1e-2, tall)
+-- sums over leading dims of many columns (bias and layer_norm gradients): split reductions over
+-- tiles of 32 neighbouring columns, a partial last tile when the width is not a multiple of 32
+for _, w in ipairs({768, 3072, 100}) do
+  local c = tc.randn(2048, w, {device = "cuda"})
+  check("column sum " .. w, function(v) return tc.sum(v, 1) end, 1e-6, c)
+  check("column amax " .. w, function(v) return tc.amax(v, 1) end, 0, c)
+end
+local g3, x3 = tc.randn(8, 256, 768, {device = "cuda"}), tc.randn(8, 256, 768, {device = "cuda"})
+check("column mean over two dims", function(v) return tc.mean(v, {1, 2}) end, 1e-6, g3)
+check("layer_norm weight gradient", function(g, x) return tc.sum(g * (x - tc.mean(x, 3, true)), {1, 2}) end, 1e-5, g3, x3)
+check("two column sums combined", function(g, x) return tc.sum(g * x, {1, 2}) + tc.sum(g, {1, 2}) * 1000 end, 1e-6, g3, x3)
 -- vector accesses (16-byte loads and stores, a scalar tail; misaligned views element by element)
 check("vector chain misaligned", function(v) return tc.sigmoid(v * 2) + 1 end, 1e-6, long:narrow(1, 2, 1024 * 1024 * 3))
 check("vector 2d broadcast", function(v, b) return tc.relu(v + b) * v end, 1e-6, long:narrow(1, 1, 4096 * 1024):reshape(4096, 1024),

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <functional>
 
 #include "../../backends/cuda/cuda_autotune.h"
 #include "../../backends/cuda/cuda_backend.h"
@@ -290,6 +291,55 @@ TEST_F(CudaCodegen, ConvBnReluConvStaysChannelsLastBetweenConvs) {
         backends::cuda::generate_code(lg, 90, nullptr);  // NVRTC accepts it
     EXPECT_FALSE(code.cubins.empty());
   }
+}
+
+// Sums over leading dims (bias gradients: [2048, 768] summed over dim 1; layer_norm's weight
+// gradient reads per-row statistics too; its bias gradient is a second sum of the same kernel) are
+// split reductions over tiles of neighbouring columns, so a warp's loads are coalesced, with a
+// grid that is a multiple of the tiles; sums along rows
+// keep a warp per row; and the programs compile.
+TEST_F(CudaCodegen, SumsOverLeadingDimsRunAsColumnTiles) {
+  auto shape_of = [](std::function<void(tc::testing::GraphBuilder&, std::function<Tensor(Shape)>)> build) {
+    tc::testing::GraphBuilder b;
+    auto in = [&](Shape s) { return cuda_input(b, s); };
+    build(b, in);
+    lower::LoweredGraph lg = backends::lower_for_cuda(b.g);
+    EXPECT_EQ(lg.kernels.size(), 1u) << lower::print(lg);
+    backends::cuda::CudaCode code = backends::cuda::generate_code(lg, 90, nullptr);
+    if (getenv("TC_TEST_PRINT_KERNELS"))
+      printf("%s\n", backends::cuda::emit_kernel(lg.kernels[0], "k", code.shapes.at(0).at(0)).c_str());
+    return code.shapes.at(0).at(0);
+  };
+  for (int64_t cols : {768, 3072, 2304, 100}) {
+    backends::cuda::KernelShape sh = shape_of([&](auto& b, auto in) { b.out(b.op(Op::sum, {in({2048, cols}), IntList{1}})); });
+    const int64_t tiles = (cols + backends::cuda::kSplitTile - 1) / backends::cuda::kSplitTile;
+    EXPECT_GT(sh.split, tiles) << cols << " columns: several blocks per tile";
+    EXPECT_EQ(sh.split % tiles, 0) << cols << " columns";
+    EXPECT_LE(sh.split / tiles * cols, backends::cuda::kSplitSlots);
+  }
+  backends::cuda::KernelShape two = shape_of([&](auto& b, auto in) { b.out(b.op(Op::sum, {in({8, 256, 768}), IntList{1, 2}})); });
+  EXPECT_EQ(two.split % 24, 0);
+  EXPECT_GT(two.split, 24);
+  backends::cuda::KernelShape ln = shape_of([&](auto& b, auto in) {
+    Tensor g = in({2048, 768}), x = in({2048, 768}), mean = in({2048, 1}), rstd = in({2048, 1});
+    Tensor xhat = b.op(Op::mul, {b.op(Op::sub, {x, mean}), rstd});
+    b.out(b.op(Op::sum, {b.op(Op::mul, {g, xhat}), IntList{1}}));
+  });
+  EXPECT_EQ(ln.split % 24, 0) << "layer_norm's weight gradient";
+  EXPECT_GT(ln.split, 24);
+  // layer_norm's weight and bias gradients: two sums of one kernel (two Loops), both split
+  backends::cuda::KernelShape both = shape_of([&](auto& b, auto in) {
+    Tensor g = in({8, 256, 768}), x = in({8, 256, 768});
+    b.out(b.op(Op::sum, {b.op(Op::mul, {g, x}), IntList{1, 2}}));
+    b.out(b.op(Op::sum, {g, IntList{1, 2}}));
+  });
+  EXPECT_EQ(both.split % 24, 0) << "two column sums in one kernel";
+  EXPECT_GT(both.split, 24);
+  backends::cuda::KernelShape rows = shape_of([&](auto& b, auto in) { b.out(b.op(Op::sum, {in({768, 2048}), IntList{2}})); });
+  EXPECT_EQ(rows.split, 0) << "rows along memory: a warp per row";
+  EXPECT_EQ(rows.threads_per_row, 32);
+  backends::cuda::KernelShape all = shape_of([&](auto& b, auto in) { b.out(b.op(Op::sum, {in({4 << 20})})); });
+  EXPECT_GT(all.split, 1) << "a sum of everything: one row in slices";
 }
 
 // mode = "max-autotune": every kernel's launch variants compile in the graph's NVRTC programs

@@ -2,12 +2,17 @@
 // (linear, then relu or gelu(approximate = "tanh")) for float32, float16 and bfloat16, with and
 // without a bias, for row-major and transposed weights and odd sizes; eager linear with a bias
 // runs through cuBLASLt; what cuBLASLt does not take (float64, a non-contiguous output) is
-// refused with nothing written. Skips without a GPU.
+// refused with nothing written; timed algorithm choices are kept in the disk cache. Skips without
+// a GPU, except the disk cache's entries.
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "tc/config.h"
 #include "tc/cuda.h"
 #include "tc/cuda_blaslt.h"
+#include "tc/cuda_cache.h"
 #include "tc/ops.h"
 
 using namespace tc;
@@ -135,4 +140,50 @@ TEST_F(Blaslt, UnalignedRowsRunAsRowGroups) {
   Tensor y = call1(Op::linear, {x, w});
   EXPECT_EQ(cuda::blaslt_calls() - before, 6);
   EXPECT_LT(rel_err(y, call1(Op::linear, {cpu64(x), cpu64(w)})), 1e-5);
+}
+
+// A product's timed algorithm choice goes to the disk cache ($TC_CACHE_DIR/blaslt: one entry per
+// problem), and the same product again (its plan cached in memory) writes nothing more.
+TEST_F(Blaslt, TimedChoiceIsKeptInTheDiskCache) {
+  char dir[] = "/tmp/tc_blaslt_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  setenv("TC_CACHE_DIR", dir, 1);
+  auto entries = [&] {
+    int n = 0;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(std::string(dir) + "/blaslt", ec)) n += e.path().extension() == ".entry";
+    return n;
+  };
+  Tensor x = gpu(randn(384, 640), DType::Float32), w = gpu(randn(256, 640), DType::Float32);
+  Tensor got = Tensor::empty({384, 256}, DType::Float32, x.device());
+  ASSERT_TRUE(cuda::linear_act(got, x, w, Tensor(), cuda::Act::Relu));
+  EXPECT_EQ(entries(), 1);
+  ASSERT_TRUE(cuda::linear_act(got, x, w, Tensor(), cuda::Act::Relu));
+  EXPECT_EQ(entries(), 1);
+  EXPECT_LT(rel_err(got, unfused(x, w, Tensor(), cuda::Act::Relu)), 1e-2);
+  unsetenv("TC_CACHE_DIR");
+  std::filesystem::remove_all(dir);
+}
+
+// The disk cache's small entries (no GPU needed): what is written under a key reads back; another
+// key, a damaged file or an unset TC_CACHE_DIR read as absent.
+TEST(CacheEntries, RoundTripAndOthersReadAsAbsent) {
+  char dir[] = "/tmp/tc_entries_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  setenv("TC_CACHE_DIR", dir, 1);
+  cuda::write_cache_entry("blaslt", "problem a", std::string("\0choice\1", 8));
+  EXPECT_EQ(cuda::read_cache_entry("blaslt", "problem a"), std::string("\0choice\1", 8));
+  EXPECT_EQ(cuda::read_cache_entry("blaslt", "problem b"), "");
+  EXPECT_EQ(cuda::read_cache_entry("other", "problem a"), "");
+  for (const auto& e : std::filesystem::directory_iterator(std::string(dir) + "/blaslt")) {
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-1, std::ios::end);
+    f.put('x');
+  }
+  EXPECT_EQ(cuda::read_cache_entry("blaslt", "problem a"), "") << "a damaged entry";
+  cuda::write_cache_entry("blaslt", "problem a", "again");
+  EXPECT_EQ(cuda::read_cache_entry("blaslt", "problem a"), "again");
+  unsetenv("TC_CACHE_DIR");
+  EXPECT_EQ(cuda::read_cache_entry("blaslt", "problem a"), "");
+  std::filesystem::remove_all(dir);
 }

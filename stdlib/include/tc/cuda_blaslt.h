@@ -37,8 +37,10 @@ bool linear_act(const Tensor& out, const Tensor& x, const Tensor& w, const Tenso
 // as out) read as cuBLASLt's C (beta = 1): the graph's `y + linear(x)` in the same call.
 // matmul_act's out (and residual) may have a row stride above n (rows of unit stride); linear_act
 // runs large products without bias or residual whose rows are not 16-byte multiples as a few
-// products over every g-th row (16-byte aligned rows: faster kernels; TC_BLASLT_ROW_GROUPS=0: one). Each plan times up to 6 of the heuristic's algorithms once on its
-// first call outside graph capture and keeps the fastest (TC_BLASLT_TUNE=0: the first).
+// products over every g-th row (16-byte aligned rows: faster kernels; TC_BLASLT_ROW_GROUPS=0: one). Each plan times up to 6 of the heuristic's algorithms once on
+// its first call outside graph capture (device time) and keeps the fastest, the heuristic's first
+// unless another is 3% faster (TC_BLASLT_TUNE=<n>: n of them; 0: the first, untimed); the
+// choice is kept in the disk cache ($TC_CACHE_DIR/blaslt), so a warm start times nothing.
 bool matmul_act(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias, Act act, const Tensor& residual);
 bool linear_act(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias, Act act, const Tensor& residual);
 bool blaslt_available(std::string* why = nullptr);
