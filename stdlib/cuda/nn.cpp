@@ -297,14 +297,22 @@ bool nn(Op op, const Stack& a, const Metas& m, Stack* result) {
       const Tensor& w = a[1].tensor();
       Tensor flat = contiguous_as(ids, DType::Int64);
       flat = flat.as_strided({ids.numel()}, {1}, flat.offset());
-      Tensor r;
-      try {
-        r = call1(Op::index_select, {w, (int64_t)1, flat});
-      } catch (const Error& e) {
-        if (e.kind() != ErrorKind::IndexError) throw;
-        TC_FAIL(IndexError, "embedding(): an index is out of range for %lld embeddings (ids are 1-based): %s",
-                (long long)w.sizes()[0], e.what());
-      }
+      const int64_t rows = w.sizes()[0];
+      // index_select's error, said in embedding's words (now, or from a CUDA graph's check read later)
+      auto as_embedding = [rows](auto&& select) {
+        try {
+          return select();
+        } catch (const Error& e) {
+          if (e.kind() != ErrorKind::IndexError) throw;
+          TC_FAIL(IndexError, "embedding(): an index is out of range for %lld embeddings (ids are 1-based): %s",
+                  (long long)rows, e.what());
+        }
+      };
+      const int checks = capture_device_checks();
+      Tensor r = as_embedding([&] { return call1(Op::index_select, {w, (int64_t)1, flat}); });
+      wrap_capture_device_checks(checks, [as_embedding](DeviceCheckDecoder d) -> DeviceCheckDecoder {
+        return [d, as_embedding](int64_t code, int64_t detail) { as_embedding([&] { d(code, detail); }); };
+      });
       *result = {Value(r.as_strided(m[0].sizes, m[0].strides, r.offset()))};
       return true;
     }

@@ -57,7 +57,11 @@ TEST_F(ReduceOverhead, ReplaysEqualPlainCallsForEveryBackend) {
       for i = 1, 6 do check(outs[i], wants[i], backend .. " output " .. i .. " kept") end
     )");
     EXPECT_GE(captures() - c0, 1) << backend;
-    EXPECT_LE(captures() - c0, 2) << backend;  // once more when x first moved to a static buffer
+    // x alternates between a new address and the last call's: recorded after the warm-up, again
+    // when x first moved (copied into a static buffer from then on), again when x came back at
+    // the last call's address (read in place: promote_still_inputs, once per graph), and again
+    // when it moved after that (copied for good)
+    EXPECT_LE(captures() - c0, 4) << backend;
     EXPECT_GE(replays() - r0, 4) << backend;
   }
 }
@@ -137,8 +141,10 @@ TEST_F(ReduceOverhead, AnIndexOutOfRangeRaisesTheOpsError) {
       local function raises_as_eager()
         local ok, err = pcall(call_and_sync)
         local ok2, err2 = pcall(f, w, ids, x, t)
-        assert(not ok and not ok2 and err.kind == "IndexError" and err.message:sub(1, #err2.message) == err2.message,
-               backend .. ": " .. tostring(err))
+        assert(not ok and not ok2, backend .. ": both fail")
+        -- eager's message, inside the compiled one (which adds the op's line when it surfaced later)
+        assert(err.kind == "IndexError" and err.message:find(err2.message, 1, true),
+               backend .. ": " .. tostring(err.kind) .. " " .. tostring(err.message) .. " lacks " .. tostring(err2.message))
         assert(err.line == err2.line or err.message:find(":" .. err2.line .. ",", 1, true), backend .. ": " .. tostring(err))
       end
       ids:copy_(tc.tensor({1, 2, 30}))
