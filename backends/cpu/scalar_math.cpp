@@ -201,9 +201,9 @@ Value* ScalarMath::div_finite(Value* num, Value* den) {
 // iterations with Lawson weights, relative error 2.3e-8 on [0, 9.1] before rounding the
 // coefficients to float). Odd by construction (x times P / Q: the sign and -0 need no copysign; a
 // reciprocal estimate's Newton step would turn (-0 P) / Q into +0), no exp range reduction, one
-// division: 16 vector instructions where the expm1 form (-m / (m + 2), m =
-// expm1(-2|x|)) took 23, for 5.3 ulp instead of 1.9 (Horner's roundings in P and Q near tanh = 1;
-// DESIGN.md section 4 asks for a relative tolerance, not ulps).
+// division: 16 vector instructions where the expm1 form (-m / (m + 2), m = expm1(-2|x|)) took 23,
+// for 5.3 ulp instead of 1.9 (Horner's roundings in P and Q near tanh = 1; DESIGN.md section 4
+// asks for a relative tolerance, not ulps).
 Value* ScalarMath::tanh_f32(Value* x) {
   Value* c = min_keep_nan(max_keep_nan(x, -9.1f), 9.1f);
   Value* z = b_.CreateFMul(c, c);
