@@ -535,6 +535,40 @@ TEST(CpuScalarOps, Float32TanhAndSigmoidKeepSpecialValuesInVectorLoops) {
   }
 }
 
+// A product plus a constant may become one fused multiply-add (x * 1.5 + 0.25), a difference of
+// two products may not: sqrt(a * a - b * b) stays 0 for a == b (fused, a * a - round(b * b) is
+// b * b's rounding error, negative for some b, and its square root NaN), and x * 1.5 + 0.25 stays
+// within one rounding of the exact value.
+TEST(CpuScalarOps, OnlyAProductPlusAConstantIsFused) {
+  disk_cache_off();
+  KernelBuilder b;
+  b.buffer(DType::Float32, false);
+  b.buffer(DType::Float32, false);
+  b.buffer(DType::Float32, true);
+  b.buffer(DType::Float32, true);
+  Val n = b.pre(b.size(0));
+  b.k.outer = {n};
+  Val i = b.outer(0), x = b.load(0, i, Ty::F32), y = b.load(1, i, Ty::F32);
+  Val diff = b.math(ScalarOp::sub, Ty::F32, b.math(ScalarOp::mul, Ty::F32, x, x), b.math(ScalarOp::mul, Ty::F32, y, y));
+  Val root = b.math(ScalarOp::sqrt, Ty::F32, diff);
+  Val affine = b.math(ScalarOp::add, Ty::F32, b.math(ScalarOp::mul, Ty::F32, x, b.cf(1.5)), b.cf(0.25));
+  std::vector<Val> body;
+  for (Val v = i; v <= affine; v++) body.push_back(v);
+  b.code(body, {{2, i, root}, {3, i, affine}});
+  CompiledKernel k = compile_one(b.k);
+  std::vector<float> in, roots(4096), affines(4096);
+  for (int j = 0; j < 4096; j++) in.push_back(0.1f + 0.37f * (float)j);
+  std::vector<float> same = in;
+  int64_t sz = (int64_t)in.size();
+  void* bufs[4] = {in.data(), same.data(), roots.data(), affines.data()};
+  launch(k, bufs, &sz);
+  for (int j = 0; j < 4096; j++) {
+    EXPECT_EQ(roots[j], 0.0f) << "sqrt(a * a - b * b) at a = b = " << in[j];
+    const double exact = (double)in[j] * 1.5 + 0.25;
+    EXPECT_NEAR(affines[j], exact, std::ldexp(std::fabs(exact), -24)) << in[j] << " * 1.5 + 0.25";
+  }
+}
+
 // where(cond, a, b) for every value type, the condition given as a bool or as a number.
 TEST(CpuScalarOps, WhereSelectsOnTruth) {
   disk_cache_off();
