@@ -3,7 +3,8 @@
 // divisor gives 0 here; eager raises before running, lowering checks divisors before kernels),
 // minimum/maximum propagate NaN, round is half to even, float32 exp is eager's vectorizable
 // polynomial (so compiled and eager exp agree to the bit and loops over it vectorize); float32
-// tanh, log, log2, log1p, expm1 and erf are inline polynomials too (a few ulp from libm's).
+// tanh (a rational function), log, log2, log1p, expm1, erf and sigmoid are inline polynomials too
+// (a few ulp from libm's).
 #include "scalar_math.h"
 
 #include <llvm/IR/Intrinsics.h>
@@ -141,8 +142,8 @@ Value* ScalarMath::exp_f32(Value* x) {
 // vectorize; libm's scalar calls would not. Coefficients are near-minimax fits of the reduced
 // functions (relative error, rounded to float); measured against float64 libm over every 37th
 // float32: log 0.8 ulp, log2 1.5, log1p 2.4, expm1 1.8, erf 2.4 (glibc's float tanh, log, log1p,
-// erf: 2.1, 0.8, 0.8, 1.5); over every 97th: tanh 1.9, sigmoid 2.4.
-// tests/backends/cpu_scalar_ops_match_reference.cpp holds them to 3 ulp.
+// erf: 2.1, 0.8, 0.8, 1.5); over every 97th: tanh 5.3 (a rational fit), sigmoid 2.4.
+// tests/backends/cpu_scalar_ops_match_reference.cpp holds them to 3 ulp, tanh to 6.
 Value* ScalarMath::fconst(float v) { return llvm::ConstantFP::get(b_.getFloatTy(), v); }
 
 Value* ScalarMath::poly(Value* x, std::initializer_list<float> coefs) {
@@ -172,30 +173,6 @@ Value* ScalarMath::fma(Value* a, Value* b, Value* c) {
   return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {b_.getFloatTy()}, {a, b, c});
 }
 
-// y = k ln2 + r with k = round(y / ln2) and |r| <= ln2/2, for y in [-87, 87] only (so 2^k, k in
-// [-126, 126], is a normal float and no overflow, underflow or NaN case exists): t = y log2(e)
-// + 1.5*2^23 + bias rounds k + bias into t's low mantissa bits, so t's bits shifted left by 23
-// are (k + bias) << 23 (the 1.5*2^23 part shifts out): with bias 127, 2^k's bits; with 0, what
-// adds k to a float's exponent. ln2 in two parts (the first exact in k ln2), or for callers whose
-// error in exp(y) may grow with |k| ln2's rounding (1.9e-9 |k| relative) in one.
-ScalarMath::ExpReduced ScalarMath::exp_reduce_f32(Value* y, int bias, bool ln2_in_one_part) {
-  Value* magic = fconst(12582912.0f + (float)bias);
-  Value* t = fma(y, fconst(1.44269504088896341f), magic);
-  Value* k = b_.CreateFSub(t, magic);
-  Value* r = ln2_in_one_part ? fma(k, fconst(-0.693147182f), y)
-                             : fma(k, fconst(2.12194440e-4f), fma(k, fconst(-0.693359375f), y));
-  return {r, b_.CreateShl(b_.CreateBitCast(t, b_.getInt32Ty()), 23)};
-}
-
-// expm1(r) for |r| <= ln2/2: r + r^2 H(r), H a degree-4 fit (relative error 1.3e-8, 0.2 ulp), by
-// poly_pairs. sigmoid (as 1 + expm1(r)) and tanh share it, so that a loop computing both holds one
-// set of coefficients in registers.
-Value* ScalarMath::expm1_reduced_f32(Value* r) {
-  Value* r2 = b_.CreateFMul(r, r);
-  return fma(poly_pairs(r, r2, {4.999999815e-01f, 1.666654366e-01f, 4.166719969e-02f, 8.366515170e-03f, 1.388252251e-03f}),
-             r2, r);
-}
-
 // min(x, c) and max(x, c) for a constant c that keep a NaN x (one minps/maxps on x86, whose NaN
 // rule is "the second operand"; llvm.minnum would return c and cost a NaN fix-up).
 Value* ScalarMath::min_keep_nan(Value* x, float c) {
@@ -219,35 +196,46 @@ Value* ScalarMath::div_finite(Value* num, Value* den) {
   return q;
 }
 
-// tanh(a) = -m / (m + 2) for a = min(|x|, 9.1) (tanh rounds to 1 from 9.01 on), m = expm1(-2a) in
-// (-1, 0]: with -2a = k ln2 + r, q = expm1(r) = r + r^2 E(r) and w = 2^k q (exact), m = w +
-// (2^k - 1) and m + 2 = w + (2^k + 1), each one rounding from exact parts (their errors do not add
-// up in the quotient, 1.9 ulp at worst; m + 2 from a rounded m gave 2.5). ln2 in one part: an
-// error of 1.9e-9 |k| relative in 2^k (1 + q) is under 0.03 ulp of m for every k here. One formula
-// from 0 to 9.1, accurate near 0 (q = r = -2a there), no selects; the sign comes back with
-// copysign (-0 too).
+// tanh(x) = x P(x^2) / Q(x^2) for x clamped to [-9.1, 9.1] (tanh rounds to 1 from 9.01 on; NaN
+// kept), P and Q of degree 4 with positive coefficients: a rational fit of tanh(x)/x in x^2 (Loeb
+// iterations with Lawson weights, relative error 2.3e-8 on [0, 9.1] before rounding the
+// coefficients to float). Odd by construction (x times P / Q: the sign and -0 need no copysign; a
+// reciprocal estimate's Newton step would turn (-0 P) / Q into +0), no exp range reduction, one
+// division: 16 vector instructions where the expm1 form (-m / (m + 2), m = expm1(-2|x|)) took 23,
+// for 5.3 ulp instead of 1.9 (Horner's roundings in P and Q near tanh = 1; DESIGN.md section 4
+// asks for a relative tolerance, not ulps).
 Value* ScalarMath::tanh_f32(Value* x) {
-  Value* a = min_keep_nan(b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x), 9.1f);
-  ExpReduced e = exp_reduce_f32(b_.CreateFNeg(b_.CreateFAdd(a, a)), 127, true);
-  Value* two_k = b_.CreateBitCast(e.scale_bits, b_.getFloatTy());
-  Value* q = expm1_reduced_f32(e.r);
-  Value* w = b_.CreateFMul(two_k, q);
-  Value* m = b_.CreateFAdd(w, b_.CreateFSub(two_k, fconst(1.0f)));
-  Value* d = b_.CreateFAdd(w, b_.CreateFAdd(two_k, fconst(1.0f)));
-  return b_.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, div_finite(m, d), x);
+  Value* c = min_keep_nan(max_keep_nan(x, -9.1f), 9.1f);
+  Value* z = b_.CreateFMul(c, c);
+  Value* p = poly(z, {1.0f, 1.337440908e-01f, 3.487729467e-03f, 2.047977614e-05f, 1.317548826e-08f});
+  Value* q = poly(z, {1.0f, 4.670772254e-01f, 2.584708482e-02f, 3.272783360e-04f, 7.703227425e-07f});
+  return b_.CreateFMul(c, div_finite(p, q));
 }
 
-// 1 / (1 + exp(-x)) with x clamped to [-87, 87] (NaN kept): exp(-x) = 2^k p(r), p = 1 + expm1(r)
-// (Horner's 6 dependent steps for p gave the same 2.4 ulp but a longer chain; pairs down to the
-// constant term, 3.1 ulp), 2^k applied by adding k to p's exponent bits (p is in [0.7, 1.42] and
-// 2^k p a normal float, at least 1.6e-38: an integer add instead of a multiplication); the divisor
-// is finite and its reciprocal a normal float (a reciprocal estimate may flush subnormal results).
-// Beyond the clamp the result is 1 (x > 87) or 1.6e-38 instead of eager's 0..1.6e-38 (x < -87).
+// 1 / (1 + exp(-x)) with x clamped to c in [-87, 87] (NaN kept). -c = k ln2 - r with k =
+// round(-c / ln2), |r| <= ln2/2, r = c + k ln2 (ln2 in two parts, the first exact in k ln2): t =
+// -c log2(e) + 1.5*2^23 + 127 rounds k + 127 into t's low mantissa bits, so t's bits shifted left
+// by 23 are 2^k's (the 1.5*2^23 part shifts out; k in [-126, 126], a normal 2^k, no overflow,
+// underflow or NaN case). exp(-c) = 2^k (1 + q), q = expm1(-r) = -r + r^2 H(-r) with H a degree-4
+// fit of (expm1(u) - u) / u^2 on |u| <= ln2/2 (relative error 1.3e-8), evaluated as pairs c_i +
+// c_(i+1) r combined by Horner in r^2 (half of Horner's dependent steps). -r instead of r keeps
+// the negation inside the fused multiply-adds: LLVM pushes a negation of the clamp into its
+// selects, which then no longer match minps/maxps. The divisor 1 + 2^k (1 + q) = 2^k q + (2^k + 1)
+// is one fused multiply-add (2^k q is exact), at least 1, at most e^87, so its reciprocal is a
+// normal float (a reciprocal estimate may flush subnormal results). Beyond the clamp the result is
+// 1 (x > 87) or 1.6e-38 instead of eager's 0..1.6e-38 (x < -87).
 Value* ScalarMath::sigmoid_f32(Value* x) {
-  ExpReduced e = exp_reduce_f32(max_keep_nan(min_keep_nan(b_.CreateFNeg(x), 87.0f), -87.0f), 0, false);
-  Value* p = b_.CreateFAdd(expm1_reduced_f32(e.r), fconst(1.0f));
-  Value* ep = b_.CreateBitCast(b_.CreateAdd(b_.CreateBitCast(p, b_.getInt32Ty()), e.scale_bits), b_.getFloatTy());
-  return div_finite(fconst(1.0f), b_.CreateFAdd(ep, fconst(1.0f)));
+  Value* c = max_keep_nan(min_keep_nan(x, 87.0f), -87.0f);
+  Value* magic = fconst(12582912.0f + 127.0f);
+  Value* t = fma(c, fconst(-1.44269504088896341f), magic);
+  Value* k = b_.CreateFSub(t, magic);
+  Value* r = fma(k, fconst(-2.12194440e-4f), fma(k, fconst(0.693359375f), c));
+  Value* two_k = b_.CreateBitCast(b_.CreateShl(b_.CreateBitCast(t, b_.getInt32Ty()), 23), b_.getFloatTy());
+  Value* r2 = b_.CreateFMul(r, r);
+  Value* h = poly_pairs(r, r2, {4.999999815e-01f, -1.666654366e-01f, 4.166719969e-02f, -8.366515170e-03f, 1.388252251e-03f});
+  Value* q = fma(h, r2, b_.CreateFNeg(r));
+  Value* d = fma(two_k, q, b_.CreateFAdd(two_k, fconst(1.0f)));
+  return div_finite(fconst(1.0f), d);
 }
 
 // x = 2^e m with m in [sqrt(1/2), sqrt(2)), f = m - 1 (exact): log(x) = e ln2 + f - f^2/2 + f^3 Q(f),
@@ -477,12 +465,29 @@ Value* ScalarMath::int_pow(Value* x, Value* y) {
   return b_.CreateCall(f, {x, y});
 }
 
+// A float mul of the graph, or an add or sub of one with a constant, that the backend may fuse
+// into a fused multiply-add (`contract` on both: one rounding where eager rounds twice, DESIGN.md
+// section 4's tolerance): x * 1.5 + 0.25 is one instruction instead of two (1.6 % of the 10-op
+// chain's loop). Not an add or sub of two computed values: fma(a, a, -(b * b)) gives the rounding
+// error of b * b where eager's a * a - b * b is 0 for a == b, and a square root of it NaN.
+Value* ScalarMath::contractible(Value* v) {
+  auto* i = llvm::dyn_cast<llvm::Instruction>(v);
+  if (!i) return v;
+  if (i->getOpcode() != llvm::Instruction::FMul && !llvm::isa<llvm::Constant>(i->getOperand(0)) &&
+      !llvm::isa<llvm::Constant>(i->getOperand(1)))
+    return v;
+  llvm::FastMathFlags f = i->getFastMathFlags();
+  f.setAllowContract();
+  i->setFastMathFlags(f);
+  return v;
+}
+
 Value* ScalarMath::binary(ScalarOp op, Ty t, Value* x, Value* y, const double* const_b) {
   const bool fl = is_float(t), bl = t == Ty::Bool;
   switch (op) {
-    case ScalarOp::add: return fl ? b_.CreateFAdd(x, y) : bl ? b_.CreateOr(x, y) : b_.CreateAdd(x, y);
-    case ScalarOp::sub: return fl ? b_.CreateFSub(x, y) : bl ? b_.CreateXor(x, y) : b_.CreateSub(x, y);
-    case ScalarOp::mul: return fl ? b_.CreateFMul(x, y) : bl ? b_.CreateAnd(x, y) : b_.CreateMul(x, y);
+    case ScalarOp::add: return fl ? contractible(b_.CreateFAdd(x, y)) : bl ? b_.CreateOr(x, y) : b_.CreateAdd(x, y);
+    case ScalarOp::sub: return fl ? contractible(b_.CreateFSub(x, y)) : bl ? b_.CreateXor(x, y) : b_.CreateSub(x, y);
+    case ScalarOp::mul: return fl ? contractible(b_.CreateFMul(x, y)) : bl ? b_.CreateAnd(x, y) : b_.CreateMul(x, y);
     case ScalarOp::div:
       TC_CHECK(fl, CompileError, "cpu codegen: true division of non-float values");
       return b_.CreateFDiv(x, y);

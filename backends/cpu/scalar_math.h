@@ -33,12 +33,6 @@ class ScalarMath {
   llvm::Value* binary(lower::ScalarOp op, lower::Ty t, llvm::Value* x, llvm::Value* y, const double* const_b);
   llvm::Value* libm(const char* f32_name, const char* f64_name, lower::Ty t, llvm::Value* x);
   llvm::Value* exp_f32(llvm::Value* x);
-  struct ExpReduced {
-    llvm::Value* r;           // y - k ln2, |r| <= ln2/2
-    llvm::Value* scale_bits;  // (k + bias) << 23, an i32
-  };
-  ExpReduced exp_reduce_f32(llvm::Value* y, int bias, bool ln2_in_one_part);
-  llvm::Value* expm1_reduced_f32(llvm::Value* r);
   llvm::Value* min_keep_nan(llvm::Value* x, float c);
   llvm::Value* max_keep_nan(llvm::Value* x, float c);
   llvm::Value* tanh_f32(llvm::Value* x);
@@ -51,6 +45,7 @@ class ScalarMath {
   llvm::Value* poly(llvm::Value* x, std::initializer_list<float> coefs);  // Horner, c0 first
   llvm::Value* poly_pairs(llvm::Value* x, llvm::Value* x2, std::initializer_list<float> coefs);
   llvm::Value* fma(llvm::Value* a, llvm::Value* b, llvm::Value* c);       // llvm.fmuladd
+  llvm::Value* contractible(llvm::Value* v);
   llvm::Value* fconst(float v);
   llvm::Value* int_div(lower::ScalarOp op, llvm::Value* x, llvm::Value* y);
   llvm::Value* float_div_floor(llvm::Value* x, llvm::Value* y);

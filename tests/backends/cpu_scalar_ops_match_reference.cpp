@@ -424,12 +424,15 @@ TEST(CpuScalarOps, CastBetweenEveryPairOfTypes) {
 
 // The float32 transcendentals generated as inline polynomials (tanh, log, log2, log1p, expm1, erf,
 // sigmoid) stay within 3 ulp of float64 libm over a dense sweep of float32 values of both signs
-// (every 4099th bit pattern: subnormals to the largest finite), and give libm's special values.
-// sigmoid below x = -87 (1.6e-38 there, clamped) is held to an absolute 2e-38.
-TEST(CpuScalarOps, Float32TranscendentalsStayWithinThreeUlpOfLibm) {
+// (every 4099th bit pattern: subnormals to the largest finite), tanh within 6 (a rational fit,
+// 4.2 ulp here, 5.3 over every 97th float; DESIGN.md section 4 asks for a relative tolerance),
+// and give libm's special values. sigmoid below x = -87 (1.6e-38 there, clamped) is held to an
+// absolute 2e-38.
+TEST(CpuScalarOps, Float32TranscendentalsStayWithinAFewUlpOfLibm) {
   disk_cache_off();
   const ScalarOp ops[] = {ScalarOp::tanh, ScalarOp::log, ScalarOp::log2, ScalarOp::log1p, ScalarOp::expm1,
                           ScalarOp::erf, ScalarOp::sigmoid};
+  const double bound[] = {6, 3, 3, 3, 3, 3, 3};
   double (*refs[])(double) = {std::tanh, std::log, std::log2, std::log1p, std::expm1, std::erf,
                               [](double x) { return 1 / (1 + std::exp(-x)); }};
   std::vector<lower::Kernel> ks;
@@ -448,35 +451,121 @@ TEST(CpuScalarOps, Float32TranscendentalsStayWithinThreeUlpOfLibm) {
   int64_t n = (int64_t)in.size();
   std::vector<float> out(in.size());
   for (size_t o = 0; o < std::size(ops); o++) {
-    void* bufs[2] = {in.data(), out.data()};
-    launch(fns[o], bufs, &n);
-    double worst = 0;
-    float worst_at = 0;
-    for (int64_t i = 0; i < n; i++) {
-      double want = refs[o]((double)in[i]);
-      float wf = (float)want;
-      if (ops[o] == ScalarOp::sigmoid && in[i] < -87) {
-        EXPECT_NEAR(out[i], want, 2e-38) << "sigmoid(" << in[i] << ")";
-        continue;
+    // The whole sweep in one launch (the 16-lane loop body, interleaved), then in launches of 15
+    // elements (the loop's remainder code: an 8-lane epilogue whose reciprocal estimate is rcpps's
+    // 12 bits, not vrcp14ps's 14, and scalar iterations).
+    for (const int64_t part : {n, int64_t(15)}) {
+      for (int64_t i = 0; i < n; i += part) {
+        void* bufs[2] = {in.data() + i, out.data() + i};
+        int64_t m = std::min(part, n - i);
+        launch(fns[o], bufs, &m);
       }
-      if (std::isnan(want) || std::isinf(wf)) {
-        if (std::isnan(want)) EXPECT_TRUE(std::isnan(out[i])) << lower::scalar_op_name(ops[o]) << "(" << in[i] << ")";
-        else if (std::isfinite((float)in[i]) && ops[o] == ScalarOp::expm1) continue;  // exp's overflow edge
-        else EXPECT_EQ(out[i], wf) << lower::scalar_op_name(ops[o]) << "(" << in[i] << ")";
-        continue;
+      double worst = 0;
+      float worst_at = 0;
+      for (int64_t i = 0; i < n; i++) {
+        double want = refs[o]((double)in[i]);
+        float wf = (float)want;
+        if (ops[o] == ScalarOp::sigmoid && in[i] < -87) {
+          EXPECT_NEAR(out[i], want, 2e-38) << "sigmoid(" << in[i] << ")";
+          continue;
+        }
+        if (std::isnan(want) || std::isinf(wf)) {
+          if (std::isnan(want)) EXPECT_TRUE(std::isnan(out[i])) << lower::scalar_op_name(ops[o]) << "(" << in[i] << ")";
+          else if (std::isfinite((float)in[i]) && ops[o] == ScalarOp::expm1) continue;  // exp's overflow edge
+          else EXPECT_EQ(out[i], wf) << lower::scalar_op_name(ops[o]) << "(" << in[i] << ")";
+          continue;
+        }
+        if (want == 0) {
+          EXPECT_EQ(out[i], 0.0f) << lower::scalar_op_name(ops[o]) << "(" << in[i] << ")";
+          EXPECT_EQ(std::signbit(out[i]), std::signbit(want)) << lower::scalar_op_name(ops[o]) << "(" << in[i] << ")";
+          continue;
+        }
+        int e = 0;
+        std::frexp(std::max(std::abs(want), (double)FLT_MIN), &e);
+        double ulps = std::abs(out[i] - want) / std::ldexp(1.0, e - 24);
+        if (ulps > worst) worst = ulps, worst_at = in[i];
       }
-      if (want == 0) {
-        EXPECT_EQ(out[i], 0.0f) << lower::scalar_op_name(ops[o]) << "(" << in[i] << ")";
-        EXPECT_EQ(std::signbit(out[i]), std::signbit(want)) << lower::scalar_op_name(ops[o]) << "(" << in[i] << ")";
-        continue;
-      }
-      int e = 0;
-      std::frexp(std::max(std::abs(want), (double)FLT_MIN), &e);
-      double ulps = std::abs(out[i] - want) / std::ldexp(1.0, e - 24);
-      if (ulps > worst) worst = ulps, worst_at = in[i];
+      std::printf("%s (launches of %lld): at most %.2f ulp (at %.9g)\n", lower::scalar_op_name(ops[o]), (long long)part, worst,
+                  worst_at);
+      EXPECT_LE(worst, bound[o]) << lower::scalar_op_name(ops[o]) << " at " << worst_at;
     }
-    std::printf("%s: at most %.2f ulp (at %.9g)\n", lower::scalar_op_name(ops[o]), worst, worst_at);
-    EXPECT_LE(worst, 3.0) << lower::scalar_op_name(ops[o]) << " at " << worst_at;
+  }
+}
+
+// float32 tanh and sigmoid on the values where a fast formula goes wrong first, each repeated so
+// that the vectorized loop body (16 lanes, interleaved) and its remainder code both see it: signed
+// zeros keep their sign through tanh, infinities and |x| past the clamp give exactly +-1 (tanh),
+// NaN stays NaN, subnormals give x (tanh); sigmoid gives 1 past 87, 1.6e-38 below -87 and 0.5 at
+// zeros and subnormals, within an ulp (the remainder's 8-lane reciprocal estimate, rcpps and one
+// Newton step, does not round 1 / 1 and 1 / 2 exactly), never above 1.
+TEST(CpuScalarOps, Float32TanhAndSigmoidKeepSpecialValuesInVectorLoops) {
+  disk_cache_off();
+  std::vector<CompiledKernel> fns = compile_all({pointwise(ScalarOp::tanh, Ty::F32, Ty::F32),
+                                                  pointwise(ScalarOp::sigmoid, Ty::F32, Ty::F32)});
+  const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-45f, -1e-45f, 1e-39f, -3e-39f, 9.1f,
+                            -9.1f, 9.5f, 20.0f, -20.0f, 87.0f, -87.0f, 88.7f, -88.7f, 1e30f, -1e30f, FLT_MAX,
+                            -FLT_MAX, 1e-20f, -1e-20f};
+  std::vector<float> in;
+  for (int rep = 0; rep < 37; rep++) in.insert(in.end(), std::begin(specials), std::end(specials));
+  int64_t n = (int64_t)in.size();
+  std::vector<float> th(in.size()), sg(in.size());
+  void* tb[2] = {in.data(), th.data()};
+  void* sb[2] = {in.data(), sg.data()};
+  launch(fns[0], tb, &n);
+  launch(fns[1], sb, &n);
+  for (int64_t i = 0; i < n; i++) {
+    const float x = in[i];
+    if (std::isnan(x)) {
+      EXPECT_TRUE(std::isnan(th[i]) && std::isnan(sg[i])) << "tanh/sigmoid(nan) at " << i;
+      continue;
+    }
+    const double t = std::tanh((double)x), s = 1 / (1 + std::exp(-(double)x));
+    if (x == 0 || std::fabs(x) < 1e-30f) {
+      EXPECT_EQ(th[i], x) << "tanh(" << x << ") at " << i;
+      EXPECT_EQ(std::signbit(th[i]), std::signbit(x)) << "tanh(" << x << ") at " << i;
+      EXPECT_NEAR(sg[i], 0.5f, 0x1p-24) << "sigmoid(" << x << ") at " << i;
+      continue;
+    }
+    EXPECT_LE(sg[i], 1.0f) << "sigmoid(" << x << ") at " << i;
+    if (std::fabs(x) >= 9.1f) EXPECT_EQ(th[i], x > 0 ? 1.0f : -1.0f) << "tanh(" << x << ") at " << i;
+    else EXPECT_NEAR(th[i], t, 6 * std::ldexp(1.0, -24)) << "tanh(" << x << ") at " << i;
+    if (x > 87) EXPECT_NEAR(sg[i], 1.0f, 0x1p-24) << "sigmoid(" << x << ") at " << i;
+    else if (x <= -87) EXPECT_NEAR(sg[i], 1.6458e-38, 1e-41) << "sigmoid(" << x << ") at " << i;
+    else EXPECT_NEAR(sg[i], s, 3 * std::ldexp(std::fabs(s), -23)) << "sigmoid(" << x << ") at " << i;
+  }
+}
+
+// A product plus a constant may become one fused multiply-add (x * 1.5 + 0.25), a difference of
+// two products may not: sqrt(a * a - b * b) stays 0 for a == b (fused, a * a - round(b * b) is
+// b * b's rounding error, negative for some b, and its square root NaN), and x * 1.5 + 0.25 stays
+// within one rounding of the exact value.
+TEST(CpuScalarOps, OnlyAProductPlusAConstantIsFused) {
+  disk_cache_off();
+  KernelBuilder b;
+  b.buffer(DType::Float32, false);
+  b.buffer(DType::Float32, false);
+  b.buffer(DType::Float32, true);
+  b.buffer(DType::Float32, true);
+  Val n = b.pre(b.size(0));
+  b.k.outer = {n};
+  Val i = b.outer(0), x = b.load(0, i, Ty::F32), y = b.load(1, i, Ty::F32);
+  Val diff = b.math(ScalarOp::sub, Ty::F32, b.math(ScalarOp::mul, Ty::F32, x, x), b.math(ScalarOp::mul, Ty::F32, y, y));
+  Val root = b.math(ScalarOp::sqrt, Ty::F32, diff);
+  Val affine = b.math(ScalarOp::add, Ty::F32, b.math(ScalarOp::mul, Ty::F32, x, b.cf(1.5)), b.cf(0.25));
+  std::vector<Val> body;
+  for (Val v = i; v <= affine; v++) body.push_back(v);
+  b.code(body, {{2, i, root}, {3, i, affine}});
+  CompiledKernel k = compile_one(b.k);
+  std::vector<float> in, roots(4096), affines(4096);
+  for (int j = 0; j < 4096; j++) in.push_back(0.1f + 0.37f * (float)j);
+  std::vector<float> same = in;
+  int64_t sz = (int64_t)in.size();
+  void* bufs[4] = {in.data(), same.data(), roots.data(), affines.data()};
+  launch(k, bufs, &sz);
+  for (int j = 0; j < 4096; j++) {
+    EXPECT_EQ(roots[j], 0.0f) << "sqrt(a * a - b * b) at a = b = " << in[j];
+    const double exact = (double)in[j] * 1.5 + 0.25;
+    EXPECT_NEAR(affines[j], exact, std::ldexp(std::fabs(exact), -24)) << in[j] << " * 1.5 + 0.25";
   }
 }
 
