@@ -811,6 +811,21 @@ void Lowering::run() {
     v.fake = &m;
     value_of_[{n, 0}] = add(std::move(v));
   }
+  // A call's channels-last result (a convolution's, LowerOptions::channels_last_call) returned as
+  // it is: stored contiguous by a kernel, as eager returns it (the caller may view it).
+  for (capture::Ref r : g.outputs) {
+    const std::pair<int, int> key = {r.node, r.elem >= 0 ? r.elem : r.out};
+    const int id = value_of_.at(key);
+    const LV& s = lvs_[id];
+    if (s.kind != LV::Kind::Buffer || !s.channels_last || lg.buffers[s.buffer].kind != Buffer::Kind::Temp) continue;
+    LV v;
+    v.dtype = s.dtype;
+    v.shape = s.shape;
+    v.node = s.node;
+    v.deps = {id};
+    v.fn = [this, id](KernelBuilder& kb, const Idx& idx) { return emit(kb, id, idx); };
+    value_of_[key] = add(std::move(v));
+  }
   // Outputs of one shape and row structure share a kernel.
   std::vector<int> pending;
   for (capture::Ref r : g.outputs) {

@@ -686,8 +686,7 @@ Tensor conv2d_channels_last(const Stack& a) {
   const ConvGeo g = conv_geometry(Op::conv2d, a, m);
   if (x0.dim() == 4 && x0.dtype() == dt && a[1].tensor().dtype() == dt) {
     Tensor x = x0;
-    if (!is_channels_last(
-            x)) {  // a graph input, or a value stored contiguous: the layout's boundary
+    if (!is_channels_last(x)) {  // a graph input, or a value stored contiguous: the layout's boundary
       x = empty_channels_last(x0.sizes(), dt, x0.device());
       x.copy_from(x0);
     }

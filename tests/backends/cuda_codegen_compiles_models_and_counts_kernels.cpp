@@ -293,6 +293,26 @@ TEST_F(CudaCodegen, ConvBnReluConvStaysChannelsLastBetweenConvs) {
   }
 }
 
+// A convolution's result returned as it is leaves the graph contiguous, as eager's (a caller may
+// view it): the channels-last result is copied by one kernel; with TC_CUDA_LAYOUT=nchw it is the
+// call's own result.
+TEST_F(CudaCodegen, AConvolutionsResultLeavesTheGraphContiguous) {
+  tc::testing::GraphBuilder b;
+  const int64_t N = 2, C = 8, K = 16, H = 6, W = 5;
+  Tensor x = cuda_input(b, {N, C, H, W});
+  b.out(b.op(Op::conv2d, {x, cuda_input(b, {K, C, 3, 3})}, {{"padding", Value(IntList{1, 1})}}));
+  const std::vector<lower::SymInt> nchw = {lower::SymInt::of(K * H * W), lower::SymInt::of(H * W),
+                                           lower::SymInt::of(W), lower::SymInt::of(1)};
+  for (bool channels_last : {true, false}) {
+    if (!channels_last) setenv("TC_CUDA_LAYOUT", "nchw", 1);
+    lower::LoweredGraph lg = backends::lower_for_cuda(b.g);
+    unsetenv("TC_CUDA_LAYOUT");
+    ASSERT_EQ(lg.outputs.size(), 1u);
+    EXPECT_EQ(lg.outputs[0].strides, nchw) << lower::print(lg);
+    EXPECT_EQ(lg.kernels.size(), channels_last ? 1u : 0u) << lower::print(lg);
+  }
+}
+
 // Sums over leading dims (bias gradients: [2048, 768] summed over dim 1; layer_norm's weight
 // gradient reads per-row statistics too; its bias gradient is a second sum of the same kernel) are
 // split reductions over tiles of neighbouring columns, so a warp's loads are coalesced, with a
