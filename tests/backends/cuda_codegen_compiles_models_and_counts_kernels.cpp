@@ -244,6 +244,19 @@ TEST_F(CudaCodegen, TinyGraphRunsAWarpPerRowOnlyWhenStepsAreRowLocal) {
   EXPECT_EQ(backends::cuda::tiny_warp_row(transposed), 0) << lower::print(transposed);
 }
 
+// lower_for_cuda with the channels-last layout on, or off (TC_CUDA_LAYOUT=nchw).
+lower::LoweredGraph lower_in_layout(const capture::Graph& g, bool channels_last) {
+  if (!channels_last) setenv("TC_CUDA_LAYOUT", "nchw", 1);
+  lower::LoweredGraph lg = backends::lower_for_cuda(g);
+  unsetenv("TC_CUDA_LAYOUT");
+  return lg;
+}
+
+// The contiguous strides of a [N, K, H, W] tensor.
+std::vector<lower::SymInt> nchw_strides(int64_t K, int64_t H, int64_t W) {
+  return {lower::SymInt::of(K * H * W), lower::SymInt::of(H * W), lower::SymInt::of(W), lower::SymInt::of(1)};
+}
+
 // The layout choice (backends/cuda/cuda_layout.h): in conv2d -> batch_norm -> relu -> conv2d the
 // first convolution writes channels-last, ONE generated kernel (batch_norm and relu) reads that
 // and stores channels-last, iterating N, H, W, C (channels innermost: coalesced), and the second
@@ -260,12 +273,9 @@ TEST_F(CudaCodegen, ConvBnReluConvStaysChannelsLastBetweenConvs) {
   b.out(b.op(Op::relu, {y}));
   const std::vector<lower::SymInt> nhwc = {lower::SymInt::of(K * H * W), lower::SymInt::of(1),
                                            lower::SymInt::of(W * K), lower::SymInt::of(K)};
-  const std::vector<lower::SymInt> nchw = {lower::SymInt::of(K * H * W), lower::SymInt::of(H * W),
-                                           lower::SymInt::of(W), lower::SymInt::of(1)};
+  const std::vector<lower::SymInt> nchw = nchw_strides(K, H, W);
   for (bool channels_last : {true, false}) {
-    if (!channels_last) setenv("TC_CUDA_LAYOUT", "nchw", 1);
-    lower::LoweredGraph lg = backends::lower_for_cuda(b.g);
-    unsetenv("TC_CUDA_LAYOUT");
+    lower::LoweredGraph lg = lower_in_layout(b.g, channels_last);
     std::vector<int> convs;
     for (int s = 0; s < (int)lg.steps.size(); s++)
       if (lg.steps[s].kind == lower::Step::Kind::Extern) convs.push_back(s);
@@ -301,12 +311,9 @@ TEST_F(CudaCodegen, AConvolutionsResultLeavesTheGraphContiguous) {
   const int64_t N = 2, C = 8, K = 16, H = 6, W = 5;
   Tensor x = cuda_input(b, {N, C, H, W});
   b.out(b.op(Op::conv2d, {x, cuda_input(b, {K, C, 3, 3})}, {{"padding", Value(IntList{1, 1})}}));
-  const std::vector<lower::SymInt> nchw = {lower::SymInt::of(K * H * W), lower::SymInt::of(H * W),
-                                           lower::SymInt::of(W), lower::SymInt::of(1)};
+  const std::vector<lower::SymInt> nchw = nchw_strides(K, H, W);
   for (bool channels_last : {true, false}) {
-    if (!channels_last) setenv("TC_CUDA_LAYOUT", "nchw", 1);
-    lower::LoweredGraph lg = backends::lower_for_cuda(b.g);
-    unsetenv("TC_CUDA_LAYOUT");
+    lower::LoweredGraph lg = lower_in_layout(b.g, channels_last);
     ASSERT_EQ(lg.outputs.size(), 1u);
     EXPECT_EQ(lg.outputs[0].strides, nchw) << lower::print(lg);
     EXPECT_EQ(lg.kernels.size(), channels_last ? 1u : 0u) << lower::print(lg);
