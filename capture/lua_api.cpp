@@ -9,6 +9,7 @@
 #include "table_snapshot.h"
 #include "lua_binding.h"
 #include "tc/capture.h"
+#include "tc/config.h"
 #include "tracer.h"
 
 namespace tc::capture {
@@ -597,15 +598,6 @@ void push_wrapper(lua_State* L, int fn_idx, const std::shared_ptr<CompileConfig>
   lua_pushvalue(L, -2);
   lua_rawset(L, -4);
   lua_remove(L, -2);
-}
-
-// TC_DEBUG=1: breaks and recompiles, 2: also graphs, 4: also guards (STYLE.md's debug knob).
-static int debug_level() {
-  static const int level = [] {
-    const char* s = std::getenv("TC_DEBUG");
-    return s ? std::atoi(s) : 0;
-  }();
-  return level;
 }
 
 // The log names (TC_LOGS, --log, tc.config.log): capture prints the first five (aot_graphs: the

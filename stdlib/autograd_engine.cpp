@@ -1,12 +1,12 @@
 // The autograd engine: the backward walk over grad_fn nodes (run_backward) and its entry points
 // backward() and grad().
 #include <cstdio>
-#include <cstdlib>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "autograd_internal.h"
+#include "tc/config.h"
 
 namespace tc::autograd {
 
@@ -80,13 +80,9 @@ const char* why_copied(const Tensor& g, const TensorImpl& leaf) {
 
 // TC_DEBUG >= 1: the first gradients copied into .grad, with why (at most kCopiesShown).
 void report_copy(const Tensor& g, const char* why) {
-  static const bool on = [] {
-    const char* d = std::getenv("TC_DEBUG");
-    return d && std::atoi(d) >= 1;
-  }();
   static int shown = 0;
   constexpr int kCopiesShown = 8;
-  if (!on || shown >= kCopiesShown) return;
+  if (tc::debug_level() < 1 || shown >= kCopiesShown) return;
   shown++;
   std::fprintf(stderr, "tc debug: autograd: a %s gradient is copied into .grad: %s\n", shape_string(g.sizes()).c_str(),
                why);

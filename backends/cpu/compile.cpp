@@ -20,6 +20,7 @@
 
 #include "disk_cache.h"
 #include "jit.h"
+#include "tc/config.h"
 #include "tc/cpu_backend.h"
 #include "tc/error.h"
 
@@ -53,9 +54,8 @@ std::unordered_map<std::string, Compiled>& compiled() {
 // TC_DEBUG=3 or TC_LOGS=output_code: the generated LLVM IR of every module before optimization.
 std::atomic<bool>& log_output_code() {
   static std::atomic<bool> on = [] {
-    const char* d = std::getenv("TC_DEBUG");
     const char* l = std::getenv("TC_LOGS");
-    return (d && std::atoi(d) >= 3) || (l && (std::strstr(l, "output_code") || std::strstr(l, "all")));
+    return tc::debug_level() >= 3 || (l && (std::strstr(l, "output_code") || std::strstr(l, "all")));
   }();
   return on;
 }

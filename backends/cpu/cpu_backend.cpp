@@ -17,6 +17,7 @@
 #include "jit.h"
 #include "lower/lower.h"
 #include "plan_cache.h"
+#include "tc/config.h"
 #include "tc/error.h"
 
 namespace tc::backends {
@@ -55,8 +56,7 @@ std::future<void> start_jit_early() {
 // The plan cache's key, or "" when the disk cache is off, the graph's plan is not stored, or
 // TC_DEBUG >= 2 asks for lowering's stages to be printed (so lowering must run).
 std::string plan_key_of(const capture::Graph& g) {
-  const char* d = std::getenv("TC_DEBUG");
-  if (cpu::cache_dir().empty() || (d && std::atoi(d) >= 2)) return "";
+  if (cpu::cache_dir().empty() || tc::debug_level() >= 2) return "";
   return cpu::plan_key(g);
 }
 

@@ -8,6 +8,7 @@
 #include <memory>
 
 #ifdef TC_HAVE_CUDA
+#include "tc/config.h"
 #include "tc/cuda_graph.h"
 #endif
 
@@ -309,11 +310,7 @@ cuda::DeviceCheckDecoder raise_later(const State& st, const cuda::DeviceCheckDec
 // buffers, back into written inputs; the outputs are handed out and moved out of the pool only
 // while still referenced at the next replay), once per recording.
 void report_recording(const State& st, const Entry& e, capture::GraphInputs in) {
-  static const bool on = [] {
-    const char* d = std::getenv("TC_DEBUG");
-    return d && std::atoi(d) >= 1;
-  }();
-  if (!on) return;
+  if (tc::debug_level() < 1) return;
   int copied = 0, back = 0;
   double copied_mb = 0, back_mb = 0;
   for (size_t i = 0; i < in.size(); i++) {

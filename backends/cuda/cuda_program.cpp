@@ -17,6 +17,7 @@
 #include "cuda_tiny_rows.h"
 #include "lower/launch_list.h"
 #include "cuda/runtime.h"
+#include "tc/config.h"
 #include "tc/cuda.h"
 #include "tc/error.h"
 
@@ -43,9 +44,8 @@ std::string hash_name(const std::string& text) {
 
 bool log_output_code() {
   static const bool on = [] {
-    const char* d = std::getenv("TC_DEBUG");
     const char* l = std::getenv("TC_LOGS");
-    return (d && std::atoi(d) >= 3) || (l && (std::strstr(l, "output_code") || std::strstr(l, "all")));
+    return tc::debug_level() >= 3 || (l && (std::strstr(l, "output_code") || std::strstr(l, "all")));
   }();
   return on;
 }

@@ -8,6 +8,7 @@
 
 #include "eager/eager.h"
 #include "lower.h"
+#include "tc/config.h"
 
 namespace tc::backends {
 
@@ -20,8 +21,7 @@ Compiled LoopIRBackend::compile(const capture::Graph& g, const CompileOptions& o
     lg = std::make_shared<lower::LoweredGraph>(lower::lower(g, lo));
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::NotImplementedError && e.kind() != ErrorKind::CompileError) throw;
-    const char* d = std::getenv("TC_DEBUG");
-    if (d && std::atoi(d) >= 1) std::fprintf(stderr, "[tc] loopir: graph runs on eager: %s\n", e.what());
+    if (tc::debug_level() >= 1) std::fprintf(stderr, "[tc] loopir: graph runs on eager: %s\n", e.what());
     Compiled c = EagerBackend().compile(g, o);
     c.report.fallback_nodes = g.num_ops();
     c.report.perf_hints.push_back(std::string("loopir: the graph runs on eager: ") + e.what());

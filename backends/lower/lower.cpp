@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "lower_internal.h"
+#include "tc/config.h"
 
 namespace tc::lower {
 
@@ -10,8 +11,7 @@ void dedup(LoweredGraph& lg);        // dedup.cpp
 void plan_memory(LoweredGraph& lg);  // plan_memory.cpp
 
 static bool dumping(const LowerOptions& o) {
-  const char* d = std::getenv("TC_DEBUG");
-  return o.dump || (d && std::atoi(d) >= 2);
+  return o.dump || tc::debug_level() >= 2;
 }
 
 // `text` is only built when dumping (before, the 64-layer seed graph was printed 5 times per lowering).

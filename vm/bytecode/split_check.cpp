@@ -29,6 +29,7 @@
 #include "dump.h"
 #include "resume.h"
 #include "split_prefix.h"
+#include "tc/config.h"
 #include "tc/vm/bytecode.h"
 #include "verifier.h"
 
@@ -138,8 +139,7 @@ struct Tally {
 
 // TC_DEBUG >= 2 also lists why each refused or untestable pc was skipped.
 bool debug_reasons() {
-  const char* level = std::getenv("TC_DEBUG");
-  return level && std::atoi(level) >= 2;
+  return tc::debug_level() >= 2;
 }
 
 class SplitCheck {

@@ -6,6 +6,7 @@
 // "highest" (default): float32 matrix products in full float32. "high" and "medium": the CUDA
 // kernels may use TF32 tensor cores. Guards of compiled code read it too.
 #pragma once
+#include <cstdlib>
 #include <string>
 
 #include "tc/error.h"
@@ -26,5 +27,16 @@ inline void set_float32_matmul_precision(const std::string& p) {
 }
 inline const std::string& float32_matmul_precision() { return detail::matmul_precision_slot(); }
 inline bool allow_tf32() { return detail::matmul_precision_slot() != "highest"; }
+
+// TC_DEBUG's level, read once per process (0 when unset): 1 breaks, recompiles and fallbacks,
+// 2 also graphs and lowering's stages, 3 also generated code, 4 also guards (STYLE.md's one
+// debug knob).
+inline int debug_level() {
+  static const int level = [] {
+    const char* d = std::getenv("TC_DEBUG");
+    return d ? std::atoi(d) : 0;
+  }();
+  return level;
+}
 
 }  // namespace tc
