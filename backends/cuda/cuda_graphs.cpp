@@ -327,8 +327,11 @@ void report_recording(const State& st, const Entry& e, capture::GraphInputs in) 
                e.span_bytes < kHandOutBytes ? "right after each replay (small)" : "at the next replay if still referenced");
 }
 
-// Records e's graph on this call's inputs and replays it once for this call's results.
+// Records e's graph on this call's inputs (dropping an earlier recording and its outputs first)
+// and replays it once for this call's results.
 std::vector<Tensor> record(State& st, Entry& e, capture::GraphInputs in) {
+  e.graph.reset();
+  e.outputs.clear();
   e.statics.assign(in.size(), Tensor());
   e.same.assign(in.size(), -1);
   e.kept_ptr.assign(in.size(), nullptr);
@@ -465,21 +468,15 @@ std::vector<Tensor> call(State& st, capture::GraphInputs in) {
     if (e->same[i] >= 0 && !same_tensor(*in[i], *in[size_t(e->same[i])])) {
       // inputs that were one tensor are two now: record again with a buffer each
       e->share = false;
-      e->graph.reset();
-      e->outputs.clear();
       return record(st, *e, in);
     }
     if (!st.read[i] || e->statics[i].defined()) continue;
     if (in[i]->data_ptr() == e->kept_ptr[i]) continue;
     // an input read in place moved: record again with it copied
     e->copy[i] = true;
-    e->graph.reset();
-    e->outputs.clear();
     return record(st, *e, in);
   }
   if (promote_still_inputs(*e, in)) {
-    e->graph.reset();
-    e->outputs.clear();
     return record(st, *e, in);
   }
   copy_in(st, *e, in);
