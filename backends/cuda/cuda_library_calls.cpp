@@ -161,13 +161,10 @@ std::shared_ptr<const capture::ExternalFn> relu_norm_backward_call() {
       Stack b(in.begin() + 1, in.end());  // _batch_norm_backward's arguments, grad_out = g
       b[0] = Value(g);
       Stack out;
-      if (g.device().is_cuda() && tc::cuda::batch_norm_backward(b, infer_meta(Op::_batch_norm_backward, b), &out, y)) {
-        std::vector<Tensor> r;
-        for (const Value& v : out) r.push_back(v.tensor());
-        return r;
+      if (!g.device().is_cuda() || !tc::cuda::batch_norm_backward(b, infer_meta(Op::_batch_norm_backward, b), &out, y)) {
+        b[0] = Value(call1(Op::mul, {g, call1(Op::gt, {y, Value(0.0)})}));
+        out = call(Op::_batch_norm_backward, b);
       }
-      b[0] = Value(call1(Op::mul, {g, call1(Op::gt, {y, Value(0.0)})}));
-      out = call(Op::_batch_norm_backward, b);
       std::vector<Tensor> r;
       for (const Value& v : out) r.push_back(v.tensor());
       return r;
@@ -201,15 +198,8 @@ std::shared_ptr<const capture::ExternalFn> cat_norm_relu_call(int pieces, bool c
   fn->call = [pieces, channels_last](const Stack& in) {
     std::vector<Tensor> ps;
     for (int k = 0; k < pieces; k++) {
-      Tensor t = in[k].tensor();
-      if (channels_last && t.dim() == 4 && t.dtype() == DType::Float32 &&
-          !tc::cuda::is_channels_last(t)) {
-        // the layout's boundary
-        Tensor c = tc::cuda::empty_channels_last(t.sizes(), t.dtype(), t.device());
-        c.copy_from(t);
-        t = c;
-      }
-      ps.push_back(t);
+      const Tensor& t = in[k].tensor();
+      ps.push_back(channels_last && t.dim() == 4 && t.dtype() == DType::Float32 ? tc::cuda::as_channels_last(t) : t);
     }
     const Tensor &w = in[pieces].tensor(), &b = in[pieces + 1].tensor(), &rm = in[pieces + 2].tensor(),
                  &rv = in[pieces + 3].tensor();
@@ -273,11 +263,12 @@ std::shared_ptr<const capture::ExternalFn> attention_merged_heads_call() {
 }
 
 std::shared_ptr<const capture::ExternalFn> conv2d_channels_last_call() {
-  auto fn = std::make_shared<capture::ExternalFn>();
-  fn->name = kConvLastName;
-  fn->call = [](const Stack& in) {
-    return std::vector<Tensor>{tc::cuda::conv2d_channels_last(in)};
-  };
+  static const std::shared_ptr<const capture::ExternalFn> fn = [] {
+    auto fn = std::make_shared<capture::ExternalFn>();
+    fn->name = kConvLastName;
+    fn->call = [](const Stack& in) { return std::vector<Tensor>{tc::cuda::conv2d_channels_last(in)}; };
+    return fn;
+  }();
   return fn;
 }
 

@@ -677,6 +677,13 @@ Tensor empty_channels_last(const Shape& s, DType dt, Device device) {
   return t.as_strided(s, {s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]}, t.offset());
 }
 
+Tensor as_channels_last(const Tensor& t) {
+  if (is_channels_last(t)) return t;
+  Tensor c = empty_channels_last(t.sizes(), t.dtype(), t.device());
+  c.copy_from(t);
+  return c;
+}
+
 Tensor conv2d_channels_last(const Stack& a) {
   const Metas m = infer_meta(Op::conv2d, a);
   const Tensor& x0 = a[0].tensor();
@@ -685,11 +692,7 @@ Tensor conv2d_channels_last(const Stack& a) {
   if (out.numel() == 0) return out;
   const ConvGeo g = conv_geometry(Op::conv2d, a, m);
   if (x0.dim() == 4 && x0.dtype() == dt && a[1].tensor().dtype() == dt) {
-    Tensor x = x0;
-    if (!is_channels_last(x)) {  // a graph input, or a value stored contiguous: the layout's boundary
-      x = empty_channels_last(x0.sizes(), dt, x0.device());
-      x.copy_from(x0);
-    }
+    const Tensor x = as_channels_last(x0);
     ConvProblem p{false, dt,   g.N,  g.C,  g.H,  g.W,  g.O,  g.KH, g.KW,
                   g.G,   g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.OH, g.OW};
     p.channels_last = true;

@@ -217,6 +217,9 @@ bool cudnn_conv(const ConvProblem& p, const Tensor& x, const Tensor& w, const Te
 bool is_channels_last(const Tensor& t);
 // An uninitialized tensor of sizes s (N, C, H, W) laid out channels-last.
 Tensor empty_channels_last(const Shape& s, DType dt, Device device);
+// A 4-D t as it is when channels-last, else a channels-last copy of it (the layout's boundary:
+// a graph input, or a value stored contiguous).
+Tensor as_channels_last(const Tensor& t);
 // conv2d(input, weight, bias, stride, padding, dilation, groups) (the op's arguments, bound)
 // writing a channels-last result: cuDNN on a channels-last input (a contiguous one is copied
 // into that layout first); where cuDNN declines, the op's own result copied into the layout.
