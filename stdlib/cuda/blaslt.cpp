@@ -182,14 +182,14 @@ void pick_fastest(Lt& l, int device, Plan& p, const std::vector<cublasLtMatmulHe
     drv().EventRecord(ev[2 * i + 1], st);
   }
   sync_stream(device);
-  std::vector<float> ms(cands.size(), 1e30f);
-  for (size_t i = 0; i < cands.size(); i++)
-    if (ok[i]) drv().EventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]);
+  std::vector<double> ms(cands.size(), 1e30);
+  for (size_t i = 0; i < cands.size(); i++) {
+    float t = 1e30f;
+    if (ok[i]) drv().EventElapsedTime(&t, ev[2 * i], ev[2 * i + 1]);
+    ms[i] = t;
+  }
   for (CUevent e : ev) drv().EventDestroy(e);
-  size_t pick = 0;
-  for (size_t i = 1; i < cands.size(); i++)
-    if (ms[i] < ms[pick]) pick = i;
-  if (ok[0] && ms[0] <= 1.03f * ms[pick]) pick = 0;
+  const size_t pick = fastest_keeping_first(ms, cands.size(), 1.03, ok[0]);
   if (ok[pick]) p.algo = cands[pick].algo, p.workspace = cands[pick].workspaceSize;
 }
 

@@ -503,8 +503,8 @@ Status execute(Handle h, Plan& pl, const Operands& o, int device, bool counted =
   void* const* ptrs = o.ptrs;
   void* cl_ptrs[3];
   const ConvProblem& p = o.p;
-  const bool copy_xy = pl.nhwc && !p.channels_last;
-  if (copy_xy || (pl.w_nhwc && p.KH * p.KW > 1)) {
+  const bool copy_xy = pl.nhwc && !p.channels_last, copy_w = pl.w_nhwc && p.KH * p.KW > 1;
+  if (copy_xy || copy_w) {
     std::copy(o.ptrs, o.ptrs + 3, cl_ptrs);
     ptrs = cl_ptrs;
   }
@@ -514,7 +514,7 @@ Status execute(Handle h, Plan& pl, const Operands& o, int device, bool counted =
     copy_layout(xl, o.x);
     cl_ptrs[0] = xl.data_ptr(), cl_ptrs[2] = yl.data_ptr();
   }
-  if (pl.w_nhwc && p.KH * p.KW > 1) {
+  if (copy_w) {
     wl = channels_last(p.O, p.C / p.G, p.KH, p.KW, o.w);
     copy_layout(wl, o.w);
     cl_ptrs[1] = wl.data_ptr();
@@ -615,7 +615,12 @@ void add_candidates(Desc graph, Handle h, const ConvProblem& p, bool tf32, bool 
       pl.rank = mode * 1000 + (int)(found->size() - before);
       bool runtime_compiled = false;
       bool ok = added < want && candidate(cfg, p.dt, tf32, &pl.engine, &runtime_compiled);
-      if (runtime_compiled) *rtc += " " + std::to_string(mode * 1000 + k) + ":e" + std::to_string(pl.engine);
+      if (runtime_compiled) {  // (appended piece by piece: GCC 12 warns falsely, -Wrestrict, on " " + std::string)
+        *rtc += ' ';
+        *rtc += std::to_string(mode * 1000 + k);
+        *rtc += ":e";
+        *rtc += std::to_string(pl.engine);
+      }
       if (ok) {
         Owned plan(kPlanDesc);
         Setter set;
@@ -681,16 +686,15 @@ Plan make_plan(int device, const ConvProblem& p, int64_t align, bool tf32, int l
   if (found.empty()) return best;
   if (found.size() == 1) return found[0];
   std::vector<double> us = device_us(h, found, o, device, 5);
-  size_t pick = 0;
-  for (size_t i = 1; i < found.size(); i++)
-    if (us[i] < us[pick]) pick = i;
-  if ((!found[0].nhwc || p.channels_last) && us[0] <= 1.05 * us[pick]) pick = 0;
+  // (the heuristics' first is kept within 5 % when it is in the problem's own layout)
+  const bool first_eligible = !found[0].nhwc || p.channels_last;
+  const size_t pick = fastest_keeping_first(us, found.size(), 1.05, first_eligible);
   if (stats().level >= 2) {
     // the pick among the candidates the default (level 0/1) times, and the best of all
-    size_t pick8 = 0;
-    for (size_t i = 1; i < found.size() && found[i].rank < kHeurModeA * 1000 + kTimedCandidates; i++)
-      if (us[i] < us[pick8]) pick8 = i;
-    if ((!found[0].nhwc || p.channels_last) && us[0] <= 1.05 * us[pick8]) pick8 = 0;
+    size_t timed_by_default = 1;
+    while (timed_by_default < found.size() && found[timed_by_default].rank < kHeurModeA * 1000 + kTimedCandidates)
+      timed_by_default++;
+    const size_t pick8 = fastest_keeping_first(us, timed_by_default, 1.05, first_eligible);
     std::fprintf(stderr, "cudnn plan %s N%lld C%lld %lldx%lld O%lld k%lldx%lld s%lld p%lld g%lld: default e%lld %.1f us, best e%lld %.1f us (rank %d); first-8 us:",
                  p.wgrad ? "wgrad" : p.transposed ? "dgrad" : "fwd", (long long)p.N, (long long)p.C, (long long)p.H, (long long)p.W,
                  (long long)p.O, (long long)p.KH, (long long)p.KW, (long long)p.sh, (long long)p.ph, (long long)p.G,

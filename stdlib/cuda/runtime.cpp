@@ -402,6 +402,13 @@ int64_t take_device_error(int device, int64_t* detail) {
   return w[0];
 }
 
+size_t fastest_keeping_first(const std::vector<double>& t, size_t n, double slack, bool first_eligible) {
+  size_t k = 0;
+  for (size_t i = 1; i < n; i++)
+    if (t[i] < t[k]) k = i;
+  return first_eligible && t[0] <= slack * t[k] ? 0 : k;
+}
+
 void check_device_errors(int device, const DeviceCheckDecoder& raise) {
   if (g_compile_only || note_device_check_in_capture(raise)) return;
   int64_t detail = 0;

@@ -172,6 +172,10 @@ void launch3(int device, CUfunction f, unsigned gx, unsigned gy, unsigned gz, un
 // clock64, ~2 GHz assumed): work enqueued behind it then runs back to back, so events around it
 // time the device alone, not the host's pace (cuDNN's plan timing, TC_CUDA_PROFILE).
 void spin(int device, double us);
+// The pick among timed candidates (cuDNN's plans, cuBLASLt's algorithms): the fastest of the
+// first n times, or the first (the library's heuristic pick, when `first_eligible`) while its
+// time is within `slack` (1.05: 5 %) of the fastest's, so the choice stays stable from run to run.
+size_t fastest_keeping_first(const std::vector<double>& t, size_t n, double slack, bool first_eligible);
 // Reads and clears the device error word after the current stream finished: 0 if no kernel
 // flagged. (One word per device: a kernel that failed on another stream may be reported here.)
 // A CUDA graph replay that flagged the word before is reported first, as its op's error
