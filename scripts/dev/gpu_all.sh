@@ -10,7 +10,7 @@
 # capture suite side by side, then tc's training steps (eager, default, reduce-overhead; PyTorch
 # eager beside them) and tc's per-call models only (no torch.compile, no NCCL, no dispatch bench).
 #   Quick mode runs every packed test binary of tests/cuda_*, backends_cuda_* and aot_cuda_*, the
-#   capture suite and tests/lua's test_autograd_cuda on the GPU; GPU_QUICK_TRAIN=0 skips the
+#   op conformance harness with --backend=cuda when packed, the capture suite and tests/lua's test_autograd_cuda on the GPU; GPU_QUICK_TRAIN=0 skips the
 #   training steps; GPU_QUICK_TORCH=1 replaces tc's per-call rows by bench/compare_torch_cuda.sh
 #   (tc and torch.compile side by side, cold compiles; GPU_QUICK_SECTIONS picks its sections).
 set -uo pipefail
@@ -21,6 +21,14 @@ summary=()
 if [ "${GPU_QUICK:-0}" = 1 ]; then
   ls "$B"/tests/cuda_* "$B"/tests/backends_cuda_* "$B"/tests/aot_cuda_* 2>/dev/null | grep -v cuda_nvrtc_compiles_all_kernels |
     xargs -P 6 -I{} sh -c 'n=$(basename {}); if {} > "$0/$n.log" 2>&1; then echo "$n pass"; else echo "$n FAIL"; tail -30 "$0/$n.log"; fi' "$LOG" &
+  conf="$B/tests/backends_conformance_every_op_matches_eager_and_float64"
+  # the op conformance harness through the cuda backend on the GPU, in 8 gtest shards at once
+  # (one process takes ~270 s, nearly all of it NVRTC)
+  [ -x "$conf" ] && ( for i in 0 1 2 3 4 5 6 7; do
+      GTEST_TOTAL_SHARDS=8 GTEST_SHARD_INDEX=$i "$conf" --backend=cuda --device=cuda > "$LOG/conformance_cuda.$i.log" 2>&1 &
+    done; bad=0; for j in $(jobs -p); do wait "$j" || bad=1; done
+    if [ $bad = 0 ]; then echo "conformance harness (cuda backend, 8 shards) pass"; else echo "conformance harness (cuda backend) FAIL";
+      grep -h "FAILED\|Failure" "$LOG"/conformance_cuda.*.log | head -20; fi ) &
   ( if "$B/tcrun" --device=cuda tests/capture/run.lua > "$LOG/capture_cuda.log" 2>&1; then echo "capture suite (cuda) pass";
     else echo "capture suite (cuda) FAIL"; grep -iE "fail|error" "$LOG/capture_cuda.log" | head -20; fi ) &
   ( if "$B/tcrun" --device=cuda tests/lua/run.lua test_autograd_cuda > "$LOG/autograd_cuda.log" 2>&1; then echo "test_autograd_cuda pass";
