@@ -21,8 +21,9 @@ namespace {
 
 constexpr int kTuneVersion = 1;  // bump when the choice format or the variants change meaning
 constexpr int kReps = 10;        // timed launches per variant (after one warm-up launch)
-// A variant replaces the planned shape only when it is at least this much faster (timing noise).
-constexpr double kMargin = 0.97;
+// A variant replaces the planned shape (the first) only when the planned one is this much slower
+// (timing noise: 3 %), as cuBLASLt's algorithm pick.
+constexpr double kSlack = 1.03;
 
 bool tunable(const std::vector<KernelShape>& shapes) { return shapes.size() > 1 && shapes.back().variant; }
 
@@ -160,8 +161,7 @@ void time_variants(Program& p) {
       for (int64_t& v : sizes) args.push_back(&v);
       args.push_back(&n_outer);
       args.push_back(&err);
-      double planned = std::numeric_limits<double>::infinity(), best = planned;
-      int pick = 0;
+      std::vector<double> times(p.shapes[k].size(), std::numeric_limits<double>::infinity());
       for (size_t j = 0; j < p.shapes[k].size(); j++) {
         const KernelShape& sh = p.shapes[k][j];
         const unsigned grid = p.grid(sh, n_outer, two_level);
@@ -177,12 +177,10 @@ void time_variants(Program& p) {
         } catch (const Error&) {  // a variant the device cannot launch (resources): not a candidate
           continue;
         }
-        const double t = ms / kReps;
-        if (j == 0) planned = t;
-        if (t < best) best = t, pick = (int)j;
+        times[j] = ms / kReps;
       }
-      if (!(best < kMargin * planned)) pick = 0;
-      memo = chosen.emplace(std::make_pair(k, sl.sizes), pick).first;
+      const size_t pick = drv::fastest_keeping_first(times, times.size(), kSlack, true);
+      memo = chosen.emplace(std::make_pair(k, sl.sizes), (int)pick).first;
     }
     sl.shape = memo->second;
     sl.grid = p.grid(p.shapes[k][sl.shape], sl.n_outer, two_level);
