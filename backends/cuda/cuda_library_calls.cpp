@@ -27,7 +27,7 @@ Tensor unfused(const Tensor& x, const Tensor& w, const Tensor& b, Act act, const
 // 16-byte aligned.
 constexpr int kMaxPieces = 48;
 const char* kCatNormSource = R"(
-struct TcPieces { const float* p[48]; int end[48]; int size[48]; };
+struct TcPieces { const float* p[TC_MAX_PIECES]; int end[TC_MAX_PIECES]; int size[TC_MAX_PIECES]; };
 __device__ __forceinline__ float tc_cat_norm_one(float v, int c, const float* w, const float* b, const float* rm,
                                                  const float* rv, float eps) {
   float s = w[c] / sqrtf(rv[c] + eps);
@@ -133,7 +133,7 @@ bool cat_norm_relu_kernel(const std::vector<Tensor>& pieces, const Tensor& w, co
       return false;
   const int device = p0.device().index;
   std::vector<CUfunction> f = tc::cuda::kernels(
-      device, "tc_cat_norm_relu", [] { return std::string(kCatNormSource); },
+      device, "tc_cat_norm_relu", [] { return "#define TC_MAX_PIECES " + std::to_string(kMaxPieces) + "\n" + kCatNormSource; },
       {"tc_cat_norm_relu", "tc_cat_norm_relu4", "tc_cat_norm_relu_nhwc", "tc_cat_norm_relu_nhwc4"});
   const void *wp = w.data_ptr(), *bp = b.data_ptr(), *mp = rm.data_ptr(), *vp = rv.data_ptr();
   void* op = out.data_ptr();
