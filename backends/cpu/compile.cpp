@@ -53,10 +53,7 @@ std::unordered_map<std::string, Compiled>& compiled() {
 
 // TC_DEBUG=3 or TC_LOGS=output_code: the generated LLVM IR of every module before optimization.
 std::atomic<bool>& log_output_code() {
-  static std::atomic<bool> on = [] {
-    const char* l = std::getenv("TC_LOGS");
-    return tc::debug_level() >= 3 || (l && (std::strstr(l, "output_code") || std::strstr(l, "all")));
-  }();
+  static std::atomic<bool> on = tc::logs_output_code();
   return on;
 }
 

@@ -42,14 +42,6 @@ std::string hash_name(const std::string& text) {
   return buf;
 }
 
-bool log_output_code() {
-  static const bool on = [] {
-    const char* l = std::getenv("TC_LOGS");
-    return tc::debug_level() >= 3 || (l && (std::strstr(l, "output_code") || std::strstr(l, "all")));
-  }();
-  return on;
-}
-
 std::string join(const std::vector<int>& v) {
   std::string s;
   for (int x : v) s += (s.empty() ? "" : ", ") + std::to_string(x);
@@ -382,7 +374,7 @@ Generated generate(const lower::LoweredGraph& g, int arch, capture::CompileRepor
   for (const std::string& name : order) gen.source += "\n" + sources.at(name);
   code.key = hash_name(gen.source) + " sm_" + std::to_string(arch);
   r.codegen_ms += ms_since(t0);
-  if (log_output_code())
+  if (tc::logs_output_code())
     std::fprintf(stderr, "// ---- tc cuda backend: generated CUDA C++ ----\n%s%s\n", listing.c_str(), gen.source.c_str());
   return gen;
 }

@@ -7,6 +7,7 @@
 // kernels may use TF32 tensor cores. Guards of compiled code read it too.
 #pragma once
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "tc/error.h"
@@ -37,6 +38,16 @@ inline int debug_level() {
     return d ? std::atoi(d) : 0;
   }();
   return level;
+}
+
+// Whether the code generators print what they generate (CUDA C++, LLVM IR): TC_LOGS names
+// output_code (or all), or TC_DEBUG is 3 or more. Read once per process.
+inline bool logs_output_code() {
+  static const bool on = [] {
+    const char* l = std::getenv("TC_LOGS");
+    return debug_level() >= 3 || (l && (std::strstr(l, "output_code") || std::strstr(l, "all")));
+  }();
+  return on;
 }
 
 }  // namespace tc
