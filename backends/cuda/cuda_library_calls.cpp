@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <mutex>
 
 #include "cuda/runtime.h"
 
@@ -263,12 +264,46 @@ std::shared_ptr<const capture::ExternalFn> attention_merged_heads_call() {
 }
 
 std::shared_ptr<const capture::ExternalFn> conv2d_channels_last_call() {
-  static const std::shared_ptr<const capture::ExternalFn> fn = [] {
-    auto fn = std::make_shared<capture::ExternalFn>();
-    fn->name = kConvLastName;
-    fn->call = [](const Stack& in) { return std::vector<Tensor>{tc::cuda::conv2d_channels_last(in)}; };
-    return fn;
-  }();
+  // One per call site: what the call works out from shapes alone (tc::cuda::ConvLast) is kept
+  // while the inputs' sizes and dtypes and the constant arguments stay (every call of a static
+  // graph), so a call allocates its result and runs the library, nothing else.
+  struct Kept {
+    std::mutex mu;
+    bool valid = false;
+    Shape x, w;
+    DType xt{}, wt{}, bt{};
+    bool bias = false;
+    Stack constants;  // stride, padding, dilation, groups
+    std::shared_ptr<const tc::cuda::ConvLast> c;
+  };
+  auto same = [](const Value& a, const Value& b) {  // (the kinds these arguments take)
+    if (a.is_int() && b.is_int()) return a.to_int() == b.to_int();
+    if (a.is_string() && b.is_string()) return a.str() == b.str();
+    if (a.is_int_list() && b.is_int_list()) return a.ints() == b.ints();
+    return a.is_none() && b.is_none();
+  };
+  auto fn = std::make_shared<capture::ExternalFn>();
+  fn->name = kConvLastName;
+  fn->call = [kept = std::make_shared<Kept>(), same](const Stack& in) {
+    const Tensor &x = in[0].tensor(), &w = in[1].tensor();
+    const bool bias = !in[2].is_none();
+    std::shared_ptr<const tc::cuda::ConvLast> c;
+    {
+      std::lock_guard<std::mutex> lock(kept->mu);
+      bool hit = kept->valid && x.sizes() == kept->x && w.sizes() == kept->w && x.dtype() == kept->xt &&
+                 w.dtype() == kept->wt && bias == kept->bias && (!bias || in[2].tensor().dtype() == kept->bt);
+      for (size_t i = 3; hit && i < 7; i++) hit = same(in[i], kept->constants[i - 3]);
+      if (!hit) {
+        kept->c = std::make_shared<const tc::cuda::ConvLast>(tc::cuda::conv2d_channels_last_setup(in));
+        kept->x = x.sizes(), kept->w = w.sizes(), kept->xt = x.dtype(), kept->wt = w.dtype(), kept->bias = bias;
+        if (bias) kept->bt = in[2].tensor().dtype();
+        kept->constants.assign(in.begin() + 3, in.begin() + 7);
+        kept->valid = true;
+      }
+      c = kept->c;
+    }
+    return std::vector<Tensor>{tc::cuda::conv2d_channels_last(in, *c)};
+  };
   return fn;
 }
 

@@ -35,7 +35,8 @@ std::shared_ptr<const capture::ExternalFn> cat_norm_relu_call(int pieces,
                                                               bool channels_last = false);
 
 // conv2d(input, weight, bias, stride, padding, dilation, groups) writing a channels-last result
-// (tc::cuda::conv2d_channels_last: cuDNN reading a channels-last input): cuda_layout.h.
+// (tc::cuda::conv2d_channels_last: cuDNN, or cuBLASLt for a 1x1 convolution, reading a
+// channels-last input): cuda_layout.h. One per call site: it keeps what its shapes determine.
 std::shared_ptr<const capture::ExternalFn> conv2d_channels_last_call();
 
 // batch_norm(x, weight, bias, running_mean, running_var, training = true, momentum, eps,

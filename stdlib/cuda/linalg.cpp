@@ -7,6 +7,7 @@
 #include <cublas_v2.h>
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -684,23 +685,43 @@ Tensor as_channels_last(const Tensor& t) {
   return c;
 }
 
-Tensor conv2d_channels_last(const Stack& a) {
+ConvLast conv2d_channels_last_setup(const Stack& a) {
+  static const bool products = [] {
+    const char* e = std::getenv("TC_CUDA_CONV1X1_GEMM");
+    return !(e && *e == '0');
+  }();
   const Metas m = infer_meta(Op::conv2d, a);
-  const Tensor& x0 = a[0].tensor();
-  const DType dt = m[0].dtype;
-  Tensor out = empty_channels_last(m[0].sizes, dt, x0.device());
-  if (out.numel() == 0) return out;
   const ConvGeo g = conv_geometry(Op::conv2d, a, m);
-  if (x0.dim() == 4 && x0.dtype() == dt && a[1].tensor().dtype() == dt) {
-    const Tensor x = as_channels_last(x0);
-    ConvProblem p{false, dt,   g.N,  g.C,  g.H,  g.W,  g.O,  g.KH, g.KW,
-                  g.G,   g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.OH, g.OW};
-    p.channels_last = true;
-    const Tensor& b0 = a[2].is_none() ? Tensor() : a[2].tensor();
-    Tensor b = b0.defined() ? contiguous_as(b0, dt) : Tensor();
-    if (cudnn_conv(p, x, contiguous_as(a[1].tensor(), dt), b, out)) return out;
+  ConvLast c;
+  c.out = m[0].sizes;
+  c.dt = m[0].dtype;
+  c.p = ConvProblem{false, c.dt, g.N,  g.C,  g.H,  g.W,  g.O,  g.KH, g.KW,
+                    g.G,   g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.OH, g.OW};
+  c.p.channels_last = true;
+  const Tensor &x = a[0].tensor(), &w = a[1].tensor();
+  c.library = x.dim() == 4 && x.dtype() == c.dt && w.dtype() == c.dt;
+  c.product = products && c.library && g.KH == 1 && g.KW == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 &&
+              g.G == 1 && g.OH == g.H && g.OW == g.W;
+  return c;
+}
+
+Tensor conv2d_channels_last(const Stack& a, const ConvLast& c) {
+  const Tensor& x0 = a[0].tensor();
+  Tensor out = empty_channels_last(c.out, c.dt, x0.device());
+  if (out.numel() == 0) return out;
+  if (c.library) {
+    const Tensor x = as_channels_last(x0), w = contiguous_as(a[1].tensor(), c.dt);
+    const Tensor b = a[2].is_none() ? Tensor() : contiguous_as(a[2].tensor(), c.dt);
+    const ConvProblem& p = c.p;
+    // channels-last x is the matrix [N*H*W, C] and out [N*H*W, O]: out = x @ w[O, C]^T
+    const int64_t rows = p.N * p.H * p.W;
+    if (c.product && matmul_act(out.as_strided({rows, p.O}, {p.O, 1}, out.offset()),
+                                x.as_strided({rows, p.C}, {p.C, 1}, x.offset()),
+                                w.as_strided({p.C, p.O}, {1, p.C}, w.offset()), b, Act::None))
+      return out;
+    if (cudnn_conv(p, x, w, b, out)) return out;
   }
-  out.copy_from(call1(Op::conv2d, a));  // cuDNN declined: the NCHW convolution, copied
+  out.copy_from(call1(Op::conv2d, a));  // the libraries declined: the NCHW convolution, copied
   return out;
 }
 

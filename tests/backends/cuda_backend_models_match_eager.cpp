@@ -4,11 +4,14 @@
 // falling back), twice (the second call on the kept arena). Skips without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
+#include <vector>
 
 #include "tc/backends.h"
 #include "tc/capture.h"
 #include "tc/cuda.h"
+#include "tc/cuda_blaslt.h"
 #include "tc/vm/runtime.h"
 
 using namespace tc;
@@ -211,6 +214,57 @@ TEST(CudaBackendCatNorm, CatBatchNormReluIsOneKernelAndMatchesEager) {
   EXPECT_LT(r[0].number(), 1e-4);
   EXPECT_EQ(r[1].integer(), 0) << "the cat, batch_norm and relu left generated kernels (8x8)";
   EXPECT_EQ(r[2].integer(), 0) << "the cat, batch_norm and relu left generated kernels (5x3)";
+}
+
+// Under the channels-last layout (cuda_layout.h) a 1x1 convolution of stride 1 (with or without
+// bias) is a cuBLASLt product, one per such convolution and call, while a 3x3 and a strided 1x1
+// stay cuDNN's; the results equal eager's, also after a weight changes in place between calls
+// and for a second batch size (each call site keeps only what the shapes determine).
+TEST(CudaBackendConv, OneByOneConvolutionsRunAsProductsAndMatchEager) {
+  std::string why;
+  if (!cuda::is_available(&why)) GTEST_SKIP() << "CUDA not available: " << why;
+  if (!cuda::blaslt_available(&why)) GTEST_SKIP() << "cuBLASLt not available: " << why;
+  vm::Runtime rt("cuda_conv_products");
+  capture::install(rt.state(), strict_compiler());
+  vm::Results r = rt.run_string(R"LUA(
+    local tc = require "tc"
+    local F = require("tc.nn").functional
+    tc.manual_seed(0)
+    local d = {device = "cuda"}
+    local w1, w2, w3, w4 = tc.randn(32, 16, 1, 1, d), tc.randn(16, 32, 3, 3, d), tc.randn(24, 16, 1, 1, d),
+                           tc.randn(8, 24, 1, 1, d)
+    local b3 = tc.randn(24, d)
+    local function f(x)
+      local y = F.relu(F.conv2d(x, w1))            -- 1x1: a product
+      y = F.relu(F.conv2d(y, w2, nil, 1, 1))        -- 3x3: cuDNN
+      y = F.conv2d(y, w3, b3)                       -- 1x1 with bias: a product
+      return F.conv2d(y, w4, nil, 2)                -- 1x1 of stride 2: cuDNN
+    end
+    local cf = tc.compile(f, {backend = "cuda"})
+    local x, got
+    local function call(n)  -- the compiled call alone (the C++ side counts its cuBLASLt products)
+      x = tc.randn(n, 16, 8, 8, d)
+      got = cf(x)
+    end
+    local function check()  -- its relative error against eager; then a weight changes in place
+      local want = f(x)
+      local err = (got - want):abs():max():item() / math.max(1, want:abs():max():item())
+      w1:mul_(-1.5)
+      return err
+    end
+    return call, check
+  )LUA", "=conv_products");
+  vm::Ref call = r[0], check = r[1];
+  double worst = 0;
+  std::vector<int64_t> products;
+  for (int n : {2, 2, 3}) {
+    const int64_t before = cuda::blaslt_calls();
+    call(n);
+    products.push_back(cuda::blaslt_calls() - before);
+    worst = std::max(worst, check()[0].number());
+  }
+  EXPECT_LT(worst, 1e-3);
+  EXPECT_EQ(products[1], 2) << "cuBLASLt products in the second call (the two 1x1 convolutions of stride 1)";
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaBackendModels,
