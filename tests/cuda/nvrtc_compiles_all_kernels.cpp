@@ -64,10 +64,10 @@ TEST_F(NvrtcCompilesAllKernels, AttentionKernelsOfCommonHeadDims) {
 
 // The training kernels beyond the fixtures' shapes: batch_norm and its backward in each block
 // size (one block of 256, 512 or 1024 threads per channel; a channel split over several blocks),
-// max_pool2d's backward (two kernels), Adam's multi-tensor step; float32 and float64.
+// max_pool2d's backward (two kernels), Adam's multi-tensor step; in every floating dtype.
 TEST_F(NvrtcCompilesAllKernels, TrainingKernelsOfEveryBlockSize) {
   const Device gpu{DeviceType::CUDA, 0};
-  for (DType dt : {DType::Float32, DType::Float64}) {
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
     for (Shape s : {Shape{16, 128, 4, 4}, Shape{4, 96, 16, 16}, Shape{16, 128, 16, 16}, Shape{16, 128, 32, 32},
                     Shape{16, 8, 64, 64}}) {
       Tensor x = Tensor::empty(s, dt, gpu), w = Tensor::empty({s[1]}, dt, gpu);
