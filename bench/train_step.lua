@@ -6,6 +6,7 @@
 --   cnn:         a small CNN (2 x Conv-BatchNorm-ReLU-MaxPool, Linear), batch 32 x 3x32x32, Adam
 -- Usage: tcrun bench/train_step.lua MODEL [DEVICE (cuda)] [ITERS (10)] [VARIANTS (eager,default,reduce-overhead)]
 -- Per variant: "tc MODEL VARIANT <median ms> <first call s> <iterations>" (synchronized per step;
+-- on a GPU also the step's device time with the host ahead of the device, behind queued products;
 -- the first call of a compiled variant is its cold compile plus one step), or
 -- "tc MODEL VARIANT n/a: <error>" when the variant does not run (compiled training is new).
 -- Each variant runs at most ~BUDGET seconds (TC_BENCH_BUDGET, 60) after its first call.
@@ -105,6 +106,25 @@ for _, v in ipairs(variants) do
         local function per(k) return (g[k] - graphs0[k]) / #times end
         print(("# %s per step: %.1f replays, %.1f MiB copied in, %.1f MiB moved out, %.1f checks read later, %.1f waited for"):format(
           v, per("replays"), per("bytes_copied") / 2 ^ 20, per("bytes_moved") / 2 ^ 20, per("checks_later"), per("check_waits")))
+      end
+      if device ~= "cpu" and v ~= "eager" then
+        -- the step's device time alone: the device first runs products long enough for the host to
+        -- queue the whole step behind them, so the host's time before its first launch and between
+        -- launches is hidden (the difference to the figure above is the device waiting for the host)
+        local alone = {}
+        ok, err = pcall(function()
+          local a, e0, e1 = tc.randn(4096, 4096), tc.cuda.Event({enable_timing = true}), tc.cuda.Event({enable_timing = true})
+          sync(); e0:record(); for _ = 1, 4 do tc.mm(a, a) end; e1:record(); sync()
+          local busy = math.ceil(3 * median(returned) / (e0:elapsed_time(e1) / 4)) + 1
+          for i = 1, math.min(#times, 5) do
+            sync()
+            for _ = 1, busy do tc.mm(a, a) end
+            e0:record(); fn(); e1:record(); sync()
+            alone[i] = e0:elapsed_time(e1)
+          end
+        end)
+        print(ok and ("# %s: with the host ahead of the device, the step took %.3f ms of device time (medians)"):format(v, median(alone))
+              or ("# %s: the step's device time alone n/a: %s"):format(v, message(err)))
       end
     else
       print(("tc %s %s n/a: %s"):format(model_name, v, message(err)))

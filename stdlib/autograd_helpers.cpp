@@ -527,6 +527,14 @@ Value h_batch_norm_backward(Env& e, const Stack& a) {
   return Value(out);
 }
 
+// max_pool2d(self, kernel_size, stride, padding, dilation, ceil_mode) on CUDA: one
+// _max_pool2d_backward (a[0] = grad, then the op's arguments); on other devices, and with
+// create_graph, the decomposition (CPU graphs keep generating its backward).
+Value h_max_pool2d_backward(Env& e, const Stack& a) {
+  if (e.create_graph || !a[1].tensor().device().is_cuda()) return h_decompose(e, a);
+  return call(Op::_max_pool2d_backward, bind(Op::_max_pool2d_backward, {a[0], a[1], a[2], a[3], a[4], a[5], a[6]}, {}))[0];
+}
+
 const Helper kHelpers[] = {
     {"zeros_like", 1u, h_zeros_like},
     {"reshape_like", 2u, h_reshape_like},
@@ -563,6 +571,7 @@ const Helper kHelpers[] = {
     {"einsum_backward", 0, h_einsum_backward},
     {"decompose", 0, h_decompose, true},
     {"batch_norm_backward", 0, h_batch_norm_backward, true},
+    {"max_pool2d_backward", 0, h_max_pool2d_backward, true},
 };
 
 }  // namespace

@@ -764,8 +764,9 @@ std::vector<int> Lowering::lower_op(int n) {
     case Op::scaled_dot_product_attention:  // on CUDA: the fused attention kernel, a library call
       return add_extern(n, !attention_is_library_call(a, opt.device));
     // training batch_norm (updates its running stats in place) and the gradient kernels of
-    // batch_norm and conv2d: one kernel or cuDNN call each on CUDA, a library call there
+    // batch_norm, conv2d and max_pool2d: one kernel or cuDNN call each on CUDA, a library call there
     case Op::batch_norm: case Op::_batch_norm_backward: case Op::_conv2d_weight_backward:
+    case Op::_max_pool2d_backward:
       return add_extern(n, opt.device != DeviceType::CUDA);
     case Op::layer_norm: case Op::group_norm: case Op::rms_norm:
     case Op::cross_entropy: case Op::nll_loss: case Op::mse_loss: case Op::l1_loss:

@@ -174,6 +174,7 @@ Metas meta_linalg(Op op, const Stack& a) {
     case Op::conv2d:
     case Op::conv_transpose2d: return meta_conv(op, a);
     case Op::_conv2d_weight_backward: return meta_conv2d_weight_backward(a);
+    case Op::_max_pool2d_backward: return meta_max_pool2d_backward(a);
     case Op::max_pool2d:
     case Op::avg_pool2d:
     case Op::adaptive_avg_pool2d:
@@ -189,6 +190,7 @@ Stack cpu_linalg(Op op, const Stack& a, const Metas& metas) {
     case Op::conv2d:
     case Op::conv_transpose2d: return cpu_conv(op, a, metas);
     case Op::_conv2d_weight_backward: return cpu_conv2d_weight_backward(a, metas);
+    case Op::_max_pool2d_backward: return cpu_max_pool2d_backward(a, metas);
     case Op::max_pool2d:
     case Op::avg_pool2d:
     case Op::adaptive_avg_pool2d:

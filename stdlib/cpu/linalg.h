@@ -55,5 +55,8 @@ Stack cpu_conv2d_weight_backward(const Stack& args, const Metas& out);
 Tensor conv2d_weight_grad_by_ops(const Stack& args);
 Metas meta_pool(Op op, const Stack& args);
 Stack cpu_pool(Op op, const Stack& args, const Metas& out);
+// _max_pool2d_backward (pool.cpp)
+Metas meta_max_pool2d_backward(const Stack& args);
+Stack cpu_max_pool2d_backward(const Stack& args, const Metas& out);
 
 }  // namespace tc

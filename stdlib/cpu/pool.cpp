@@ -1,6 +1,7 @@
 // 2-D pooling: max_pool2d, avg_pool2d and their adaptive forms over [N,C,H,W] or [C,H,W] input,
 // planes in parallel; float32/float64 max and avg pools separably (rows, then columns), the rest one
-// window per output element. Max propagates NaN like PyTorch.
+// window per output element. Max propagates NaN like PyTorch. And _max_pool2d_backward, max_pool2d's
+// input gradient (one window argmax per output element).
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -243,7 +244,77 @@ void pool_kernel(Op op, const Pool& p, const T* x, T* y) {
   }
 }
 
+// The position in window order (kh-major) of the window's maximum at output (oh, ow), as the
+// decomposition's max_dim over the padded windows picks it: the first largest, positions outside
+// the plane counting as -inf, the first NaN winning.
+template <typename A, typename T>
+int64_t window_argmax(const Pool& p, const T* in, int64_t oh, int64_t ow) {
+  A best = 0;
+  int64_t at = -1;
+  for (int64_t i = 0; i < p.kh; i++)
+    for (int64_t j = 0; j < p.kw; j++) {
+      int64_t h = oh * p.sh - p.ph + i * p.dh, w = ow * p.sw - p.pw + j * p.dw;
+      A v = h >= 0 && h < p.H && w >= 0 && w < p.W ? static_cast<A>(in[h * p.W + w]) : -std::numeric_limits<A>::infinity();
+      if (at < 0 || v > best || (v != v && best == best)) best = v, at = i * p.kw + j;
+    }
+  return at;
+}
+
+// gx (the input's plane layout) from g (the output's): each input element sums the gradients of
+// the windows whose maximum it is, in window order.
+template <typename T>
+void max_pool_backward_kernel(const Pool& p, const T* g, const T* x, T* gx) {
+  using A = opmath_t<T>;
+  parallel_for(0, p.planes, 1, [&](int64_t b, int64_t e) {
+    for (int64_t pl = b; pl < e; pl++) {
+      const T *in = x + pl * p.H * p.W, *go = g + pl * p.OH * p.OW;
+      std::vector<A> acc(size_t(p.H * p.W), A(0));
+      for (int64_t oh = 0; oh < p.OH; oh++)
+        for (int64_t ow = 0; ow < p.OW; ow++) {
+          int64_t at = window_argmax<A>(p, in, oh, ow);
+          int64_t h = oh * p.sh - p.ph + at / p.kw * p.dh, w = ow * p.sw - p.pw + at % p.kw * p.dw;
+          if (h >= 0 && h < p.H && w >= 0 && w < p.W) acc[size_t(h * p.W + w)] += static_cast<A>(go[oh * p.OW + ow]);
+        }
+      for (int64_t k = 0; k < p.H * p.W; k++) gx[pl * p.H * p.W + k] = T(acc[size_t(k)]);
+    }
+  });
+}
+
+// _max_pool2d_backward(grad_out, self, kernel_size, stride, padding, dilation, ceil_mode): the pool's
+// geometry from self and the rest; grad_out of the pool's output shape.
+Pool max_pool_backward_shape(const Stack& a) {
+  const Tensor &g = a[0].tensor(), &x = a[1].tensor();
+  TC_CHECK(is_floating(x.dtype()) && g.dtype() == x.dtype(), DTypeError,
+           "_max_pool2d_backward(): expected grad_out and self of one floating dtype, got %s and %s",
+           dtype_name(g.dtype()), dtype_name(x.dtype()));
+  Shape s;
+  Pool p = pool_shape(Op::max_pool2d, Stack(a.begin() + 1, a.end()), &s);
+  TC_CHECK(g.sizes() == s, ShapeError, "_max_pool2d_backward(): expected grad_out of shape %s (the pool's output for self %s), got %s",
+           shape_string(s).c_str(), shape_string(x.sizes()).c_str(), shape_string(g.sizes()).c_str());
+  return p;
+}
+
 }  // namespace
+
+Metas meta_max_pool2d_backward(const Stack& a) {
+  max_pool_backward_shape(a);
+  const Tensor& x = a[1].tensor();
+  return {contiguous_meta(x.sizes(), x.dtype(), x.device())};
+}
+
+Stack cpu_max_pool2d_backward(const Stack& a, const Metas& metas) {
+  Pool p = max_pool_backward_shape(a);
+  Tensor out = empty_from_meta(metas[0]);
+  if (out.numel() == 0) return {Value(out)};
+  Tensor g = a[0].tensor().contiguous(), x = a[1].tensor().contiguous();
+  visit_dtype(x.dtype(), [&]<typename T>() {
+    if constexpr (std::is_floating_point_v<opmath_t<T>>)
+      max_pool_backward_kernel<T>(p, g.data<T>(), x.data<T>(), out.data<T>());
+    else
+      TC_ASSERT(false, "integers are rejected by the meta rule");
+  });
+  return {Value(out)};
+}
 
 Metas meta_pool(Op op, const Stack& a) {
   Shape s;

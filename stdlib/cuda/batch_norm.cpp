@@ -1,6 +1,7 @@
 // batch_norm with batch statistics and its gradient. A channel's N * S elements are split over
-// P blocks of 256 threads (blocks_per_channel: about four blocks per SM in all, at least kChunk
-// elements each); one pass sums, per block, the shifted values d = x - K (K: the channel's first
+// P blocks of 256 threads (split_channels: about four blocks per SM in all, at least kChunk
+// elements each), or, where there are about as many channels as SMs and a channel has at most
+// 32768 elements, one block of up to 1024 threads per channel (one launch); one pass sums, per block, the shifted values d = x - K (K: the channel's first
 // element, or the running mean when the backward uses running statistics), d * d, and for the
 // backward g and g * d, in double, and a second pass reads the channel's partial sums (in one
 // order: every block gets the same statistics), updates the running statistics (unbiased
@@ -15,7 +16,6 @@
 namespace tc::cuda {
 namespace {
 
-constexpr int kBlock = 256;
 
 // Whether the per-channel parameters at `idx` that are given (weight, bias, running stats) are
 // contiguous vectors of C elements on `device` of one floating dtype, stored in *pt.
@@ -38,14 +38,29 @@ const void* ptr(const Value& v) { return v.is_none() ? nullptr : v.tensor().data
 
 constexpr int64_t kChunk = 2048;  // elements of a channel per block, at least
 
-// Blocks per channel for C channels of M elements each.
-int64_t blocks_per_channel(int device, int64_t C, int64_t M) {
-  int64_t want = (4 * int64_t(dev(device).sm_count) + C - 1) / C;
-  return std::max<int64_t>(1, std::min<int64_t>(want, M / kChunk));
+// How C channels of M elements each are spread: P blocks per channel of `threads` threads.
+// Channels of up to 32768 elements, with at least half as many channels as SMs, take one block
+// each, of 4 elements per thread up to 1024 threads: one launch instead of a sums pass and a
+// second launch (H200, DenseNet-121's 16x128x16x16 and 16x128x32x32: the split's two launches
+// took 12 and 19 us, 2-2.5x cuDNN's single kernel). Others split over 256-thread blocks, about
+// four per SM in all, at least kChunk elements each.
+struct Split {
+  int64_t P;
+  int threads;
+};
+Split split_channels(int device, int64_t C, int64_t M) {
+  const int64_t sms = int64_t(dev(device).sm_count);
+  if (M <= 32768 && 2 * C >= sms) {
+    int threads = 256;
+    while (threads < 1024 && 4 * threads < M) threads *= 2;
+    return {1, threads};
+  }
+  int64_t want = (4 * sms + C - 1) / C;
+  return {std::max<int64_t>(1, std::min<int64_t>(want, M / kChunk)), 256};
 }
 
-// The kernels' common part: the element range of block p of NP in a channel, the element at
-// index j of channel c of a contiguous [N, C, S] tensor, per-block sums of NS doubles, and the
+// The kernels' common part (BN_B threads per block): the element range of block p of NP in a
+// channel, the element at index j of channel c of a contiguous [N, C, S] tensor, per-block sums of NS doubles, and the
 // shifted sums of one range (sums<G>: v[0] = sum d, v[1] = sum d * d, and with G v[2] = sum g,
 // v[3] = sum g * d; d = x - K), four loads in flight per thread.
 const char* kChannelSums = R"CUDA(
@@ -55,26 +70,27 @@ const char* kChannelSums = R"CUDA(
 __device__ __forceinline__ A masked(A g, const T* __restrict__ ym, I at) {
   return ym ? g * (cvt<A>(ym[at]) > (A)0 ? (A)1 : (A)0) : g;
 }
+#define BN_WARPS (BN_B / 32)
 template <int NS> __device__ void block_sums(double* v, double* sm) {
   for (int k = 0; k < NS; k++)
     for (int o = 16; o > 0; o >>= 1) v[k] += shfl_down(v[k], o);
   if ((threadIdx.x & 31) == 0)
-    for (int k = 0; k < NS; k++) sm[k * 8 + (threadIdx.x >> 5)] = v[k];
+    for (int k = 0; k < NS; k++) sm[k * BN_WARPS + (threadIdx.x >> 5)] = v[k];
   __syncthreads();
   for (int k = 0; k < NS; k++) {
     double t = 0;
-    for (int w = 0; w < 8; w++) t += sm[k * 8 + w];
+    for (int w = 0; w < BN_WARPS; w++) t += sm[k * BN_WARPS + w];
     v[k] = t;
   }
   __syncthreads();
 }
 template <bool G> __device__ void sums(const T* __restrict__ x, const T* __restrict__ g, const T* __restrict__ ym, I c, I lo,
                                        I hi, I S, I CS, double K, double* v) {
-  for (I j0 = lo + threadIdx.x; j0 < hi; j0 += 4 * 256) {
+  for (I j0 = lo + threadIdx.x; j0 < hi; j0 += 4 * BN_B) {
     A xs[4], gs[4];
 #pragma unroll
     for (int u = 0; u < 4; u++) {
-      I j = j0 + u * 256;
+      I j = j0 + u * BN_B;
       bool in = j < hi;
       I at = in ? BN_AT(j) : 0;
       xs[u] = in ? cvt<A>(x[at]) : (A)0;
@@ -82,7 +98,7 @@ template <bool G> __device__ void sums(const T* __restrict__ x, const T* __restr
     }
 #pragma unroll
     for (int u = 0; u < 4; u++) {
-      double d = j0 + u * 256 < hi ? (double)xs[u] - K : 0.0;
+      double d = j0 + u * BN_B < hi ? (double)xs[u] - K : 0.0;
       v[0] += d;
       v[1] += d * d;
       if (G) {
@@ -114,16 +130,17 @@ template <int NS, bool G> __device__ void channel_sums(const T* x, const T* g, c
 }
 )CUDA";
 
-std::string types(DType dt, DType pt, const char* I) {
+std::string types(DType dt, DType pt, const char* I, int threads) {
   std::string A = dt == DType::Float64 || pt == DType::Float64 ? "double" : "float";
   return std::string("typedef ") + ctype(dt) + " T;\ntypedef " + ctype(pt) + " P;\ntypedef " + A + " A;\ntypedef " +
-         I + " I;\n";
+         I + " I;\n#define BN_B " + std::to_string(threads) + "\n";
 }
 
-// Launches f over C channels in P parts per channel: with P > 1 a sums pass (phase 0, partial
+// Launches f over C channels in sp.P parts per channel of sp.threads threads: with P > 1 a sums pass (phase 0, partial
 // sums of NS doubles into a workspace) then the pass that uses them (phase 1), else one fused
 // launch (phase 2). args: the kernel's arguments up to (not including) ws, P, phase.
-void launch_parts(int device, CUfunction f, int64_t C, int64_t P, int NS, std::vector<void*> args) {
+void launch_parts(int device, CUfunction f, int64_t C, Split sp, int NS, std::vector<void*> args) {
+  const int64_t P = sp.P;
   // (freed stream-ordered when this returns: the next user of its memory runs after these kernels)
   Tensor wst = P > 1 ? Tensor::empty({C * P * NS}, DType::Float64, Device{DeviceType::CUDA, device}) : Tensor();
   void* ws = P > 1 ? wst.data_ptr() : nullptr;
@@ -132,10 +149,10 @@ void launch_parts(int device, CUfunction f, int64_t C, int64_t P, int NS, std::v
   args.push_back(&ws);
   args.push_back(&p32);
   args.push_back(&phase);
-  launch(device, f, unsigned(C * P), kBlock, args.data());
+  launch(device, f, unsigned(C * P), sp.threads, args.data());
   if (P > 1) {
     phase = 1;
-    launch(device, f, unsigned(C * P), kBlock, args.data());
+    launch(device, f, unsigned(C * P), sp.threads, args.data());
   }
 }
 
@@ -152,12 +169,13 @@ bool batch_norm_train(const Tensor& x, const Stack& a, const Tensor& out, bool r
   if (nbt && !count_here) return false;
   if (C == 0) return true;
   const char* I = x.numel() < (int64_t(1) << 31) ? "unsigned" : "u64";
-  auto f = kernels(device, std::string("bntrain2:") + ctype(x.dtype()) + ctype(pt) + I + (relu ? ":relu" : ""), [&] {
-    return prelude() + types(x.dtype(), pt, I) + "#define BN_RELU " + (relu ? "1" : "0") + "\n" + kChannelSums +
-           "extern \"C\" __global__ void __launch_bounds__(256) bntrain(const T* __restrict__ x, T* __restrict__ y, "
+  const Split sp = split_channels(device, C, N * S);
+  auto f = kernels(device, std::string("bntrain3:") + ctype(x.dtype()) + ctype(pt) + I + (relu ? ":relu:" : ":") + std::to_string(sp.threads), [&] {
+    return prelude() + types(x.dtype(), pt, I, sp.threads) + "#define BN_RELU " + (relu ? "1" : "0") + "\n" + kChannelSums +
+           "extern \"C\" __global__ void __launch_bounds__(BN_B) bntrain(const T* __restrict__ x, T* __restrict__ y, "
            "P* rm, P* rv, const P* __restrict__ w, const P* __restrict__ b, i64* nbt, i64 N64, i64 C64, i64 S64, "
            "double momentum, double eps, double* ws, unsigned P32, int phase) {\n"
-           "  __shared__ double sm[16];\n"
+           "  __shared__ double sm[2 * BN_WARPS];\n"
            "  I S = (I)S64, CS = (I)C64 * S, M = (I)N64 * S, NP = P32, c = blockIdx.x / NP, "
            "p = blockIdx.x % NP, lo, hi;\n"
            "  part(M, p, NP, &lo, &hi);\n"
@@ -178,7 +196,7 @@ bool batch_norm_train(const Tensor& x, const Stack& a, const Tensor& out, bool r
            "  double sc = 1.0 / sqrt(q / (double)M + eps) * (w ? (double)cvt<A>(w[c]) : 1.0);\n"
            "  A scale = (A)sc, shift = (A)((b ? (double)cvt<A>(b[c]) : 0.0) - mean * sc);\n"
            "  if (phase == 2) lo = 0, hi = M;\n"
-           "  for (I j = lo + threadIdx.x; j < hi; j += 256) {\n"
+           "  for (I j = lo + threadIdx.x; j < hi; j += BN_B) {\n"
            "    I at = BN_AT(j);\n"
            "    A v = cvt<A>(x[at]) * scale + shift;\n"
            "    y[at] = Cv<T>::f(BN_RELU && v < (A)0 ? (A)0 : v);\n"
@@ -189,7 +207,7 @@ bool batch_norm_train(const Tensor& x, const Stack& a, const Tensor& out, bool r
   void *yp = out.data_ptr(), *rmp = const_cast<void*>(ptr(a[3])), *rvp = const_cast<void*>(ptr(a[4]));
   void* np = count_here ? nbt->data_ptr() : nullptr;
   double momentum = a[6].to_double(), eps = a[7].to_double();
-  launch_parts(device, f, C, blocks_per_channel(device, C, N * S), 2,
+  launch_parts(device, f, C, sp, 2,
                {&xp, &yp, &rmp, &rvp, &wp, &bp, &np, &N, &C, &S, &momentum, &eps});
   for (int i : {3, 4, 8})
     if (i < (int)a.size() && !a[i].is_none()) Tensor(a[i].tensor()).bump_version();
@@ -211,13 +229,14 @@ bool batch_norm_backward(const Stack& a, const Metas& m, Stack* result, const Te
   *result = {Value(gx), Value(gw), Value(gb)};
   if (C == 0) return true;
   const char* I = x.numel() < (int64_t(1) << 31) ? "unsigned" : "u64";
-  auto f = kernels(device, std::string("bnbackward3:") + ctype(dt) + ctype(pt) + ctype(m[1].dtype) + I, [&] {
-    return prelude() + types(dt, pt, I) + "typedef " + ctype(m[1].dtype) + " D;\n" + kChannelSums +
-           "extern \"C\" __global__ void __launch_bounds__(256) bnbackward(const T* __restrict__ g, "
+  const Split sp = split_channels(device, C, N * S);
+  auto f = kernels(device, std::string("bnbackward4:") + ctype(dt) + ctype(pt) + ctype(m[1].dtype) + I + ":" + std::to_string(sp.threads), [&] {
+    return prelude() + types(dt, pt, I, sp.threads) + "typedef " + ctype(m[1].dtype) + " D;\n" + kChannelSums +
+           "extern \"C\" __global__ void __launch_bounds__(BN_B) bnbackward(const T* __restrict__ g, "
            "const T* __restrict__ ym, const T* __restrict__ x, T* __restrict__ gx, const P* __restrict__ w, const P* __restrict__ rm, "
            "const P* __restrict__ rv, D* gw, D* gb, i64 N64, i64 C64, i64 S64, int use_batch, double eps, double* ws, "
            "unsigned P32, int phase) {\n"
-           "  __shared__ double sm[32];\n"
+           "  __shared__ double sm[4 * BN_WARPS];\n"
            "  I S = (I)S64, CS = (I)C64 * S, M = (I)N64 * S, NP = P32, c = blockIdx.x / NP, "
            "p = blockIdx.x % NP, lo, hi;\n"
            "  part(M, p, NP, &lo, &hi);\n"
@@ -247,12 +266,12 @@ bool batch_norm_backward(const Stack& a, const Metas& m, Stack* result, const Te
            "  if (phase == 2) lo = 0, hi = M;\n"
            "  if (use_batch) {\n"
            "    A mg = (A)(sg / (double)M), proj = (A)(invstd * invstd * sgx / (double)M);\n"
-           "    for (I j = lo + threadIdx.x; j < hi; j += 256) {\n"
+           "    for (I j = lo + threadIdx.x; j < hi; j += BN_B) {\n"
            "      I at = BN_AT(j);\n"
            "      gx[at] = Cv<T>::f(kk * (masked(cvt<A>(g[at]), ym, at) - mg - (cvt<A>(x[at]) - mu) * proj));\n"
            "    }\n"
            "  } else {\n"
-           "    for (I j = lo + threadIdx.x; j < hi; j += 256) {\n"
+           "    for (I j = lo + threadIdx.x; j < hi; j += BN_B) {\n"
            "      I at = BN_AT(j);\n"
            "      gx[at] = Cv<T>::f(masked(cvt<A>(g[at]), ym, at) * kk);\n"
            "    }\n"
@@ -263,7 +282,7 @@ bool batch_norm_backward(const Stack& a, const Metas& m, Stack* result, const Te
   void *gxp = gx.data_ptr(), *gwp = gw.data_ptr(), *gbp = gb.data_ptr();
   int ub = use_batch ? 1 : 0;
   double eps = a[6].to_double();
-  launch_parts(device, f, C, blocks_per_channel(device, C, N * S), 4,
+  launch_parts(device, f, C, sp, 4,
                {&gp, &yp, &xp, &gxp, &wp, &rmp, &rvp, &gwp, &gbp, &N, &C, &S, &ub, &eps});
   return true;
 }

@@ -12,7 +12,7 @@
 // configurations, the first few that finalize into execution plans (engines that compile at run
 // time left out) are timed once in device time (TC_CUDNN_BENCHMARK=0: the heuristics' first) and
 // the fastest plan is cached for the process; TC_CUDNN_LAYOUT=any or nhwc adds channels-last
-// plans for forward convolutions (make_plan says why that is not the default). A channels-last
+// plans for forward and backward-data convolutions (make_plan says why that is not the default). A channels-last
 // problem (ConvProblem::channels_last: the CUDA backend's layout, backends/cuda/cuda_layout.h)
 // reads x and writes y channels-last where they are, with the filter as it is or copied
 // channels-last per call, whichever is faster.
@@ -515,7 +515,7 @@ Status execute(Handle h, Plan& pl, const Operands& o, int device, bool counted =
     cl_ptrs[0] = xl.data_ptr(), cl_ptrs[2] = yl.data_ptr();
   }
   if (copy_w) {
-    wl = channels_last(p.O, p.C / p.G, p.KH, p.KW, o.w);
+    wl = p.transposed ? channels_last(p.C, p.O / p.G, p.KH, p.KW, o.w) : channels_last(p.O, p.C / p.G, p.KH, p.KW, o.w);
     copy_layout(wl, o.w);
     cl_ptrs[1] = wl.data_ptr();
   }
@@ -584,7 +584,7 @@ std::vector<double> device_us(Handle h, std::vector<Plan>& found, const Operands
   return us;
 }
 
-// Which layouts forward convolutions' plans may take (TC_CUDNN_LAYOUT, read when a plan is built;
+// Which layouts forward and backward-data convolutions' plans may take (TC_CUDNN_LAYOUT, read when a plan is built;
 // part of the plan's key): 1 NCHW only (unset or "nchw": the default), 2 channels-last only
 // ("nhwc"), 0 both, timed against each other ("any"). Channels-last is not the default: on an
 // H100 it never won for ResNet-50 or DenseNet-121 (batch 16, 128x128) once its copies were
@@ -641,8 +641,9 @@ void add_candidates(Desc graph, Handle h, const ConvProblem& p, bool tf32, bool 
 }
 
 // Builds the plan of one problem. Candidates: the engine configurations of the NCHW graph (our
-// layout) and, for forward convolutions where forced_layout() allows, of the channels-last
-// graph, whose call adds copies of x and w into channels-last buffers and of its result back.
+// layout) and, for forward and backward-data convolutions where forced_layout() allows, of the
+// channels-last graph, whose call adds copies of x and w into channels-last buffers and of its
+// result back.
 // cuDNN's faster engines often exist only for channels-last tensors (H100, batch 16: DenseNet-121's
 // 3x3 convolutions of 128 -> 32 channels on 4x4 to 32x32 maps take 16-29 us with the best NCHW
 // engine against 8-19 us channels-last, ResNet-50's 3x3 on 8x8 and 4x4 maps 24 and 35 us against
@@ -659,7 +660,9 @@ Plan make_plan(int device, const ConvProblem& p, int64_t align, bool tf32, int l
   Handle h = handle(device);
   if (!h) return best;
   const bool timed = benchmark() && !capturing();
-  const bool forward = !p.transposed && !p.wgrad && p.dt != DType::Float64;
+  // channels-last plans with layout copies: forward and backward-data problems (their x and y are
+  // the operand and the result, whichever way; a weight gradient's result is its filter)
+  const bool relayout = !p.wgrad && p.dt != DType::Float64;
   std::vector<Plan> found;
   // (x/y channels-last, filter channels-last) in order of preference: a channels-last problem's
   // filter either way (cuDNN's fast engines may want it channels-last; the call then copies it),
@@ -671,7 +674,7 @@ Plan make_plan(int device, const ConvProblem& p, int64_t align, bool tf32, int l
   std::string rtc;
   for (auto [nhwc, w_nhwc] : tries) {
     if (!p.channels_last &&
-        (nhwc ? !forward || layout == 1 || (!timed && layout != 2) : layout == 2 && forward))
+        (nhwc ? !relayout || layout == 1 || (!timed && layout != 2) : layout == 2 && relayout))
       continue;
     Owned keep[5] = {Owned(kTensorDesc), Owned(kTensorDesc), Owned(kTensorDesc), Owned(kConvolutionDesc),
                      Owned(kOpGraphDesc)};

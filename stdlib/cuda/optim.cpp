@@ -16,7 +16,10 @@ namespace {
 
 constexpr int kMaxLists = 5;
 constexpr int kMaxTensors = 64;  // the parameter block stays under 4 KB
-constexpr int64_t kChunk = 1 << 14;
+// (16384 elements a chunk made each block walk 64 dependent loads per thread: 0.44 ms for
+// DenseNet-121's Adam step, 8M parameters in 6 launches on an H200; 2048 gives a block per ~8
+// loads, enough blocks to fill the GPU)
+constexpr int64_t kChunk = 1 << 11;
 constexpr int kBlock = 256;
 
 struct Table {
@@ -72,10 +75,10 @@ extern "C" __global__ void optim_step(Table t, Hyper h, const double* step_dev, 
           if (h.alg == 2) pv = r(pv * (A)(1 - h.lr * h.weight_decay));
           else g = g + wd * pv;
         }
-        A m = r(ld(s0[i]) * (A)h.a) + (A)(1 - h.a) * g;
-        A v = r(ld(s1[i]) * (A)h.b) + (A)(1 - h.b) * r(g * g);
+        // (the states as stored, kept in registers: no reload behind the stores)
+        const A m = r(r(ld(s0[i]) * (A)h.a) + (A)(1 - h.a) * g);
+        A v = r(r(ld(s1[i]) * (A)h.b) + (A)(1 - h.b) * r(g * g));
         s0[i] = cvt<T>(m); s1[i] = cvt<T>(v);
-        m = ld(s0[i]); v = ld(s1[i]);
         if (h.flag1) {
           A mx = ld(s2[i]);
           v = (mx > v || mx != mx) ? mx : v;

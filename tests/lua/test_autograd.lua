@@ -26,6 +26,31 @@ function T.backward_fills_leaf_grad()
   close(x.grad, {2, 4, 6})
 end
 
+-- _max_pool2d_backward (the CUDA derivative's kernel) on the CPU: each window's gradient reaches
+-- the element the decomposition's max_dim picks (ties and padding included), as max_pool2d's
+-- own gradient on the CPU (its decomposition) gives.
+function T.max_pool2d_backward_kernel_equals_the_decompositions_gradient()
+  tc.manual_seed(3)
+  local cases = {
+    {{2, 3, 9, 9}, {3, 2, 1, 1, false}, true},   -- overlapping windows, padding, ties from relu
+    {{1, 2, 7, 6}, {3, 2, 1, 1, true}, false},   -- ceil_mode: windows past the edge
+    {{2, 8, 8}, {2, 2, 0, 2, false}, true},      -- dilation, a [C, H, W] input
+    {{1, 1, 5, 5}, {2, 1, 0, 1, false}, false},  -- stride 1
+  }
+  for i, c in ipairs(cases) do
+    local x = tc.randn(table.unpack(c[1])):double()
+    if c[3] then x = tc.relu(x) end
+    local k, s, p, d, ceil = table.unpack(c[2])
+    local xr = x:clone():requires_grad_()
+    local y = tc.max_pool2d(xr, k, s, p, d, ceil)
+    local g = tc.randn(table.unpack(y.shape)):double()
+    y:backward(g)
+    close(tc._max_pool2d_backward(g, x, {k, k}, {s, s}, {p, p}, {d, d}, ceil), xr.grad, 1e-12, "case " .. i)
+  end
+  local ok, e = pcall(tc._max_pool2d_backward, tc.zeros(1, 1, 3, 3), tc.zeros(1, 1, 4, 4), {2, 2})
+  assert(not ok and e.kind == "ShapeError", tostring(e and e.message))
+end
+
 function T.gradients_accumulate_across_backward_calls()
   local x = tc.tensor({1, 2}, {dtype = tc.float64, requires_grad = true})
   ;(x * 3):sum():backward()

@@ -55,6 +55,23 @@ function T.cnn_conv_batch_norm_pool_grads_match_cpu()
   end, {x, y})
 end
 
+-- max_pool2d's gradient on CUDA is one _max_pool2d_backward kernel; on the CPU the decomposition
+-- (ties from relu, padding, overlapping windows, ceil_mode, dilation): the same gradients.
+function T.max_pool2d_grads_match_cpu()
+  tc.manual_seed(4)
+  for _, c in ipairs {{{2, 4, 17, 17}, {3, 2, 1, 1, false}}, {{2, 3, 9, 8}, {3, 2, 1, 1, true}},
+                      {{1, 2, 10, 10}, {2, 2, 0, 2, false}}, {{3, 11, 11}, {2, 1, 1, 1, false}}} do
+    local x = tc.relu(tc.randn(table.unpack(c[1])))
+    local k, s, p, d, ceil = table.unpack(c[2])
+    local w = tc.randn(table.unpack(tc.max_pool2d(x, k, s, p, d, ceil).shape))
+    compare(function()
+      local ps = {x:clone()}
+      ps.loss = function(q, xs) return (tc.max_pool2d(q[1], k, s, p, d, ceil) * xs[1]):sum() end
+      return ps
+    end, {w})
+  end
+end
+
 -- batch_norm's results in two runs, a and b ({output, input gradient, weight gradient, bias
 -- gradient, running mean, running var}), agree within tol relative to a's scale (and tol / 10).
 local function expect_same_norm(a, b, tol, what)
@@ -67,13 +84,16 @@ local function expect_same_norm(a, b, tol, what)
 end
 
 -- stdlib/cuda/batch_norm.cpp splits a channel over several blocks (two passes) when it has many
--- elements and few channels, and runs one block per channel otherwise; both, with a mean far
--- from zero (the sums are shifted), channels whose element count is no multiple of the block's
--- stride, 3-d input, float64, and the backward with running statistics (eval mode).
+-- elements and few channels, and runs one block per channel otherwise (256 threads; with about as
+-- many channels as SMs, up to 1024 threads: the last four cases have 256, 512, 1024 and 1024); all,
+-- with a mean far from zero (the sums are shifted), channels whose element count is no multiple of
+-- the block's stride, 3-d input, float64, and the backward with running statistics (eval mode).
 function T.batch_norm_train_and_backward_match_cpu_for_every_split()
   local cases = {
     {{16, 8, 32, 32}, "float32"}, {{3, 5, 37, 41}, "float32"}, {{4, 6, 5, 5}, "float32"},
     {{2, 3, 1000}, "float32"}, {{16, 4, 64, 64}, "float64"}, {{5, 7, 9, 11}, "float64"},
+    {{4, 96, 16, 16}, "float32"}, {{3, 70, 13, 29}, "float32"}, {{16, 80, 32, 32}, "float32"},
+    {{2, 72, 40, 40}, "float64"},
   }
   for _, case in ipairs(cases) do
     local shape, dt = case[1], case[2]
