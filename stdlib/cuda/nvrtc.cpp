@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <clocale>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -126,7 +127,11 @@ bool read_cached(const std::string& path, std::string* cubin) {
     ok = size == data.size() - 24 && fnv1a(data.substr(24), 1469598103934665603ull) == sum;
     if (ok) *cubin = data.substr(24);
   }
-  if (!ok) unlink(path.c_str());  // corrupt: rebuild
+  if (!ok) {  // corrupt: rebuild
+    std::fprintf(stderr, "tc: cuda eager kernel cache: discarding %s (bad header, length or checksum); it will be rebuilt\n",
+                 path.c_str());
+    unlink(path.c_str());
+  }
   return ok;
 }
 
