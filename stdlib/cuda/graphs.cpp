@@ -2,6 +2,7 @@
 // private memory pool (allocator.cpp), abandoned when the function does something that cannot be
 // recorded (forbid_in_capture, or the driver invalidating the capture), its replays, and the pool
 // memory it hands out (moved out of the pool before a replay while still referenced).
+#include <cstdlib>
 #include <deque>
 #include <exception>
 #include <map>
@@ -212,7 +213,19 @@ namespace {
 // A handed-out storage's deleter: lets go of the pool's storage it reads.
 void release_pool_storage(void*, void* ctx) { delete static_cast<std::shared_ptr<Storage>*>(ctx); }
 
+// Before a replay moves earlier results out of the pool, a full collection finds which of them
+// are garbage when that is cheaper than moving them: at least kCollectFirstBytes (GPT-2's logits)
+// or at least collect_first_storages() storages (a training step's gradients, dropped by
+// zero_grad and not yet collected: DenseNet-121's 364 each took an allocation and a share of a
+// move; TC_CUDA_COLLECT_FIRST_STORAGES=0 turns the count off).
 constexpr int64_t kCollectFirstBytes = int64_t(64) << 20;
+int collect_first_storages() {
+  static const int n = [] {
+    const char* e = std::getenv("TC_CUDA_COLLECT_FIRST_STORAGES");
+    return e && *e ? std::atoi(e) : 32;
+  }();
+  return n;
+}
 
 // The copies that move handed-out storages out of a pool, up to kMoves per launch of one kernel
 // (a small cuMemcpyDtoDAsync costs the host several times a kernel launch).
@@ -295,9 +308,12 @@ void CudaGraph::replay() {
 
 void CudaGraph::move_out() {
   int64_t bytes = 0;
+  int alive = 0;
   for (const Handed& h : handed_)
-    if (std::shared_ptr<Storage> t = h.to.lock()) bytes += (int64_t)t->nbytes();
-  if (bytes >= kCollectFirstBytes) Storage::collect_garbage();  // (its finalizers may replay this graph)
+    if (std::shared_ptr<Storage> t = h.to.lock()) bytes += (int64_t)t->nbytes(), alive++;
+  const int storages = collect_first_storages();
+  if (bytes >= kCollectFirstBytes || (storages > 0 && alive >= storages))
+    Storage::collect_garbage();  // (its finalizers may replay this graph)
   std::vector<Handed> handed;
   handed.swap(handed_);
   dev(device_);

@@ -2,9 +2,10 @@
 -- (`tcrun --device=cuda tests/capture/run.lua reduce_overhead`; on the CPU it checks results only):
 -- an output still referenced when the graph replays again is moved out first and keeps its values,
 -- views of it included; outputs dropped (collected) before the next call are never copied; big
--- dropped outputs need no explicit collection; saved activations consumed by a backward are not
--- copied; outputs under 1 MiB in all are copied out right after each replay; every result equals
--- eager; once recorded, a backward reads the saved activations in place (no static buffers).
+-- dropped outputs, and many dropped ones, need no explicit collection; saved activations consumed
+-- by a backward are not copied; outputs under 1 MiB in all are copied out right after each
+-- replay; every result equals eager; once recorded, a backward reads the saved activations in
+-- place (no static buffers).
 local tc = require "tc"
 local h = require "helpers"
 
@@ -55,6 +56,23 @@ if on_gpu then
   h.eq(moved_since(s0), 0, "outputs moved though dropped")
   assert(stats().outputs_handed - s0.outputs_handed >= 8, "outputs were not handed out of the pool")
 end
+
+-- many dropped outputs (like a training step's gradients after zero_grad), not collected: the
+-- replay collects first when at least 32 storages would move, so none is copied
+local terms = {}
+for i = 1, 40 do terms[i] = ("v * %d"):format(i) end
+local many = tc.compile(load("return function(v) return " .. table.concat(terms, ", ") .. " end")(),
+                        {mode = "reduce-overhead"})
+local mx = tc.randn(256, 128)  -- 128 KiB an output, 5 MiB in all
+for _ = 1, 3 do many(mx) end
+collectgarbage()
+s0 = stats()
+for i = 1, 3 do
+  local outs = {many(mx)}
+  h.close_to_eager(outs[40], mx * 40, "40th of many outputs, call " .. i)
+  outs = nil  -- dropped; the next replay finds them garbage
+end
+if on_gpu then h.eq(moved_since(s0), 0, "storages moved out though 40 outputs were dropped") end
 
 -- small outputs: copied out right after each replay, dropped or not
 local small = tc.compile(function(v) return v + 1, v * 2 end, {mode = "reduce-overhead"})
