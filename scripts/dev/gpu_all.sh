@@ -10,9 +10,10 @@
 # capture suite side by side, then tc's training steps (eager, default, reduce-overhead; PyTorch
 # eager beside them) and tc's per-call models only (no torch.compile, no NCCL, no dispatch bench).
 #   Quick mode runs every packed test binary of tests/cuda_*, backends_cuda_* and aot_cuda_*, the
-#   op conformance harness with --backend=cuda when packed, the capture suite and tests/lua's test_autograd_cuda on the GPU; GPU_QUICK_TRAIN=0 skips the
-#   training steps; GPU_QUICK_TORCH=1 replaces tc's per-call rows by bench/compare_torch_cuda.sh
-#   (tc and torch.compile side by side, cold compiles; GPU_QUICK_SECTIONS picks its sections).
+#   op conformance harness with --backend=cuda when packed, the capture suite and tests/lua's
+#   test_autograd_cuda on the GPU; GPU_QUICK_TRAIN=0 skips the training steps; GPU_QUICK_TORCH=1 replaces tc's per-call rows by bench/compare_torch_cuda.sh
+#   (tc and torch.compile side by side, cold compiles; GPU_QUICK_SECTIONS picks its sections);
+#   GPU_QUICK_BENCH=0 skips the per-call rows (tests and training steps only).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 B=${1:-/tmp/p/build}
@@ -38,7 +39,9 @@ if [ "${GPU_QUICK:-0}" = 1 ]; then
     TC_BENCH_BUDGET=${TC_BENCH_BUDGET:-2} "$B/tcrun" bench/train_step.lua $m cuda 5 eager,default,reduce-overhead 2>&1 | tee -a "$LOG/run_train.log"
     python3 bench/peer_torch_train.py $m cuda 5 eager 2>&1 | tee -a "$LOG/run_train.log"
   done
-  if [ "${GPU_QUICK_TORCH:-0}" = 1 ]; then
+  if [ "${GPU_QUICK_BENCH:-1}" = 0 ]; then
+    :
+  elif [ "${GPU_QUICK_TORCH:-0}" = 1 ]; then
     # shellcheck disable=SC2086
     bench/compare_torch_cuda.sh -b "$B" -o "$LOG/compare" ${GPU_QUICK_SECTIONS:-seed_whole gpt2 resnet50 densenet121 kernels} 2>&1 | tee "$LOG/compare_torch.log"
   else
