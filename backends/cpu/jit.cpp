@@ -22,7 +22,7 @@
 namespace tc::backends::cpu {
 
 // Bumped whenever generated code changes for the same loop IR (invalidates disk caches).
-constexpr int kCodegenVersion = 11;
+constexpr int kCodegenVersion = 12;
 
 namespace {
 
