@@ -214,7 +214,7 @@ Value* ScalarMath::tanh_f32(Value* x) {
   Value* q = poly(z, {1.0f, 4.670772254e-01f, 2.584708482e-02f, 3.272783360e-04f, 7.703227425e-07f});
   Value* ratio = div_finite(p, q);
   Value* r = b_.CreateFMul(c, ratio);
-  open_products_[r] = {c, ratio};
+  if (llvm::isa<llvm::Instruction>(r)) open_products_[r] = {c, ratio};  // not a folded constant
   return r;
 }
 
