@@ -204,12 +204,18 @@ Value* ScalarMath::div_finite(Value* num, Value* den) {
 // division: 16 vector instructions where the expm1 form (-m / (m + 2), m = expm1(-2|x|)) took 23,
 // for 5.3 ulp instead of 1.9 (Horner's roundings in P and Q near tanh = 1; DESIGN.md section 4
 // asks for a relative tolerance, not ulps).
+// A clamp that x's range makes a no-op is left out (a NaN passes either way).
 Value* ScalarMath::tanh_f32(Value* x) {
-  Value* c = min_keep_nan(max_keep_nan(x, -9.1f), 9.1f);
+  const Range rx = range(x);
+  Value* c = rx.lo < -9.1f ? max_keep_nan(x, -9.1f) : x;
+  if (rx.hi > 9.1f) c = min_keep_nan(c, 9.1f);
   Value* z = b_.CreateFMul(c, c);
   Value* p = poly(z, {1.0f, 1.337440908e-01f, 3.487729467e-03f, 2.047977614e-05f, 1.317548826e-08f});
   Value* q = poly(z, {1.0f, 4.670772254e-01f, 2.584708482e-02f, 3.272783360e-04f, 7.703227425e-07f});
-  return b_.CreateFMul(c, div_finite(p, q));
+  Value* ratio = div_finite(p, q);
+  Value* r = b_.CreateFMul(c, ratio);
+  if (llvm::isa<llvm::Instruction>(r)) open_products_[r] = {c, ratio};  // not a folded constant
+  return r;
 }
 
 // 1 / (1 + exp(-x)) with x clamped to c in [-87, 87] (NaN kept). -c = k ln2 - r with k =
@@ -224,12 +230,20 @@ Value* ScalarMath::tanh_f32(Value* x) {
 // is one fused multiply-add (2^k q is exact), at least 1, at most e^87, so its reciprocal is a
 // normal float (a reciprocal estimate may flush subnormal results). Beyond the clamp the result is
 // 1 (x > 87) or 1.6e-38 instead of eager's 0..1.6e-38 (x < -87).
+//
+// What x's range makes needless is left out: a clamp that cannot act (a NaN passes either way), and
+// ln2's second part when x >= -3: then k <= 4, and r = c + k ln2 in one fused multiply-add with ln2
+// rounded to float is off by at most 4 * 1.9e-9 (0.13 ulp of exp(-c)); for x > 0 an error in
+// exp(-c) = 2^k (1 + q) shrinks by exp(-c) / (1 + exp(-c)) in the result.
 Value* ScalarMath::sigmoid_f32(Value* x) {
-  Value* c = max_keep_nan(min_keep_nan(x, 87.0f), -87.0f);
+  const Range rx = range(x);
+  Value* c = rx.hi > 87.0f ? min_keep_nan(x, 87.0f) : x;
+  if (rx.lo < -87.0f) c = max_keep_nan(c, -87.0f);
   Value* magic = fconst(12582912.0f + 127.0f);
   Value* t = fma(c, fconst(-1.44269504088896341f), magic);
   Value* k = b_.CreateFSub(t, magic);
-  Value* r = fma(k, fconst(-2.12194440e-4f), fma(k, fconst(0.693359375f), c));
+  Value* r = rx.lo >= -3.0 ? fma(k, fconst(0.693147182f), c)
+                           : fma(k, fconst(-2.12194440e-4f), fma(k, fconst(0.693359375f), c));
   Value* two_k = b_.CreateBitCast(b_.CreateShl(b_.CreateBitCast(t, b_.getInt32Ty()), 23), b_.getFloatTy());
   Value* r2 = b_.CreateFMul(r, r);
   Value* h = poly_pairs(r, r2, {4.999999815e-01f, -1.666654366e-01f, 4.166719969e-02f, -8.366515170e-03f, 1.388252251e-03f});
@@ -469,7 +483,8 @@ Value* ScalarMath::int_pow(Value* x, Value* y) {
 // into a fused multiply-add (`contract` on both: one rounding where eager rounds twice, DESIGN.md
 // section 4's tolerance): x * 1.5 + 0.25 is one instruction instead of two (1.6 % of the 10-op
 // chain's loop). Not an add or sub of two computed values: fma(a, a, -(b * b)) gives the rounding
-// error of b * b where eager's a * a - b * b is 0 for a == b, and a square root of it NaN.
+// error of b * b where eager's a * a - b * b is 0 for a == b, and a square root of it NaN. (tanh's
+// own closing product does fuse into a graph add or sub, `binary`: that is not a graph value.)
 Value* ScalarMath::contractible(Value* v) {
   auto* i = llvm::dyn_cast<llvm::Instruction>(v);
   if (!i) return v;
@@ -484,6 +499,11 @@ Value* ScalarMath::contractible(Value* v) {
 
 Value* ScalarMath::binary(ScalarOp op, Ty t, Value* x, Value* y, const double* const_b) {
   const bool fl = is_float(t), bl = t == Ty::Bool;
+  if (fl && (op == ScalarOp::add || op == ScalarOp::sub)) {  // tanh(v) + w as fma(c, ratio, w)
+    auto open = [&](Value* v) { auto it = open_products_.find(v); return it == open_products_.end() ? nullptr : &it->second; };
+    if (auto* f = open(x)) return fma(f->first, f->second, op == ScalarOp::add ? y : b_.CreateFNeg(y));
+    if (auto* f = open(y)) return fma(op == ScalarOp::add ? f->first : b_.CreateFNeg(f->first), f->second, x);
+  }
   switch (op) {
     case ScalarOp::add: return fl ? contractible(b_.CreateFAdd(x, y)) : bl ? b_.CreateOr(x, y) : b_.CreateAdd(x, y);
     case ScalarOp::sub: return fl ? contractible(b_.CreateFSub(x, y)) : bl ? b_.CreateXor(x, y) : b_.CreateSub(x, y);
@@ -551,13 +571,74 @@ Value* ScalarMath::binary(ScalarOp op, Ty t, Value* x, Value* y, const double* c
 Value* ScalarMath::op(ScalarOp op, Ty result, const std::vector<Value*>& a, const std::vector<Ty>& tys,
                       const double* const_b) {
   if (op == ScalarOp::cast) return cast(a[0], tys[0], result);
-  if (op == ScalarOp::where) return b_.CreateSelect(cast(a[0], tys[0], Ty::Bool), a[1], cast(a[2], tys[2], tys[1]));
-  if (a.size() == 1) return unary(op, tys[0], a[0]);
-  TC_CHECK(a.size() == 2, CompileError, "cpu codegen: %s with %zu operands", lower::scalar_op_name(op), a.size());
-  // Operands of different types meet at the result's type (predicates: at the wider operand's).
-  Ty t = tys[0];
-  if (tys[1] != t) t = result == Ty::Bool ? std::max(tys[0], tys[1]) : result;
-  return binary(op, t, cast(a[0], tys[0], t), cast(a[1], tys[1], t), const_b);
+  Value* r = nullptr;
+  if (op == ScalarOp::where) {
+    r = b_.CreateSelect(cast(a[0], tys[0], Ty::Bool), a[1], cast(a[2], tys[2], tys[1]));
+  } else if (a.size() == 1) {
+    r = unary(op, tys[0], a[0]);
+  } else {
+    TC_CHECK(a.size() == 2, CompileError, "cpu codegen: %s with %zu operands", lower::scalar_op_name(op), a.size());
+    // Operands of different types meet at the result's type (predicates: at the wider operand's).
+    Ty t = tys[0];
+    if (tys[1] != t) t = result == Ty::Bool ? std::max(tys[0], tys[1]) : result;
+    r = binary(op, t, cast(a[0], tys[0], t), cast(a[1], tys[1], t), const_b);
+  }
+  if (r->getType()->isFloatingPointTy()) note_range(op, a, r);
+  return r;
+}
+
+ScalarMath::Range ScalarMath::range(Value* v) const {
+  if (auto* c = llvm::dyn_cast<llvm::ConstantFP>(v)) {
+    const double d = c->getValueAPF().convertToDouble();
+    if (!std::isnan(d)) return {d, d};
+  }
+  auto it = ranges_.find(v);
+  return it == ranges_.end() ? Range{} : it->second;
+}
+
+// Interval arithmetic in double, widened by a millionth (float roundings of the bounds; every op
+// used here is monotone in each operand); a NaN bound (inf - inf, 0 * inf) leaves the value unknown.
+void ScalarMath::note_range(ScalarOp op, const std::vector<Value*>& a, Value* r) {
+  Range o;
+  auto of = [&](size_t i) { return i < a.size() ? range(a[i]) : Range{}; };
+  switch (op) {
+    case ScalarOp::add: o = {of(0).lo + of(1).lo, of(0).hi + of(1).hi}; break;
+    case ScalarOp::sub: o = {of(0).lo - of(1).hi, of(0).hi - of(1).lo}; break;
+    case ScalarOp::mul: {
+      const Range p = of(0), q = of(1);
+      const double e[4] = {p.lo * q.lo, p.lo * q.hi, p.hi * q.lo, p.hi * q.hi};
+      o = {*std::min_element(e, e + 4), *std::max_element(e, e + 4)};
+      break;
+    }
+    case ScalarOp::maximum: o = {std::max(of(0).lo, of(1).lo), std::max(of(0).hi, of(1).hi)}; break;
+    case ScalarOp::minimum: o = {std::min(of(0).lo, of(1).lo), std::min(of(0).hi, of(1).hi)}; break;
+    case ScalarOp::neg: o = {-of(0).hi, -of(0).lo}; break;
+    case ScalarOp::abs: {
+      const Range p = of(0);
+      o = p.lo >= 0 ? p : Range{0, std::max(-p.lo, p.hi)};
+      break;
+    }
+    case ScalarOp::sigmoid: o = {0, 1}; break;
+    case ScalarOp::tanh: o = {-1, 1}; break;
+    case ScalarOp::exp: o = {0, INFINITY}; break;
+    case ScalarOp::where: {  // either value; where(v < C, C, v) is max(v, C), where(v > C, C, v) min(v, C)
+      const Range p = of(1), q = of(2);
+      o = {std::min(p.lo, q.lo), std::max(p.hi, q.hi)};
+      auto* cmp = llvm::dyn_cast<llvm::FCmpInst>(a[0]);
+      if (cmp && cmp->getOperand(0) == a[2] && cmp->getOperand(1) == a[1] && llvm::isa<llvm::ConstantFP>(a[1])) {
+        if (cmp->getPredicate() == llvm::CmpInst::FCMP_OLT || cmp->getPredicate() == llvm::CmpInst::FCMP_OLE)
+          o = {std::max(q.lo, p.lo), std::max(q.hi, p.lo)};
+        if (cmp->getPredicate() == llvm::CmpInst::FCMP_OGT || cmp->getPredicate() == llvm::CmpInst::FCMP_OGE)
+          o = {std::min(q.lo, p.lo), std::min(q.hi, p.lo)};
+      }
+      break;
+    }
+    default: return;
+  }
+  if (std::isnan(o.lo) || std::isnan(o.hi)) return;
+  o.lo -= std::fabs(o.lo) * 1e-6;
+  o.hi += std::fabs(o.hi) * 1e-6;
+  ranges_[r] = o;
 }
 
 }  // namespace tc::backends::cpu

@@ -3,6 +3,10 @@
 #pragma once
 #include <llvm/IR/IRBuilder.h>
 
+#include <cmath>
+#include <unordered_map>
+#include <utility>
+
 #include "lower/loop_ir.h"
 
 namespace tc::backends::cpu {
@@ -29,6 +33,15 @@ class ScalarMath {
   llvm::Type* memory_type(DType d);
 
  private:
+  // What the kernel's own operations promise of a float value, NaN aside: lo <= v <= hi (constants,
+  // relu and other clamps, sigmoid, tanh, abs, sums and products of those); unknown values are
+  // (-inf, inf). sigmoid and tanh leave out the clamps and range-reduction parts that their
+  // input's range does not need.
+  struct Range {
+    double lo = -INFINITY, hi = INFINITY;
+  };
+  Range range(llvm::Value* v) const;
+  void note_range(lower::ScalarOp op, const std::vector<llvm::Value*>& a, llvm::Value* r);
   llvm::Value* unary(lower::ScalarOp op, lower::Ty t, llvm::Value* x);
   llvm::Value* binary(lower::ScalarOp op, lower::Ty t, llvm::Value* x, llvm::Value* y, const double* const_b);
   llvm::Value* libm(const char* f32_name, const char* f64_name, lower::Ty t, llvm::Value* x);
@@ -55,6 +68,10 @@ class ScalarMath {
 
   llvm::IRBuilder<>& b_;
   llvm::Module& m_;
+  std::unordered_map<llvm::Value*, Range> ranges_;
+  // tanh's result c * ratio by its factors, so that a graph add or sub of it is one fused
+  // multiply-add (tanh's value is then not rounded before the add: closer to float64, not further).
+  std::unordered_map<llvm::Value*, std::pair<llvm::Value*, llvm::Value*>> open_products_;
 };
 
 bool is_float(lower::Ty t);

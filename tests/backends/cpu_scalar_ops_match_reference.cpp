@@ -422,6 +422,19 @@ TEST(CpuScalarOps, CastBetweenEveryPairOfTypes) {
     }
 }
 
+// Every 4099th float32 bit pattern of both signs, subnormals to the largest finite.
+std::vector<float> float32_sweep() {
+  std::vector<float> in;
+  for (uint32_t u = 1; u < 0x7f800000u; u += 4099)
+    for (uint32_t sign : {0u, 0x80000000u}) {
+      uint32_t bits = u | sign;
+      float x;
+      std::memcpy(&x, &bits, 4);
+      in.push_back(x);
+    }
+  return in;
+}
+
 // The float32 transcendentals generated as inline polynomials (tanh, log, log2, log1p, expm1, erf,
 // sigmoid) stay within 3 ulp of float64 libm over a dense sweep of float32 values of both signs
 // (every 4099th bit pattern: subnormals to the largest finite), tanh within 6 (a rational fit,
@@ -438,14 +451,7 @@ TEST(CpuScalarOps, Float32TranscendentalsStayWithinAFewUlpOfLibm) {
   std::vector<lower::Kernel> ks;
   for (ScalarOp op : ops) ks.push_back(pointwise(op, Ty::F32, Ty::F32));
   std::vector<CompiledKernel> fns = compile_all(ks);
-  std::vector<float> in;
-  for (uint32_t u = 1; u < 0x7f800000u; u += 4099)
-    for (uint32_t sign : {0u, 0x80000000u}) {
-      uint32_t bits = u | sign;
-      float x;
-      std::memcpy(&x, &bits, 4);
-      in.push_back(x);
-    }
+  std::vector<float> in = float32_sweep();
   for (float x : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1.0f, -1.0f, 0.625f, -0.625f, 0.5f, 3.92f, 88.7f})
     in.push_back(x);
   int64_t n = (int64_t)in.size();
@@ -532,6 +538,78 @@ TEST(CpuScalarOps, Float32TanhAndSigmoidKeepSpecialValuesInVectorLoops) {
     if (x > 87) EXPECT_NEAR(sg[i], 1.0f, 0x1p-24) << "sigmoid(" << x << ") at " << i;
     else if (x <= -87) EXPECT_NEAR(sg[i], 1.6458e-38, 1e-41) << "sigmoid(" << x << ") at " << i;
     else EXPECT_NEAR(sg[i], s, 3 * std::ldexp(std::fabs(s), -23)) << "sigmoid(" << x << ") at " << i;
+  }
+}
+
+// sigmoid and tanh leave out what their input's range makes needless (codegen's interval of each
+// value: relu, clamps, sums): sigmoid(relu(x) - 0.5) and sigmoid(relu(x) - 3) have no low clamp
+// and ln2 in one part (k <= 4, at most 0.13 ulp more), min(x, 2) no high clamp, tanh(relu(x)) no
+// low clamp; tanh(v) + w and w - tanh(v) are one fused multiply-add each. All stay within sigmoid's
+// 3 ulp and tanh's 6 ulp of float64 (tanh's part of a sum), over the sweep of float32 values and
+// the specials, in one launch (the interleaved 16-lane body) and in launches of 15 (remainders);
+// where the range is unbounded (x < -87 through min(x, 2)) the clamp still gives 1.6e-38.
+TEST(CpuScalarOps, SigmoidAndTanhNarrowedByTheirInputRangeStayAccurate) {
+  disk_cache_off();
+  KernelBuilder b;
+  b.buffer(DType::Float32, false);
+  for (int o = 0; o < 5; o++) b.buffer(DType::Float32, true);
+  Val n = b.pre(b.size(0));
+  b.k.outer = {n};
+  Val i = b.outer(0), x = b.load(0, i, Ty::F32), zero = b.cf(0), two = b.cf(2);
+  Val r = b.math(ScalarOp::where, Ty::F32, b.math(ScalarOp::lt, Ty::Bool, x, zero), zero, x);
+  Val s1 = b.math(ScalarOp::sigmoid, Ty::F32, b.math(ScalarOp::sub, Ty::F32, r, b.cf(0.5)));
+  Val s2 = b.math(ScalarOp::sigmoid, Ty::F32, b.math(ScalarOp::sub, Ty::F32, r, b.cf(3)));
+  Val m = b.math(ScalarOp::where, Ty::F32, b.math(ScalarOp::gt, Ty::Bool, x, two), two, x);
+  Val s3 = b.math(ScalarOp::sigmoid, Ty::F32, m);
+  Val t1 = b.math(ScalarOp::add, Ty::F32, b.math(ScalarOp::tanh, Ty::F32, r), x);
+  Val t2 = b.math(ScalarOp::sub, Ty::F32, x, b.math(ScalarOp::tanh, Ty::F32, x));
+  std::vector<Val> body;
+  for (Val v = i; v <= t2; v++) body.push_back(v);
+  b.code(body, {{1, i, s1}, {2, i, s2}, {3, i, s3}, {4, i, t1}, {5, i, t2}});
+  CompiledKernel k = compile_one(b.k);
+  std::vector<float> in = float32_sweep();
+  for (float v : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 0.5f, 3.0f, 2.0f, 2.5f, -87.0f, -88.7f, 87.0f, 88.7f, 9.1f, 20.0f})
+    in.push_back(v);
+  const int64_t sz = (int64_t)in.size();
+  auto sig = [](double v) { return 1 / (1 + std::exp(-v)); };
+  auto ulp = [](double v) { int e = 0; std::frexp(std::max(std::abs(v), (double)FLT_MIN), &e); return std::ldexp(1.0, e - 24); };
+  for (const int64_t part : {sz, int64_t(15)}) {
+    std::vector<float> out[5];
+    for (auto& o : out) o.assign(in.size(), 0.0f);
+    for (int64_t j = 0; j < sz; j += part) {
+      void* bufs[6] = {in.data() + j, out[0].data() + j, out[1].data() + j, out[2].data() + j, out[3].data() + j,
+                       out[4].data() + j};
+      int64_t len = std::min(part, sz - j);
+      launch(k, bufs, &len);
+    }
+    double worst[5] = {0, 0, 0, 0, 0};
+    for (int64_t j = 0; j < sz; j++) {
+      const float v = in[j];
+      if (std::isnan(v)) {
+        for (auto& o : out) EXPECT_TRUE(std::isnan(o[j])) << "NaN in, at " << j;
+        continue;
+      }
+      const float rv = v < 0 ? 0.0f : v, mv = v > 2 ? 2.0f : v;
+      const double want[5] = {sig((double)(rv - 0.5f)), sig((double)(rv - 3.0f)), sig((double)mv),
+                              std::tanh((double)rv) + v, (double)v - std::tanh((double)v)};
+      for (int o = 0; o < 5; o++) {
+        if (std::isinf(want[o])) {
+          EXPECT_EQ(out[o][j], (float)want[o]) << "output " << o << " at x = " << v;
+          continue;
+        }
+        if (o == 2 && mv <= -87) {
+          EXPECT_NEAR(out[o][j], 1.6458e-38, 1e-41) << "sigmoid(" << mv << ")";
+          continue;
+        }
+        // sigmoid: ulps of the result; tanh(.) +- x: ulps of tanh's part plus the sum's rounding
+        const double unit = o < 3 ? ulp(want[o]) : ulp(std::tanh((double)(o == 3 ? rv : v)));
+        const double err = std::abs(out[o][j] - want[o]) - (o < 3 ? 0.0 : ulp(want[o]) / 2);
+        worst[o] = std::max(worst[o], err / unit);
+      }
+    }
+    std::printf("launches of %lld: sigmoid %.2f %.2f %.2f ulp, tanh sums %.2f %.2f ulp\n", (long long)part, worst[0],
+                worst[1], worst[2], worst[3], worst[4]);
+    for (int o = 0; o < 5; o++) EXPECT_LE(worst[o], o < 3 ? 3.0 : 6.0) << "output " << o << ", launches of " << part;
   }
 }
 
