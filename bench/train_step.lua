@@ -10,6 +10,10 @@
 -- the first call of a compiled variant is its cold compile plus one step), or
 -- "tc MODEL VARIANT n/a: <error>" when the variant does not run (compiled training is new).
 -- Each variant runs at most ~BUDGET seconds (TC_BENCH_BUDGET, 60) after its first call.
+-- TC_BENCH_PROFILE_STEP=1: on a GPU, one more step of each variant after its timed ones runs
+-- between tc.cuda.profiler_start() and profiler_stop(), the only one an external profiler started
+-- with profiling off records (ncu --profile-from-start off --graph-profiling node: each kernel of
+-- that step, CUDA graphs' nodes too; scripts/dev/ncu_step.py sums them).
 local tc = require "tc"
 local nn = require "tc.nn"
 local F = nn.functional
@@ -97,6 +101,11 @@ for _, v in ipairs(variants) do
         if tc.utils.perf_counter() - start > budget then break end
       end
     end)
+    if ok and device ~= "cpu" and os.getenv("TC_BENCH_PROFILE_STEP") == "1" then
+      ok, err = pcall(function()
+        sync(); tc.cuda.profiler_start(); fn(); sync(); tc.cuda.profiler_stop()
+      end)
+    end
     if ok then
       print(("tc %s %s %.3f %.2f %d"):format(model_name, v, median(times), first, #times))
       print(("# %s: the call returned after %.3f ms, the device was done after %.3f ms (medians)"):format(

@@ -110,6 +110,14 @@ bool load_driver(std::string* why) {
   get("cuGraphGetNodes", d.GraphGetNodes);
   get("cuMemHostAlloc", d.MemHostAlloc);
   get("cuMemFreeHost", d.MemFreeHost);
+  auto get_optional = [&](const char* name, auto& fp) {
+    void* p = nullptr;
+    CUdriverProcAddressQueryResult st{};
+    if (gpa(name, &p, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &st) == CUDA_SUCCESS && p)
+      fp = reinterpret_cast<std::remove_reference_t<decltype(fp)>>(p);
+  };
+  get_optional("cuProfilerStart", d.ProfilerStart);
+  get_optional("cuProfilerStop", d.ProfilerStop);
   if (!all) {
     *why = "the CUDA driver lacks entry points: " + missing;
     return false;
@@ -289,6 +297,12 @@ void synchronize(int device) {
     check(G().d.CtxSynchronize(), "synchronize");
     raise_replay_errors(i, true);
   }
+}
+
+void profiler_range(bool start) {
+  ensure_initialized();
+  auto fn = start ? G().d.ProfilerStart : G().d.ProfilerStop;
+  if (fn) check(fn(), start ? "cuProfilerStart" : "cuProfilerStop");
 }
 
 void sync_stream(int device) {

@@ -64,6 +64,10 @@ struct Driver {
   CUresult (*GraphGetNodes)(CUgraph, CUgraphNode*, size_t*);
   CUresult (*MemHostAlloc)(void**, size_t, unsigned);
   CUresult (*MemFreeHost)(void*);
+  // optional (null when the driver lacks them): the range an external profiler records when it
+  // starts with profiling off (ncu --profile-from-start off)
+  CUresult (*ProfilerStart)();
+  CUresult (*ProfilerStop)();
 };
 const Driver& drv();  // ensure_initialized() first
 

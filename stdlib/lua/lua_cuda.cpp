@@ -102,6 +102,20 @@ int l_synchronize(lua_State* L) {
     return 0;
   });
 }
+int l_profiler_start(lua_State* L) {
+  return guarded(L, [](lua_State*) {
+    require_cuda("profiler_start()");
+    cuda::profiler_range(true);
+    return 0;
+  });
+}
+int l_profiler_stop(lua_State* L) {
+  return guarded(L, [](lua_State*) {
+    require_cuda("profiler_stop()");
+    cuda::profiler_range(false);
+    return 0;
+  });
+}
 int l_stream_new(lua_State* L) {  // tc.cuda.Stream([device | {device=}])
   return guarded(L, [](lua_State* L) {
     require_cuda("Stream()");
@@ -332,6 +346,8 @@ void open_cuda(lua_State* L) {
   luaL_setfuncs(L, always, 0);
 #ifdef TC_HAVE_CUDA
   const luaL_Reg fns[] = {{"synchronize", l_synchronize},
+                          {"profiler_start", l_profiler_start},
+                          {"profiler_stop", l_profiler_stop},
                           {"Stream", l_stream_new},
                           {"current_stream", l_current_stream},
                           {"default_stream", l_default_stream},

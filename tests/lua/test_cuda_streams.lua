@@ -19,6 +19,8 @@ function T.without_gpu_every_stream_and_event_call_is_a_device_error()
     Event = function() return cuda.Event {enable_timing = true} end,
     record_stream = function() return tc.ones(2):record_stream(nil) end,
     synchronize = function() return cuda.synchronize() end,
+    profiler_start = function() return cuda.profiler_start() end,
+    profiler_stop = function() return cuda.profiler_stop() end,
   }
   for name, f in pairs(calls) do
     local e = check.raises("DeviceError", f)
@@ -28,6 +30,17 @@ function T.without_gpu_every_stream_and_event_call_is_a_device_error()
 end
 
 local function gpu() return cuda.is_available() end
+
+-- The profiler range (ncu --profile-from-start off records what runs inside it) starts and stops
+-- around work without changing it; outside a profiler it does nothing else.
+function T.profiler_range_leaves_work_unchanged()
+  if not gpu() then return end
+  local a = tc.arange(6, {dtype = tc.float32}):cuda()
+  cuda.profiler_start()
+  local b = a * 2
+  cuda.profiler_stop()
+  check.eq(b:cpu(), tc.arange(6, {dtype = tc.float32}) * 2)
+end
 
 function T.work_on_two_streams_matches_the_cpu()
   if not gpu() then return end

@@ -42,6 +42,10 @@ int device_count();  // 0 without a usable driver
 void ensure_initialized();
 
 void synchronize(int device = -1);  // every stream of the device; -1: every initialized device
+// Starts or stops the range an external profiler records (cuProfilerStart/Stop, as
+// torch.cuda.profiler.start/stop): `ncu --profile-from-start off` then profiles only what runs
+// between the two. Nothing happens under a driver without them.
+void profiler_range(bool start);
 
 // ---- streams and events --------------------------------------------------------------------
 // Without a usable GPU every function and method below raises DeviceError with the reason.
