@@ -62,14 +62,15 @@ TEST_F(NvrtcCompilesAllKernels, AttentionKernelsOfCommonHeadDims) {
   }
 }
 
-// The training kernels beyond the fixtures' shapes: batch_norm and its backward in each block
-// size (one block of 256, 512 or 1024 threads per channel; a channel split over several blocks),
+// The training kernels beyond the fixtures' shapes: batch_norm and its backward in each form
+// (stdlib/cuda/batch_norm.cpp: one block per channel holding 1, 2, 4, 8 or 16 elements a thread
+// in registers, from 32 to 1024 threads; a channel split over several blocks),
 // max_pool2d's backward (two kernels), Adam's multi-tensor step; in every floating dtype.
 TEST_F(NvrtcCompilesAllKernels, TrainingKernelsOfEveryBlockSize) {
   const Device gpu{DeviceType::CUDA, 0};
   for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
-    for (Shape s : {Shape{16, 128, 4, 4}, Shape{4, 96, 16, 16}, Shape{16, 128, 16, 16}, Shape{16, 128, 32, 32},
-                    Shape{16, 8, 64, 64}}) {
+    for (Shape s : {Shape{1, 4, 5, 5}, Shape{2, 4, 4, 5}, Shape{4, 6, 5, 5}, Shape{16, 128, 4, 4}, Shape{4, 96, 16, 16},
+                    Shape{16, 128, 16, 16}, Shape{16, 128, 32, 32}, Shape{16, 8, 64, 64}}) {
       Tensor x = Tensor::empty(s, dt, gpu), w = Tensor::empty({s[1]}, dt, gpu);
       EXPECT_NO_THROW(call1(Op::batch_norm, {x, w, w, w, w, true, 0.1, 1e-5})) << shape_string(s);
       EXPECT_NO_THROW(call(Op::_batch_norm_backward, bind(Op::_batch_norm_backward, {x, x, w, w, w, true, 1e-5}, {})))

@@ -83,17 +83,19 @@ local function expect_same_norm(a, b, tol, what)
   end
 end
 
--- stdlib/cuda/batch_norm.cpp splits a channel over several blocks (two passes) when it has many
--- elements and few channels, and runs one block per channel otherwise (256 threads; with about as
--- many channels as SMs, up to 1024 threads: the last four cases have 256, 512, 1024 and 1024); all,
--- with a mean far from zero (the sums are shifted), channels whose element count is no multiple of
--- the block's stride, 3-d input, float64, and the backward with running statistics (eval mode).
+-- stdlib/cuda/batch_norm.cpp holds a channel of at most 16384 elements (8192 in float64) in one
+-- block's registers, 1 to 16 elements a thread on 32 to 1024 threads, and splits larger channels
+-- over several blocks (two passes). The cases: each register form (E = 1, 2, 4, 8, 16 elements a
+-- thread; float64's 8 on 512 threads), the split in float32 and float64, channels whose element
+-- count is no multiple of the block, map sizes that do not divide the block (5x5, 13x29, 37x41),
+-- 3-d input; all with a mean far from zero (the sums are shifted), and the backward with running
+-- statistics (eval mode).
 function T.batch_norm_train_and_backward_match_cpu_for_every_split()
   local cases = {
     {{16, 8, 32, 32}, "float32"}, {{3, 5, 37, 41}, "float32"}, {{4, 6, 5, 5}, "float32"},
     {{2, 3, 1000}, "float32"}, {{16, 4, 64, 64}, "float64"}, {{5, 7, 9, 11}, "float64"},
     {{4, 96, 16, 16}, "float32"}, {{3, 70, 13, 29}, "float32"}, {{16, 80, 32, 32}, "float32"},
-    {{2, 72, 40, 40}, "float64"},
+    {{2, 72, 40, 40}, "float64"}, {{1, 4, 5, 5}, "float32"}, {{2, 3, 4, 5}, "float32"}, {{8, 3, 48, 48}, "float32"},
   }
   for _, case in ipairs(cases) do
     local shape, dt = case[1], case[2]
