@@ -18,6 +18,7 @@ bool is_one(const SymInt& s) { return s.is_const() && s.const_value() == 1; }
 struct NotFusable {};
 
 constexpr int kMaxCost = 400;  // instructions of a lazy value before it is stored anyway
+constexpr int kReduceLoads = 6;  // buffers a lazy value with reductions in it reads before several readers get it stored
 
 SymInt numel(const std::vector<SymInt>& shape) {
   SymInt p = SymInt::of(1);
@@ -741,9 +742,12 @@ void Lowering::lower_node(int n) {
     LV& v = lvs_[ids[k]];
     // Read by several consumers: stored when recomputing it is expensive. Values that compute
     // reductions (softmax's exp(x - max), layer_norm's x - mean) are read within their row
-    // kernel and stay lazy.
-    if (uses_[n] > 1 && v.kind == LV::Kind::Lazy && !v.has_reduce &&
-        (v.cost > opt.realize_cost || v.loads > opt.realize_loads))
+    // kernel and stay lazy, unless they read more than kReduceLoads buffers: a gradient summed
+    // along a residual stream (a layer's norm backward plus the gradient of the layers after it)
+    // would otherwise be recomputed in each reader, from every later layer's buffers (GPT-2
+    // small's backward: kernels growing from 65 to 290 us, layer after layer, on an H200).
+    if (uses_[n] > 1 && v.kind == LV::Kind::Lazy &&
+        (v.has_reduce ? v.loads > kReduceLoads : v.cost > opt.realize_cost || v.loads > opt.realize_loads))
       realize(ids[k]);
     // Kernels stay a readable size (and emission's recursion shallow).
     else if (v.kind == LV::Kind::Lazy && v.cost > kMaxCost)
