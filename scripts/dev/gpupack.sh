@@ -10,7 +10,8 @@
 #   --tree: also pack this checkout's tracked files (as modified, not build/) as DIR/tree.tar.xz,
 #   which gpu_env.sh unpacks and runs from.
 #   --only: pack tcrun and the named tests only (every test binary that links LLVM is ~57 MB
-#   stripped: all of tests/cuda_* plus a few of those no longer fit the device tool's 64 MiB carry)
+#   stripped: all of tests/cuda_* plus a few of those no longer fit the device tool's 64 MiB carry;
+#   bench binaries only when named too, e.g. bench_capture_dispatch)
 # On the device (run tool, carry [".gpupack"]), start the command with:
 #   source scripts/dev/gpu_env.sh
 # which unpacks to /tmp/p, links /work/main to the tree (fixtures are found by absolute path) and
@@ -34,8 +35,11 @@ cp build/tcrun "$s/build/"
 only=0
 [ "${1:-}" = --only ] && { only=1; shift; }
 [ $only = 1 ] || cp build/tests/cuda_* "$s/build/tests/"
-for t in "$@"; do cp "build/tests/$t" "$s/build/tests/"; done
-for b in build/bench/bench_cuda_eager build/bench/bench_capture_dispatch build/bench/bench_cuda_sort; do [ -x "$b" ] && cp "$b" "$s/build/bench/"; done
+for t in "$@"; do [[ $t == bench_* ]] || cp "build/tests/$t" "$s/build/tests/"; done
+# (with --only, the bench binaries too only when named: bench_cuda_eager, bench_capture_dispatch, ...)
+for b in build/bench/bench_cuda_eager build/bench/bench_capture_dispatch build/bench/bench_cuda_sort; do
+  [ -x "$b" ] && { [ $only = 0 ] || [[ " $* " == *" $(basename "$b") "* ]]; } && cp "$b" "$s/build/bench/"
+done
 find "$s/build" -type f -perm -u+x -exec strip {} + 2>/dev/null || true
 for l in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
   cp -L "/lib/x86_64-linux-gnu/$l" "$s/lib/"
