@@ -264,12 +264,14 @@ Value* ScalarMath::sigmoid_f32(Value* x) {
 // every k (m in [-126, 125]). exp(-r) = 1 - r + c2 r^2 - c3 r^3, a fit on |r| <= ln2/32 (relative
 // error 1.6e-9). r = c + k ln2/16 in two parts, the first exact in k ln2/16, and corrected by the
 // table's rounding, e_j = ln(T_j) - j ln2/16 (a second table): exp(-c) = 2^m T_j exp(-(r + e_j)).
-// That is 11 vector operations where the polynomial above takes 14 (the 10-op chain's loop runs
-// ~5 % faster in cache), 2.5 ulp over every 13th float32 (2.4 above).
-// `narrow` (x >= -3, so k <= 70 and -c <= 3): ln2/16 in one part (rounded to float it is off by
-// 1.2e-10: at most 8.4e-9 relative in exp(-c), 0.14 ulp) and no correction e_j (T_j's rounding,
-// at most 6e-8 relative in exp(-c), shrinks by exp(-c) / (1 + exp(-c)) <= 0.96 in the result; x >=
-// -0.5: 0.62): 8 operations; 2.8 ulp over every 13th float32 >= -3, 2.3 over those >= -0.5.
+// 7 multiply-pipe operations and 2 adds plus two lookups, where the polynomial above takes 10 and 2;
+// 2.5 ulp over every 3rd float32 (the polynomial: 2.4 over every 7th).
+// `narrow` (x >= -1, so k <= 23 and -c <= 1): ln2/16 in one part (rounded to float it is off by
+// 1.2e-10: at most 2.7e-9 relative in exp(-c), 0.05 ulp) and no correction e_j (T_j's rounding,
+// at most 6e-8 relative in exp(-c), shrinks by exp(-c) / (1 + exp(-c)) <= 0.73 in the result; x >=
+// -0.5: 0.62): 6 multiply-pipe operations and 1 add where the polynomial takes 9 and 2 (the 10-op
+// chain's loop 5.5 % faster in cache); 2.3 ulp over every 3rd float32 >= -1 (the 10-op chain's
+// sigmoid sees x >= -0.5). Without the correction below -1: 3.0-3.1 ulp (x near -6), over budget.
 Value* ScalarMath::sigmoid_divisor_table(Value* c, bool narrow) {
   static const uint32_t kExp2[16] = {0x00000000, 0xfffdaac3, 0xfffb95c2, 0xfff9c3d3, 0xfff837f0, 0xfff6f532,
                                      0xfff5fed7, 0xfff5583f, 0xfff504f3, 0xfff508a4, 0xfff5672a, 0xfff6248c,

@@ -469,8 +469,8 @@ TEST(CpuScalarOps, Float32TranscendentalsStayWithinAFewUlpOfLibm) {
   std::vector<float> out(in.size());
   for (size_t o = 0; o < std::size(ops); o++) {
     // The whole sweep in one launch (the 16-lane loop body, interleaved), then in launches of 15
-    // elements (the loop's remainder code: an 8-lane epilogue whose reciprocal estimate is rcpps's
-    // 12 bits, not vrcp14ps's 14, and scalar iterations).
+    // elements (the loop's remainder code: an 8-lane epilogue, whose reciprocal estimate is rcpps's
+    // 12 bits where the host lacks AVX-512, and scalar iterations).
     for (const int64_t part : {n, int64_t(15)}) {
       for (int64_t i = 0; i < n; i += part) {
         void* bufs[2] = {in.data() + i, out.data() + i};
@@ -513,8 +513,8 @@ TEST(CpuScalarOps, Float32TranscendentalsStayWithinAFewUlpOfLibm) {
 // that the vectorized loop body (16 lanes, interleaved) and its remainder code both see it: signed
 // zeros keep their sign through tanh, infinities and |x| past the clamp give exactly +-1 (tanh),
 // NaN stays NaN, subnormals give x (tanh); sigmoid gives 1 past 87, 1.6e-38 below -87 and 0.5 at
-// zeros and subnormals, within an ulp (the remainder's 8-lane reciprocal estimate, rcpps and one
-// Newton step, does not round 1 / 1 and 1 / 2 exactly), never above 1.
+// zeros and subnormals, within an ulp (a reciprocal estimate and one Newton step need not round
+// 1 / 1 and 1 / 2 exactly), never above 1.
 TEST(CpuScalarOps, Float32TanhAndSigmoidKeepSpecialValuesInVectorLoops) {
   disk_cache_off();
   std::vector<CompiledKernel> fns = compile_all({pointwise(ScalarOp::tanh, Ty::F32, Ty::F32),
