@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "scalar_math.h"
+#include "avx512_rewrites.h"
 #include "tc/error.h"
 
 namespace tc::backends::cpu {
@@ -54,7 +55,8 @@ Ty result_type(lower::ScalarOp op, Ty ty, const std::vector<Ty>& operands) {
 
 class KernelEmitter {
  public:
-  KernelEmitter(llvm::Module& m, const Kernel& k) : m_(m), k_(k), b_(m.getContext()), math_(b_, m) {}
+  KernelEmitter(llvm::Module& m, const Kernel& k)
+      : m_(m), k_(k), b_(m.getContext()), math_(b_, m, m.getModuleFlag(kAvx512Flag) != nullptr) {}
 
   void emit(const std::string& symbol, bool noalias);
 

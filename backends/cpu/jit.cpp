@@ -17,12 +17,13 @@
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Target/TargetMachine.h>
 
+#include "avx512_rewrites.h"
 #include "tc/error.h"
 
 namespace tc::backends::cpu {
 
 // Bumped whenever generated code changes for the same loop IR (invalidates disk caches).
-constexpr int kCodegenVersion = 13;
+constexpr int kCodegenVersion = 14;
 
 namespace {
 
@@ -88,6 +89,13 @@ struct Jit::Impl {
     pb.registerLoopAnalyses(lam);
     pb.crossRegisterProxies(lam, fam, cgam, mam);
     pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
+    if (m.getModuleFlag(kAvx512Flag)) rewrite_for_avx512(m);
+  }
+
+  // avx512_rewrites.h, for AVX-512's 16-lane vpermd and VL's 8-lane vpermt2d and vrcp14ps.
+  bool avx512() const {
+    const std::string f = "," + features + ",";
+    return f.find(",+avx512f,") != std::string::npos && f.find(",+avx512vl,") != std::string::npos;
   }
 };
 
@@ -142,6 +150,7 @@ Jit::Jit() : impl_(std::make_unique<Impl>()) {
 void Jit::prepare(llvm::Module& m) const {
   m.setDataLayout(impl_->jit->getDataLayout());
   m.setTargetTriple(impl_->jit->getTargetTriple().str());
+  if (impl_->avx512()) m.addModuleFlag(llvm::Module::Error, kAvx512Flag, 1);
 }
 
 std::string Jit::compile(std::unique_ptr<llvm::Module> m, std::unique_ptr<llvm::LLVMContext> ctx) {

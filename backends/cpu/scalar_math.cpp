@@ -7,6 +7,7 @@
 // (a few ulp from libm's).
 #include "scalar_math.h"
 
+#include <llvm/ADT/APFloat.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Module.h>
 
@@ -229,7 +230,8 @@ Value* ScalarMath::tanh_f32(Value* x) {
 // selects, which then no longer match minps/maxps. The divisor 1 + 2^k (1 + q) = 2^k q + (2^k + 1)
 // is one fused multiply-add (2^k q is exact), at least 1, at most e^87, so its reciprocal is a
 // normal float (a reciprocal estimate may flush subnormal results). Beyond the clamp the result is
-// 1 (x > 87) or 1.6e-38 instead of eager's 0..1.6e-38 (x < -87).
+// 1 (x > 87) or 1.6e-38 instead of eager's 0..1.6e-38 (x < -87). Where table lookups are permutes
+// (AVX-512), the divisor comes from sigmoid_divisor_table instead.
 //
 // What x's range makes needless is left out: a clamp that cannot act (a NaN passes either way), and
 // ln2's second part when x >= -3: then k <= 4, and r = c + k ln2 in one fused multiply-add with ln2
@@ -239,6 +241,7 @@ Value* ScalarMath::sigmoid_f32(Value* x) {
   const Range rx = range(x);
   Value* c = rx.hi > 87.0f ? min_keep_nan(x, 87.0f) : x;
   if (rx.lo < -87.0f) c = max_keep_nan(c, -87.0f);
+  if (permute_tables_) return div_finite(fconst(1.0f), sigmoid_divisor_table(c, rx.lo >= -1.0));
   Value* magic = fconst(12582912.0f + 127.0f);
   Value* t = fma(c, fconst(-1.44269504088896341f), magic);
   Value* k = b_.CreateFSub(t, magic);
@@ -250,6 +253,61 @@ Value* ScalarMath::sigmoid_f32(Value* x) {
   Value* q = fma(h, r2, b_.CreateFNeg(r));
   Value* d = fma(two_k, q, b_.CreateFAdd(two_k, fconst(1.0f)));
   return div_finite(fconst(1.0f), d);
+}
+
+// sigmoid's divisor 1 + exp(-c) for c in [-87, 87] with a table of 2^(j/16), j < 16, whose lookup
+// is one register permute (avx512_rewrites.h): -c = k ln2/16 - r with k = round(-c 16/ln2), |r| <=
+// ln2/32 (t = -c 16/ln2 + 1.5*2^23 + 127*16 rounds k + 2032 into t's low mantissa bits; k in
+// [-2008, 2008]), k = 16m + j, exp(-c) = 2^m T_j exp(-r). T_j is 2^(j/16) rounded to float with its
+// exponent field taken out of the table entry (bits(T_j) - j << 19 - 127 << 23), so that adding
+// t's bits shifted left by 19, (m + 127) << 23 + j << 19, gives 2^m T_j's bits: a normal float for
+// every k (m in [-126, 125]). exp(-r) = 1 - r + c2 r^2 - c3 r^3, a fit on |r| <= ln2/32 (relative
+// error 1.6e-9). r = c + k ln2/16 in two parts, the first exact in k ln2/16, and corrected by the
+// table's rounding, e_j = ln(T_j) - j ln2/16 (a second table): exp(-c) = 2^m T_j exp(-(r + e_j)).
+// 7 multiply-pipe operations and 2 adds plus two lookups, where the polynomial above takes 10 and 2;
+// 2.5 ulp over every 3rd float32 (the polynomial: 2.4 over every 7th).
+// `narrow` (x >= -1, so k <= 23 and -c <= 1): ln2/16 in one part (rounded to float it is off by
+// 1.2e-10: at most 2.7e-9 relative in exp(-c), 0.05 ulp) and no correction e_j (T_j's rounding,
+// at most 6e-8 relative in exp(-c), shrinks by exp(-c) / (1 + exp(-c)) <= 0.73 in the result; x >=
+// -0.5: 0.62): 6 multiply-pipe operations and 1 add where the polynomial takes 9 and 2 (the 10-op
+// chain's loop 5.5 % faster in cache); 2.3 ulp over every 3rd float32 >= -1 (the 10-op chain's
+// sigmoid sees x >= -0.5). Without the correction below -1: 3.0-3.1 ulp (x near -6), over budget.
+Value* ScalarMath::sigmoid_divisor_table(Value* c, bool narrow) {
+  static const uint32_t kExp2[16] = {0x00000000, 0xfffdaac3, 0xfffb95c2, 0xfff9c3d3, 0xfff837f0, 0xfff6f532,
+                                     0xfff5fed7, 0xfff5583f, 0xfff504f3, 0xfff508a4, 0xfff5672a, 0xfff6248c,
+                                     0xfff744fd, 0xfff8ccdf, 0xfffac0c7, 0xfffd257d};
+  static const float kExp2Error[16] = {0.0f,           -4.628547146e-08f, 1.199215749e-08f, -4.729782077e-08f,
+                                       -3.193418152e-08f, -3.621057232e-08f, 3.099072288e-08f, 7.475213337e-09f,
+                                       -1.711427089e-08f, 3.047683350e-08f, -5.233334210e-09f, -6.107591766e-09f,
+                                       1.471960598e-08f, 5.258795177e-09f, 6.128259677e-09f, -5.140609272e-09f};
+  llvm::LLVMContext& ctx = m_.getContext();
+  llvm::Type* i32 = b_.getInt32Ty();
+  Value* magic = fconst(12582912.0f + 2032.0f);
+  Value* t = fma(c, fconst(-23.083120654223414f), magic);  // 16 / ln2
+  Value* k = b_.CreateFSub(t, magic);
+  Value* r = narrow ? fma(k, fconst(0.043321698784996581f), c)  // ln2 / 16; below, its part with 12 bits and the rest
+                    : fma(k, fconst(1.996636456e-06f), fma(k, fconst(4.331970215e-02f), c));
+  Value* bits = b_.CreateBitCast(t, i32);
+  Value* j = b_.CreateAnd(bits, 15);
+  Value* entry = table_lookup("tc.exp2_16", llvm::ConstantDataArray::get(ctx, llvm::ArrayRef<uint32_t>(kExp2)), j);
+  Value* scale = b_.CreateBitCast(b_.CreateAdd(entry, b_.CreateShl(bits, 19)), b_.getFloatTy());
+  if (!narrow)
+    r = b_.CreateFAdd(r, table_lookup("tc.exp2_16_error", llvm::ConstantDataArray::get(ctx, llvm::ArrayRef<float>(kExp2Error)), j));
+  Value* e = fma(fma(fma(fconst(-1.666672081e-01f), r, fconst(5.000162125e-01f)), r, fconst(-1.0f)), r, fconst(1.0f));
+  return fma(scale, e, fconst(1.0f));
+}
+
+// table[index] for a 16-entry constant table (an internal global of the module, made once) and an
+// i32 index below 16.
+Value* ScalarMath::table_lookup(const char* name, llvm::Constant* table, Value* index) {
+  llvm::GlobalVariable* g = m_.getNamedGlobal(name);
+  if (!g) {
+    g = new llvm::GlobalVariable(m_, table->getType(), true, llvm::GlobalValue::InternalLinkage, table, name);
+    g->setUnnamedAddr(llvm::GlobalValue::UnnamedAddr::Global);
+  }
+  llvm::Type* elt = table->getType()->getArrayElementType();
+  Value* at = b_.CreateInBoundsGEP(elt, g, b_.CreateZExt(index, b_.getInt64Ty()));
+  return b_.CreateAlignedLoad(elt, at, llvm::Align(4));
 }
 
 // x = 2^e m with m in [sqrt(1/2), sqrt(2)), f = m - 1 (exact): log(x) = e ln2 + f - f^2/2 + f^3 Q(f),
@@ -497,12 +555,57 @@ Value* ScalarMath::contractible(Value* v) {
   return v;
 }
 
+// x + k for a constant k, taken in by what made x where that is exact: (v + c) + k is v + (c + k)
+// when c + k is a float (one rounding where eager rounds twice, as a fused multiply-add: never
+// further from the exact value), and a clamp where(v < C, C, v) + k is where(v + k < C + k, C + k,
+// v + k) when C + k is a float (the same value: rounding is monotone and C + k needs none; also
+// for <=, >, >=), k going on into v. relu(x * 1.5 + 0.25) - 0.5 is max(x * 1.5 - 0.25, -0.5): a
+// fused multiply-add and a max, one add fewer (the 10-op chain's loop: 3-4 % in cache). nullptr
+// where neither applies. (A clamp whose value is also used elsewhere stays as well: one operation
+// more there.)
+Value* ScalarMath::add_constant(Value* x, llvm::ConstantFP* k) {
+  auto exact_sum = [&](llvm::ConstantFP* c, bool minus_c) -> llvm::ConstantFP* {
+    llvm::APFloat sum = k->getValueAPF();
+    const llvm::APFloat::opStatus st = minus_c ? sum.subtract(c->getValueAPF(), llvm::APFloat::rmNearestTiesToEven)
+                                               : sum.add(c->getValueAPF(), llvm::APFloat::rmNearestTiesToEven);
+    return st == llvm::APFloat::opOK ? llvm::ConstantFP::get(x->getContext(), sum) : nullptr;
+  };
+  auto* i = llvm::dyn_cast<llvm::Instruction>(x);
+  if (!i || k->isZero()) return nullptr;
+  if (i->getOpcode() == llvm::Instruction::FAdd || i->getOpcode() == llvm::Instruction::FSub) {
+    const bool sub = i->getOpcode() == llvm::Instruction::FSub;
+    for (unsigned s = sub ? 1 : 0; s < 2; s++)
+      if (auto* c = llvm::dyn_cast<llvm::ConstantFP>(i->getOperand(s)))
+        if (llvm::ConstantFP* ck = exact_sum(c, sub)) return contractible(b_.CreateFAdd(i->getOperand(1 - s), ck));
+    return nullptr;
+  }
+  auto* sel = llvm::dyn_cast<llvm::SelectInst>(i);
+  auto* cmp = sel ? llvm::dyn_cast<llvm::FCmpInst>(sel->getCondition()) : nullptr;
+  auto* c = sel ? llvm::dyn_cast<llvm::ConstantFP>(sel->getTrueValue()) : nullptr;
+  if (!cmp || !c || cmp->getOperand(0) != sel->getFalseValue() || cmp->getOperand(1) != c) return nullptr;
+  const llvm::CmpInst::Predicate p = cmp->getPredicate();
+  if (p != llvm::CmpInst::FCMP_OLT && p != llvm::CmpInst::FCMP_OLE && p != llvm::CmpInst::FCMP_OGT &&
+      p != llvm::CmpInst::FCMP_OGE)
+    return nullptr;
+  llvm::ConstantFP* ck = exact_sum(c, false);
+  if (!ck) return nullptr;
+  Value* v = add_constant(sel->getFalseValue(), k);
+  if (!v) v = contractible(b_.CreateFAdd(sel->getFalseValue(), k));
+  return b_.CreateSelect(b_.CreateFCmp(p, v, ck), ck, v);
+}
+
 Value* ScalarMath::binary(ScalarOp op, Ty t, Value* x, Value* y, const double* const_b) {
   const bool fl = is_float(t), bl = t == Ty::Bool;
   if (fl && (op == ScalarOp::add || op == ScalarOp::sub)) {  // tanh(v) + w as fma(c, ratio, w)
     auto open = [&](Value* v) { auto it = open_products_.find(v); return it == open_products_.end() ? nullptr : &it->second; };
     if (auto* f = open(x)) return fma(f->first, f->second, op == ScalarOp::add ? y : b_.CreateFNeg(y));
     if (auto* f = open(y)) return fma(op == ScalarOp::add ? f->first : b_.CreateFNeg(f->first), f->second, x);
+    if (op == ScalarOp::add && llvm::isa<llvm::ConstantFP>(x)) std::swap(x, y);
+    if (auto* k = llvm::dyn_cast<llvm::ConstantFP>(y)) {
+      llvm::APFloat kv = k->getValueAPF();
+      if (op == ScalarOp::sub) kv.changeSign();
+      if (Value* r = add_constant(x, llvm::ConstantFP::get(x->getContext(), kv))) return r;
+    }
   }
   switch (op) {
     case ScalarOp::add: return fl ? contractible(b_.CreateFAdd(x, y)) : bl ? b_.CreateOr(x, y) : b_.CreateAdd(x, y);

@@ -13,7 +13,10 @@ namespace tc::backends::cpu {
 
 class ScalarMath {
  public:
-  ScalarMath(llvm::IRBuilder<>& b, llvm::Module& m) : b_(b), m_(m) {}
+  // `permute_tables`: a lookup in a 16-entry constant table becomes a register permute once the
+  // loop is vectorized (avx512_rewrites.h), so sigmoid reduces its exp with one.
+  ScalarMath(llvm::IRBuilder<>& b, llvm::Module& m, bool permute_tables)
+      : b_(b), m_(m), permute_tables_(permute_tables) {}
 
   llvm::Type* type(lower::Ty t);
   // Conversion between compute types as eager's casts do (float -> int truncates, x -> Bool is
@@ -50,6 +53,9 @@ class ScalarMath {
   llvm::Value* max_keep_nan(llvm::Value* x, float c);
   llvm::Value* tanh_f32(llvm::Value* x);
   llvm::Value* sigmoid_f32(llvm::Value* x);
+  llvm::Value* sigmoid_divisor_table(llvm::Value* c, bool narrow);
+  llvm::Value* table_lookup(const char* name, llvm::Constant* table, llvm::Value* index);
+  llvm::Value* add_constant(llvm::Value* x, llvm::ConstantFP* k);
   llvm::Value* div_finite(llvm::Value* num, llvm::Value* den);
   llvm::Value* log_f32(llvm::Value* x, bool base2);
   llvm::Value* log1p_f32(llvm::Value* x);
@@ -68,6 +74,7 @@ class ScalarMath {
 
   llvm::IRBuilder<>& b_;
   llvm::Module& m_;
+  const bool permute_tables_;
   std::unordered_map<llvm::Value*, Range> ranges_;
   // tanh's result c * ratio by its factors, so that a graph add or sub of it is one fused
   // multiply-add (tanh's value is then not rounded before the add: closer to float64, not further).

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 
+#include "cpu/jit.h"
 #include "cpu_kernel_builder.h"
 
 namespace tc::backends::cpu::test {
@@ -423,6 +424,16 @@ TEST(CpuScalarOps, CastBetweenEveryPairOfTypes) {
 }
 
 // Every 4099th float32 bit pattern of both signs, subnormals to the largest finite.
+// Starts a kernel over one float32 input and `outputs` float32 outputs, all at the outer index:
+// returns that index and the input's value there.
+std::pair<Val, Val> float_map(KernelBuilder& b, int outputs) {
+  b.buffer(DType::Float32, false);
+  for (int o = 0; o < outputs; o++) b.buffer(DType::Float32, true);
+  b.k.outer = {b.pre(b.size(0))};
+  Val i = b.outer(0);
+  return {i, b.load(0, i, Ty::F32)};
+}
+
 std::vector<float> float32_sweep() {
   std::vector<float> in;
   for (uint32_t u = 1; u < 0x7f800000u; u += 4099)
@@ -458,8 +469,8 @@ TEST(CpuScalarOps, Float32TranscendentalsStayWithinAFewUlpOfLibm) {
   std::vector<float> out(in.size());
   for (size_t o = 0; o < std::size(ops); o++) {
     // The whole sweep in one launch (the 16-lane loop body, interleaved), then in launches of 15
-    // elements (the loop's remainder code: an 8-lane epilogue whose reciprocal estimate is rcpps's
-    // 12 bits, not vrcp14ps's 14, and scalar iterations).
+    // elements (the loop's remainder code: an 8-lane epilogue, whose reciprocal estimate is rcpps's
+    // 12 bits where the host lacks AVX-512, and scalar iterations).
     for (const int64_t part : {n, int64_t(15)}) {
       for (int64_t i = 0; i < n; i += part) {
         void* bufs[2] = {in.data() + i, out.data() + i};
@@ -502,8 +513,8 @@ TEST(CpuScalarOps, Float32TranscendentalsStayWithinAFewUlpOfLibm) {
 // that the vectorized loop body (16 lanes, interleaved) and its remainder code both see it: signed
 // zeros keep their sign through tanh, infinities and |x| past the clamp give exactly +-1 (tanh),
 // NaN stays NaN, subnormals give x (tanh); sigmoid gives 1 past 87, 1.6e-38 below -87 and 0.5 at
-// zeros and subnormals, within an ulp (the remainder's 8-lane reciprocal estimate, rcpps and one
-// Newton step, does not round 1 / 1 and 1 / 2 exactly), never above 1.
+// zeros and subnormals, within an ulp (a reciprocal estimate and one Newton step need not round
+// 1 / 1 and 1 / 2 exactly), never above 1.
 TEST(CpuScalarOps, Float32TanhAndSigmoidKeepSpecialValuesInVectorLoops) {
   disk_cache_off();
   std::vector<CompiledKernel> fns = compile_all({pointwise(ScalarOp::tanh, Ty::F32, Ty::F32),
@@ -551,11 +562,8 @@ TEST(CpuScalarOps, Float32TanhAndSigmoidKeepSpecialValuesInVectorLoops) {
 TEST(CpuScalarOps, SigmoidAndTanhNarrowedByTheirInputRangeStayAccurate) {
   disk_cache_off();
   KernelBuilder b;
-  b.buffer(DType::Float32, false);
-  for (int o = 0; o < 5; o++) b.buffer(DType::Float32, true);
-  Val n = b.pre(b.size(0));
-  b.k.outer = {n};
-  Val i = b.outer(0), x = b.load(0, i, Ty::F32), zero = b.cf(0), two = b.cf(2);
+  auto [i, x] = float_map(b, 5);
+  Val zero = b.cf(0), two = b.cf(2);
   Val r = b.math(ScalarOp::where, Ty::F32, b.math(ScalarOp::lt, Ty::Bool, x, zero), zero, x);
   Val s1 = b.math(ScalarOp::sigmoid, Ty::F32, b.math(ScalarOp::sub, Ty::F32, r, b.cf(0.5)));
   Val s2 = b.math(ScalarOp::sigmoid, Ty::F32, b.math(ScalarOp::sub, Ty::F32, r, b.cf(3)));
@@ -644,6 +652,87 @@ TEST(CpuScalarOps, OnlyAProductPlusAConstantIsFused) {
     EXPECT_EQ(roots[j], 0.0f) << "sqrt(a * a - b * b) at a = b = " << in[j];
     const double exact = (double)in[j] * 1.5 + 0.25;
     EXPECT_NEAR(affines[j], exact, std::ldexp(std::fabs(exact), -24)) << in[j] << " * 1.5 + 0.25";
+  }
+}
+
+// On AVX-512 hosts a loop's 8-lane remainder divides as its 16-lane body does (vrcp14ps and one
+// Newton step, avx512_rewrites.h; LLVM alone gives 8 lanes rcpps's 12 bits: sigmoid up to 3.5 ulp
+// there): sigmoid and tanh of the first 8 elements of launches of 15 are bit for bit the body's.
+TEST(CpuScalarOps, EightLaneRemaindersDivideLikeTheLoopBodyOnAvx512) {
+  const std::string features = "," + Jit::get().cpu_features() + ",";
+  if (features.find(",+avx512f,") == std::string::npos || features.find(",+avx512vl,") == std::string::npos)
+    GTEST_SKIP() << "no AVX-512 on this host";
+  disk_cache_off();
+  std::vector<CompiledKernel> fns = compile_all({pointwise(ScalarOp::sigmoid, Ty::F32, Ty::F32),
+                                                  pointwise(ScalarOp::tanh, Ty::F32, Ty::F32)});
+  std::vector<float> in = float32_sweep();
+  in.resize(in.size() / 1920 * 1920);  // a multiple of the body's 128 and of 15
+  const int64_t n = (int64_t)in.size();
+  for (int f = 0; f < 2; f++) {
+    std::vector<float> body(in.size()), parts(in.size());
+    void* all[2] = {in.data(), body.data()};
+    launch(fns[f], all, &n);
+    for (int64_t i = 0; i < n; i += 15) {
+      void* bufs[2] = {in.data() + i, parts.data() + i};
+      int64_t m = 15;
+      launch(fns[f], bufs, &m);
+    }
+    int checked = 0;
+    for (int64_t i = 0; i < n; i += 15)
+      for (int64_t j = i; j < i + 8; j++) {
+        if (std::isnan(in[j])) continue;
+        EXPECT_EQ(std::memcmp(&body[j], &parts[j], 4), 0)
+            << (f ? "tanh(" : "sigmoid(") << in[j] << "): body " << body[j] << ", remainder " << parts[j];
+        checked++;
+      }
+    EXPECT_GT(checked, 500000);
+  }
+}
+
+// A graph's add or sub of a constant goes into what made its operand where the result stays
+// exact: relu(x * 1.5 + 0.25) - 0.5 is max(x * 1.5 - 0.25, -0.5), one rounding (a fused
+// multiply-add) of the exact value where eager rounds three times; min(x, 2) + 0.5 keeps eager's
+// value to the bit (min(x + 0.5, 2.5): rounding is monotone, 2.5 exact), and (x + 0.25) - 0.5 is
+// x - 0.25 rounded once. (x + 0.1) + 0.2 is not joined (0.1f + 0.2f is no float): eager's two
+// roundings to the bit. NaN passes through each.
+TEST(CpuScalarOps, AConstantAddJoinsAClampOrASumOnlyWhereExact) {
+  disk_cache_off();
+  KernelBuilder b;
+  auto [i, x] = float_map(b, 4);
+  Val zero = b.cf(0), two = b.cf(2);
+  Val v = b.math(ScalarOp::add, Ty::F32, b.math(ScalarOp::mul, Ty::F32, x, b.cf(1.5)), b.cf(0.25));
+  Val relu = b.math(ScalarOp::where, Ty::F32, b.math(ScalarOp::lt, Ty::Bool, v, zero), zero, v);
+  Val o0 = b.math(ScalarOp::sub, Ty::F32, relu, b.cf(0.5));
+  Val m = b.math(ScalarOp::where, Ty::F32, b.math(ScalarOp::gt, Ty::Bool, x, two), two, x);
+  Val o1 = b.math(ScalarOp::add, Ty::F32, m, b.cf(0.5));
+  Val o2 = b.math(ScalarOp::sub, Ty::F32, b.math(ScalarOp::add, Ty::F32, x, b.cf(0.25)), b.cf(0.5));
+  Val o3 = b.math(ScalarOp::add, Ty::F32, b.math(ScalarOp::add, Ty::F32, x, b.cf(0.1)), b.cf(0.2));
+  std::vector<Val> body;
+  for (Val u = i; u <= o3; u++) body.push_back(u);
+  b.code(body, {{1, i, o0}, {2, i, o1}, {3, i, o2}, {4, i, o3}});
+  CompiledKernel k = compile_one(b.k);
+  std::vector<float> in = float32_sweep();
+  for (float u : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 0.5f, -0.5f, 2.0f, 1.0f / 6, -1.0f / 6, 0.25f, 1e-30f})
+    in.push_back(u);
+  const int64_t sz = (int64_t)in.size();
+  std::vector<float> out[4];
+  for (auto& o : out) o.assign(in.size(), 0.0f);
+  void* bufs[5] = {in.data(), out[0].data(), out[1].data(), out[2].data(), out[3].data()};
+  launch(k, bufs, &sz);
+  for (int64_t j = 0; j < sz; j++) {
+    const float u = in[j];
+    const float want[4] = {(float)std::max(std::fma((double)u, 1.5, -0.25), -0.5), std::min(u, 2.0f) + 0.5f,
+                           (float)((double)u - 0.25), (u + 0.1f) + 0.2f};
+    // 1.5 x - 0.25 is exact in double for 2^-20 <= |x| <= 2^24 (outside, the reference would round twice)
+    const bool exact_in_double = std::isinf(u) || u == 0 || (std::fabs(u) >= 0x1p-20f && std::fabs(u) <= 0x1p24f);
+    for (int o = 0; o < 4; o++) {
+      if (std::isnan(u)) {
+        EXPECT_TRUE(std::isnan(out[o][j])) << "output " << o << " of NaN";
+        continue;
+      }
+      if (o == 0 && !exact_in_double) continue;
+      EXPECT_EQ(out[o][j], want[o]) << "output " << o << " at x = " << u;
+    }
   }
 }
 
