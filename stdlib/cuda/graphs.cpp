@@ -2,6 +2,7 @@
 // private memory pool (allocator.cpp), abandoned when the function does something that cannot be
 // recorded (forbid_in_capture, or the driver invalidating the capture), its replays, and the pool
 // memory it hands out (moved out of the pool before a replay while still referenced).
+#include <algorithm>
 #include <cstdlib>
 #include <deque>
 #include <exception>
@@ -217,7 +218,8 @@ void release_pool_storage(void*, void* ctx) { delete static_cast<std::shared_ptr
 // are garbage when that is cheaper than moving them: at least kCollectFirstBytes (GPT-2's logits)
 // or at least collect_first_storages() storages (a training step's gradients, dropped by
 // zero_grad and not yet collected: DenseNet-121's 364 each took an allocation and a share of a
-// move; TC_CUDA_COLLECT_FIRST_STORAGES=0 turns the count off).
+// move; TC_CUDA_COLLECT_FIRST_STORAGES=0 turns the count off). A graph whose collection freed none
+// of them backs off (CudaGraph::move_out).
 constexpr int64_t kCollectFirstBytes = int64_t(64) << 20;
 int collect_first_storages() {
   static const int n = [] {
@@ -307,13 +309,27 @@ void CudaGraph::replay() {
 }
 
 void CudaGraph::move_out() {
+  auto alive = [&](int64_t* bytes) {
+    int n = 0;
+    for (const Handed& h : handed_)
+      if (std::shared_ptr<Storage> t = h.to.lock()) *bytes += (int64_t)t->nbytes(), n++;
+    return n;
+  };
   int64_t bytes = 0;
-  int alive = 0;
-  for (const Handed& h : handed_)
-    if (std::shared_ptr<Storage> t = h.to.lock()) bytes += (int64_t)t->nbytes(), alive++;
+  const int before = alive(&bytes);
   const int storages = collect_first_storages();
-  if (bytes >= kCollectFirstBytes || (storages > 0 && alive >= storages))
-    Storage::collect_garbage();  // (its finalizers may replay this graph)
+  if (bytes >= kCollectFirstBytes || (storages > 0 && before >= storages)) {
+    if (collect_skip_ > 0) {
+      collect_skip_--;
+    } else {
+      Storage::collect_garbage();  // (its finalizers may replay this graph)
+      stats().collections++;
+      int64_t unused = 0;
+      const bool freed_none = !handed_.empty() && alive(&unused) == before;
+      collect_backoff_ = freed_none ? std::min(64, std::max(1, 2 * collect_backoff_)) : 0;
+      collect_skip_ = collect_backoff_;
+    }
+  }
   std::vector<Handed> handed;
   handed.swap(handed_);
   dev(device_);

@@ -320,13 +320,14 @@ int l_unavailable(lua_State* L) {
 #endif
 
 void push_graph_stats(lua_State* L, const cuda::CudaGraphStats& s) {
-  lua_createtable(L, 0, 10);
+  lua_createtable(L, 0, 11);
   const std::pair<const char*, int64_t> fields[] = {{"captures", s.captures},
                                                     {"abandoned", s.abandoned},
                                                     {"replays", s.replays},
                                                     {"outputs_handed", s.outputs_handed},
                                                     {"outputs_moved", s.outputs_moved},
                                                     {"bytes_moved", s.bytes_moved},
+                                                    {"collections", s.collections},
                                                     {"inputs_copied", s.inputs_copied},
                                                     {"bytes_copied", s.bytes_copied},
                                                     {"checks_later", s.checks_later},
@@ -398,7 +399,7 @@ void open_cuda(lua_State* L) {
     if (device_allocator(DeviceType::CUDA)) cuda::empty_cache();
     return 0;
   });
-  // {captures, abandoned, replays, outputs_handed, outputs_moved, bytes_moved, inputs_copied,
+  // {captures, abandoned, replays, outputs_handed, outputs_moved, bytes_moved, collections, inputs_copied,
   // bytes_copied, checks_later, check_waits}: CUDA graphs of mode = "reduce-overhead" (tc/cuda_graph.h)
   stat(L, "graph_stats", [](lua_State* L) {
     push_graph_stats(L, cuda::cuda_graph_stats());

@@ -2,10 +2,10 @@
 -- (`tcrun --device=cuda tests/capture/run.lua reduce_overhead`; on the CPU it checks results only):
 -- an output still referenced when the graph replays again is moved out first and keeps its values,
 -- views of it included; outputs dropped (collected) before the next call are never copied; big
--- dropped outputs, and many dropped ones, need no explicit collection; saved activations consumed
--- by a backward are not copied; outputs under 1 MiB in all are copied out right after each
--- replay; every result equals eager; once recorded, a backward reads the saved activations in
--- place (no static buffers).
+-- dropped outputs, and many dropped ones, need no explicit collection, and many kept ones do not
+-- cost a collection every call; saved activations consumed by a backward are not copied; outputs
+-- under 1 MiB in all are copied out right after each replay; every result equals eager; once
+-- recorded, a backward reads the saved activations in place (no static buffers).
 local tc = require "tc"
 local h = require "helpers"
 
@@ -73,6 +73,22 @@ for i = 1, 3 do
   outs = nil  -- dropped; the next replay finds them garbage
 end
 if on_gpu then h.eq(moved_since(s0), 0, "storages moved out though 40 outputs were dropped") end
+
+-- many outputs kept by the caller: a collection that frees none of them makes the graph's next
+-- 1, 2, 4 ... replays move them without collecting (calls 1, 2, 4 and 7 of 10 collect)
+s0 = stats()
+local kept = {}
+for i = 1, 10 do
+  kept[i] = {many(mx)}
+  h.close_to_eager(kept[i][40], mx * 40, "40th of many kept outputs, call " .. i)
+end
+h.close_to_eager(kept[1][7], mx * 7, "a kept output after later replays")
+if on_gpu then
+  local c = stats().collections - s0.collections
+  assert(c <= 4, ("%d collections in 10 replays that kept their 40 outputs"):format(c))
+  h.eq(moved_since(s0), 9 * 40, "kept outputs moved out by the next replay")
+end
+kept = nil
 
 -- small outputs: copied out right after each replay, dropped or not
 local small = tc.compile(function(v) return v + 1, v * 2 end, {mode = "reduce-overhead"})

@@ -63,8 +63,10 @@ class CudaGraph {
   std::shared_ptr<Storage> hand_out(const std::shared_ptr<Storage>& s, size_t offset, size_t nbytes);
   // Moves the storages handed out since the last replay that are still referenced out of the
   // pool now: new memory, one copy kernel on the stream, Storage::swap_memory. When they hold
-  // 64 MiB or more, the memory-pressure hook runs first (a Lua collection: a result dropped in
-  // Lua is referenced until the collector frees it), which costs less than copying that much.
+  // 64 MiB or more, or are 32 storages or more, the memory-pressure hook runs first (a Lua
+  // collection: a result dropped in Lua is referenced until the collector frees it), which costs
+  // less than copying them; after a collection that freed none of them, the next 1, 2, 4 ... 64
+  // replays of this graph move without collecting (a caller that keeps its results).
   void move_out();
   bool ready() const { return exec_ != nullptr; }
   // Recorded ops check values on the device (index ranges, integer division by zero): they flag
@@ -100,6 +102,8 @@ class CudaGraph {
     std::weak_ptr<Storage> to;  // the storage over them
   };
   std::vector<Handed> handed_;  // since the last replay
+  int collect_backoff_ = 0;     // replays to skip after a collection that freed none (0, 1, 2 ... 64)
+  int collect_skip_ = 0;        // of those, still to skip
 };
 
 // Process-wide counts, for tests and reports.
@@ -109,6 +113,7 @@ struct CudaGraphStats {
   int64_t replays = 0;
   int64_t outputs_handed = 0;  // storages handed out over a pool's memory (hand_out)
   int64_t outputs_moved = 0;   // of those, moved out of the pool by a later replay (still referenced)
+  int64_t collections = 0;     // full collections a replay ran before moving (CudaGraph::move_out)
   int64_t bytes_moved = 0;
   int64_t inputs_copied = 0;  // copies of inputs into a graph's static buffers before replays
   int64_t bytes_copied = 0;   // (made and counted by backends/cuda/cuda_graphs.cpp: count_input_copy)
