@@ -32,6 +32,14 @@ void fill(const Tensor& t, double v);
 // Normalises a per-spatial-dim argument (one value or `n` values) to `n` values.
 IntList expand_param(const char* op, const char* name, const IntList& v, size_t n);
 
+// A 2-D pool's window from its arguments kernel_size, stride, padding[, dilation] at a[first...]
+// (an empty or missing stride is the kernel size; without dilation, 1), each as two values
+// (expand_param); the CPU's pools and the CUDA pool kernels read them alike.
+struct PoolWindow {
+  IntList k, s, pad, d;
+};
+PoolWindow pool_window(const char* name, const Stack& a, size_t first, bool dilated);
+
 // conv2d's padding argument (numbers, "same" or "valid") as {top, bottom, left, right}.
 std::array<int64_t, 4> conv2d_padding(const Value& padding, const IntList& dilation, int64_t kh, int64_t kw);
 

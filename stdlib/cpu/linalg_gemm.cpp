@@ -257,6 +257,15 @@ IntList expand_param(const char* op, const char* name, const IntList& v, size_t 
   return IntList(n, v[0]);
 }
 
+PoolWindow pool_window(const char* name, const Stack& a, size_t first, bool dilated) {
+  PoolWindow w;
+  w.k = expand_param(name, "kernel_size", a[first].ints(), 2);
+  w.s = a[first + 1].is_none() || a[first + 1].ints().empty() ? w.k : expand_param(name, "stride", a[first + 1].ints(), 2);
+  w.pad = expand_param(name, "padding", a[first + 2].ints(), 2);
+  w.d = dilated ? expand_param(name, "dilation", a[first + 3].ints(), 2) : IntList{1, 1};
+  return w;
+}
+
 const char* cpp_type_name(DType t) {
   switch (t) {
     case DType::Float32: return "float";

@@ -50,10 +50,7 @@ Pool pool_shape(Op op, const Stack& a, Shape* out_sizes) {
     p.OW = os[1];
   } else {
     bool is_max = op == Op::max_pool2d;
-    IntList k = cpu::expand_param(name, "kernel_size", a[1].ints(), 2);
-    IntList s = a[2].is_none() || a[2].ints().empty() ? k : cpu::expand_param(name, "stride", a[2].ints(), 2);
-    IntList pad = cpu::expand_param(name, "padding", a[3].ints(), 2);
-    IntList d = is_max ? cpu::expand_param(name, "dilation", a[4].ints(), 2) : IntList{1, 1};
+    const auto [k, s, pad, d] = cpu::pool_window(name, a, 1, is_max);
     TC_CHECK(k[0] > 0 && k[1] > 0, ValueError, "kernel size should be greater than zero, but got kH: %lld kW: %lld",
              (long long)k[0], (long long)k[1]);
     TC_CHECK(s[0] > 0 && s[1] > 0, ValueError, "stride should be greater than zero, but got dH: %lld dW: %lld",

@@ -588,21 +588,6 @@ bool conv_weight_grad(const Stack& a, const Metas& m, Stack* result) {
   return true;
 }
 
-// A 2-D pool's window from its arguments kernel_size, stride, padding[, dilation] at a[first...]
-// (an empty or missing stride is the kernel size; without dilation, 1), each as two values. The
-// meta rule checked them.
-struct PoolWindow {
-  IntList k, s, pad, d;
-};
-PoolWindow pool_window(const char* name, const Stack& a, size_t first, bool dilated) {
-  PoolWindow w;
-  w.k = cpu::expand_param(name, "kernel_size", a[first].ints(), 2);
-  w.s = a[first + 1].is_none() || a[first + 1].ints().empty() ? w.k : cpu::expand_param(name, "stride", a[first + 1].ints(), 2);
-  w.pad = cpu::expand_param(name, "padding", a[first + 2].ints(), 2);
-  w.d = dilated ? cpu::expand_param(name, "dilation", a[first + 3].ints(), 2) : IntList{1, 1};
-  return w;
-}
-
 bool pool(Op op, const Stack& a, const Metas& m, Stack* result) {
   const Tensor& x0 = a[0].tensor();
   DType dt = x0.dtype();
@@ -622,7 +607,7 @@ bool pool(Op op, const Stack& a, const Metas& m, Stack* result) {
   int kind = op == Op::max_pool2d ? 0 : op == Op::avg_pool2d ? 1 : op == Op::adaptive_avg_pool2d ? 2 : 3;
   if (kind < 2) {
     bool is_max = kind == 0;
-    const auto [k, s, pad, d] = pool_window(name, a, 1, is_max);
+    const auto [k, s, pad, d] = cpu::pool_window(name, a, 1, is_max);
     p.kh = k[0], p.kw = k[1], p.sh = s[0], p.sw = s[1], p.ph = pad[0], p.pw = pad[1], p.dh = d[0], p.dw = d[1];
     if (!is_max) {
       p.cip = a[5].to_bool() ? 1 : 0;
@@ -694,7 +679,7 @@ bool max_pool_backward(const Stack& a, const Metas& m, Stack* result) {
   if (out.numel() == 0) return true;
   int device = out.device().index;
   Tensor g = contiguous_as(g0, dt), x = contiguous_as(x0, dt);
-  const auto [k, s, pad, d] = pool_window("max_pool2d", a, 2, true);
+  const auto [k, s, pad, d] = cpu::pool_window("max_pool2d", a, 2, true);
   struct PG {
     int32_t H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw;
   } p{int32_t(H), int32_t(W), int32_t(OH), int32_t(OW), int32_t(k[0]), int32_t(k[1]), int32_t(s[0]),
