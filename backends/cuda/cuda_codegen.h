@@ -1,4 +1,5 @@
-// Loop-IR kernels to CUDA C++ (one __global__ function each), compiled together by NVRTC.
+// Loop-IR kernels to CUDA C++ (one __global__ function each), compiled together by NVRTC: planned
+// by cuda_kernel_shape.cpp, emitted by cuda_codegen.cpp.
 //
 //   KernelShape sh = plan_kernel(k, {});          // how the kernel maps onto threads
 //   std::string src = emit_kernel(k, "tck_0", sh); // extern "C" __global__ void tck_0(...)

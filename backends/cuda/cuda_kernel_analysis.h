@@ -1,0 +1,31 @@
+// What the CUDA code generator's launch planning (cuda_kernel_shape.cpp) and its emitter
+// (cuda_codegen.cpp) both read of a loop-IR kernel: scalar ops' arity, which values exist only after a
+// reduction, and the loads and stores of a pointwise kernel that can move as vectors.
+#pragma once
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "lower/loop_ir.h"
+
+namespace tc::backends::cuda {
+
+inline bool is_float(lower::Ty t) { return t == lower::Ty::F32 || t == lower::Ty::F64; }
+
+// Operands of a scalar op (lower/scalar_ops.def).
+int arity(lower::ScalarOp op);
+
+// Per Val of `k`: whether it depends on a reduction's result (an Acc), i.e. exists only after a
+// Loop finished. (Operands point backwards.)
+std::vector<char> after_reductions(const lower::Kernel& k);
+
+// The loads and stores of a pointwise kernel whose index steps by one along the innermost outer
+// dim (vector accesses): Load Vals, and (stmt, store) pairs.
+struct VectorAccesses {
+  std::set<lower::Val> loads;
+  std::set<std::pair<int, int>> stores;
+  int min_bytes = 16, max_bytes = 0;  // element sizes among them
+};
+VectorAccesses vector_accesses(const lower::Kernel& k);
+
+}  // namespace tc::backends::cuda
