@@ -18,15 +18,6 @@
 
 namespace tc::backends::cuda {
 
-using lower::Instr;
-using lower::Kernel;
-using lower::Opc;
-using lower::ReduceOp;
-using lower::ScalarOp;
-using lower::Stmt;
-using lower::Ty;
-using lower::Val;
-
 namespace {
 
 const char* tyname(Ty t) {

@@ -10,22 +10,32 @@
 
 namespace tc::backends::cuda {
 
-inline bool is_float(lower::Ty t) { return t == lower::Ty::F32 || t == lower::Ty::F64; }
+// (this header is private to the two files: the loop IR's names without lower::)
+using lower::Instr;
+using lower::Kernel;
+using lower::Opc;
+using lower::ReduceOp;
+using lower::ScalarOp;
+using lower::Stmt;
+using lower::Ty;
+using lower::Val;
+
+inline bool is_float(Ty t) { return t == Ty::F32 || t == Ty::F64; }
 
 // Operands of a scalar op (lower/scalar_ops.def).
-int arity(lower::ScalarOp op);
+int arity(ScalarOp op);
 
 // Per Val of `k`: whether it depends on a reduction's result (an Acc), i.e. exists only after a
 // Loop finished. (Operands point backwards.)
-std::vector<char> after_reductions(const lower::Kernel& k);
+std::vector<char> after_reductions(const Kernel& k);
 
 // The loads and stores of a pointwise kernel whose index steps by one along the innermost outer
 // dim (vector accesses): Load Vals, and (stmt, store) pairs.
 struct VectorAccesses {
-  std::set<lower::Val> loads;
+  std::set<Val> loads;
   std::set<std::pair<int, int>> stores;
   int min_bytes = 16, max_bytes = 0;  // element sizes among them
 };
-VectorAccesses vector_accesses(const lower::Kernel& k);
+VectorAccesses vector_accesses(const Kernel& k);
 
 }  // namespace tc::backends::cuda

@@ -8,15 +8,6 @@
 
 namespace tc::backends::cuda {
 
-using lower::Instr;
-using lower::Kernel;
-using lower::Opc;
-using lower::ReduceOp;
-using lower::ScalarOp;
-using lower::Stmt;
-using lower::Ty;
-using lower::Val;
-
 int arity(ScalarOp op) {
   switch (op) {
 #define TC_SCALAR_OP(name, n) \
