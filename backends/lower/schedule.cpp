@@ -18,7 +18,8 @@ bool is_one(const SymInt& s) { return s.is_const() && s.const_value() == 1; }
 struct NotFusable {};
 
 constexpr int kMaxCost = 400;  // instructions of a lazy value before it is stored anyway
-constexpr int kReduceLoads = 6;  // buffers a lazy value with reductions in it reads before several readers get it stored
+// buffers a lazy value with reductions in it reads before several readers get it stored
+constexpr int kReduceLoads = 6;
 
 SymInt numel(const std::vector<SymInt>& shape) {
   SymInt p = SymInt::of(1);

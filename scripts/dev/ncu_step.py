@@ -25,7 +25,6 @@ def main():
     scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}[unit]
     by_name, count = defaultdict(lambda: [0, 0.0]), 0
     total = 0.0
-    grid_at = cols.index("Grid Size") if "Grid Size" in cols else None
     for r in rows[head + 2:]:
         if len(r) <= time_at or not r[time_at]:
             continue

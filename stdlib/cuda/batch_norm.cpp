@@ -20,7 +20,6 @@
 namespace tc::cuda {
 namespace {
 
-
 // Whether the per-channel parameters at `idx` that are given (weight, bias, running stats) are
 // contiguous vectors of C elements on `device` of one floating dtype, stored in *pt.
 bool params_of(const Stack& a, std::initializer_list<int> idx, int64_t C, int device, DType* pt) {
@@ -68,9 +67,9 @@ Split split_channels(int device, int64_t C, int64_t M, bool in_double) {
 }
 
 // The kernels' common part (BN_B threads per block): the element range of block p of NP in a
-// channel, the element at index j of channel c of a contiguous [N, C, S] tensor, per-block sums of NS doubles, and the
-// shifted sums of one range (sums<G>: v[0] = sum d, v[1] = sum d * d, and with G v[2] = sum g,
-// v[3] = sum g * d; d = x - K), four loads in flight per thread.
+// channel, the element at index j of channel c of a contiguous [N, C, S] tensor, per-block sums
+// of NS doubles, and the shifted sums of one range (sums<G>: v[0] = sum d, v[1] = sum d * d, and
+// with G v[2] = sum g, v[3] = sum g * d; d = x - K), four loads in flight per thread.
 const char* kChannelSums = R"CUDA(
 #define BN_AT(j) (((j) / S) * CS + c * S + (j) % S)
 // relu's derivative folded into the backward's output gradient: g * (ym > 0), as mul(g, gt(ym, 0))
@@ -165,9 +164,9 @@ std::string types(DType dt, DType pt, const char* I, Split sp) {
          I + " I;\n#define BN_B " + std::to_string(sp.threads) + "\n#define BN_E " + std::to_string(sp.E) + "\n";
 }
 
-// Launches f over C channels in sp.P parts per channel of sp.threads threads: with P > 1 a sums pass (phase 0, partial
-// sums of NS doubles into a workspace) then the pass that uses them (phase 1), else one fused
-// launch (phase 2). args: the kernel's arguments up to (not including) ws, P, phase.
+// Launches f over C channels in sp.P parts per channel of sp.threads threads: with P > 1 a sums
+// pass (phase 0, partial sums of NS doubles into a workspace) then the pass that uses them
+// (phase 1), else one fused launch (phase 2). args: the kernel's arguments up to (not including) ws, P, phase.
 void launch_parts(int device, CUfunction f, int64_t C, Split sp, int NS, std::vector<void*> args) {
   const int64_t P = sp.P;
   // (freed stream-ordered when this returns: the next user of its memory runs after these kernels)

@@ -55,10 +55,15 @@ bool load_driver(std::string* why) {
   }
   bool all = true;
   std::string missing;
-  auto get = [&](const char* name, auto& fp, int version = 12000) {
+  // the entry point `name`, or null
+  auto lookup = [&](const char* name, int version) -> void* {
     void* p = nullptr;
     CUdriverProcAddressQueryResult st{};
-    if (gpa(name, &p, version, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS || !p) {
+    return gpa(name, &p, version, CU_GET_PROC_ADDRESS_DEFAULT, &st) == CUDA_SUCCESS ? p : nullptr;
+  };
+  auto get = [&](const char* name, auto& fp, int version = 12000) {
+    void* p = lookup(name, version);
+    if (!p) {
       all = false;
       missing += std::string(missing.empty() ? "" : ", ") + name;
       return;
@@ -111,10 +116,7 @@ bool load_driver(std::string* why) {
   get("cuMemHostAlloc", d.MemHostAlloc);
   get("cuMemFreeHost", d.MemFreeHost);
   auto get_optional = [&](const char* name, auto& fp) {
-    void* p = nullptr;
-    CUdriverProcAddressQueryResult st{};
-    if (gpa(name, &p, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &st) == CUDA_SUCCESS && p)
-      fp = reinterpret_cast<std::remove_reference_t<decltype(fp)>>(p);
+    if (void* p = lookup(name, 12000)) fp = reinterpret_cast<std::remove_reference_t<decltype(fp)>>(p);
   };
   get_optional("cuProfilerStart", d.ProfilerStart);
   get_optional("cuProfilerStop", d.ProfilerStop);

@@ -102,17 +102,10 @@ int l_synchronize(lua_State* L) {
     return 0;
   });
 }
-int l_profiler_start(lua_State* L) {
+template <bool Start> int l_profiler(lua_State* L) {  // tc.cuda.profiler_start() / profiler_stop()
   return guarded(L, [](lua_State*) {
-    require_cuda("profiler_start()");
-    cuda::profiler_range(true);
-    return 0;
-  });
-}
-int l_profiler_stop(lua_State* L) {
-  return guarded(L, [](lua_State*) {
-    require_cuda("profiler_stop()");
-    cuda::profiler_range(false);
+    require_cuda(Start ? "profiler_start()" : "profiler_stop()");
+    cuda::profiler_range(Start);
     return 0;
   });
 }
@@ -347,8 +340,8 @@ void open_cuda(lua_State* L) {
   luaL_setfuncs(L, always, 0);
 #ifdef TC_HAVE_CUDA
   const luaL_Reg fns[] = {{"synchronize", l_synchronize},
-                          {"profiler_start", l_profiler_start},
-                          {"profiler_stop", l_profiler_stop},
+                          {"profiler_start", l_profiler<true>},
+                          {"profiler_stop", l_profiler<false>},
                           {"Stream", l_stream_new},
                           {"current_stream", l_current_stream},
                           {"default_stream", l_default_stream},
@@ -399,8 +392,9 @@ void open_cuda(lua_State* L) {
     if (device_allocator(DeviceType::CUDA)) cuda::empty_cache();
     return 0;
   });
-  // {captures, abandoned, replays, outputs_handed, outputs_moved, bytes_moved, collections, inputs_copied,
-  // bytes_copied, checks_later, check_waits}: CUDA graphs of mode = "reduce-overhead" (tc/cuda_graph.h)
+  // {captures, abandoned, replays, outputs_handed, outputs_moved, bytes_moved, collections,
+  // inputs_copied, bytes_copied, checks_later, check_waits}: CUDA graphs of mode = "reduce-overhead"
+  // (tc/cuda_graph.h)
   stat(L, "graph_stats", [](lua_State* L) {
     push_graph_stats(L, cuda::cuda_graph_stats());
     return 1;
