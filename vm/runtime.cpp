@@ -288,14 +288,16 @@ Results Runtime::run_file(const std::string& path, const std::vector<Arg>& args)
   return s_->pcall((int)args.size());
 }
 
-Results Runtime::run_string(const std::string& code, const std::string& chunkname) {
+Results Runtime::run_string(const std::string& code, const std::string& chunkname, const std::vector<Arg>& args) {
   lua_State* L = s_->L;
+  if (!lua_checkstack(L, (int)args.size() + 4)) throw LuaError("too many arguments for a Lua call", "", "");
   if (luaL_loadbuffer(L, code.data(), code.size(), chunkname.c_str()) != LUA_OK) {
     std::string msg = lua_tostring(L, -1);
     lua_pop(L, 1);
     throw LuaError(msg, "", "");
   }
-  return s_->pcall(0);
+  for (const Arg& a : args) s_->push_arg(a);
+  return s_->pcall((int)args.size());
 }
 
 Ref Runtime::global(const std::string& name) const {

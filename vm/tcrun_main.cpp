@@ -3,6 +3,7 @@
 #include <lua.hpp>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -12,11 +13,11 @@
 
 #include "launcher.h"
 #include "llvm/Config/llvm-config.h"
-#include "tc/aot_lua.h"
 #include "tc/backends.h"
 #include "tc/capture.h"
 #include "tc/cpu_backend.h"
 #include "tc/vm/bytecode.h"
+#include "tc/vm/compiler.h"
 #include "tc/vm/runtime.h"
 #ifdef TC_HAVE_CUDA
 #include <cuda.h>
@@ -27,6 +28,7 @@ namespace {
 // "{backends}" and "{modes}" are filled in from the backend registry (usage()).
 const char* kUsage =
     "usage: tcrun [options] script.lua [args...]     (args reach the script as `arg` and `...`)\n"
+    "       tcrun [options] - [args...]              (the script from standard input)\n"
     "  --explain[=text|json]   after the run, print the report for every compiled function\n"
     "  --fullgraph             every compiled function is strict (a graph break is an error)\n"
     "  --backend=NAME          default backend for tc.compile ({backends})\n"
@@ -67,6 +69,7 @@ struct Options {
   std::vector<std::string> child_args;          // argv[1..] without the launcher's options
   bool fullgraph = false, eager = false, compile_all = false, no_cache = false, warnings = false, version = false, help = false;
   int script = 0;  // index of the script in argv, 0 if none
+  bool script_stdin = false;  // the script is "-" (not after "--"): read it from standard input
 };
 
 std::string joined(const std::vector<std::string>& names) {
@@ -166,6 +169,8 @@ Options parse(int argc, char** argv) {
     for (int k = first; k <= i; k++) o.child_args.push_back(argv[k]);
   }
   if (i < argc) o.script = i;
+  // as lua5.4: "-" is standard input, except after "--" where it names a file
+  o.script_stdin = o.script && std::strcmp(argv[i], "-") == 0 && std::strcmp(argv[i - 1], "--") != 0;
   for (int k = i; k < argc; k++) o.child_args.push_back(argv[k]);
   return o;
 }
@@ -211,6 +216,17 @@ void set_arg_table(lua_State* L, int argc, char** argv, int script) {
   lua_setglobal(L, "arg");
 }
 
+// The script of `tcrun -`: all of standard input; a first line starting with '#' (a shebang) is
+// skipped as luaL_loadfile does, its newline kept so that line numbers stay right.
+std::string read_stdin() {
+  std::string code;
+  char buf[65536];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, stdin)) > 0;) code.append(buf, n);
+  if (std::ferror(stdin)) throw tc::vm::LuaError("cannot read stdin: " + std::string(std::strerror(errno)), "", "");
+  if (!code.empty() && code[0] == '#') code.erase(0, code.find('\n') == std::string::npos ? code.size() : code.find('\n'));
+  return code;
+}
+
 void print_error(const tc::vm::LuaError& e) {
   std::fprintf(stderr, "%s\n", e.what());
   if (!e.traceback().empty()) std::fprintf(stderr, "%s\n", e.traceback().c_str());
@@ -238,12 +254,12 @@ int main(int argc, char** argv) {
     lo.master_addr = o.master_addr;
     lo.argv0 = argv[0];
     if (!o.script) usage_error("no script given");
+    if (o.script_stdin) usage_error("--nproc-per-node runs the script once a rank: it cannot read it from stdin ('-')");
     return tc::vm::launch_ranks(lo, o.child_args);
   }
   try {
     tc::vm::Runtime rt("tcrun");
-    tc::capture::install(rt.state(), tc::backends::graph_compiler());  // tc.compile, tc.compiler
-    tc::aot::install(rt.state());  // tc.export, tc.aot (stdlib/lua/tc.aot.lua)
+    tc::vm::install_compiler(rt);  // tc.compile, tc.compiler, tc.export, tc.aot
     if (!o.split_check.empty()) return tc::vm::split_check(rt.state(), o.split_check.c_str(), std::cout);
     if (!o.script && o.pre.empty()) {
       if (o.version) return 0;
@@ -257,9 +273,9 @@ int main(int argc, char** argv) {
     if (o.compile_all && !o.eager) {
       tc::capture::set_compile_all(rt.state(), true);
       compiled_run = rt.run_string(R"LUA(local compile = require('tc').compile
-return function(kind, src, ...)
+return function(kind, src, name, ...)
   local chunk, err
-  if kind == "file" then chunk, err = loadfile(src) else chunk, err = load(src, "=(command line)") end
+  if kind == "file" then chunk, err = loadfile(src) else chunk, err = load(src, name) end
   if not chunk then error(err, 0) end
   return compile(chunk)(...)
 end)LUA",
@@ -267,7 +283,7 @@ end)LUA",
     }
     for (auto& [kind, text] : o.pre) {
       if (kind == 'e' && compiled_run) {
-        (*compiled_run)("string", text);
+        (*compiled_run)("string", text, "=(command line)");
       } else if (kind == 'e') {
         rt.run_string(text, "=(command line)");
       } else {
@@ -280,10 +296,14 @@ end)LUA",
     if (o.script) {
       std::vector<tc::vm::Arg> args;
       for (int i = o.script + 1; i < argc; i++) args.emplace_back(std::string(argv[i]));
+      const std::string code = o.script_stdin ? read_stdin() : "";
       if (compiled_run) {
-        std::vector<tc::vm::Arg> all = {std::string("file"), std::string(argv[o.script])};
+        std::vector<tc::vm::Arg> all = {std::string("file"), std::string(argv[o.script]), std::string()};
+        if (o.script_stdin) all = {std::string("string"), code, std::string("=stdin")};
         all.insert(all.end(), args.begin(), args.end());
         compiled_run->call(all);
+      } else if (o.script_stdin) {
+        rt.run_string(code, "=stdin", args);
       } else {
         rt.run_file(argv[o.script], args);
       }

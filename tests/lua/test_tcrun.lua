@@ -133,6 +133,25 @@ function T.plain_lua_errors_and_os_exit()
   check.eq(code, 3)
 end
 
+-- `tcrun -` reads the script from standard input (chunk name "stdin", as lua5.4), with --compile-all
+-- too; after "--", "-" is a file name.
+function T.dash_runs_the_script_from_stdin()
+  local src = script("#!/usr/bin/env tcrun\nlocal tc = require 'tc'\nprint(arg[0], table.concat({...}, ','), tc.ones(2):sum():item())\nerror('boom')\n")
+  local out, code = run(TCRUN .. " - one two < " .. src)
+  check.eq(code, 1)
+  check.eq(out:match("^[^\n]*\n"), "-\tone,two\t2.0\n")
+  check.eq(out:match("\n(stdin:4: boom)\n") ~= nil, true, out)
+  out, code = run(TCRUN .. " --compile-all - x < " .. src)
+  check.eq(code, 1)
+  check.eq(out:match("^[^\n]*\n"), "-\tx\t2.0\n")
+  out, code = run("echo 'print(1)' | " .. TCRUN .. " -- -")
+  check.eq(code, 1)
+  check.eq(out:find("cannot open -", 1, true) ~= nil, true, out)
+  _, code = run("echo 'print(1)' | " .. TCRUN .. " --nproc-per-node 2 -")
+  check.eq(code, 2)
+  os.remove(src)
+end
+
 function T.bytecode_listing()
   local s = script("local x = 1\nreturn x + 1\n")
   local out, code = run(TCRUN .. " --bytecode " .. s)

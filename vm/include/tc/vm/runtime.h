@@ -137,10 +137,11 @@ class Runtime {
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
-  // Loads and runs a file or a string chunk; returns what the chunk returns. `args` reach a file's
+  // Loads and runs a file or a string chunk; returns what the chunk returns. `args` reach the
   // chunk as `...`. Chunk names follow Lua: "=name" is used as is, "@file" names a file.
   Results run_file(const std::string& path, const std::vector<Arg>& args = {});
-  Results run_string(const std::string& code, const std::string& chunkname = "=(string)");
+  Results run_string(const std::string& code, const std::string& chunkname = "=(string)",
+                     const std::vector<Arg>& args = {});
 
   Ref global(const std::string& name) const;  // dotted paths allowed: "tc.nn.Linear"
   void set_global(const std::string& name, const Arg& value);
