@@ -11,12 +11,21 @@ require("tc.utils_sd").install()
 -- nn.Parameter(t[, requires_grad=true]): a detached leaf tensor marked as a parameter; assigning
 -- one to a module field registers it (frozen ones too: nn.Parameter(t, false)).
 local parameters = setmetatable({}, {__mode = "k"})
+-- Every parameter and registered buffer has a number in `ids` (weak keys): named_parameters and
+-- named_buffers list a tensor registered twice (a tied weight) once by it. A table keyed by the
+-- tensors would do in plain Lua, but under tc.compile a tensor read from a module is a graph
+-- input, and a table made in the trace with graph inputs as keys breaks the graph (TC0401).
+local ids, last_id = setmetatable({}, {__mode = "k"}), 0
+local function identify(t)
+  if ids[t] == nil and tc.is_tensor(t) then last_id = last_id + 1; ids[t] = last_id end
+end
 function nn.Parameter(t, requires_grad)
   if requires_grad == nil then requires_grad = true end
   if not tc.is_tensor(t) then raise("ValueError", "nn.Parameter(t): expected a tensor, got " .. type(t)) end
   t = t:detach()
   t.requires_grad = requires_grad
   parameters[t] = true
+  identify(t)
   return t
 end
 function nn.is_parameter(t) return parameters[t] == true end
@@ -124,6 +133,7 @@ Module.__tostring = module_tostring
 setmetatable(Module, {__call = trampoline(function(c, ...) return c:new(...) end)})
 
 function Module:register_buffer(name, t, persistent)
+  identify(t)
   local order = rawget(self, "_order")
   if rawget(self, "_kind")[name] == nil then order[#order + 1] = name end
   rawget(self, "_kind")[name] = persistent == false and "buffer_np" or "buffer"
@@ -131,7 +141,7 @@ function Module:register_buffer(name, t, persistent)
 end
 
 function Module:register_parameter(name, t)
-  if is_tensor(t) then parameters[t] = true end
+  if is_tensor(t) then parameters[t] = true; identify(t) end
   local order = rawget(self, "_order")
   if rawget(self, "_kind")[name] == nil then order[#order + 1] = name end
   rawget(self, "_kind")[name] = "param"
@@ -193,14 +203,26 @@ function Module:modules()
   return out
 end
 
+-- Whether t is already in out, a tensor without a number (assigned into a buffer's slot) compared
+-- with each.
+local function listed(out, seen, t)
+  local id = ids[t]
+  if id ~= nil then
+    if seen[id] then return true end
+    seen[id] = true
+    return false
+  end
+  for _, e in ipairs(out) do
+    if rawequal(e[2], t) then return true end
+  end
+  return false
+end
+
 local function named_tensors(self, kind)
   local out, seen = {}, {}
   for prefix, m in self:named_modules() do
     for name, t in own(m, kind) do
-      if not seen[t] then
-        seen[t] = true
-        out[#out + 1] = {prefix == "" and name or prefix .. "." .. name, t}
-      end
+      if not listed(out, seen, t) then out[#out + 1] = {prefix == "" and name or prefix .. "." .. name, t} end
     end
   end
   local i = 0
@@ -341,6 +363,7 @@ function Module:_apply(fn)
             if g ~= nil then nv.grad = fn(g) end
             replaced[v] = nv
           end
+          identify(nv)
           rawset(m, name, nv)
         end
       end

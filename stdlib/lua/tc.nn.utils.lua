@@ -17,19 +17,26 @@ local function grads_of(params, fn)
   return out
 end
 
+-- t on the device and in the dtype of `like`; in the usual case (one device, one dtype) without
+-- x:to(), whose argument parsing is a graph break under tc.compile.
+local function as(t, like)
+  if t.device == like.device and t.dtype == like.dtype then return t end
+  return t:to(like.device, like.dtype)
+end
+
 -- The norm_type norm of all gradients together: one norm per device and dtype over their
 -- concatenation (a few launches, not one per gradient), then the norm of those norms.
 local function total_norm(grads, norm_type)
   local buckets, order = {}, {}
   for _, g in ipairs(grads) do
-    local key = g.device .. "|" .. tostring(g.dtype)
+    local key = g.device .. "|" .. g.dtype.name  -- not tostring(g.dtype): a graph break under tc.compile
     if not buckets[key] then buckets[key] = {}; order[#order + 1] = key end
     table.insert(buckets[key], g:reshape(-1))
   end
   local norms = {}
   for i, key in ipairs(order) do
     local flat = #buckets[key] == 1 and buckets[key][1] or tc.cat(buckets[key])
-    norms[i] = tc.norm(flat, norm_type):to(grads[1].device):to(grads[1].dtype)
+    norms[i] = as(tc.norm(flat, norm_type), grads[1])
   end
   return #norms == 1 and norms[1] or tc.norm(tc.stack(norms), norm_type)
 end
@@ -73,7 +80,7 @@ function utils.clip_grad_norm_(params, max_norm, norm_type, opts)
     end
   end
   local coef = (max_norm / (norm + 1e-6)):clamp(nil, 1.0)
-  for _, g in ipairs(grads) do g:mul_(coef:to(g.device)) end
+  for _, g in ipairs(grads) do g:mul_(g.device == coef.device and coef or coef:to(g.device)) end
   return norm
 end
 
