@@ -33,7 +33,9 @@ int64_t int_arg(lua_State* L, int idx, const char* what) {
   TC_CHECK(lua_isinteger(L, idx), ValueError, "%s must be an integer", what);
   return lua_tointeger(L, idx);
 }
-Tensor& tensor_arg(lua_State* L, int idx, const char* what) { return const_cast<Tensor&>(check_tensor(L, idx, what)); }
+Tensor& tensor_arg(lua_State* L, int idx, const char* what) {
+  return const_cast<Tensor&>(check_tensor(L, idx, what));
+}
 
 // Pushes the work (async) or waits for it now and pushes nothing.
 int finish(lua_State* L, std::unique_ptr<dist::Work> w, bool async) {
@@ -53,7 +55,7 @@ dist::Work*& work_at(lua_State* L, int idx) {
   return *w;
 }
 
-// dist_init(backend, host, port, rank, world_size, timeout_s)
+// dist_init(backend, host, port, rank, world_size, timeout_s, check_collectives)
 int l_init(lua_State* L) {
   return guarded(L, [](lua_State* L) {
     TC_CHECK(!g_group, ValueError,
@@ -63,10 +65,12 @@ int l_init(lua_State* L) {
     int port = (int)int_arg(L, 3, "MASTER_PORT");
     int rank = (int)int_arg(L, 4, "rank"), world = (int)int_arg(L, 5, "world_size");
     double timeout = lua_tonumber(L, 6);
+    bool check = lua_isnoneornil(L, 7) || lua_toboolean(L, 7);
     TC_CHECK(world >= 1 && rank >= 0 && rank < world, ValueError,
-             "tc.distributed.init_process_group: rank %d is not in [0, world_size=%d)", rank, world);
-    auto store = dist::Store::connect(host, port, rank == 0, timeout);
-    g_group = dist::ProcessGroup::create(backend, store, rank, world, timeout);
+             "tc.distributed.init_process_group: rank %d is not in [0, world_size=%d)", rank,
+             world);
+    auto store = dist::Store::connect(host, port, rank == 0, timeout, rank);
+    g_group = dist::ProcessGroup::create(backend, store, rank, world, timeout, check);
     g_store = std::move(store);
     return 0;
   });
@@ -122,6 +126,21 @@ int l_reduce_scatter(lua_State* L) {
     return finish(L, group("reduce_scatter").reduce_scatter(out, in, op), lua_toboolean(L, 4));
   });
 }
+// dist_all_gather_bytes(s) -> {rank 0's s, rank 1's, ...}: host-side metadata (DDP's model check)
+int l_all_gather_bytes(lua_State* L) {
+  return guarded(L, [](lua_State* L) {
+    size_t n;
+    const char* s = lua_tolstring(L, 1, &n);
+    TC_CHECK(s && lua_type(L, 1) == LUA_TSTRING, ValueError, "all_gather_bytes: expected a string");
+    std::vector<std::string> all = group("all_gather_object").all_gather_bytes(std::string(s, n));
+    lua_createtable(L, (int)all.size(), 0);
+    for (size_t i = 0; i < all.size(); i++) {
+      lua_pushlstring(L, all[i].data(), all[i].size());
+      lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    return 1;
+  });
+}
 int l_barrier(lua_State* L) {
   return guarded(L, [](lua_State*) {
     group("barrier").barrier();
@@ -151,7 +170,8 @@ int l_store_get(lua_State* L) {
 int l_store_add(lua_State* L) {
   return guarded(L, [](lua_State* L) {
     group("store");
-    lua_pushinteger(L, g_store->add(str_arg(L, 1, "store.add: key"), int_arg(L, 2, "store.add: amount")));
+    lua_pushinteger(
+        L, g_store->add(str_arg(L, 1, "store.add: key"), int_arg(L, 2, "store.add: amount")));
     return 1;
   });
 }
@@ -198,7 +218,8 @@ int l_work_gc(lua_State* L) {
 
 void open_distributed(lua_State* L) {
   luaL_newmetatable(L, kWorkMeta);
-  const luaL_Reg methods[] = {{"wait", l_work_wait}, {"is_completed", l_work_done}, {nullptr, nullptr}};
+  const luaL_Reg methods[] = {
+      {"wait", l_work_wait}, {"is_completed", l_work_done}, {nullptr, nullptr}};
   lua_newtable(L);
   luaL_setfuncs(L, methods, 0);
   lua_setfield(L, -2, "__index");
@@ -215,6 +236,7 @@ void open_distributed(lua_State* L) {
                           {"dist_all_gather", l_all_gather},
                           {"dist_reduce_scatter", l_reduce_scatter},
                           {"dist_barrier", l_barrier},
+                          {"dist_all_gather_bytes", l_all_gather_bytes},
                           {"dist_store_set", l_store_set},
                           {"dist_store_get", l_store_get},
                           {"dist_store_add", l_store_add},

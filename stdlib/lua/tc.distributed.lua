@@ -26,13 +26,18 @@ local function env_int(name)
 end
 
 -- init_process_group{backend =, init_method = "env://" | "tcp://host:port", rank =, world_size =,
--- timeout = seconds (default 300)}
+-- timeout = seconds (default 300), check_collectives = true}
+-- Every collective is checked across ranks (kind, dtype, shape, op, source) before data moves: a
+-- mismatch raises the same ValueError on every rank. On gloo the check rides in the exchange; on
+-- nccl it is one store round trip per collective, which check_collectives = false skips (then
+-- mismatched calls are undefined, as in NCCL itself).
 function dist.init_process_group(opts)
   opts = opts or {}
   if type(opts) == "string" then opts = {backend = opts} end
   if type(opts) ~= "table" then raise("ValueError", "init_process_group: expected an options table") end
   for k in pairs(opts) do
-    if k ~= "backend" and k ~= "init_method" and k ~= "rank" and k ~= "world_size" and k ~= "timeout" then
+    if k ~= "backend" and k ~= "init_method" and k ~= "rank" and k ~= "world_size" and k ~= "timeout"
+       and k ~= "check_collectives" then
       raise("ValueError", ("init_process_group: unknown option '%s'"):format(tostring(k)))
     end
   end
@@ -56,7 +61,11 @@ function dist.init_process_group(opts)
     raise("ValueError", "init_process_group: MASTER_ADDR and MASTER_PORT are not set: run under `tcrun --nproc-per-node N` "
       .. "or pass init_method = \"tcp://host:port\"")
   end
-  C.dist_init(backend, host, port, rank, world, opts.timeout or 300)
+  local check = opts.check_collectives
+  if check ~= nil and type(check) ~= "boolean" then
+    raise("ValueError", "init_process_group: check_collectives must be a boolean, got " .. type(check))
+  end
+  C.dist_init(backend, host, port, rank, world, opts.timeout or 300, check ~= false)
 end
 
 function dist.is_available() return true end
@@ -79,6 +88,12 @@ function dist.get_backend()
 end
 function dist.destroy_process_group() C.dist_destroy() end
 function dist.barrier() C.dist_barrier() end
+-- Every rank's string s, as a list in rank order (a collective: every rank calls it). Host-side
+-- metadata only (DistributedDataParallel's check that every rank wraps the same model).
+function dist._all_gather_strings(s)
+  if type(s) ~= "string" then raise("ValueError", "_all_gather_strings: expected a string") end
+  return C.dist_all_gather_bytes(s)
+end
 
 -- The op and async flag of `x`: an op name / dist.ReduceOp value, or {op =, async_op =}.
 local function op_opts(x, what)

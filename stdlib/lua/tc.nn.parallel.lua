@@ -5,7 +5,10 @@
 --   loss_fn(model(x), y):backward()                          -- gradients averaged over ranks
 --   opt:step()
 --
--- At wrap time every parameter and buffer is broadcast from rank 0. Parameters are put into
+-- At wrap time every rank checks that all ranks wrap the same model (parameters and buffers: names,
+-- order, shapes, dtypes; one exchange of their descriptions, as torch's
+-- _verify_param_shape_across_processes), raising the same ValueError on every rank at once when
+-- they differ, then every parameter and buffer is broadcast from rank 0. Parameters are put into
 -- buckets of about `bucket_cap_mb` (25) MB, in reverse order (the order backward produces their
 -- gradients). During backward, each parameter's post-accumulate-grad hook copies its gradient into
 -- its bucket's flat buffer; a full bucket is all-reduced (average) at once, asynchronously and, on
@@ -55,6 +58,88 @@ local function make_buckets(params, cap_bytes)
   return buckets
 end
 
+-- "'2.weight' float32[2, 8]"
+local function describe(name, t, is_param)
+  local dims = {}
+  for i = 1, t:dim() do dims[i] = tostring(t.shape[i]) end
+  local s = ("'%s' %s[%s]"):format(name, tostring(t.dtype):gsub("^tc%.", ""), table.concat(dims, ", "))
+  if is_param and not t.requires_grad then s = s .. " (requires_grad = false)" end
+  return s
+end
+
+-- "rank 1" / "ranks 0, 2"
+local function ranks_text(ranks)
+  return (#ranks == 1 and "rank " or "ranks ") .. table.concat(ranks, ", ")
+end
+
+-- Groups ranks (0-based) by value(rank): "x on rank 0; y on ranks 1, 2".
+local function by_rank(world, value)
+  local order, ranks = {}, {}
+  for r = 0, world - 1 do
+    local v = value(r)
+    if ranks[v] == nil then
+      ranks[v] = {}
+      order[#order + 1] = v
+    end
+    table.insert(ranks[v], r)
+  end
+  local parts = {}
+  for _, v in ipairs(order) do parts[#parts + 1] = v .. " on " .. ranks_text(ranks[v]) end
+  return table.concat(parts, "; ")
+end
+
+-- Every rank must wrap the same model: otherwise the broadcasts below and the buckets' all-reduces
+-- would pair different tensors across ranks. Raises on every rank alike, naming what differs.
+local function check_same_model(module)
+  local lists = {parameter = {}, buffer = {}}
+  for name, p in module:named_parameters() do table.insert(lists.parameter, describe(name, p, true)) end
+  for name, b in module:named_buffers() do table.insert(lists.buffer, describe(name, b, false)) end
+  local blob = {string.pack("<I4", #lists.parameter)}
+  for _, kind in ipairs{"parameter", "buffer"} do
+    for _, d in ipairs(lists[kind]) do blob[#blob + 1] = string.pack("<s4", d) end
+  end
+  local mine = table.concat(blob)
+  local all = dist._all_gather_strings(mine)
+  local same = true
+  for _, other in ipairs(all) do same = same and other == mine end
+  if same then return end
+  local models = {}  -- rank + 1 -> {parameter = {...}, buffer = {...}}
+  for r, b in ipairs(all) do
+    local n, at = string.unpack("<I4", b)
+    local m = {parameter = {}, buffer = {}}
+    while at <= #b do
+      local d
+      d, at = string.unpack("<s4", b, at)
+      table.insert(#m.parameter < n and m.parameter or m.buffer, d)
+    end
+    models[r] = m
+  end
+  local problems = {}
+  for _, kind in ipairs{"parameter", "buffer"} do
+    local most, counts_differ = 0, false
+    for _, m in ipairs(models) do
+      most = math.max(most, #m[kind])
+      counts_differ = counts_differ or #m[kind] ~= #models[1][kind]
+    end
+    if counts_differ then
+      problems[#problems + 1] = "the number of " .. kind .. "s differs: " ..
+        by_rank(#models, function(r) return ("%d %ss"):format(#models[r + 1][kind], kind) end)
+    end
+    for i = 1, most do
+      local differ = false
+      for _, m in ipairs(models) do differ = differ or m[kind][i] ~= models[1][kind][i] end
+      if differ then
+        problems[#problems + 1] = ("%s %d differs: %s"):format(kind, i,
+          by_rank(#models, function(r) return models[r + 1][kind][i] and kind .. " " .. models[r + 1][kind][i] or "no " .. kind end))
+        break
+      end
+    end
+  end
+  raise("ValueError", "DistributedDataParallel: the ranks wrap different models: " .. table.concat(problems, "; and ")
+    .. ". Every rank must wrap the same model: the same parameters and buffers, in the same order, with the "
+    .. "same shapes and dtypes")
+end
+
 function DDP:__init(module, opts)
   opts = opts or {}
   for k in pairs(opts) do
@@ -64,6 +149,7 @@ function DDP:__init(module, opts)
     raise("ValueError", "DistributedDataParallel: the default process group is not initialized (call "
       .. "tc.distributed.init_process_group first)")
   end
+  check_same_model(module)
   self.module = module
   local params = {}
   for _, p in ipairs(module:parameters()) do

@@ -68,6 +68,37 @@ if out=$(timeout 180 "$TCRUN" --nproc-per-node 2 tests/distributed/ddp_compiled.
   pass "compiled_ddp_equals_eager_ddp_and_overlaps_on_gloo"
 else fail "compiled_ddp_equals_eager_ddp_and_overlaps_on_gloo" "$out"; fi
 
+# 5e. ranks that disagree (issue 32), 2 ranks, short timeouts: every mismatched collective raises
+# the same error on every rank and leaves the group in step; DDP over different models fails at
+# wrap time on every rank, naming the parameter; uncaught, with the default timeout, it stops
+# every rank at once; a rank that exits fails the others' waits (no launcher to stop them); a
+# timeout names the rank that never came
+if out=$(timeout 120 "$TCRUN" --nproc-per-node 2 tests/distributed/mismatch.lua 2>&1) &&
+   [ "$(grep -c "mismatch all ok" <<<"$out")" -eq 2 ]; then
+  pass "mismatched_collectives_raise_on_every_rank"
+else fail "mismatched_collectives_raise_on_every_rank" "$out"; fi
+if out=$(timeout 120 "$TCRUN" --nproc-per-node 2 tests/distributed/ddp_mismatch.lua 2>&1) &&
+   [ "$(grep -c "ddp mismatch all ok" <<<"$out")" -eq 2 ]; then
+  pass "ddp_over_different_models_fails_on_every_rank_at_wrap_time"
+else fail "ddp_over_different_models_fails_on_every_rank_at_wrap_time" "$out"; fi
+timeout 60 "$TCRUN" --nproc-per-node 2 tests/distributed/ddp_mismatch.lua uncaught >"$t/out" 2>"$t/err"; rc=$?
+if [ $rc -eq 1 ] && grep -q "ddp_mismatch.lua:[0-9]*: DistributedDataParallel: the ranks wrap different models" "$t/err" &&
+   ! grep -q "timed out\|unreachable" "$t/err" "$t/out"; then
+  pass "ddp_over_different_models_stops_every_rank_at_once"
+else fail "ddp_over_different_models_stops_every_rank_at_once" "rc=$rc" "$(cat "$t/err")"; fi
+port=$(( 29800 + RANDOM % 100 ))
+MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=0 WORLD_SIZE=2 timeout 60 "$TCRUN" tests/distributed/rank_leaves.lua >"$t/out0" 2>&1 &
+p0=$!
+MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=1 WORLD_SIZE=2 timeout 60 "$TCRUN" tests/distributed/rank_leaves.lua >"$t/out1" 2>&1
+wait $p0; rc=$?
+if [ $rc -eq 0 ] && grep -q "rank_leaves ok" "$t/out0" && grep -q "rank one fails" "$t/out1"; then
+  pass "a_rank_that_exits_fails_the_others_waits_at_once"
+else fail "a_rank_that_exits_fails_the_others_waits_at_once" "rc=$rc" "$(cat "$t/out0" "$t/out1")"; fi
+if out=$(timeout 60 "$TCRUN" --nproc-per-node 2 tests/distributed/timeout_names_ranks.lua 2>&1) &&
+   [ "$(grep -c "timeout_names_ranks ok" <<<"$out")" -eq 2 ]; then
+  pass "a_collective_timeout_names_the_rank_that_never_came"
+else fail "a_collective_timeout_names_the_rank_that_never_came" "$out"; fi
+
 # 6. DistributedSampler
 if out=$("$TCRUN" tests/distributed/sampler.lua 2>&1) && grep -q "sampler ok" <<<"$out"; then
   pass "distributed_sampler_partitions_like_torch"
