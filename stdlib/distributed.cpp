@@ -99,10 +99,20 @@ class Rounds {
     return parts;
   }
 
-  // destroy_process_group: a last round, then rank 0's store (and its server) may go away only
-  // after every rank is done with it: each rank counts itself out, the last one says so, rank 0
-  // waits for that.
+  std::vector<std::string> all_gather_bytes(const std::string& mine) {
+    std::vector<std::string> out;
+    for (Store::Part& p :
+         run("all_gather_object", "all_gather_object()", nullptr, [&] { return mine; }))
+      out.push_back(std::move(p.value));
+    return out;
+  }
+
+  // destroy_process_group (idempotent): a last round, then rank 0's store (and its server) may go
+  // away only after every rank is done with it: each rank counts itself out, the last one says
+  // so, rank 0 waits for that.
   void shutdown() {
+    if (done_) return;
+    done_ = true;
     run("destroy_process_group", "destroy_process_group()", nullptr, nullptr);
     store_->leave();
     if (store_->add("shutdown/count", 1) == world_size_) store_->set("shutdown/all", "");
@@ -113,6 +123,7 @@ class Rounds {
   std::shared_ptr<Store> store_;
   int rank_, world_size_;
   uint64_t seq_ = 0;
+  bool done_ = false;
 };
 
 // Argument checks common to both backends (nccl's own, after the round, concern only what every
@@ -166,12 +177,6 @@ std::string all_gather_label(const Tensor& t) {
 }
 std::string reduce_scatter_label(const Tensor& out, ReduceOp op) {
   return "reduce_scatter(" + describe(out) + ", " + reduce_op_name(op) + ")";
-}
-
-std::vector<std::string> values_of(std::vector<Store::Part> parts) {
-  std::vector<std::string> out;
-  for (Store::Part& p : parts) out.push_back(std::move(p.value));
-  return out;
 }
 
 // ---- "gloo": CPU collectives through the store -------------------------------------------------
@@ -281,14 +286,9 @@ class StoreGroup final : public ProcessGroup {
   }
   void barrier() override { rounds_.run("barrier", "barrier()", nullptr, nullptr); }
   std::vector<std::string> all_gather_bytes(const std::string& mine) override {
-    return values_of(
-        rounds_.run("all_gather_object", "all_gather_object()", nullptr, [&] { return mine; }));
+    return rounds_.all_gather_bytes(mine);
   }
-  void shutdown() override {
-    if (done_) return;
-    done_ = true;
-    rounds_.shutdown();
-  }
+  void shutdown() override { rounds_.shutdown(); }
 
  private:
   // The reduction over ranks (in rank order, so every rank gets the same bits) of elements
@@ -309,7 +309,6 @@ class StoreGroup final : public ProcessGroup {
   }
 
   Rounds rounds_;
-  bool done_ = false;
 };
 
 #ifdef TC_HAVE_CUDA
@@ -368,12 +367,9 @@ class CheckedGroup final : public ProcessGroup {
     inner_->barrier();
   }
   std::vector<std::string> all_gather_bytes(const std::string& mine) override {
-    return values_of(
-        rounds_.run("all_gather_object", "all_gather_object()", nullptr, [&] { return mine; }));
+    return rounds_.all_gather_bytes(mine);
   }
   void shutdown() override {
-    if (done_) return;
-    done_ = true;
     inner_->shutdown();
     rounds_.shutdown();
   }
@@ -381,7 +377,7 @@ class CheckedGroup final : public ProcessGroup {
  private:
   std::shared_ptr<ProcessGroup> inner_;
   Rounds rounds_;
-  bool check_, done_ = false;
+  bool check_;
 };
 #endif
 
