@@ -6,6 +6,7 @@
 #include "lua_binding.h"
 #include "resume.h"
 #include "tc/config.h"
+#include "tied_dims.h"
 #include "tracer.h"
 
 namespace tc::capture {
@@ -84,6 +85,7 @@ void Tracer::run() {
     }
     finish_break(b);
   }
+  if (opt_.dynamic_all) specialize_tied_dims(e_);
   e_.guards.simplify();
   lua_pushvalue(L, K_);
   e_.guards.k_ref = luaL_ref(L, LUA_REGISTRYINDEX);

@@ -256,6 +256,26 @@ static std::string input_name(const GuardProgram& g, int src, const std::string&
   return out.empty() ? "input" : out;
 }
 
+// Whether the tensor at idx is a parameter or buffer of a tc.nn module (tc.nn's weak table
+// _registered_tensors): dynamic = true leaves those static, as torch does (their shapes do not
+// change between calls, and dynamic weights would keep the graph from lowering).
+static bool module_tensor(lua_State* L, int idx) {
+  idx = lua_absindex(L, idx);
+  lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+  bool found = false;
+  if (lua_getfield(L, -1, "tc.nn") == LUA_TTABLE) {
+    lua_pushliteral(L, "_registered_tensors");
+    if (lua_rawget(L, -2) == LUA_TTABLE) {
+      lua_pushvalue(L, idx);
+      found = lua_rawget(L, -2) != LUA_TNIL;
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 2);
+  return found;
+}
+
 Var Tracer::tensor_input(int src, int idx) {
   const Tensor& t = *lua::to_tensor(L, idx);
   Tensor fake = Tensor::fake(t.sizes(), t.strides(), t.dtype(), t.device());
@@ -263,7 +283,8 @@ Var Tracer::tensor_input(int src, int idx) {
   Guard g{GuardKind::Tensor, src};
   g.tensor = TensorSpec{t.dtype(), t.device(), t.requires_grad(), t.sizes(), t.strides(), 0};
   const std::string where = e_.guards.describe(src);
-  for (int d = 0; opt_.dynamic_all && d < t.dim(); d++)
+  const bool all_dynamic = opt_.dynamic_all && !module_tensor(L, idx);
+  for (int d = 0; all_dynamic && d < t.dim(); d++)
     if (t.sizes()[d] >= 2) g.tensor.dynamic |= uint64_t(1) << d;
   for (auto& [s, d] : opt_.dynamic)
     if (s == where && d >= 0 && d < t.dim() && t.sizes()[d] >= 2)

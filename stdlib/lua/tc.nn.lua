@@ -19,6 +19,7 @@ local ids, last_id = setmetatable({}, {__mode = "k"}), 0
 local function identify(t)
   if ids[t] == nil and tc.is_tensor(t) then last_id = last_id + 1; ids[t] = last_id end
 end
+nn._registered_tensors = ids  -- capture reads it: tc.compile's dynamic = true leaves these static
 function nn.Parameter(t, requires_grad)
   if requires_grad == nil then requires_grad = true end
   if not tc.is_tensor(t) then raise("ValueError", "nn.Parameter(t): expected a tensor, got " .. type(t)) end
