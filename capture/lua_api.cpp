@@ -74,7 +74,7 @@ local function compile(f, opts)
                             mode, code, name, where, opts.options)
     -- the wrapper stands for the module: its methods run on the module (c:parameters(), c:eval()),
     -- its fields are the module's (reads and writes)
-    local wrapper, bound = {}, setmetatable({}, {__mode = "k"})
+    local wrapper, bound = {_orig_mod = m}, setmetatable({}, {__mode = "k"})  -- torch's OptimizedModule._orig_mod
     local function index(_, k)
       local v = m[k]
       if type(v) ~= "function" then return v end
@@ -112,8 +112,10 @@ function compiler.set_stance(stance)
   if not stances[stance] then
     raise("ValueError", ('tc.compiler.set_stance(): unknown stance "%s" (default, force_eager, eager_on_recompile, fail_on_recompile)'):format(tostring(stance)))
   end
+  local prev = compiler.stance
   compiler.stance = stance
   prim.set_stance(stance)
+  return tc._C.stance_guard(prev)  -- `local _ <close> = ...` restores prev (tc._api.lua)
 end
 function compiler.mark_dynamic(x, dim)
   if type(x) == "table" and type(dim) == "string" then return prim.mark_dynamic(x, {dim}) end

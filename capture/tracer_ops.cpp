@@ -442,6 +442,8 @@ Var Tracer::tensor_property(const Var& t, const std::string& key, bool* found) {
     for (int64_t d = x.dim(); d >= 1; d--) tables_[dims.id].array.push_back(Var::integer(d));
     return call_op(int(Op::permute), {t, dims})[0];
   }
+  if (key == "mT" && x.dim() >= 2) return call_op(int(Op::transpose), {t, Var::integer(-2), Var::integer(-1)})[0];
+  if (key == "mT") throw BreakSignal{BreakCode::OpFailedWhileTracing, "x.mT of a tensor with fewer than 2 dims"};  // eager raises
   if (key == "data") return call_op(int(Op::detach), {t})[0];
   if (key == "grad") return tensor_grad(t);
   *found = false;

@@ -77,6 +77,7 @@ void open_autograd(lua_State* L);      // lua_autograd.cpp: x:backward(), tc.aut
 void push_grad_fn(lua_State* L, const Tensor& t);  // lua_autograd.cpp: x.grad_fn
 std::string format_tensor(const Tensor& t);  // tensor_format.cpp: PyTorch's repr
 std::string tensor_footer(const Tensor& t);  // "[tc.float32 of size 2x3 on cpu]"
+int l_printoptions(lua_State* L);  // tensor_format.cpp: tc._C.printoptions (tc.set_printoptions)
 
 // tc's Lua-side functions (tc.max, x:to, tc.no_grad ...) are reached through C trampolines, so
 // that an error under a tail call (`return x:max(y)` in user code) still finds the user's frame:

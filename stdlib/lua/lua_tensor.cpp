@@ -53,16 +53,42 @@ int64_t to_index(lua_State* L, int idx, bool* ok) {
   return v;
 }
 
-// One element of an index table: integer (select), {} (all), {a} (a..a kept), {a,b}, {a,b,step}.
-void apply_index_item(lua_State* L, Tensor& t, int64_t& d, int item) {
+// An integer index tensor in an index table: the dim of the view it indexes (1-based) and its values.
+struct TensorItem {
+  int64_t dim = 0;
+  Tensor index;
+};
+
+const Tensor* index_tensor(lua_State* L, int idx) {
+  const Tensor* k = to_tensor(L, idx);
+  if (!k) return nullptr;
+  TC_CHECK(is_integral(k->dtype(), false), IndexError,
+           "tensor index: an index tensor inside an index table must be an integer tensor, got %s (a bool mask "
+           "indexes the whole tensor: x[mask])",
+           dtype_name(k->dtype()));
+  return k;
+}
+
+// One element of an index table: integer (select), {} (all), {a} (a..a kept), {a,b}, {a,b,step},
+// or an integer tensor (gathered after the views, as PyTorch's advanced indexing: `x[{ {}, idx }]`).
+void apply_index_item(lua_State* L, Tensor& t, int64_t& d, int item, TensorItem& ti) {
   bool ok;
   int64_t i = to_index(L, item, &ok);
   if (ok) {
     t = op(Op::select, {t, d, i});
     return;
   }
+  if (const Tensor* k = index_tensor(L, item)) {
+    TC_CHECK(!ti.index.defined(), NotImplementedError,
+             "tensor index: only one index tensor per index table is supported (index one dim at a time)");
+    TC_CHECK(d <= t.dim(), IndexError, "too many indices for tensor of dimension %lld", (long long)t.dim());
+    ti = {d, *k};
+    d++;
+    return;
+  }
   TC_CHECK(lua_type(L, item) == LUA_TTABLE, IndexError,
-           "tensor index: expected an integer or a range table {start, stop[, step]}, got %s", luaL_typename(L, item));
+           "tensor index: expected an integer, a range table {start, stop[, step]} or an integer tensor, got %s",
+           luaL_typename(L, item));
   lua_Integer n = (lua_Integer)lua_rawlen(L, item);
   TC_CHECK(n <= 3, IndexError, "tensor index: a range is {start, stop[, step]}, got %lld elements", (long long)n);
   int64_t r[3] = {0, 0, 1};
@@ -79,6 +105,54 @@ void apply_index_item(lua_State* L, Tensor& t, int64_t& d, int item) {
   d++;
 }
 
+// t's shape with dim d (1-based) replaced by `mid`.
+Shape replace_dim(const Shape& s, int64_t d, const Shape& mid) {
+  Shape r(s.begin(), s.begin() + (d - 1));
+  r.insert(r.end(), mid.begin(), mid.end());
+  r.insert(r.end(), s.begin() + d, s.end());
+  return r;
+}
+
+// t[.., index, ..] at dim d: index_select of the flattened index, viewed as index's shape in dim d.
+Tensor gather_dim(const Tensor& t, const TensorItem& ti) {
+  Tensor flat = op(Op::reshape, {ti.index, IntList{-1}});
+  Tensor r = op(Op::index_select, {t, ti.dim, flat});
+  Shape s = replace_dim(t.sizes(), ti.dim, ti.index.sizes());
+  return op(Op::view, {r, IntList(s.begin(), s.end())});
+}
+
+// t[.., index, ..] = v at dim d, in place: scatter of v (broadcast to the gathered shape) along d.
+void scatter_dim(const Tensor& t, const TensorItem& ti, const Value& v) {
+  const Shape gathered = replace_dim(t.sizes(), ti.dim, ti.index.sizes());
+  const int64_t n = ti.index.numel();
+  const Shape flat = replace_dim(t.sizes(), ti.dim, {n});
+  Tensor src = v.is_tensor() ? op(Op::to_dtype, {v.tensor(), t.dtype()})
+                             : op(Op::full, {IntList(gathered.begin(), gathered.end()), v},
+                                  {{"dtype", Value(t.dtype())}, {"device", Value(t.device())}});
+  src = op(Op::expand, {src, IntList(gathered.begin(), gathered.end())});
+  src = op(Op::reshape, {src, IntList(flat.begin(), flat.end())});
+  Shape ones(t.dim(), 1);
+  ones[ti.dim - 1] = n;
+  Tensor idx = op(Op::reshape, {ti.index, IntList(ones.begin(), ones.end())});
+  idx = op(Op::expand, {idx, IntList(flat.begin(), flat.end())});
+  op(Op::copy_, {t, op(Op::scatter, {t, ti.dim, idx, src})});
+}
+
+// x[key] for a table key: the views of its items, and the index tensor among them (if any).
+Tensor index_views(lua_State* L, const Tensor& x, int key, TensorItem& ti) {
+  lua_Integer n = (lua_Integer)lua_rawlen(L, key);
+  TC_CHECK(n <= x.dim(), IndexError, "too many indices for tensor of dimension %lld (got %lld)", (long long)x.dim(),
+           (long long)n);
+  Tensor t = x;
+  int64_t d = 1;  // the next dim of t to index (1-based)
+  for (lua_Integer k = 1; k <= n; k++) {
+    lua_rawgeti(L, key, k);
+    apply_index_item(L, t, d, lua_gettop(L), ti);
+    lua_pop(L, 1);
+  }
+  return t;
+}
+
 // x[key] for integer, table and tensor keys.
 Tensor index_get(lua_State* L, const Tensor& x, int key) {
   bool ok;
@@ -88,24 +162,13 @@ Tensor index_get(lua_State* L, const Tensor& x, int key) {
     if (k->dtype() == DType::Bool || k->dtype() == DType::UInt8) return op(Op::masked_select, {x, *k});
     TC_CHECK(is_integral(k->dtype(), false), IndexError, "tensors used as indices must be integer, bool or uint8 tensors, got %s",
              dtype_name(k->dtype()));
-    Tensor flat = op(Op::reshape, {*k, IntList{-1}});
-    Tensor r = op(Op::index_select, {x, int64_t(1), flat});
-    Shape s = k->sizes();
-    s.insert(s.end(), x.sizes().begin() + 1, x.sizes().end());
-    return op(Op::view, {r, IntList(s.begin(), s.end())});
+    TC_CHECK(x.dim() > 0, IndexError, "a 0-d tensor cannot be indexed with an index tensor");
+    return gather_dim(x, {1, *k});
   }
   TC_CHECK(lua_type(L, key) == LUA_TTABLE, IndexError, "a tensor cannot be indexed with a %s", luaL_typename(L, key));
-  lua_Integer n = (lua_Integer)lua_rawlen(L, key);
-  TC_CHECK(n <= x.dim(), IndexError, "too many indices for tensor of dimension %lld (got %lld)", (long long)x.dim(),
-           (long long)n);
-  Tensor t = x;
-  int64_t d = 1;  // the next dim of t to index (1-based)
-  for (lua_Integer k = 1; k <= n; k++) {
-    lua_rawgeti(L, key, k);
-    apply_index_item(L, t, d, lua_gettop(L));
-    lua_pop(L, 1);
-  }
-  return t;
+  TensorItem ti;
+  Tensor t = index_views(L, x, key, ti);
+  return ti.index.defined() ? gather_dim(t, ti) : t;
 }
 
 // x[key] = value, in place.
@@ -119,9 +182,22 @@ void index_set(lua_State* L, const Tensor& x, int key, int val) {
     op(Op::copy_, {x, r});
     return;
   }
-  TC_CHECK(!k, NotImplementedError, "assignment through an index tensor is not supported (use scatter or a bool mask)");
-  Tensor target = index_get(L, x, key);
-  if (v.is_tensor())
+  if (k) {
+    TC_CHECK(is_integral(k->dtype(), false), IndexError, "tensors used as indices must be integer, bool or uint8 tensors, got %s",
+             dtype_name(k->dtype()));
+    TC_CHECK(x.dim() > 0, IndexError, "a 0-d tensor cannot be indexed with an index tensor");
+    scatter_dim(x, {1, *k}, v);
+    return;
+  }
+  Tensor target;
+  TensorItem ti;
+  if (lua_type(L, key) == LUA_TTABLE)
+    target = index_views(L, x, key, ti);
+  else
+    target = index_get(L, x, key);  // a view of x
+  if (ti.index.defined())
+    scatter_dim(target, ti, v);
+  else if (v.is_tensor())
     op(Op::copy_, {target, v});
   else
     op(Op::fill_, {target, v});
@@ -166,6 +242,10 @@ int property(lua_State* L) {
       IntList dims;
       for (int64_t d = t.dim(); d >= 1; d--) dims.push_back(d);
       push_tensor(L, op(Op::permute, {t, dims}));
+    } else if (k == "mT") {  // the last two dims swapped (a batch of matrices transposed)
+      TC_CHECK(t.dim() >= 2, ValueError, "tensor.mT is only supported on matrices or batches of matrices, got %lld-D tensor",
+               (long long)t.dim());
+      push_tensor(L, op(Op::transpose, {t, int64_t(-2), int64_t(-1)}));
     } else if (k == "data") {
       push_tensor(L, op(Op::detach, {t}));
     } else {
@@ -416,6 +496,10 @@ void watch_memory_pressure(lua_State* L) {
 
 void open_tensor_type(lua_State* L) {
   watch_memory_pressure(L);
+  lua_getfield(L, -1, "_C");
+  lua_pushcfunction(L, l_printoptions);
+  lua_setfield(L, -2, "printoptions");
+  lua_pop(L, 1);
   // tc table at -1
   // tc.Tensor: the method table (op functions are added by open_ops, Lua sugar by tc._tensor).
   lua_newtable(L);

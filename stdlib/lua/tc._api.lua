@@ -174,14 +174,21 @@ local function callable(f)
 end
 
 local noticed = false
--- tc.compile(f, opts) -> f: the options are checked now; the function runs uncompiled until
--- capture lands. Under stock lua5.4 compilation is never available: a one-time notice says so.
+-- tc.compile(f, opts) -> f: the options are checked now; the function runs uncompiled. Where a
+-- compiler is installed (tcrun, or a C++ program that calls tc::vm::install_compiler) capture
+-- replaces this function; elsewhere (stock lua5.4, a tc::vm::Runtime alone) a one-time notice says
+-- why nothing compiles.
 function tc.compile(f, opts)
   if not callable(f) then raise("ValueError", "tc.compile(): expected a function or a module, got " .. type(f)) end
   check_compile_options(opts)
-  if C.host() == nil and not noticed then
+  if not noticed then
     noticed = true
-    io.stderr:write("tc: compilation is not available under stock lua5.4; tc.compile returns functions unchanged (run with tcrun)\n")
+    if C.host() == nil then
+      io.stderr:write("tc: compilation is not available under stock lua5.4; tc.compile returns functions unchanged (run with tcrun)\n")
+    else
+      io.stderr:write(("tc: this program (%s) embeds tc without its compiler; tc.compile returns functions unchanged "
+        .. "(call tc::vm::install_compiler(runtime) from tc/vm/compiler.h and link tc::tc)\n"):format(C.host()))
+    end
   end
   return f
 end

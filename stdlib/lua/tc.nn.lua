@@ -57,12 +57,115 @@ local function module_newindex(self, key, value)
   rawset(self, key, value)
 end
 
+-- Full backward hooks (register_full_backward_hook), as torch.utils.hooks.BackwardHook: the
+-- tensor arguments that require grad pass through one identity node (a view for one input, a cat
+-- split back for several), so their gradients arrive together as grad_input; each tensor result
+-- passes through a view whose tensor hook records grad_output. The hooks run when grad_input is
+-- complete and may return a replacement array; with no input requiring grad they run once at the
+-- end of the backward with grad_input all nil. Arrays keep the positions of the tensor arguments
+-- and results (nil where there is no gradient).
+local function run_backward_hooks(st, grads)
+  local grad_input, changed = {}, false
+  for j = 1, st.n_in do grad_input[j] = grads[j] end
+  for _, h in ipairs(st.hooks) do
+    local r = h(st.module, grad_input, st.grad_output)
+    if r ~= nil then
+      if type(r) ~= "table" or getmetatable(r) ~= nil then
+        raise("ValueError", "a full backward hook must return nil or an array of gradients (one per tensor argument)")
+      end
+      if st.n_need == 0 and next(r) ~= nil then
+        raise("ValueError", "a backward hook of a module where no input requires grad must return nil or an array of nils")
+      end
+      grad_input, changed = r, true
+    end
+  end
+  return grad_input, changed
+end
+
+local function backward_hook_inputs(self, hooks, args)
+  local st = {module = self, hooks = hooks, grad_output = {}, tensors = {}, need = {}}
+  for i = 1, args.n do
+    if is_tensor(args[i]) then st.tensors[#st.tensors + 1] = i end
+  end
+  for j, i in ipairs(st.tensors) do
+    if args[i].requires_grad then st.need[#st.need + 1] = j end
+  end
+  st.n_in, st.n_need = #st.tensors, #st.need
+  if st.n_need == 0 then return args, st end
+  local new = {n = args.n}
+  for i = 1, args.n do new[i] = args[i] end
+  -- the replacement for input j: the hook's, zeros where it gave none (PyTorch's None)
+  local function replaced(res, grads, j)
+    local r = res[j]
+    if r == nil then return tc.zeros_like(grads[j]) end
+    if not is_tensor(r) or r.shape ~= grads[j].shape then
+      raise("ShapeError", ("a full backward hook returned a gradient for argument %d that is not a tensor of shape %s"):format(
+        st.tensors[j], tostring(grads[j].shape)))
+    end
+    return r
+  end
+  if st.n_need == 1 then
+    local j = st.need[1]
+    local x = args[st.tensors[j]]
+    new[st.tensors[j]] = x:view_as(x)
+    new[st.tensors[j]]:register_hook(function(g)
+      local grads = {[j] = g}
+      local res, changed = run_backward_hooks(st, grads)
+      if changed then return replaced(res, grads, j) end
+    end)
+    return new, st
+  end
+  local flat, sizes, shapes = {}, {}, {}
+  for k, j in ipairs(st.need) do
+    local x = args[st.tensors[j]]
+    if x.dtype ~= args[st.tensors[st.need[1]]].dtype or x.device ~= args[st.tensors[st.need[1]]].device then
+      raise("NotImplementedError", "full backward hooks on a module whose tensor arguments that require grad differ in dtype or device")
+    end
+    flat[k], sizes[k], shapes[k] = x:reshape {-1}, x:numel(), x.shape
+  end
+  local joined = tc.cat(flat)
+  for k, piece in ipairs(joined:split_with_sizes(sizes)) do new[st.tensors[st.need[k]]] = piece:view(shapes[k]) end
+  joined:register_hook(function(g)
+    local grads = {}
+    for k, piece in ipairs(g:split_with_sizes(sizes)) do grads[st.need[k]] = piece:reshape(shapes[k]) end
+    local res, changed = run_backward_hooks(st, grads)
+    if not changed then return nil end
+    local parts = {}
+    for k, j in ipairs(st.need) do parts[k] = replaced(res, grads, j):reshape {-1} end
+    return tc.cat(parts)
+  end)
+  return new, st
+end
+
+local function backward_hook_outputs(st, out)
+  local k = 0
+  for i = 1, out.n do
+    if is_tensor(out[i]) then
+      k = k + 1
+      local pos = k
+      if out[i].requires_grad then
+        out[i] = out[i]:view_as(out[i])
+        out[i]:register_hook(function(g)
+          st.grad_output[pos] = g
+          if st.n_need == 0 and not st.queued then
+            st.queued = true
+            tc.autograd.queue_callback(function() run_backward_hooks(st, {}) end)
+          end
+        end)
+      end
+    end
+  end
+end
+
 -- m(...) runs forward through the hooks (PyTorch's order): pre-hooks hook(m, args) may return
 -- a replacement array of arguments; forward hooks hook(m, args, output) may return a replacement
--- output (the first result; further results of forward pass through).
+-- output (the first result; further results of forward pass through); full backward hooks see
+-- the arguments after the pre-hooks and the results after the forward hooks.
 local function module_call(self, ...)
   local pre, post = rawget(self, "_forward_pre_hooks"), rawget(self, "_forward_hooks")
+  -- (a module with backward hooks has _forward_hooks too: two reads, two guards under tc.compile)
   if pre == nil and post == nil then return self:forward(...) end
+  local bw = rawget(self, "_backward_hooks")
   local args = table.pack(...)
   for _, h in ipairs(pre or {}) do
     local r = h(self, args)
@@ -74,11 +177,14 @@ local function module_call(self, ...)
       args.n = args.n or #r
     end
   end
+  local bstate
+  if bw ~= nil and #bw > 0 and tc.is_grad_enabled() then args, bstate = backward_hook_inputs(self, bw, args) end
   local out = table.pack(self:forward(table.unpack(args, 1, args.n)))
   for _, h in ipairs(post or {}) do
     local r = h(self, args, table.unpack(out, 1, out.n))
     if r ~= nil then out[1] = r end
   end
+  if bstate then backward_hook_outputs(bstate, out) end
   return table.unpack(out, 1, out.n)
 end
 
@@ -382,6 +488,15 @@ function Module:cpu() return self:to("cpu") end
 function Module:float() return self:_apply(function(t) return t.dtype.is_floating_point and t:float() or t end) end
 function Module:double() return self:_apply(function(t) return t.dtype.is_floating_point and t:double() or t end) end
 function Module:half() return self:_apply(function(t) return t.dtype.is_floating_point and t:half() or t end) end
+function Module:bfloat16() return self:_apply(function(t) return t.dtype.is_floating_point and t:bfloat16() or t end) end
+
+-- m:requires_grad_(flag = true): sets requires_grad of every parameter (freezing or unfreezing).
+function Module:requires_grad_(flag)
+  if flag == nil then flag = true end
+  if type(flag) ~= "boolean" then raise("ValueError", "requires_grad_(): expected a boolean, got " .. type(flag)) end
+  for _, p in ipairs(self:parameters()) do p.requires_grad = flag end
+  return self
+end
 
 -- m:zero_grad({set_to_none = true}): gradients become nil, or are zeroed in place with false.
 function Module:zero_grad(opts) nn.utils.zero_grad(self:parameters(), opts) end
@@ -389,6 +504,19 @@ function Module:zero_grad(opts) nn.utils.zero_grad(self:parameters(), opts) end
 function Module:register_forward_hook(fn)
   local hooks = rawget(self, "_forward_hooks") or {}
   rawset(self, "_forward_hooks", hooks)
+  hooks[#hooks + 1] = fn
+  return {remove = function() for i, h in ipairs(hooks) do if h == fn then table.remove(hooks, i) end end end}
+end
+
+-- hook(module, grad_input, grad_output) -> nil or a replacement grad_input (see module_call).
+function Module:register_full_backward_hook(fn)
+  local mt = getmetatable(fn)
+  if type(fn) ~= "function" and not (type(mt) == "table" and mt.__call ~= nil) then
+    raise("ValueError", "register_full_backward_hook(hook): expected a function, got " .. type(fn))
+  end
+  local hooks = rawget(self, "_backward_hooks") or {}
+  rawset(self, "_backward_hooks", hooks)
+  if rawget(self, "_forward_hooks") == nil then rawset(self, "_forward_hooks", {}) end  -- module_call's fast path
   hooks[#hooks + 1] = fn
   return {remove = function() for i, h in ipairs(hooks) do if h == fn then table.remove(hooks, i) end end end}
 end

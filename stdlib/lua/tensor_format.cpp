@@ -1,10 +1,13 @@
 // tostring(x): PyTorch's tensor repr (torch/_tensor_str.py of 1.13: precision 4, threshold 1000,
-// edge items 3, line width 80; int/fixed/scientific mode chosen from all printed values), then a
-// footer line with dtype, size and device.
+// edge items 3, line width 80 unless tc.set_printoptions says otherwise; int/fixed/scientific mode
+// chosen from all printed values, or forced by sci_mode), then a footer line with dtype, size and
+// device.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "lua_binding.h"
@@ -12,7 +15,13 @@
 namespace tc::lua {
 namespace {
 
-constexpr int kPrecision = 4, kThreshold = 1000, kEdgeItems = 3, kLineWidth = 80;
+// PyTorch's PRINT_OPTS (tc.set_printoptions); sci_mode -1 is None (chosen from the values).
+struct PrintOptions {
+  int precision = 4;
+  int64_t threshold = 1000, edgeitems = 3, linewidth = 80;
+  int sci_mode = -1;
+};
+PrintOptions g_opts;
 
 // Python's float formatting for the cases PyTorch uses ("{:.4f}", "{:.4e}", "{:.0f}").
 std::string fixed(double v, int prec) {
@@ -25,8 +34,8 @@ std::string fixed(double v, int prec) {
 std::string sci(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*e", kPrecision, v);
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%.*e", g_opts.precision, v);
   return buf;
 }
 
@@ -57,7 +66,7 @@ struct Formatter {
     double v = el->real(off);
     if (sci_mode) return sci(v);
     if (int_mode) return fixed(v, 0) + (std::isfinite(v) ? "." : "");
-    return fixed(v, kPrecision);
+    return fixed(v, g_opts.precision);
   }
   std::string format(int64_t off) const {
     std::string s = raw(off);
@@ -86,8 +95,9 @@ struct Formatter {
       for (double v : vals) max_width = std::max(max_width, sci_mode ? sci(v).size() : fixed(v, 0).size() + 1);
     } else {
       sci_mode = mx / mn > 1000.0 || mx > 1.0e8 || mn < 1.0e-4;
-      for (double v : vals) max_width = std::max(max_width, sci_mode ? sci(v).size() : fixed(v, kPrecision).size());
+      for (double v : vals) max_width = std::max(max_width, sci_mode ? sci(v).size() : fixed(v, g_opts.precision).size());
     }
+    if (g_opts.sci_mode >= 0) sci_mode = g_opts.sci_mode == 1;  // after the widths, as PyTorch
   }
 };
 
@@ -96,7 +106,7 @@ struct Printer {
   bool summarize;
   Formatter f;
 
-  bool cut(int64_t d) const { return summarize && t.sizes()[d] > 2 * kEdgeItems; }
+  bool cut(int64_t d) const { return summarize && t.sizes()[d] > 2 * g_opts.edgeitems; }
 
   // Offsets of the printed elements, in print order (PyTorch's get_summarized_data).
   void collect(int64_t d, int64_t off, std::vector<int64_t>& out) const {
@@ -106,7 +116,7 @@ struct Printer {
     }
     int64_t n = t.sizes()[d];
     for (int64_t i = 0; i < n; i++) {
-      if (cut(d) && i == kEdgeItems) i = n - kEdgeItems;
+      if (cut(d) && i == g_opts.edgeitems) i = n - g_opts.edgeitems;
       collect(d + 1, off + i * t.strides()[d], out);
     }
   }
@@ -115,13 +125,13 @@ struct Printer {
     int64_t n = t.sizes().back(), st = t.strides().back();
     std::vector<std::string> data;
     for (int64_t i = 0; i < n; i++) {
-      if (cut(t.dim() - 1) && i == kEdgeItems) {
+      if (cut(t.dim() - 1) && i == g_opts.edgeitems) {
         data.push_back(" ...");
-        i = n - kEdgeItems;
+        i = n - g_opts.edgeitems;
       }
       data.push_back(f.format(off + i * st));
     }
-    size_t per_line = std::max<int64_t>(1, (int64_t)std::floor((kLineWidth - indent) / (double)(f.max_width + 2)));
+    size_t per_line = std::max<int64_t>(1, (int64_t)std::floor((g_opts.linewidth - indent) / (double)(f.max_width + 2)));
     std::string s = "[";
     for (size_t i = 0; i < data.size(); i++) {
       if (i > 0) s += i % per_line == 0 ? ",\n" + std::string(indent + 1, ' ') : ", ";
@@ -138,9 +148,9 @@ struct Printer {
     std::string s = "[";
     for (int64_t i = 0; i < n; i++) {
       if (i > 0) s += sep;
-      if (cut(d) && i == kEdgeItems) {
+      if (cut(d) && i == g_opts.edgeitems) {
         s += "..." + sep;
-        i = n - kEdgeItems;
+        i = n - g_opts.edgeitems;
       }
       s += str(d + 1, off + i * t.strides()[d], indent + 1);
     }
@@ -158,7 +168,7 @@ std::string add_suffixes(std::string s, const std::vector<std::string>& suffixes
   size_t nl = s.rfind('\n');
   size_t last = nl == std::string::npos ? s.size() + 2 : s.size() - nl + 1;  // as _add_suffixes
   for (const std::string& x : suffixes) {
-    if (last + x.size() + 2 > (size_t)kLineWidth) {
+    if (int64_t(last + x.size() + 2) > g_opts.linewidth) {
       s += ",\n" + std::string(indent, ' ') + x;
       last = indent + x.size();
     } else {
@@ -195,7 +205,7 @@ std::string format_tensor(const Tensor& x) {
       t.copy_from(x);
     }
     Elements el{static_cast<const char*>(t.data_ptr()), t.dtype()};
-    Printer p{t, t.numel() > kThreshold, {}};
+    Printer p{t, t.numel() > g_opts.threshold, {}};
     p.f.floating = is_floating(t.dtype());
     p.f.boolean = t.dtype() == DType::Bool;
     p.f.el = &el;
@@ -206,6 +216,41 @@ std::string format_tensor(const Tensor& x) {
   }
   if (x.requires_grad()) suffixes.push_back("requires_grad=True");
   return add_suffixes(prefix + body, suffixes, indent);
+}
+
+// tc._C.printoptions([opts]): sets the numeric fields of opts that are present and sci_mode (a
+// boolean, or nil for None), as checked by tc._tensor.lua's tc.set_printoptions; returns the
+// options as a table (threshold math.huge when unbounded, sci_mode absent when None).
+int l_printoptions(lua_State* L) {
+  if (lua_istable(L, 1)) {
+    int64_t precision = g_opts.precision;
+    for (auto [name, lo, out] : {std::tuple{"precision", int64_t(0), &precision}, {"threshold", 0, &g_opts.threshold},
+                                 {"edgeitems", 0, &g_opts.edgeitems}, {"linewidth", 1, &g_opts.linewidth}}) {
+      if (lua_getfield(L, 1, name) == LUA_TNUMBER) {
+        double v = lua_tonumber(L, -1);
+        *out = v >= 9.0e18 ? INT64_MAX : std::max<int64_t>(lo, (int64_t)v);
+      }
+      lua_pop(L, 1);
+    }
+    g_opts.precision = (int)std::min<int64_t>(precision, 200);  // snprintf's buffers hold 512 characters
+    lua_getfield(L, 1, "sci_mode");
+    g_opts.sci_mode = lua_isboolean(L, -1) ? lua_toboolean(L, -1) : -1;
+    lua_pop(L, 1);
+  }
+  lua_createtable(L, 0, 5);
+  for (auto [name, v] : {std::pair{"precision", int64_t(g_opts.precision)}, {"threshold", g_opts.threshold},
+                         {"edgeitems", g_opts.edgeitems}, {"linewidth", g_opts.linewidth}}) {
+    if (v == INT64_MAX)
+      lua_pushnumber(L, HUGE_VAL);
+    else
+      lua_pushinteger(L, v);
+    lua_setfield(L, -2, name);
+  }
+  if (g_opts.sci_mode >= 0) {
+    lua_pushboolean(L, g_opts.sci_mode);
+    lua_setfield(L, -2, "sci_mode");
+  }
+  return 1;
 }
 
 std::string tensor_footer(const Tensor& t) {

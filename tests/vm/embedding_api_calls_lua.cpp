@@ -163,3 +163,19 @@ TEST(Embedding, ExampleProgramRuns) {
   std::string cmd = example.string() + " > /dev/null";
   EXPECT_EQ(std::system(cmd.c_str()), 0);
 }
+
+// A Runtime alone has no compiler (tc/vm/compiler.h installs it): tc.compile returns the function
+// unchanged and says so on stderr, once, naming the host and what to call.
+TEST(Embedding, CompileWithoutTheCompilerSaysSoOnce) {
+  Runtime rt("myhost");
+  testing::internal::CaptureStderr();
+  rt.run_string(
+      "local tc = require 'tc'\nlocal f = function(x) return x + 1 end\n"
+      "assert(tc.compile(f) == f)\nassert(tc.compile(f, {fullgraph = true}) == f)\n"
+      "assert(tc.compiler.stats().backend_compiles == 0)");
+  const std::string err = testing::internal::GetCapturedStderr();
+  const size_t at = err.find("tc: this program (myhost) embeds tc without its compiler");
+  EXPECT_NE(at, std::string::npos) << err;
+  EXPECT_NE(err.find("tc::vm::install_compiler"), std::string::npos) << err;
+  EXPECT_EQ(err.find("tc: this program", at + 1), std::string::npos) << "said twice: " << err;
+}
