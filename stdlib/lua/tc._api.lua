@@ -90,9 +90,35 @@ local function grad_mode(enabled, f, ...)
 end
 function tc.no_grad(f, ...) return grad_mode(false, f, ...) end
 function tc.enable_grad(f, ...) return grad_mode(true, f, ...) end
+-- tc.inference_mode([mode]) and tc.inference_mode(f, ...): torch.inference_mode's two forms. tc has
+-- no inference tensors, so inference mode is grad mode off; mode = false keeps the current mode.
+function tc.inference_mode(f, ...)
+  if f == false then return grad_mode(is_grad()) end
+  if f == true then f = nil end
+  return grad_mode(false, f, ...)
+end
+
+-- The decorator habit (`@torch.no_grad()` on a def): tc.no_grad_fn(f) returns a function that runs
+-- f(...) with grad disabled (tc.no_grad(f) calls f at once). Likewise enable_grad_fn and
+-- inference_mode_fn.
+local function grad_mode_fn(name, enabled)
+  return function(f)
+    local mt = getmetatable(f)
+    if type(f) ~= "function" and not (type(mt) == "table" and mt.__call ~= nil) then
+      raise("ValueError", ("tc.%s(f): expected a function, got %s"):format(name, type(f)))
+    end
+    return function(...) return grad_mode(enabled, f, ...) end
+  end
+end
+tc.no_grad_fn = grad_mode_fn("no_grad_fn", false)
+tc.enable_grad_fn = grad_mode_fn("enable_grad_fn", true)
+tc.inference_mode_fn = grad_mode_fn("inference_mode_fn", false)
 
 -- ---- configuration (tcrun's options land here) --------------------------------------------------
-tc.config = {
+-- tc.config checks what is written into it: an unknown key (a typo such as recompile_limt) or a
+-- value of the wrong type raises ValueError naming the key; nil puts a setting back to its default.
+-- Readers (the C side included) see the values through __index.
+local config_defaults = {
   backend = "tc", mode = "default", fullgraph = false, dynamic = nil, eager = false,
   explain = false, log = os.getenv("TC_LOGS") or "", cache_dir = os.getenv("TC_CACHE_DIR"),
   no_cache = false, recompile_limit = 8,
@@ -214,11 +240,17 @@ function compiler.disable(f)
   if f == nil then return function(g) return g end end
   return f
 end
+-- set_stance returns a guard: `local _ <close> = tc.compiler.set_stance("force_eager")` restores
+-- the previous stance at the end of the block (torch's `with torch.compiler.set_stance(...)`).
+local stance_guard_mt = {__close = function(g) tc.compiler.set_stance(g.prev) end, __name = "tc.compiler.stance_guard"}
+function C.stance_guard(prev) return setmetatable({prev = prev}, stance_guard_mt) end
 function compiler.set_stance(stance)
   if not stances[stance] then
     raise("ValueError", ('tc.compiler.set_stance(): unknown stance "%s" (default, force_eager, eager_on_recompile, fail_on_recompile)'):format(tostring(stance)))
   end
+  local prev = compiler.stance
   compiler.stance = stance
+  return C.stance_guard(prev)
 end
 function compiler.mark_dynamic(x, dim)
   if type(x) == "table" and type(dim) == "string" then return end
