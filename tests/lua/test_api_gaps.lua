@@ -404,6 +404,45 @@ function T.index_tensor_in_a_later_dim_writes_like_torch()
   end, false, y, tc.tensor {3, 1})
 end
 
+-- ---- gradcheck: float64 central differences against autograd (test_gradcheck.lua's method) ------
+local function gradcheck(name, f, inputs)
+  local f64 = {dtype = tc.float64}
+  tc.manual_seed(11)
+  local w = tc.randn(f(table.unpack(inputs)).shape, f64)
+  local function loss(...) return (f(...) * w):sum() end
+  local analytic = tc.autograd.grad(loss(table.unpack(inputs)), inputs)
+  for i, x in ipairs(inputs) do
+    local num = tc.zeros(x.shape, f64)
+    for k = 1, x:numel() do
+      local vals = {}
+      for _, sgn in ipairs {1, -1} do
+        local xs = {}
+        for j, t in ipairs(inputs) do xs[j] = t:detach():clone() end
+        local flat = xs[i]:view(-1)
+        flat[k] = flat[k]:item() + sgn * 1e-6
+        vals[sgn] = loss(table.unpack(xs)):item()
+      end
+      num:view(-1)[k] = (vals[1] - vals[-1]) / 2e-6
+    end
+    check.values(analytic[i], num:tolist(), 1e-5, name .. ": input " .. i)
+  end
+end
+
+function T.gradcheck_index_add_index_fill_repeat_interleave_index_tensors()
+  local function R(...) return tc.randn({...}, {dtype = tc.float64}):requires_grad_() end
+  local idx = tc.tensor {2, 1, 2}
+  gradcheck("index_add", function(a, s) return a:index_add(2, idx, s, 0.5) end, {R(2, 3), R(2, 3)})
+  gradcheck("index_fill", function(a, v) return a:index_fill(1, tc.tensor {2}, v) end, {R(3, 2), R()})
+  gradcheck("repeat_interleave int", function(a) return a:repeat_interleave(2, 2) end, {R(2, 3)})
+  gradcheck("repeat_interleave tensor", function(a) return a:repeat_interleave(tc.tensor {2, 0, 1}, 2) end, {R(2, 3)})
+  gradcheck("index read", function(a) return a[{ {}, 1, idx }] end, {R(2, 3, 2)})
+  gradcheck("index write", function(a, v)
+    local b = a * 1
+    b[{ {}, tc.tensor {3, 1} }] = v
+    return b
+  end, {R(2, 3), R(2, 1)})
+end
+
 -- ---- printing -----------------------------------------------------------------------------------
 local function repr(t) return (tostring(t):gsub("\n%[tc%.[^\n]*%]$", "")) end
 
