@@ -185,11 +185,19 @@ Package Package::load(const std::string& path, int cuda_device) {
     size_t at = 0;
     for (size_t i = 0; i < m.constants.size(); i++) {
       const TensorSpec& c = m.constants[i];
-      Tensor t = Tensor::empty(c.shape, c.dtype);
-      const size_t n = (size_t)t.numel() * itemsize(c.dtype);
+      int64_t bytes = -1;  // -1: a negative size, or a shape whose numel or bytes overflow
+      try {
+        if (std::all_of(c.shape.begin(), c.shape.end(), [](int64_t d) { return d >= 0; }))
+          bytes = storage_nbytes(c.shape, contiguous_strides(c.shape), 0, c.dtype);
+      } catch (const Error&) {
+      }
+      TC_CHECK(bytes >= 0, ValueError, "tc.aot.load: '%s' is corrupted (constant '%s' has the impossible shape %s)",
+               path.c_str(), c.name.c_str(), shape_string(c.shape).c_str());
+      const size_t n = (size_t)bytes;
       at = (at + 63) / 64 * 64;
-      TC_CHECK(at + n <= cs->data.size(), ValueError, "tc.aot.load: '%s' is corrupted (constant '%s' is cut off)",
-               path.c_str(), c.name.c_str());
+      TC_CHECK(at <= cs->data.size() && n <= cs->data.size() - at, ValueError,
+               "tc.aot.load: '%s' is corrupted (constant '%s' is cut off)", path.c_str(), c.name.c_str());
+      Tensor t = Tensor::empty(c.shape, c.dtype);  // after the check: a damaged size allocates nothing
       std::memcpy(t.data_ptr(), cs->data.data() + at, n);
       at += n;
       p.constants_[i] = p_device(t, p_dev);

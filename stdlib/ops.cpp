@@ -183,7 +183,8 @@ const char* value_type_name(const Value& v) {
   return "device";
 }
 
-bool is_integral_double(double d) { return d == (double)(int64_t)d; }
+// In int64's range and whole (a cast of 2^63 or 1e30 to int64 is undefined).
+bool is_integral_double(double d) { return d >= -0x1p63 && d < 0x1p63 && d == (double)(int64_t)d; }
 
 [[noreturn]] void bad_arg(const OpSchema& s, const ArgSpec& a, const Value& v) {
   TC_FAIL(ValueError, "%s(): argument '%s' must be %s%s, not %s", s.name, a.name.c_str(),
@@ -354,7 +355,8 @@ Stack bind(Op op, Stack positional, std::vector<std::pair<std::string, Value>> k
   return out;
 }
 
-Metas infer_meta(Op op, const Stack& args) {
+namespace {
+Metas group_meta(Op op, const Stack& args) {
   switch (schema(op).group) {
     case OpGroup::pointwise: return meta_pointwise(op, args);
     case OpGroup::reduction: return meta_reduction(op, args);
@@ -365,6 +367,22 @@ Metas infer_meta(Op op, const Stack& args) {
     case OpGroup::creation: return meta_creation(op, args);
   }
   TC_ASSERT(false, "bad op group");
+}
+}  // namespace
+
+Metas infer_meta(Op op, const Stack& args) {
+  Metas m = group_meta(op, args);
+  // Every result, eager or traced, is a tensor that can exist: no negative size, numel and
+  // storage span within int64 (ShapeError), bytes within int64 (OutOfMemoryError). A
+  // data-dependent op's meta has -1 for the sizes its kernel finds.
+  if (schema(op).kind == OpKind::DataDependent) return m;
+  for (const TensorMeta& t : m) {
+    for (int64_t s : t.sizes)
+      TC_CHECK(s >= 0, ShapeError, "%s(): the result would have the negative size %lld in shape %s", op_name(op),
+               (long long)s, shape_string(t.sizes).c_str());
+    storage_nbytes(t.sizes, t.strides, 0, t.dtype);
+  }
+  return m;
 }
 
 namespace {

@@ -132,13 +132,17 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& f
       corrupt(file, "entry '" + name + "' has unsupported dtype " + v["dtype"].dump());
     const ojson& sh = v["shape"];
     if (!sh.is_array()) corrupt(file, "entry '" + name + "' shape is not an array");
-    uint64_t numel = 1;
     for (auto& d : sh) {
       if (!d.is_number_unsigned()) corrupt(file, "entry '" + name + "' shape has a non-integer or negative size");
       uint64_t s = d.get<uint64_t>();
-      if (s != 0 && numel > (uint64_t(1) << 62) / s) corrupt(file, "entry '" + name + "' shape overflows");
-      numel *= s;
+      if (s > (uint64_t)INT64_MAX) corrupt(file, "entry '" + name + "' shape " + sh.dump() + " overflows int64");
       e.shape.push_back((int64_t)s);
+    }
+    uint64_t nbytes = 0;
+    try {  // numel, strides and bytes through tc's checked size arithmetic
+      nbytes = (uint64_t)storage_nbytes(e.shape, contiguous_strides(e.shape), 0, e.dtype);
+    } catch (const Error& err) {
+      corrupt(file, "entry '" + name + "' shape " + sh.dump() + " overflows (" + err.what() + ")");
     }
     const ojson& off = v["data_offsets"];
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
@@ -148,9 +152,9 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& f
     if (e.begin > e.end || e.end > data_size)
       corrupt(file, "entry '" + name + "' data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
                         "] out of range of the " + std::to_string(data_size) + "-byte data section");
-    if (e.end - e.begin != numel * itemsize(e.dtype))
+    if (e.end - e.begin != nbytes)
       corrupt(file, "entry '" + name + "' has " + std::to_string(e.end - e.begin) + " bytes but shape and dtype need " +
-                        std::to_string(numel * itemsize(e.dtype)));
+                        std::to_string(nbytes));
     entries.push_back(std::move(e));
   }
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {

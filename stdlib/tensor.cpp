@@ -114,7 +114,7 @@ std::atomic<int64_t> g_cpu_limit{0};
 void* try_allocate(size_t nbytes, Device device, size_t* block) {
   if (device.is_cpu()) {
     const int64_t limit = g_cpu_limit.load(std::memory_order_relaxed);
-    if (limit > 0 && g_live_bytes[int(DeviceType::CPU)].load() + int64_t(nbytes) > limit)
+    if (limit > 0 && int64_t(nbytes) > limit - g_live_bytes[int(DeviceType::CPU)].load())
       return nullptr;
     return cpu_cache().alloc(nbytes, block);
   }
@@ -155,6 +155,8 @@ void Storage::swap_memory(Storage& other) {
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
   void* p = nullptr;
   size_t block = 0;
+  TC_CHECK(nbytes <= (size_t)INT64_MAX, OutOfMemoryError, "%s out of memory: tried to allocate %zu bytes",
+           device.str().c_str(), nbytes);
   if (device.is_cpu()) {
     p = try_allocate(nbytes, device, &block);
     if (!p && relieve_pressure()) p = try_allocate(nbytes, device, &block);
@@ -192,20 +194,60 @@ Storage::~Storage() {
 
 int64_t Storage::live_bytes() { return g_live_bytes[0].load() + g_live_bytes[1].load(); }
 
+int64_t checked_mul(int64_t a, int64_t b, const char* what) {
+  int64_t r;
+  TC_CHECK(!__builtin_mul_overflow(a, b, &r), ShapeError, "%s: %lld * %lld overflows int64 (sizes past 2^63 - 1)",
+           what, (long long)a, (long long)b);
+  return r;
+}
+
+int64_t checked_add(int64_t a, int64_t b, const char* what) {
+  int64_t r;
+  TC_CHECK(!__builtin_add_overflow(a, b, &r), ShapeError, "%s: %lld + %lld overflows int64 (sizes past 2^63 - 1)",
+           what, (long long)a, (long long)b);
+  return r;
+}
+
 Shape contiguous_strides(const Shape& sizes) {
   Shape st(sizes.size());
   int64_t s = 1;
   for (int64_t d = (int64_t)sizes.size() - 1; d >= 0; d--) {
     st[d] = s;
-    s *= std::max<int64_t>(sizes[d], 1);
+    if (d > 0 && __builtin_mul_overflow(s, std::max<int64_t>(sizes[d], 1), &s))
+      TC_FAIL(ShapeError, "the strides of a tensor of shape %s overflow int64", shape_string(sizes).c_str());
   }
   return st;
 }
 
 int64_t shape_numel(const Shape& sizes) {
   int64_t n = 1;
-  for (auto s : sizes) n *= s;
+  bool overflow = false;
+  for (auto s : sizes) {
+    if (s == 0) return 0;  // [0, 2^40, 2^40] has no element: not an overflow
+    overflow |= __builtin_mul_overflow(n, s, &n);
+  }
+  TC_CHECK(!overflow, ShapeError, "a tensor of shape %s would have more than 2^63 - 1 elements (numel overflows int64)",
+           shape_string(sizes).c_str());
   return n;
+}
+
+int64_t storage_nbytes(const Shape& sizes, const Shape& strides, int64_t offset, DType dtype) {
+  if (shape_numel(sizes) == 0) return 0;
+  int64_t span = 1;  // elements from the first to one past the last, plus the offset
+  bool overflow = __builtin_add_overflow(span, offset, &span);
+  for (size_t d = 0; d < sizes.size(); d++) {
+    int64_t extent;
+    overflow |= __builtin_mul_overflow(sizes[d] - 1, strides[d], &extent);
+    overflow |= __builtin_add_overflow(span, extent, &span);
+  }
+  TC_CHECK(!overflow, ShapeError, "a tensor of shape %s with strides %s and offset %lld spans more than 2^63 - 1 elements",
+           shape_string(sizes).c_str(), shape_string(strides).c_str(), (long long)offset);
+  int64_t bytes;
+  TC_CHECK(!__builtin_mul_overflow(span, (int64_t)tc::itemsize(dtype), &bytes), OutOfMemoryError,
+           "out of memory: a %s tensor of shape %s would need %.4g bytes, more than any address space (the byte "
+           "count overflows int64)",
+           dtype_name(dtype), shape_string(sizes).c_str(), (double)span * (double)tc::itemsize(dtype));
+  return bytes;
 }
 
 std::string shape_string(const Shape& sizes) {
@@ -247,13 +289,8 @@ Tensor Tensor::empty(const Shape& sizes, DType dtype, Device device) {
 
 Tensor Tensor::empty_strided(const Shape& sizes, const Shape& strides, DType dtype, Device device) {
   for (auto s : sizes) TC_CHECK(s >= 0, ShapeError, "negative dimension %lld in shape %s", (long long)s, shape_string(sizes).c_str());
-  int64_t span = 1;
-  for (size_t d = 0; d < sizes.size(); d++)
-    if (sizes[d] == 0) span = 0;
-  if (span)
-    for (size_t d = 0; d < sizes.size(); d++) span += (sizes[d] - 1) * strides[d];
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = Storage::allocate((size_t)span * tc::itemsize(dtype), device);
+  impl->storage = Storage::allocate((size_t)storage_nbytes(sizes, strides, 0, dtype), device);
   impl->sizes = sizes;
   impl->strides = strides;
   impl->dtype = dtype;
@@ -262,6 +299,8 @@ Tensor Tensor::empty_strided(const Shape& sizes, const Shape& strides, DType dty
 }
 
 Tensor Tensor::fake(const Shape& sizes, const Shape& strides, DType dtype, Device device) {
+  for (auto s : sizes) TC_CHECK(s >= 0, ShapeError, "negative dimension %lld in shape %s", (long long)s, shape_string(sizes).c_str());
+  storage_nbytes(sizes, strides, 0, dtype);  // the tensor it stands for must be possible
   auto impl = std::make_shared<TensorImpl>();
   impl->sizes = sizes;
   impl->strides = strides;
@@ -310,6 +349,7 @@ void* Tensor::data_ptr() const {
 }
 
 Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, int64_t offset) const {
+  shape_numel(sizes);  // a view may be larger than its storage (stride 0) but not past int64
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = impl_->storage;
   impl->sizes = sizes;

@@ -17,8 +17,14 @@ int64_t arena_bytes(const LoweredGraph& g, const std::vector<int64_t>& syms) {
   if (g.arena_bytes_static >= 0) return g.arena_bytes_static;
   int64_t bytes = 0;
   for (const Buffer& b : g.buffers)
-    if (b.kind != Buffer::Kind::Input && b.offset >= 0)
-      bytes = std::max<int64_t>(bytes, b.offset + b.numel.eval(syms) * (int64_t)itemsize(b.dtype));
+    if (b.kind != Buffer::Kind::Input && b.offset >= 0) {
+      int64_t end, numel = b.numel.eval(syms);  // checked: ShapeError past int64, as eager
+      TC_CHECK(!__builtin_mul_overflow(numel, (int64_t)itemsize(b.dtype), &end) &&
+                   !__builtin_add_overflow(end, b.offset, &end),
+               OutOfMemoryError, "out of memory: a compiled graph's %s buffer of %lld elements needs more bytes than any "
+               "address space (the byte count overflows int64)", dtype_name(b.dtype), (long long)numel);
+      bytes = std::max<int64_t>(bytes, end);
+    }
   return bytes;
 }
 

@@ -64,11 +64,14 @@ int64_t SymInt::const_value() const {
 }
 
 int64_t SymInt::eval(const std::vector<int64_t>& symbol_values) const {
+  // Checked: a dynamic size from a huge input (a stride-0 expand of 2^40 squared) must be an
+  // error, not a wrapped size that allocates too little.
+  const char* what = "a compiled graph's size for these input sizes";
   int64_t v = 0;
   for (const Term& t : terms) {
     int64_t p = t.c;
-    for (int s : t.syms) p *= symbol_values.at(s);
-    v += p;
+    for (int s : t.syms) p = checked_mul(p, symbol_values.at(s), what);
+    v = checked_add(v, p, what);
   }
   return v;
 }

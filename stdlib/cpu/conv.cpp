@@ -70,7 +70,8 @@ Conv conv_shape(Op op, const Stack& a, Shape* out_sizes) {
            shape_string(in_b).c_str(), (long long)want_c, (long long)c.C);
   c.O = tr ? w.size(1) * groups : w.size(0);
 
-  int64_t eh = c.dh * (c.KH - 1), ew = c.dw * (c.KW - 1);  // dilated kernel extent - 1
+  const char* sz = "the convolution's output size";
+  int64_t eh = checked_mul(c.dh, c.KH - 1, sz), ew = checked_mul(c.dw, c.KW - 1, sz);  // dilated kernel extent - 1
   if (tr) {
     IntList pad = cpu::expand_param(name, "padding", a[4].ints(), sd);
     IntList opad = cpu::expand_param(name, "output_padding", a[5].ints(), sd);
@@ -82,8 +83,13 @@ Conv conv_shape(Op op, const Stack& a, Shape* out_sizes) {
              "output padding must be smaller than either stride or dilation, but got output_padding_height: %lld "
              "output_padding_width: %lld stride_height: %lld stride_width: %lld dilation_height: %lld dilation_width: %lld",
              (long long)oph, (long long)opw, (long long)c.sh, (long long)c.sw, (long long)c.dh, (long long)c.dw);
-    c.OH = (c.H - 1) * c.sh - 2 * c.ph + eh + oph + 1;
-    c.OW = (c.W - 1) * c.sw - 2 * c.pw + ew + opw + 1;
+    // (H - 1) * stride - 2 * padding + extent + output_padding + 1, checked
+    auto out_size = [&](int64_t in, int64_t st, int64_t pd, int64_t e, int64_t op) {
+      int64_t v = checked_add(checked_mul(in - 1, st, sz), -checked_mul(2, pd, sz), sz);
+      return checked_add(checked_add(v, e, sz), op + 1, sz);
+    };
+    c.OH = out_size(c.H, c.sh, c.ph, eh, oph);
+    c.OW = out_size(c.W, c.sw, c.pw, ew, opw);
     TC_CHECK(c.OH > 0 && c.OW > 0, ShapeError,
              "Given input size per channel: (%s). Calculated output size per channel: (%s). Output size is too small",
              pair_string(c.H, c.W, one).c_str(), pair_string(c.OH, c.OW, one).c_str());
@@ -103,7 +109,7 @@ Conv conv_shape(Op op, const Stack& a, Shape* out_sizes) {
       c.ph = ph_end = one ? 0 : pad[0];
       c.pw = pw_end = pad.back();
     }
-    int64_t hp = c.H + c.ph + ph_end, wp = c.W + c.pw + pw_end;
+    int64_t hp = checked_add(checked_add(c.H, c.ph, sz), ph_end, sz), wp = checked_add(checked_add(c.W, c.pw, sz), pw_end, sz);
     TC_CHECK(hp > eh && wp > ew, ShapeError,
              "Calculated padded input size per channel: (%s). Kernel size: (%s). Kernel size can't be greater than actual input size",
              pair_string(hp, wp, one).c_str(), pair_string(eh + 1, ew + 1, one).c_str());

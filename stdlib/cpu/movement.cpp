@@ -55,7 +55,7 @@ Metas cat_meta(const TensorList& ts, int64_t dim) {
                "for tensor %zu in the list (shapes %s and %s)",
                (long long)d + 1, (long long)out[k], (long long)t.sizes()[k], i + 1,
                shape_string(first->sizes()).c_str(), shape_string(t.sizes()).c_str());
-    out[d] += t.sizes()[d];
+    out[d] = checked_add(out[d], t.sizes()[d], "cat(): the size of the result");
   }
   return {new_meta(*first, out, dtype)};
 }
@@ -104,7 +104,7 @@ Metas repeat_meta(const Tensor& t, const IntList& reps) {
   for (size_t i = 0; i < reps.size(); i++) {
     TC_CHECK(reps[i] >= 0, ShapeError, "repeat(): repeats must be non-negative, got %lld",
              (long long)reps[i]);
-    out[i] = reps[i] * (i < lead ? 1 : t.sizes()[i - lead]);
+    out[i] = checked_mul(reps[i], i < lead ? 1 : t.sizes()[i - lead], "repeat(): the size of the result");
   }
   return {new_meta(t, out, t.dtype())};
 }
@@ -139,7 +139,7 @@ Metas pad_meta(const Tensor& t, const IntList& pad, const std::string& mode, dou
   Shape out = t.sizes();
   for (int64_t j = 0; j < k; j++) {
     int64_t d = r - 1 - j, lo = pad[2 * j], hi = pad[2 * j + 1], n = out[d];
-    out[d] = n + lo + hi;
+    out[d] = checked_add(checked_add(n, lo, "pad(): the padded size"), hi, "pad(): the padded size");
     TC_CHECK(
         out[d] >= 0, ShapeError,
         "pad(): dimension %lld of size %lld with padding (%lld, %lld) would have a negative size",

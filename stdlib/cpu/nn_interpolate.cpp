@@ -47,7 +47,10 @@ Resize parse_resize(const Stack& a) {
              shape_string({x.sizes()[2], x.sizes()[3]}).c_str(), sf.size());
     for (int i = 0; i < 2; i++) {
       r.scale[i] = sf[sf.size() == 1 ? 0 : i];
-      r.out[i] = (int64_t)std::floor((double)x.sizes()[2 + i] * *r.scale[i]);
+      double o = std::floor((double)x.sizes()[2 + i] * *r.scale[i]);
+      TC_CHECK(o > -0x1p63 && o < 0x1p63, ShapeError,  // also nan; the cast past int64 is undefined
+               "interpolate(): scale factor %g makes an output size (%g) that does not fit int64", *r.scale[i], o);
+      r.out[i] = (int64_t)o;
     }
   }
   TC_CHECK(x.sizes()[2] > 0 && x.sizes()[3] > 0 && r.out[0] > 0 && r.out[1] > 0, ShapeError,

@@ -22,9 +22,11 @@ struct Pool {
 // PyTorch's pooling_output_shape: floor or ceil, and the last window must start inside the
 // input or its left padding.
 int64_t pooled_size(int64_t in, int64_t k, int64_t p, int64_t s, int64_t d, bool ceil) {
-  int64_t num = in + 2 * p - d * (k - 1) - 1 + (ceil ? s - 1 : 0);
-  int64_t out = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
-  if (ceil && (out - 1) * s >= in + p) out--;
+  const char* what = "the pooling output size";  // huge kernel sizes, dilations or strides overflow
+  int64_t num = checked_add(checked_add(in - 1, checked_mul(2, p, what), what), -checked_mul(d, k - 1, what), what);
+  if (ceil) num = checked_add(num, s - 1, what);
+  int64_t out = num / s - (num % s < 0) + 1;  // floor division
+  if (ceil && out > 1 && (out - 1) * s >= in + p) out--;  // out <= 1 never drops (and cannot overflow)
   return out;
 }
 

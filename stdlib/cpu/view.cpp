@@ -1,6 +1,7 @@
 // Meta rules of the view ops and their one kernel: a view is the input's storage seen through
 // the sizes, strides and offset the meta rule computed (device independent).
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 
 #include "tc/ops.h"
@@ -22,7 +23,7 @@ Shape infer_size(const char* op, const IntList& req, int64_t numel) {
       infer = (int64_t)i;
     } else {
       TC_CHECK(out[i] >= 0, ShapeError, "%s(): invalid shape dimension %lld", op, (long long)out[i]);
-      known *= out[i];
+      known = checked_mul(known, out[i], op);
     }
   }
   if (infer >= 0) {
@@ -70,6 +71,14 @@ int64_t wrap_index(const char* op, int64_t index, int64_t size, int64_t dim) {
   if (index < 0 && index >= -size) return size + index;
   TC_FAIL(IndexError, "%s(): index %lld is out of bounds for dimension %lld with size %lld (indices are 1-based)",
           op, (long long)index, (long long)dim + 1, (long long)size);
+}
+
+// unbind/split/chunk of a huge view (a stride-0 expand of 2^62) would build a list of 2^62
+// tensors: an error up front instead of exhausting memory. A Lua table holds at most 2^31 - 1.
+void check_result_count(const char* op, int64_t n) {
+  constexpr int64_t kMaxResults = INT32_MAX;
+  TC_CHECK(n <= kMaxResults, OutOfMemoryError, "%s() would return %lld tensors, more than a list can hold (%lld)", op,
+           (long long)n, (long long)kMaxResults);
 }
 
 Metas split_metas(const Tensor& t, int64_t d, const IntList& sizes) {
@@ -132,7 +141,7 @@ Metas meta_view(Op op, const Stack& a) {
       int64_t d = wrap_dim(a[1].to_int(), r), len = a[3].to_int();
       int64_t start = a[2].to_int();
       int64_t s0 = start == sz[d] + 1 && len == 0 ? sz[d] : wrap_index(name, start, sz[d], d);
-      TC_CHECK(len >= 0 && s0 + len <= sz[d], IndexError, "narrow(): start (%lld) + length (%lld) exceeds dimension size (%lld)",
+      TC_CHECK(len >= 0 && len <= sz[d] - s0, IndexError, "narrow(): start (%lld) + length (%lld) exceeds dimension size (%lld)",
                (long long)start, (long long)len, (long long)sz[d]);
       Shape s2 = sz;
       s2[d] = len;
@@ -230,6 +239,7 @@ Metas meta_view(Op op, const Stack& a) {
       Shape s2 = sz, t2 = st;
       s2.erase(s2.begin() + d);
       t2.erase(t2.begin() + d);
+      check_result_count(name, sz[d]);
       Metas out;
       for (int64_t i = 0; i < sz[d]; i++) out.push_back(view_meta(t, s2, t2, t.offset() + i * st[d]));
       return out;
@@ -240,15 +250,20 @@ Metas meta_view(Op op, const Stack& a) {
       int64_t d = wrap_dim(a[2].to_int(), r), n = sz[d], k = a[1].to_int();
       TC_CHECK(k > 0, ValueError, "%s() expects a positive %s, got %lld", name, op == Op::split ? "split_size" : "chunks",
                (long long)k);
-      int64_t piece = op == Op::split ? k : (n + k - 1) / k;
+      int64_t piece = op == Op::split ? k : n / k + (n % k != 0);
+      if (n > 0) check_result_count(name, n / piece + (n % piece != 0));  // piece >= 1 when n > 0
       IntList sizes;
-      for (int64_t s = 0; s < n; s += std::max<int64_t>(piece, 1)) sizes.push_back(std::min(piece, n - s));
+      for (int64_t left = n; left > 0; left -= std::min(piece, left)) sizes.push_back(std::min(piece, left));
       if (n == 0) sizes.push_back(0);
       return split_metas(t, d, sizes);
     }
     case Op::split_with_sizes: {
       int64_t d = wrap_dim(a[2].to_int(), r), total = 0;
-      for (int64_t s : a[1].ints()) total += s;
+      check_result_count(name, (int64_t)a[1].ints().size());
+      for (int64_t s : a[1].ints()) {
+        TC_CHECK(s >= 0, ShapeError, "split_with_sizes(): split sizes must be non-negative, got %lld", (long long)s);
+        total = checked_add(total, s, "split_with_sizes(): the sum of the sizes");
+      }
       TC_CHECK(total == sz[d], ShapeError, "split_with_sizes(): sizes sum to %lld but dimension %lld has size %lld",
                (long long)total, (long long)d + 1, (long long)sz[d]);
       return split_metas(t, d, a[1].ints());

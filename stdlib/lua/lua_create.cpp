@@ -1,4 +1,5 @@
 // Tensors from Lua data and back: tc.tensor(nested tables, opts), x:tolist(), x:item().
+#include <climits>
 #include <cmath>
 
 #include "lua_binding.h"
@@ -175,6 +176,10 @@ int m_tolist(lua_State* L) {
   return guarded(L, [](lua_State* L) {
     Tensor t = to_cpu(check_tensor(L, 1, "self"));
     TC_CHECK(!t.is_fake(), ValueError, "tolist() of a tensor without data");
+    for (int64_t d = 0; d < t.dim(); d++)  // lua_createtable takes an int: 2^62 wrapped
+      TC_CHECK(t.sizes()[d] <= INT_MAX, OutOfMemoryError,
+               "tolist(): dimension %lld has %lld elements, more than a Lua table can hold (%d)", (long long)d + 1,
+               (long long)t.sizes()[d], INT_MAX);
     push_list(L, t, 0, t.offset());
     return 1;
   });

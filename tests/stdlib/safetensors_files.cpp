@@ -115,6 +115,33 @@ TEST(Safetensors, RejectsEachKindOfMalformedFile) {
             std::string::npos);
 }
 
+// The four header rules that had no test. A shape whose byte count wraps past 2^64 (float64
+// [2^62] needs 2^65 bytes: it wrapped to 0 and matched offsets [0, 0]) or whose size does not
+// fit int64 was accepted and made a tensor claiming 2^62 elements over an empty storage.
+TEST(Safetensors, RejectsShapeOverflowNonArrayShapeUnpairedOffsetsAndNonObjectMetadata) {
+  auto entry = [](const std::string& dtype, const std::string& shape, const std::string& offsets) {
+    return "{\"a\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape + ",\"data_offsets\":" + offsets + "}}";
+  };
+  std::string data(8, '\0');
+  for (const char* shape : {"[4611686018427387904]", "[4294967296,4294967296]", "[0,18446744073709551615]",
+                            "[9223372036854775808]", "[3037000500,3037000500,2]"})
+    EXPECT_NE(error_of(header_file(entry("F64", shape, "[0,0]"), "")).find("overflows"), std::string::npos) << shape;
+  EXPECT_NE(error_of(header_file(entry("U8", "[4611686018427387904]", "[0,8]"), data)).find("need 4611686018427387904"),
+            std::string::npos)
+      << "a large shape that does not overflow is checked against its offsets";
+  for (const char* shape : {"2", "\"[2]\"", "{\"0\":2}", "null"})
+    EXPECT_NE(error_of(header_file(entry("F32", shape, "[0,8]"), data)).find("shape is not an array"), std::string::npos)
+        << shape;
+  for (const char* offsets : {"[0]", "[0,4,8]", "[]", "8", "[0,\"8\"]", "[0,8.0]", "[-1,7]", "{\"0\":0,\"1\":8}"})
+    EXPECT_NE(error_of(header_file(entry("F32", "[2]", offsets), data)).find("data_offsets is not a pair"),
+              std::string::npos)
+        << offsets;
+  for (const char* meta : {"[\"k\",\"v\"]", "\"k=v\"", "1", "null"})
+    EXPECT_NE(error_of(header_file(std::string("{\"__metadata__\":") + meta + "}", "")).find("__metadata__ is not an object"),
+              std::string::npos)
+        << meta;
+}
+
 TEST(Safetensors, TruncatedAndBitFlippedFilesNeverCrash) {
   std::string p = tmp_path("fuzz.safetensors");
   save_safetensors(p, {{"w", iota({3, 3}, DType::Float32)}, {"b", iota({3}, DType::Int64)}});

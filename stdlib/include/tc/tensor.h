@@ -174,9 +174,21 @@ class Tensor {
   std::shared_ptr<TensorImpl> impl_;
 };
 
-Shape contiguous_strides(const Shape& sizes);
-int64_t shape_numel(const Shape& sizes);
+// Overflow-checked size arithmetic. Every size, numel, stride, offset and byte count computed
+// from user input goes through these: a wrapped product once made tc.zeros(2^62) a 0-byte
+// storage and tc.ones(2^62) a crash. On overflow they throw ShapeError naming `what` and the
+// operands (PyTorch: "numel: integer multiplication overflow").
+int64_t checked_mul(int64_t a, int64_t b, const char* what);
+int64_t checked_add(int64_t a, int64_t b, const char* what);
+
+Shape contiguous_strides(const Shape& sizes);  // ShapeError if a stride overflows int64
+int64_t shape_numel(const Shape& sizes);       // ShapeError if the count overflows int64
 std::string shape_string(const Shape& sizes);  // "[2, 3]"
+// Bytes a tensor of these sizes, strides and offset spans in its storage (0 if it has no
+// element). Sizes and strides must not be negative. The count is checked: a tensor whose bytes
+// pass INT64_MAX is representable (uint8[2^62] is a valid shape) but can never be allocated, so
+// that is an OutOfMemoryError naming the dtype and shape; a numel past int64 is a ShapeError.
+int64_t storage_nbytes(const Shape& sizes, const Shape& strides, int64_t offset, DType dtype);
 
 // Dims at the op boundary are 1-based (negative counts from the end, -1 is the last);
 // returns the 0-based index or throws IndexError. A 0-dim tensor accepts 1 and -1.
