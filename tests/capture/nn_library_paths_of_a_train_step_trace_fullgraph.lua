@@ -1,9 +1,9 @@
 -- tc's own Lua library traces without graph breaks on the paths a compiled training step takes:
--- parameters / named_parameters / buffers (a tied weight listed once), zero_grad of the module and
--- of the optimizer, clip_grad_norm_ and clip_grad_value_, the optimizer's step and its state. Each
--- piece compiles with fullgraph = true and gives eager's values; scripts/examples/train.lua
--- compile=step runs without recompile-limit warnings (it hit the limit in named_tensors's
--- tensor-keyed `seen` table, TC0401, 16 breaks a step).
+-- parameters / named_parameters / buffers (a tied weight listed once), state_dict, zero_grad of
+-- the module and of the optimizer, clip_grad_norm_ and clip_grad_value_, the optimizer's step and
+-- its state. Each piece compiles with fullgraph = true and gives eager's values;
+-- scripts/examples/train.lua compile=step runs without recompile-limit warnings (it hit the limit
+-- in named_tensors's tensor-keyed `seen` table, TC0401, 16 breaks a step).
 local tc, nn, optim = require "tc", require "tc.nn", require "tc.optim"
 local h = require "helpers"
 
@@ -24,7 +24,9 @@ local names = strict(function(mod)
   local out = {}
   for name, p in mod:named_parameters() do out[#out + 1] = name .. ":" .. p:numel() end
   for name in mod:named_buffers() do out[#out + 1] = name end
-  return table.concat(out, ","), #mod:parameters(), #mod:buffers()
+  local n_state = 0
+  for _ in pairs(mod:state_dict()) do n_state = n_state + 1 end
+  return table.concat(out, ","), #mod:parameters(), #mod:buffers(), n_state
 end)
 local function eager_names(mod)
   local out = {}
@@ -32,11 +34,12 @@ local function eager_names(mod)
   for name in mod:named_buffers() do out[#out + 1] = name end
   return table.concat(out, ",")
 end
-local listed, np, nb = names(m)
+local listed, np, nb, ns = names(m)
 h.eq(listed, eager_names(m), "named_parameters and named_buffers")
 h.eq(listed:find("5.weight", 1, true), nil, "the tied weight is listed once")
 h.eq(np, 7, "parameters (the tied weight once)")
 h.eq(nb, 3, "buffers")
+h.eq(ns, 11, "state_dict entries (the tied weight under both names, as PyTorch)")
 -- a buffer slot given a plain tensor (no registration) is still listed once
 m[2].running_mean = tc.zeros(4)
 h.eq(select(3, names(m)), 3, "buffers after assigning a buffer slot")
