@@ -44,6 +44,7 @@ struct Stats {
   int64_t traces = 0, backend_compiles = 0, cache_hits = 0, recompiles = 0, graph_breaks = 0,
           fallbacks = 0;
   int64_t guard_fast_hits = 0;  // cache hits proven by the guards' fast path (guards.h)
+  int64_t max_guards = 0;       // the most guards one trace made (bounded by trace_max_guards)
   // compiled training (training.cpp): entries made, those that train op by op with eager
   // autograd, backward graphs compiled, tensors their forwards save for the backward
   int64_t training_entries = 0, training_eager = 0, backward_compiles = 0, saved_tensors = 0;
@@ -62,8 +63,10 @@ struct Report {
   };
   struct GuardRec {
     std::string function;
-    std::vector<GuardText> raw;  // folded into the listing when a report is made (not per trace)
-    std::vector<std::string> lines() const { return guard_listing(raw); }
+    // its sources and guards, made into text and folded only when a report is made: a trace
+    // through a long chain of tables has sources whose descriptions run to kilobytes each
+    GuardProgram program;
+    std::vector<std::string> lines() const { return guard_listing(program.texts()); }
   };
   struct RecompileRec {
     std::string function;

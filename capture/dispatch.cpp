@@ -1179,6 +1179,9 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
       e->brk.action = "the function runs uncompiled: " + e->fallback_reason;
     else if (e->resume_uncompiled)
       e->brk.action =
+  opt.budget.guards = config_int(L, "trace_max_guards", opt.budget.guards);
+  opt.budget.memory_mb = config_int(L, "trace_max_memory_mb", opt.budget.memory_mb);
+  opt.budget.ms = config_int(L, "trace_max_ms", opt.budget.ms);
           "the graph so far runs, then the rest of the function runs uncompiled from this "
           "instruction";
     else if (e->brk.stack.size() > 1)
@@ -1260,7 +1263,7 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
   st.report.times.push_back({cache_name(cc), trace_ms, backend_ms, report.lower_ms,
                              report.codegen_ms, report.compile_ms});
   e->guards.needed = sources_read_after_check(*e);
-  st.report.guards.push_back({cache_name(cc), e->guards.texts()});
+  st.report.guards.push_back({cache_name(cc), e->guards.listing_copy()});
   if (log_enabled(L, "guards")) {
     std::fprintf(stderr, "[tc guards] %s\n", cache_name(cc).c_str());
     for (const std::string& l : guard_listing(e->guards.texts()))
@@ -1311,6 +1314,28 @@ Outcome drive_from(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
       st.stats.cache_hits++;
       if (hit->guards.last_fast_) st.stats.guard_fast_hits++;
       cc->hits++;
+// Tracing or compiling failed for a reason of tc's own (stack: [fn, args...]): the function runs
+// uncompiled from now on (its entries made so far still serve), with one log line; an error
+// under fullgraph=true.
+Outcome give_up_compiling(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileConfig>& cfg,
+                          const std::exception& err) {
+  State& st = state();
+  const std::string why = dynamic_cast<const TraceLimit*>(&err)
+                              ? std::string(err.what())
+                              : "tc internal error while compiling: " + std::string(err.what());
+  if (cfg->fullgraph) {
+    const std::string msg =
+        "tc.compile(fullgraph=true): " + cache_name(cc) + " cannot be compiled: " + why;
+    lua::push_error(L, "CompileError", msg.c_str(), 1);
+    return Outcome::Raise;
+  }
+  cc->gave_up = true;
+  st.stats.fallbacks++;
+  st.report.fallbacks.push_back(cache_name(cc) + ": " + why);
+  std::fprintf(stderr, "tc: %s runs uncompiled: %s\n", cache_name(cc).c_str(), why.c_str());
+  return Outcome::Call;
+}
+
     } else {
       // past the recompile limit the entries made so far still run; misses run uncompiled
       if (cc->gave_up) {
@@ -1318,7 +1343,15 @@ Outcome drive_from(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
         return Outcome::Call;
       }
       Outcome o;
-      hit = compile_new(L, cc, cfg, nargs, &o);
+      try {
+        hit = compile_new(L, cc, cfg, nargs, &o);
+      } catch (const Error&) {
+        throw;  // a user's mistake or the backend's error: raised as its kind
+      } catch (const std::exception& e) {
+        // a bound of the trace's cost (TraceLimit), out of memory, a bug: never the program's end
+        lua_settop(L, base);
+        return give_up_compiling(L, cc, cfg, e);
+      }
       if (!hit) return o;
       if (!hit->guards.check(L, 1, 2, nargs)) {
         // cannot happen for a sound trace; run uncompiled rather than wrong

@@ -177,6 +177,7 @@ void GuardProgram::compile_hot() const {
         break;
       case GuardKind::GlobalState:
       case GuardKind::KeyOrder:
+      case GuardKind::Aliasing:  // read from the full record
         break;
     }
     hot.push_back(h);
@@ -380,8 +381,63 @@ bool GuardProgram::guard_ok(lua_State* L, int base, int i) const {
            float32_matmul_precision() == full.matmul_precision;
       break;
     }
+    case GuardKind::Aliasing:
+      ok = aliasing_ok(L, base, guards[i]);
+      break;
   }
   return ok;
+}
+
+// The object a member is now (rawequal: the same pointer and, for a non-table, the same value
+// as far as a table's identity goes; nil is null).
+static const void* object_at(lua_State* L, int idx) {
+  return lua_type(L, idx) == LUA_TTABLE ? lua_topointer(L, idx) : nullptr;
+}
+
+// Members of a written class must all be one object (theirs while tracing and no other
+// class's); every other member must be that object exactly when it was while tracing.
+bool GuardProgram::aliasing_ok(lua_State* L, int base, const Guard& g) const {
+  alias_written.clear();
+  int ncls = 0;
+  for (const Guard::Alias& a : g.aliases) ncls = std::max(ncls, a.cls + 1);
+  alias_object.assign(ncls, nullptr);
+  for (const Guard::Alias& a : g.aliases) {
+    if (!a.written) continue;
+    const void* p = object_at(L, slot(base, a.src));
+    if (!p) return false;  // a written table is a table (its type guard says so too)
+    if (!alias_object[a.cls]) {
+      alias_object[a.cls] = p;
+      alias_written.push_back({p, a.cls});
+    } else if (alias_object[a.cls] != p) {
+      return false;  // one written class, two objects
+    }
+  }
+  std::sort(alias_written.begin(), alias_written.end());
+  for (size_t j = 1; j < alias_written.size(); j++)
+    if (alias_written[j - 1].first == alias_written[j].first) return false;  // two classes, one object
+  for (const Guard::Alias& a : g.aliases) {
+    const void* p = object_at(L, slot(base, a.src));
+    auto it = std::lower_bound(alias_written.begin(), alias_written.end(),
+                               std::pair<const void*, int>{p, -1});
+    const int now = p && it != alias_written.end() && it->first == p ? it->second : -1;
+    if (now != (alias_object[a.cls] ? a.cls : -1)) return false;
+  }
+  return true;
+}
+
+// The first pair that broke the aliasing: "m.a: expected the same table as m.b, got another table"
+std::string GuardProgram::aliasing_failure(lua_State* L, int base, const Guard& g) const {
+  for (const Guard::Alias& w : g.aliases) {
+    if (!w.written) continue;
+    for (const Guard::Alias& t : g.aliases) {
+      if (t.src == w.src) continue;
+      const bool same = lua_rawequal(L, slot(base, t.src), slot(base, w.src));
+      if (same == (t.cls == w.cls)) continue;
+      return describe(t.src) + ": expected " + (t.cls == w.cls ? "the same table as " : "another table than ") +
+             describe(w.src) + ", got " + (same ? "the same table" : "another table");
+    }
+  }
+  return "aliasing of tables: changed";
 }
 
 std::string tensor_spec_string(const TensorSpec& t) {
@@ -427,8 +483,9 @@ std::string GuardProgram::failure(lua_State* L, int base) const {
   if (g.kind == GuardKind::ArgCount)
     return "number of arguments: expected " + std::to_string(g.ival) + ", got " +
            std::to_string(nargs_);
+  if (g.kind == GuardKind::Aliasing) return aliasing_failure(L, base, g);
   if (g.kind == GuardKind::SameAs)
-    return describe(g.src) + ": expected " + g.expected + ", got " +
+    return describe(g.src) + ": expected " + expected_of(g) + ", got " +
            (lua_rawequal(L, slot(base, g.src), slot(base, g.k)) ? "the same table"
                                                                 : "another table");
   if (g.kind == GuardKind::GlobalState)
@@ -491,14 +548,53 @@ const char* guard_kind_name(GuardKind k) {
       return "ALIAS_MATCH";
     case GuardKind::KeyOrder:
       return "KEY_ORDER";
+    case GuardKind::Aliasing:
+      return "ALIAS_MATCH";
   }
   return "?";
 }
 
+std::string GuardProgram::expected_of(const Guard& g) const {
+  if (g.kind == GuardKind::SameAs)
+    return (g.bval ? "the same table as " : "another table than ") + describe(g.k);
+  return g.expected;
+}
+
+// One line per written table: what it is the same table as, and how many others it is not.
+void GuardProgram::aliasing_texts(const Guard& g, std::vector<GuardText>* out) const {
+  std::vector<char> seen;
+  for (const Guard::Alias& w : g.aliases) {
+    if (!w.written) continue;
+    if (int(seen.size()) <= w.src) seen.resize(w.src + 1);
+    if (seen[w.src]) continue;
+    seen[w.src] = 1;
+    std::string same;
+    int others = 0;
+    for (const Guard::Alias& t : g.aliases) {
+      if (t.src == w.src) continue;
+      if (t.cls != w.cls) {
+        others++;
+        continue;
+      }
+      same += (same.empty() ? "the same table as " : ", ") + describe(t.src);
+    }
+    std::string expected = same;
+    if (others)
+      expected += (same.empty() ? "" : "; ") + std::string("another table than the other ") +
+                  std::to_string(others) + (others == 1 ? " table read" : " tables read");
+    out->push_back({guard_kind_name(g.kind), describe(w.src), expected});
+  }
+}
+
 std::vector<GuardText> GuardProgram::texts() const {
   std::vector<GuardText> out;
-  for (const Guard& g : guards)
-    out.push_back({guard_kind_name(g.kind), g.src >= 0 ? describe(g.src) : "", g.expected});
+  for (const Guard& g : guards) {
+    if (g.kind == GuardKind::Aliasing) {
+      aliasing_texts(g, &out);
+      continue;
+    }
+    out.push_back({guard_kind_name(g.kind), g.src >= 0 ? describe(g.src) : "", expected_of(g)});
+  }
   return out;
 }
 
@@ -711,6 +807,14 @@ void GuardProgram::build_memo(lua_State* L, int base, int nargs) const {
       continue;
     }
     if (g.kind == GuardKind::SameAs && m.known[g.src] && m.known[g.k]) continue;
+    if (g.kind == GuardKind::Aliasing) {  // on known sources only: decided by the snapshots
+      const auto& al = guards[i].aliases;
+      if (std::all_of(al.begin(), al.end(), [&](const Guard::Alias& a) { return m.known[a.src]; }))
+        continue;
+      m.live_guards.push_back(i);
+      for (const Guard::Alias& a : al) need[a.src] = 1;
+      continue;
+    }
     m.live_guards.push_back(i);
     if (g.src >= 0) need[g.src] = 1;
     if (g.kind == GuardKind::SameAs) need[g.k] = 1;

@@ -305,6 +305,7 @@ int p_stats(lua_State* L) {
   const std::pair<const char*, int64_t> fields[] = {
       {"traces", s.traces},
       {"guard_fast_hits", s.guard_fast_hits},
+      {"max_guards", s.max_guards},
       {"backend_compiles", s.backend_compiles},
       {"cache_hits", s.cache_hits},
       {"recompiles", s.recompiles},

@@ -112,6 +112,7 @@ void Tracer::step() {
     throw BreakSignal{BreakCode::LoopTooLong, std::to_string(b.iterations) + " iterations"};
   if (frames_.size() == 1 && f.pc == opt_.forced_break_pc)
     throw BreakSignal{BreakCode::UnsupportedBytecode, "forced"};
+  if (int(e_.guards.guards.size()) > b.guards || (steps_ & 1023) == 0) check_cost();
   TC_ASSERT(f.pc >= 0 && f.pc < int(f.p->code.size()), "tracer pc out of range");
   const Ins i = vm::decode(f.p->code[f.pc]);
   const size_t depth = frames_.size();

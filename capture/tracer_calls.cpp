@@ -626,9 +626,7 @@ void Tracer::guard_identity(const Var& a, const Var& b, bool same) {
   if (!e_.guards.first_same_as(a.src, b.src)) return;
   Guard g{GuardKind::SameAs, a.src};
   g.k = b.src;
-  g.bval = same;
-  g.expected = std::string(same ? "the same table as " : "another table than ") +
-               e_.guards.describe(b.src);
+  g.bval = same;  // (its expected text is made when printed: expected_of)
   e_.guards.guards.push_back(g);
 }
 

@@ -1,5 +1,7 @@
 // The start and end of a trace: the root frame from the real arguments, and what the entry keeps
 // at a return or a break (graph outputs, value plans, side effects, the registers to rebuild).
+#include <malloc.h>
+
 #include <fstream>
 
 #include "capture_state.h"
@@ -22,7 +24,37 @@ Tracer::Tracer(lua_State* L, const vm::Proto* root, const vm::Analysis& analysis
       e_(e),
       opt_(std::move(opt)) {}
 
+// The heap in use (glibc: its own count, cheap enough every few hundred instructions); 0 where
+// there is none to read, which leaves trace_max_memory_mb unchecked.
+static size_t heap_in_use() {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+  const struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+#else
+  return 0;
+#endif
+}
+
+void Tracer::check_cost() {
+  const TraceBudget& b = opt_.budget;
+  if (int(e_.guards.guards.size()) > b.guards)
+    throw TraceLimit("the trace made more than " + std::to_string(b.guards) +
+                     " guards (tc.config.trace_max_guards)");
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - started_).count();
+  if (ms > b.ms)
+    throw TraceLimit("the trace took more than " + std::to_string(b.ms) +
+                     " ms (tc.config.trace_max_ms)");
+  const size_t heap = heap_in_use();
+  if (b.memory_mb > 0 && heap > heap_at_start_ &&
+      heap - heap_at_start_ > size_t(b.memory_mb) << 20)
+    throw TraceLimit("the trace held more than " + std::to_string(b.memory_mb) +
+                     " MB (tc.config.trace_max_memory_mb)");
+}
+
 void Tracer::run() {
+  started_ = std::chrono::steady_clock::now();
+  heap_at_start_ = heap_in_use();
   lua_checkstack(L, 64);
   const int base = lua_gettop(L);
   // sized for a small trace (one layer: about 20 objects, 70 constants) to spare the rehashes
@@ -87,6 +119,9 @@ void Tracer::run() {
   }
   if (opt_.dynamic_all) specialize_tied_dims(e_);
   e_.guards.simplify();
+  check_cost();  // the end adds guards too (aliasing)
+  Stats& stats = state().stats;
+  stats.max_guards = std::max<int64_t>(stats.max_guards, int64_t(e_.guards.guards.size()));
   lua_pushvalue(L, K_);
   e_.guards.k_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 }
@@ -242,21 +277,27 @@ static void plan_effects(Tracer* t, Entry& e, const auto& effects, auto plan) {
 
 void Tracer::guard_aliasing() {
   // A write to a table is seen by reads through any alias of it; the trace followed the
-  // aliasing it saw, so it holds only while written tables alias exactly the same sources.
-  std::vector<std::pair<int, int>> written;  // (source, object)
+  // aliasing it saw, so it holds only while written tables alias exactly the same sources: one
+  // Aliasing guard over every table read, its class the object it was.
+  std::unordered_set<int> written;  // sources
   for (const PendingEffect& pe : effects_)
-    if (pe.kind == Effect::Kind::RawSet && pe.target.k == Var::K::Object)
-      written.push_back({pe.target.src, pe.target.obj});
-  for (auto& [wsrc, wobj] : written)
-    for (auto& [tsrc, tobj] : table_sources_) {
-      if (tsrc == wsrc || !e_.guards.first_same_as(tsrc, wsrc)) continue;
-      Guard g{GuardKind::SameAs, tsrc};
-      g.k = wsrc;
-      g.bval = tobj == wobj;
-      g.expected = std::string(g.bval ? "the same table as " : "another table than ") +
-                   e_.guards.describe(wsrc);
-      e_.guards.guards.push_back(g);
-    }
+    if (pe.kind == Effect::Kind::RawSet && pe.target.k == Var::K::Object && pe.target.src >= 0)
+      written.insert(pe.target.src);
+  if (written.empty()) return;
+  Guard g{GuardKind::Aliasing};
+  std::unordered_map<int, int> cls;  // object -> class
+  std::unordered_set<int> seen;      // sources
+  auto add = [&](int src, int obj) {
+    if (!seen.insert(src).second) return;
+    const int c = cls.emplace(obj, int(cls.size())).first->second;
+    g.aliases.push_back({src, c, written.count(src) > 0});
+  };
+  for (const PendingEffect& pe : effects_)
+    if (pe.kind == Effect::Kind::RawSet && pe.target.k == Var::K::Object && pe.target.src >= 0)
+      add(pe.target.src, pe.target.obj);
+  for (auto& [src, obj] : table_sources_) add(src, obj);
+  if (g.aliases.size() < 2) return;
+  e_.guards.guards.push_back(std::move(g));
 }
 
 void Tracer::finish_return(std::vector<Var> results) {
