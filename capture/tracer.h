@@ -285,7 +285,9 @@ class Tracer {
   void newindex(const Var& t, const Var& key, const Var& v);
   void write_through(const Var& h, const Var& t, const Var& key, const Var& v);  // via __newindex
   void tensor_assign(const Var& x, const Var& key, const Var& v);  // x[key] = v as graph nodes
-  Var tensor_index(const Var& x, const Var& key);                  // x[key] (not a string key)
+  // x[key] (not a string key); with item, an index tensor in an index table is handed back
+  // ({dim, index}) instead of gathered
+  Var tensor_index(const Var& x, const Var& key, std::pair<int64_t, Var>* item = nullptr);
   std::vector<Var> array_items(const Var& t);  // t[1..#t] of an index table (raw, guarded)
   bool arith(int tm, const Var& a, const Var& b, Var* out, int ret_a);
   bool compare(vm::OpCode op, const Var& a, const Var& b);  // constants only (breaks otherwise)

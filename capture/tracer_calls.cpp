@@ -304,35 +304,50 @@ std::vector<Var> Tracer::array_items(const Var& t) {
 }
 
 // x[key] as the tensor's __index does it (lua_tensor.cpp index_get): integers select, index
-// tables ({i, {a, b}, {}}) make a chain of views, integer tensors gather rows; a bool mask gives
-// a data-dependent shape.
-Var Tracer::tensor_index(const Var& x, const Var& key) {
+// tables ({i, {a, b}, {}}) make a chain of views, an integer tensor (the key, or one item of an
+// index table) gathers along its dim; a bool mask gives a data-dependent shape. With `item`, the
+// index tensor of a table is not gathered but handed back (dim, index) for an assignment.
+Var Tracer::tensor_index(const Var& x, const Var& key, std::pair<int64_t, Var>* item) {
+  // what eager raises for (lua_tensor.cpp): runs there, at a break
+  auto unsupported = [] { return BreakSignal{BreakCode::UnsupportedBytecode, "tensor index with this kind of key"}; };
+  auto gather = [&](const Var& t, int64_t d, const Var& index) {
+    Var flat_shape = new_table();
+    tables_[flat_shape.id].array = {Var::integer(-1)};
+    Shape s = e_.graph.fake(t.ref).sizes();
+    const Shape& is = e_.graph.fake(index.ref).sizes();
+    s.erase(s.begin() + (d - 1));
+    s.insert(s.begin() + (d - 1), is.begin(), is.end());
+    const Var flat = call_op(int(Op::reshape), {index, flat_shape})[0];
+    const Var rows = call_op(int(Op::index_select), {t, Var::integer(d), flat})[0];
+    return call_op(int(Op::view), {rows, size_table(s)})[0];
+  };
   if (key.k == Var::K::Int) return call_op(int(Op::select), {x, Var::integer(1), key})[0];
   if (key.k == Var::K::Tensor) {
     const Tensor& k = e_.graph.fake(key.ref);
     if (k.dtype() == DType::Bool || k.dtype() == DType::UInt8)
       throw BreakSignal{BreakCode::DataDependentShape, "indexing with a mask"};
-    Var flat_shape = new_table();
-    tables_[flat_shape.id].array = {Var::integer(-1)};
-    Shape s = k.sizes();
-    const Shape& xs = e_.graph.fake(x.ref).sizes();
-    if (!xs.empty()) s.insert(s.end(), xs.begin() + 1, xs.end());
-    const Var flat = call_op(int(Op::reshape), {key, flat_shape})[0];
-    const Var rows = call_op(int(Op::index_select), {x, Var::integer(1), flat})[0];
-    return call_op(int(Op::view), {rows, size_table(s)})[0];
+    if (!is_integral(k.dtype(), false) || e_.graph.fake(x.ref).dim() == 0) throw unsupported();
+    return gather(x, 1, key);
   }
-  if (key.k != Var::K::Table && key.k != Var::K::Object)
-    throw BreakSignal{BreakCode::UnsupportedBytecode, "tensor index with this kind of key"};
+  if (key.k != Var::K::Table && key.k != Var::K::Object) throw unsupported();
   Var t = x;
   int64_t d = 1;  // the next dim of t to index (1-based)
-  for (const Var& item : array_items(key)) {
-    if (item.k == Var::K::Int) {
-      t = call_op(int(Op::select), {t, Var::integer(d), item})[0];
+  int64_t at = 0;  // the dim of the index tensor (0: none)
+  Var index;
+  for (const Var& it : array_items(key)) {
+    if (it.k == Var::K::Int) {
+      t = call_op(int(Op::select), {t, Var::integer(d), it})[0];
       continue;
     }
-    if (item.k != Var::K::Table && item.k != Var::K::Object)
-      throw BreakSignal{BreakCode::UnsupportedBytecode, "tensor index with this kind of key"};
-    const std::vector<Var> r = array_items(item);
+    if (it.k == Var::K::Tensor) {
+      if (!is_integral(e_.graph.fake(it.ref).dtype(), false) || at != 0 || d > e_.graph.fake(t.ref).dim())
+        throw unsupported();
+      at = d++;
+      index = it;
+      continue;
+    }
+    if (it.k != Var::K::Table && it.k != Var::K::Object) throw unsupported();
+    const std::vector<Var> r = array_items(it);
     if (r.size() > 3) throw BreakSignal{BreakCode::UnsupportedBytecode, "tensor index range"};
     if (r.size() == 1)
       t = call_op(int(Op::narrow), {t, Var::integer(d), r[0], Var::integer(1)})[0];
@@ -341,7 +356,12 @@ Var Tracer::tensor_index(const Var& x, const Var& key) {
                   {t, Var::integer(d), r[0], r[1], r.size() == 3 ? r[2] : Var::integer(1)})[0];
     d++;
   }
-  return t;
+  if (at == 0) return t;
+  if (item) {
+    *item = {at, index};
+    return t;
+  }
+  return gather(t, at, index);
 }
 
 // x[key] = v as the tensor's __newindex does it (lua_tensor.cpp index_set): the same ops on fake
@@ -353,17 +373,43 @@ void Tracer::tensor_assign(const Var& x, const Var& key, const Var& v_in) {
     throw BreakSignal{BreakCode::TensorAssignment, "x." + key.s + " = ... (tensor metadata)"};
   if (v.k != Var::K::Tensor && !v.is_number() && v.k != Var::K::Bool)
     throw BreakSignal{BreakCode::TensorAssignment, "a value that is not a number or a tensor"};
+  const Op write = v.k == Var::K::Tensor ? Op::copy_ : Op::fill_;
+  // t[.., index, ..] = v along dim d (lua_tensor.cpp scatter_dim): the gathered slices, detached,
+  // take v; then they are scattered back
+  auto scatter_into = [&](const Var& t, int64_t d, const Var& index) {
+    const Shape ts = e_.graph.fake(t.ref).sizes();
+    const Shape is = e_.graph.fake(index.ref).sizes();
+    int64_t n = 1;
+    for (int64_t s : is) n *= s;
+    Shape gathered = ts, flat = ts, ones(ts.size(), 1);
+    gathered.erase(gathered.begin() + (d - 1));
+    gathered.insert(gathered.begin() + (d - 1), is.begin(), is.end());
+    flat[d - 1] = ones[d - 1] = n;
+    Var flat_shape = new_table();
+    tables_[flat_shape.id].array = {Var::integer(-1)};
+    const Var rows = call_op(int(Op::index_select),
+                             {t, Var::integer(d), call_op(int(Op::reshape), {index, flat_shape})[0]})[0];
+    const Var src = call_op(int(Op::detach), {rows})[0];
+    call_op(int(write), {call_op(int(Op::view), {src, size_table(gathered)})[0], v});
+    const Var idx = call_op(int(Op::expand), {call_op(int(Op::reshape), {index, size_table(ones)})[0], size_table(flat)})[0];
+    call_op(int(Op::copy_), {t, call_op(int(Op::scatter), {t, Var::integer(d), idx, src})[0]});
+  };
   if (key.k == Var::K::Tensor) {
     const DType dt = e_.graph.fake(key.ref).dtype();
-    if (dt != DType::Bool && dt != DType::UInt8)
-      throw BreakSignal{BreakCode::TensorAssignment, "assignment through an index tensor"};
+    if (dt != DType::Bool && dt != DType::UInt8) {
+      if (!is_integral(dt, false) || e_.graph.fake(x.ref).dim() == 0)
+        throw BreakSignal{BreakCode::TensorAssignment, "assignment through a tensor that is not an index"};
+      return scatter_into(x, 1, key);
+    }
     const Var r = v.k == Var::K::Tensor ? call_op(int(Op::where), {key, v, x})[0]
                                         : call_op(int(Op::masked_fill), {x, key, v})[0];
     call_op(int(Op::copy_), {x, r});
     return;
   }
-  const Var target = tensor_index(x, key);  // a view of x
-  call_op(int(v.k == Var::K::Tensor ? Op::copy_ : Op::fill_), {target, v});
+  std::pair<int64_t, Var> item{0, Var()};
+  const Var target = tensor_index(x, key, &item);  // a view of x
+  if (item.first != 0) return scatter_into(target, item.first, item.second);
+  call_op(int(write), {target, v});
 }
 
 // A write Lua sends to __newindex (the key is absent from t and its metatable has one): a

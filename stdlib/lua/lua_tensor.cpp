@@ -121,16 +121,16 @@ Tensor gather_dim(const Tensor& t, const TensorItem& ti) {
   return op(Op::view, {r, IntList(s.begin(), s.end())});
 }
 
-// t[.., index, ..] = v at dim d, in place: scatter of v (broadcast to the gathered shape) along d.
+// t[.., index, ..] = v at dim d, in place: the gathered slices (detached) take v as a view of them
+// would (copy_ broadcasts and converts, fill_ for a number), then scatter back along d. The tracer
+// records the same ops (capture/tracer_calls.cpp, Tracer::tensor_assign).
 void scatter_dim(const Tensor& t, const TensorItem& ti, const Value& v) {
   const Shape gathered = replace_dim(t.sizes(), ti.dim, ti.index.sizes());
   const int64_t n = ti.index.numel();
   const Shape flat = replace_dim(t.sizes(), ti.dim, {n});
-  Tensor src = v.is_tensor() ? op(Op::to_dtype, {v.tensor(), t.dtype()})
-                             : op(Op::full, {IntList(gathered.begin(), gathered.end()), v},
-                                  {{"dtype", Value(t.dtype())}, {"device", Value(t.device())}});
-  src = op(Op::expand, {src, IntList(gathered.begin(), gathered.end())});
-  src = op(Op::reshape, {src, IntList(flat.begin(), flat.end())});
+  Tensor src = op(Op::detach, {op(Op::index_select, {t, ti.dim, op(Op::reshape, {ti.index, IntList{-1}})})});
+  Tensor slots = op(Op::view, {src, IntList(gathered.begin(), gathered.end())});
+  op(v.is_tensor() ? Op::copy_ : Op::fill_, {slots, v});
   Shape ones(t.dim(), 1);
   ones[ti.dim - 1] = n;
   Tensor idx = op(Op::reshape, {ti.index, IntList(ones.begin(), ones.end())});

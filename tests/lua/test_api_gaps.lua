@@ -377,7 +377,7 @@ function T.index_tensor_in_a_later_dim_reads_like_torch()
   check.raises("IndexError", function() return y[{ {}, tc.tensor {1.0} }] end)
   check.raises("NotImplementedError", function() return y[{ tc.tensor {1}, tc.tensor {1} }] end)
   check.raises("IndexError", function() return y[{ {}, tc.tensor {4} }] end)
-  same_compiled(function(t, i) return t[{ {}, i }] * 2 end, false, y, tc.tensor {3, 1})
+  same_compiled(function(t, i) return t[{ {}, i }] * 2, t[{ 2, {}, i }] end, true, y, tc.tensor {3, 1})
 end
 
 function T.index_tensor_in_a_later_dim_writes_like_torch()
@@ -397,11 +397,13 @@ function T.index_tensor_in_a_later_dim_writes_like_torch()
   ;(base * tc.arange(24.):view(2, 3, 4)):sum():backward()
   check.values(yg.grad, cases.set_dim2_grad_base)
   check.values(v.grad, cases.set_dim2_grad_value)
-  same_compiled(function(t, i)
+  same_compiled(function(t, i, v)
     local c = t:clone()
     c[{ {}, i }] = 0
+    c[{ {}, {}, i }] = v
+    c[i] = 1
     return c
-  end, false, y, tc.tensor {3, 1})
+  end, true, y, tc.tensor {2, 1}, tc.tensor {10.0, 20.0})
 end
 
 -- ---- gradcheck: float64 central differences against autograd (test_gradcheck.lua's method) ------
