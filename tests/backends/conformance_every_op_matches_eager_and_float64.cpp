@@ -26,6 +26,7 @@
 #include <sstream>
 
 #include "../fixture_cases.h"
+#include "../gtest_exit_code.h"
 #include "tc/backends.h"
 #include "tc/capture.h"
 #include "tc/cuda.h"
@@ -571,11 +572,11 @@ int main(int argc, char** argv) {
     } catch (const tc::Error& e) {
       if (e.kind() == tc::ErrorKind::DeviceError) {
         std::printf("skip: %s\n", e.what());
-        return 0;
+        return 77;  // ctest's SKIP_RETURN_CODE: Skipped, not Passed
       }
     }
   }
   tc::backends::find(tc::conformance::g_backend);  // an unknown name: the registry's error
   ::testing::AddGlobalTestEnvironment(new tc::conformance::Summary);
-  return RUN_ALL_TESTS();
+  return gtest_exit_code(RUN_ALL_TESTS());
 }

@@ -3,7 +3,7 @@
 -- that recompiles instead of running the CUDA entry.
 local tc = require "tc"
 local h = require "helpers"
-if not tc.cuda.is_available() then return end
+if not tc.cuda.is_available() then h.skip("no CUDA device") end
 
 local function check(name, model, x, tol)
   model:eval()

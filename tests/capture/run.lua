@@ -1,6 +1,9 @@
 -- The capture test runner: `tcrun tests/capture/run.lua [PATTERN]` from the repository root.
 -- Every other tests/capture/*.lua file (named after the behaviour it checks) is a script that
--- raises on failure; each runs after tc.compiler.reset(), so its counters start at zero.
+-- raises on failure (or calls h.skip(reason) where it cannot run); each runs after
+-- tc.compiler.reset(), so its counters start at zero. The last line is `N passed, N skipped,
+-- N failed`; exits 1 when anything failed, 77 (ctest's SKIP_RETURN_CODE) when every script that
+-- ran was skipped.
 local dir = (arg and arg[0] or "tests/capture/run.lua"):match("^(.*)/[^/]*$") or "."
 package.path = dir .. "/?.lua;scripts/models/?.lua;" .. package.path
 local tc = require "tc"
@@ -20,7 +23,7 @@ end
 p:close()
 table.sort(files)
 
-local passed, failed = 0, 0
+local passed, skipped, failed = 0, 0, 0
 for _, name in ipairs(files) do
   tc.compiler.reset()
   tc.compiler.set_stance("default")
@@ -30,11 +33,14 @@ for _, name in ipairs(files) do
   if chunk then ok, e = xpcall(chunk, function(x) tb = debug.traceback(tostring(x), 2); return x end) end
   if ok then
     passed = passed + 1
+  elseif getmetatable(e) == h.Skip then
+    skipped = skipped + 1
+    print(("SKIP %s: %s"):format(name, e.reason))
   else
     failed = failed + 1
     print(("FAIL %s\n    %s"):format(name, tostring(e):gsub("\n", "\n    ")))
     if tb and os.getenv("TC_TEST_TRACEBACK") then print(tb) end
   end
 end
-print(("%d passed, %d failed"):format(passed, failed))
-os.exit(failed == 0 and 0 or 1)
+print(("%d passed, %d skipped, %d failed"):format(passed, skipped, failed))
+os.exit(failed > 0 and 1 or (passed == 0 and skipped > 0) and 77 or 0)

@@ -75,4 +75,21 @@ end
 -- The line of the caller of check.line() (to compare error positions).
 function check.line() return debug.getinfo(2, "l").currentline end
 
+-- The tcrun running these tests (arg[-1] under tcrun; $TCRUN overrides), else ./build/tcrun.
+check.TCRUN = os.getenv("TCRUN") or (arg and arg[-1] and arg[-1]:match("tcrun$") and arg[-1]) or "./build/tcrun"
+
+-- Runs a shell command; returns its output (stdout and stderr) and exit status.
+function check.run(cmd)
+  local p = assert(io.popen(cmd .. " 2>&1; echo \"exit=$?\""))
+  local out = p:read("a")
+  p:close()
+  local body, code = out:match("^(.*)exit=(%d+)\n$")
+  return body, tonumber(code)
+end
+
+-- Ends the running test as skipped, not passed (run.lua counts and prints it): a test that needs
+-- what this machine lacks calls `check.skip("no CUDA device")`.
+check.Skip = {__tostring = function(s) return "skipped: " .. s.reason end}
+function check.skip(reason) error(setmetatable({reason = reason}, check.Skip), 2) end
+
 return check

@@ -1,10 +1,12 @@
 -- The Lua API test runner: `tcrun tests/lua/run.lua [PATTERN]` from the repository root.
 -- Loads every tests/lua/test_*.lua (each returns a table of named test functions), runs the tests
--- whose "file:name" contains PATTERN (all by default), prints each failure with its message and
--- `N passed, N failed` as the last line; exits 1 when anything failed.
+-- whose "file:name" contains PATTERN (all by default), prints each failure with its message, each
+-- skip (check.skip) with its reason and `N passed, N skipped, N failed` as the last line; exits 1
+-- when anything failed, 77 (ctest's SKIP_RETURN_CODE) when every test that ran was skipped.
 local dir = (arg and arg[0] or "tests/lua/run.lua"):match("^(.*)/[^/]*$") or "."
 package.path = dir .. "/?.lua;" .. package.path
 local pattern = arg and arg[1]
+local check = require "check"
 
 local function list_tests()
   local files = {}
@@ -22,7 +24,7 @@ local function message(e)
   return tostring(e)
 end
 
-local passed, failed = 0, 0
+local passed, skipped, failed = 0, 0, 0
 local function fail(what, e, tb)
   failed = failed + 1
   print(("FAIL %s\n    %s"):format(what, message(e):gsub("\n", "\n    ")))
@@ -44,11 +46,18 @@ for _, file in ipairs(list_tests()) do
       if not pattern or id:find(pattern, 1, true) then
         local tb
         local ok2, e = xpcall(tests[name], function(e) tb = debug.traceback(nil, 2); return e end)
-        if ok2 then passed = passed + 1 else fail(id, e, tb) end
+        if ok2 then
+          passed = passed + 1
+        elseif getmetatable(e) == check.Skip then
+          skipped = skipped + 1
+          print(("SKIP %s: %s"):format(id, e.reason))
+        else
+          fail(id, e, tb)
+        end
       end
     end
   end
 end
 
-print(("%d passed, %d failed"):format(passed, failed))
-os.exit(failed == 0 and 0 or 1)
+print(("%d passed, %d skipped, %d failed"):format(passed, skipped, failed))
+os.exit(failed > 0 and 1 or (passed == 0 and skipped > 0) and 77 or 0)

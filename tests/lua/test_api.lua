@@ -113,8 +113,7 @@ function T.stock_lua_loads_the_c_module()
   so:close()
   -- the stock interpreter is a dev/CI-machine package (scripts/setup.sh); the GPU machine has none
   if os.execute("command -v lua5.4 >/dev/null 2>&1") ~= true then
-    print("    (skipped: no lua5.4 on this machine)")
-    return
+    check.skip("no lua5.4 on this machine")
   end
   local cmd = [[LUA_CPATH="]] .. bin .. [[/?.so" lua5.4 -e 'local tc = require "tc"; print(tc.ones(2, 2)); ]]
       .. [[local ok, e = pcall(function() return tc.ones(2, 3):matmul(tc.ones(2, 3)) end); print(e.kind, tostring(e)); ]]

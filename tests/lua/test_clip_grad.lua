@@ -37,10 +37,7 @@ local tests = {}
 function tests.every_clip_case_matches_pytorch() every_case("cpu") end
 
 function tests.every_clip_case_matches_pytorch_on_cuda()
-  if not tc.cuda.is_available() then
-    print("SKIP test_clip_grad:every_clip_case_matches_pytorch_on_cuda: no CUDA device")
-    return
-  end
+  if not tc.cuda.is_available() then check.skip("no CUDA device") end
   every_case("cuda")
 end
 

@@ -1,6 +1,6 @@
 -- scripts/examples/train.lua runs briefly under tcrun: one progress line per epoch and the loss
 -- falling. It needs autograd (loss:backward()); in a build without it the script must stop at
--- once with a clear message, and the training checks are skipped (printed as SKIP).
+-- once with a clear message, and the training checks are skipped (check.skip).
 local check = require "check"
 local tc = require "tc"
 local T = {}
@@ -28,8 +28,7 @@ function T.train_example_loss_falls_over_epochs()
   if not has_autograd then
     check.eq(code, 1, out)
     assert(out:find("train.lua needs autograd %(loss:backward%(%)%)"), out)
-    print("SKIP test_examples:train_example_loss_falls_over_epochs: loss:backward() is not available in this build")
-    return
+    check.skip("loss:backward() is not available in this build")
   end
   check.eq(code, 0, out)
   local losses = epoch_losses(out)
@@ -40,8 +39,7 @@ end
 
 function T.train_example_cnn_runs()
   if not has_autograd then
-    print("SKIP test_examples:train_example_cnn_runs: loss:backward() is not available in this build")
-    return
+    check.skip("loss:backward() is not available in this build")
   end
   local out, code = run("model=cnn epochs=2 steps=4 batch=16 optimizer=sgd")
   check.eq(code, 0, out)
@@ -49,7 +47,7 @@ function T.train_example_cnn_runs()
 end
 
 function T.compiled_train_step_gives_the_eager_losses()
-  if not has_autograd then return end
+  if not has_autograd then check.skip("loss:backward() is not available in this build") end
   local args = "model=cnn epochs=2 steps=3 batch=16 optimizer=sgd backend=eager"
   local eager, c1 = run(args)
   local compiled, c2 = run(args .. " compile=step")

@@ -65,7 +65,7 @@ end
 -- The same on a GPU (skipped without one): 60% of the free memory held, then ten dropped tensors
 -- of 15% each; pacing by bytes alone would wait for as much garbage as is live.
 function T.gpu_out_of_memory_collects_garbage_and_retries()
-  if not tc.cuda.is_available() then return end
+  if not tc.cuda.is_available() then check.skip("no CUDA device") end
   collectgarbage()
   tc.cuda.empty_cache()
   local probe = {}  -- the free memory, in GiB blocks (the last try is out of memory)

@@ -85,10 +85,7 @@ end
 
 -- On CUDA the default (fused = nil, foreach = nil) is the fused path; skipped without a GPU.
 function tests.every_optimizer_case_matches_pytorch_on_cuda()
-  if not tc.cuda.is_available() then
-    print("SKIP test_optim_steps:every_optimizer_case_matches_pytorch_on_cuda: no CUDA device")
-    return
-  end
+  if not tc.cuda.is_available() then check.skip("no CUDA device") end
   for name, c in pairs(OF.optim().optimizers) do
     run_case(name, c, nil, nil, nil, nil, "cuda")
     run_case(name, c, true, nil, nil, nil, "cuda")

@@ -106,10 +106,7 @@ end
 -- A fixed model trained by loss:backward() and each optimizer for a few steps equals PyTorch's
 -- (fixture: tests/fixtures/train/optim.json, "model"). Needs autograd: skipped without it.
 function tests.fixed_model_trained_with_backward_matches_pytorch()
-  if tc.zeros(1).backward == nil then
-    print("SKIP test_optim_training:fixed_model_trained_with_backward_matches_pytorch: loss:backward() is not available in this build")
-    return
-  end
+  if tc.zeros(1).backward == nil then check.skip("loss:backward() is not available in this build") end
   local fx, cases = OF.optim().model, OF.optim().optimizers
   local function shape_of(key) return ({["0.weight"] = {5, 4}, ["0.bias"] = {5}, ["2.weight"] = {3, 5}, ["2.bias"] = {3}})[key] end
   local x, y = OF.tensor(fx.x, {6, 4}), OF.tensor(fx.y, {6, 3})

@@ -4,17 +4,8 @@ local check = require "check"
 local tc = require "tc"
 local T = {}
 
--- The tcrun running these tests (arg[-1] under tcrun), else ./build/tcrun.
-local TCRUN = os.getenv("TCRUN") or (arg and arg[-1] and arg[-1]:match("tcrun$") and arg[-1]) or "./build/tcrun"
-
--- Runs a shell command; returns its output (stdout and stderr) and exit status.
-local function run(cmd)
-  local p = assert(io.popen(cmd .. " 2>&1; echo \"exit=$?\""))
-  local out = p:read("a")
-  p:close()
-  local body, code = out:match("^(.*)exit=(%d+)\n$")
-  return body, tonumber(code)
-end
+-- The tcrun running these tests and a shell command's output and exit status (check.lua).
+local TCRUN, run = check.TCRUN, check.run
 
 local function script(src)
   local name = os.tmpname() .. ".lua"
