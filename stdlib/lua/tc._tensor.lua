@@ -222,6 +222,9 @@ function T.index_add(...)
   if src.dtype ~= x.dtype then
     raise("DTypeError", ("index_add(): self (%s) and source (%s) must have the same dtype"):format(x.dtype.name, src.dtype.name))
   end
+  if math.type(a.alpha) == "float" and not x.dtype.is_floating_point then
+    raise("ValueError", "index_add(): for integral input tensors, argument alpha must not be a floating point number")
+  end
   if a.alpha ~= 1 then src = src * a.alpha end
   return x:scatter_add(d, index_along("index_add", a.index, d, src.shape), src):reshape(a.input.shape)
 end
