@@ -1,6 +1,8 @@
 // scaled_dot_product_attention of the nn group: per (batch..., head) slice, scores = scale * Q K^T
 // (OpenBLAS), mask and softmax fused in one pass per row, then out = P V (OpenBLAS). Batch dims of
-// query, key, value and the mask broadcast; float16/bfloat16 compute in float32.
+// query, key, value and the mask broadcast; float16/bfloat16 compute in float32. With dropout_p > 0
+// every slice's P is made first and dropped out in one dropout call, which draws the random numbers
+// the decomposition (softmax, dropout, matmul) draws: the same seed gives the same mask either way.
 #include <cblas.h>
 
 #include <cstring>
@@ -70,7 +72,6 @@ TensorMeta scaled_dot_product_attention_meta(const Stack& a) {
   double p = a[4].to_double();
   TC_CHECK(p >= 0 && p <= 1, ValueError,
            "%s(): dropout probability has to be between 0 and 1, but got %g", kOp, p);
-  TC_CHECK(p == 0, NotImplementedError, "%s(): dropout_p > 0 is not supported yet", kOp);
   if (!a[3].is_none()) {
     const Tensor& m = a[3].tensor();
     TC_CHECK(m.dtype() == DType::Bool || is_floating(m.dtype()), DTypeError,
@@ -121,45 +122,68 @@ Tensor scaled_dot_product_attention_kernel(const Stack& a, const TensorMeta& m) 
     for (auto& x : mst) x /= (int64_t)mask.itemsize();
     mo = batch_offsets(mask, batch, {l, s});
   }
+  double dropout_p = a[4].to_double();
   Tensor out = empty_from_meta(m);
   visit_floating(ct, [&]<typename A>() {
     if constexpr (std::is_same_v<A, float> || std::is_same_v<A, double>) {
       const A *pq = q.data<A>(), *pk = k.data<A>(), *pv = v.data<A>();
       const A* pm = mask.defined() && mask.dtype() != DType::Bool ? mask.data<A>() : nullptr;
       const bool* pb = mask.defined() && mask.dtype() == DType::Bool ? mask.data<bool>() : nullptr;
-      int64_t work = l * s * (e + ev) + 1;
-      parallel_for(0, nb, std::max<int64_t>(1, (1 << 18) / work), [&](int64_t bb, int64_t be) {
-        std::vector<A> scores(l * s), obuf(dt == ct ? 0 : l * ev);
-        for (int64_t i = bb; i < be; i++) {
-          A* o = dt == ct ? out.data<A>() + i * l * ev : obuf.data();
-          if (e > 0)
-            gemm<A>(true, l, s, e, A(scale), pq + qo[i], pk + ko[i], e, scores.data());
-          else
-            std::fill(scores.begin(), scores.end(), A(0));
-          for (int64_t r = 0; r < l;
-               r++) {  // mask and softmax, one pass over the row after its max
-            A* row = scores.data() + r * s;
-            A mx = -INFINITY;
-            for (int64_t j = 0; j < s; j++) {
-              if (causal && j > r) row[j] = -INFINITY;
-              if (pb && !pb[mo[i] + r * mst[mst.size() - 2] + j * mst.back()]) row[j] = -INFINITY;
-              if (pm) row[j] += pm[mo[i] + r * mst[mst.size() - 2] + j * mst.back()];
-              mx = std::max(mx, row[j]);
-            }
-            A sum = 0;
-            for (int64_t j = 0; j < s; j++) sum += row[j] = std::exp(row[j] - mx);
-            for (int64_t j = 0; j < s; j++) row[j] /= sum;
+      // P of slice i into `scores` [l, s]: scale * Q K^T, masked, softmax over each row
+      auto probabilities = [&](int64_t i, A* scores) {
+        if (e > 0)
+          gemm<A>(true, l, s, e, A(scale), pq + qo[i], pk + ko[i], e, scores);
+        else
+          std::fill(scores, scores + l * s, A(0));
+        for (int64_t r = 0; r < l; r++) {  // mask and softmax, one pass over the row after its max
+          A* row = scores + r * s;
+          A mx = -INFINITY;
+          for (int64_t j = 0; j < s; j++) {
+            if (causal && j > r) row[j] = -INFINITY;
+            if (pb && !pb[mo[i] + r * mst[mst.size() - 2] + j * mst.back()]) row[j] = -INFINITY;
+            if (pm) row[j] += pm[mo[i] + r * mst[mst.size() - 2] + j * mst.back()];
+            mx = std::max(mx, row[j]);
           }
-          if (s > 0)
-            gemm<A>(false, l, ev, s, A(1), scores.data(), pv + vo[i], ev, o);
-          else
-            std::fill(o, o + l * ev, A(0));
-          if (dt != ct)
-            visit_floating(dt, [&]<typename T>() {
-              T* po = out.data<T>() + i * l * ev;
-              for (int64_t j = 0; j < l * ev; j++) po[j] = T(opmath_t<T>(o[j]));
-            });
+          A sum = 0;
+          for (int64_t j = 0; j < s; j++) sum += row[j] = std::exp(row[j] - mx);
+          for (int64_t j = 0; j < s; j++) row[j] /= sum;
         }
+      };
+      // out of slice i = P V, written to `out` (rounded from `obuf` for float16/bfloat16)
+      auto times_v = [&](int64_t i, const A* probs, std::vector<A>& obuf) {
+        A* o = dt == ct ? out.data<A>() + i * l * ev : obuf.data();
+        if (s > 0)
+          gemm<A>(false, l, ev, s, A(1), probs, pv + vo[i], ev, o);
+        else
+          std::fill(o, o + l * ev, A(0));
+        if (dt != ct)
+          visit_floating(dt, [&]<typename T>() {
+            T* po = out.data<T>() + i * l * ev;
+            for (int64_t j = 0; j < l * ev; j++) po[j] = T(opmath_t<T>(o[j]));
+          });
+      };
+      int64_t grain = std::max<int64_t>(1, (1 << 18) / (l * s * (e + ev) + 1));
+      if (dropout_p == 0) {
+        parallel_for(0, nb, grain, [&](int64_t bb, int64_t be) {
+          std::vector<A> scores(l * s), obuf(dt == ct ? 0 : l * ev);
+          for (int64_t i = bb; i < be; i++) {
+            probabilities(i, scores.data());
+            times_v(i, scores.data(), obuf);
+          }
+        });
+        return;
+      }
+      Shape ps = batch;
+      ps.push_back(l);
+      ps.push_back(s);
+      Tensor probs = Tensor::empty(ps, ct);
+      parallel_for(0, nb, grain, [&](int64_t bb, int64_t be) {
+        for (int64_t i = bb; i < be; i++) probabilities(i, probs.data<A>() + i * l * s);
+      });
+      probs = call1(Op::dropout, {probs, dropout_p, true});
+      parallel_for(0, nb, grain, [&](int64_t bb, int64_t be) {
+        std::vector<A> obuf(dt == ct ? 0 : l * ev);
+        for (int64_t i = bb; i < be; i++) times_v(i, probs.data<A>() + i * l * s, obuf);
       });
     }
   });

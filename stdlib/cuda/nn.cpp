@@ -256,6 +256,8 @@ bool sdpa(const Stack& a, const TensorMeta& m, Stack* result) {
     else scores = call1(Op::add, {scores, contiguous_as(mask, ct)});
   }
   Tensor p = call1(Op::softmax, {scores, (int64_t)-1});
+  // the decomposition's draw (and the CPU kernel's): one dropout over every slice's probabilities
+  if (a[4].to_double() > 0) p = call1(Op::dropout, {p, a[4].to_double(), true});
   Tensor o = call1(Op::matmul, {p, v});
   Tensor out = empty_from_meta(m);
   out.copy_from(o);
