@@ -91,12 +91,24 @@ end
 function tc.no_grad(f, ...) return grad_mode(false, f, ...) end
 function tc.enable_grad(f, ...) return grad_mode(true, f, ...) end
 -- tc.inference_mode([mode]) and tc.inference_mode(f, ...): torch.inference_mode's two forms. tc has
--- no inference tensors, so inference mode is grad mode off; mode = false keeps the current mode.
+-- no inference tensors, so inference mode is grad mode off; as in torch, mode = false turns grad
+-- mode on (and inference mode off). tc.is_inference_mode_enabled() tells which is in force.
+local inference_on = false
+local inference_mt = {__close = function(g) set_grad(g.prev); inference_on = g.inference end, __name = "tc.inference_mode"}
 function tc.inference_mode(f, ...)
-  if f == false then return grad_mode(is_grad()) end
-  if f == true then f = nil end
-  return grad_mode(false, f, ...)
+  local mode = true
+  if f == true or f == false then mode, f = f, nil end
+  local prev, prev_inference = is_grad(), inference_on
+  set_grad(not mode)
+  inference_on = mode
+  if f == nil then return setmetatable({prev = prev, inference = prev_inference}, inference_mt) end
+  local r = table.pack(pcall(f, ...))
+  set_grad(prev)
+  inference_on = prev_inference
+  if not r[1] then error(r[2], 0) end
+  return table.unpack(r, 2, r.n)
 end
+function tc.is_inference_mode_enabled() return inference_on end
 
 -- The decorator habit (`@torch.no_grad()` on a def): tc.no_grad_fn(f) returns a function that runs
 -- f(...) with grad disabled (tc.no_grad(f) calls f at once). Likewise enable_grad_fn and
@@ -112,7 +124,10 @@ local function grad_mode_fn(name, enabled)
 end
 tc.no_grad_fn = grad_mode_fn("no_grad_fn", false)
 tc.enable_grad_fn = grad_mode_fn("enable_grad_fn", true)
-tc.inference_mode_fn = grad_mode_fn("inference_mode_fn", false)
+tc.inference_mode_fn = function(f)
+  grad_mode_fn("inference_mode_fn", false)(f)  -- the check
+  return function(...) return tc.inference_mode(f, ...) end
+end
 
 -- ---- configuration (tcrun's options land here) --------------------------------------------------
 -- tc.config checks what is written into it: an unknown key (a typo such as recompile_limt) or a

@@ -42,10 +42,25 @@ function T.inference_mode_call_and_close_forms_disable_grad()
     check.eq((p * 2).requires_grad, false)
   end
   check.eq(tc.is_grad_enabled(), true)
+  check.eq(tc.is_inference_mode_enabled(), false)
   do
-    local _ <close> = tc.inference_mode(false)  -- mode = false keeps grad mode
+    local _ <close> = tc.inference_mode()
+    check.eq(tc.is_inference_mode_enabled(), true)
+    do
+      local _ <close> = tc.inference_mode(false)  -- as torch: grad mode on, inference mode off
+      check.eq(tc.is_grad_enabled(), true)
+      check.eq(tc.is_inference_mode_enabled(), false)
+    end
+    check.eq(tc.is_grad_enabled(), false)
+    check.eq(tc.is_inference_mode_enabled(), true)
+  end
+  check.eq(tc.is_inference_mode_enabled(), false)
+  do
+    local _ <close> = tc.no_grad()
+    local _ <close> = tc.inference_mode(false)
     check.eq(tc.is_grad_enabled(), true)
   end
+  check.eq(tc.inference_mode(tc.is_inference_mode_enabled), true, "call form")
   local ok = pcall(tc.inference_mode, function() error("boom") end)
   check.eq(ok, false)
   check.eq(tc.is_grad_enabled(), true, "restored after an error")
@@ -81,7 +96,7 @@ function T.no_grad_fn_wraps_for_a_later_call_with_arguments()
     local _ <close> = tc.no_grad()
     check.same({e(5)}, {true, 5})
   end
-  check.eq(tc.inference_mode_fn(function() return tc.is_grad_enabled() end)(), false)
+  check.same({tc.inference_mode_fn(function() return tc.is_grad_enabled(), tc.is_inference_mode_enabled() end)()}, {false, true})
   check.raises("ValueError", tc.no_grad_fn, 42)
 end
 
