@@ -46,6 +46,7 @@ using Clock = std::chrono::steady_clock;
 constexpr double kLeftGrace = 1.0;  // seconds from a rank's leaving to failing the others' waits
 
 Clock::time_point deadline_after(double seconds) {
+  seconds = std::min(seconds, 1e9);  // a timeout of math.huge: about 30 years
   return Clock::now() +
          std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
