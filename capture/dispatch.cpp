@@ -1236,11 +1236,13 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
       std::vector<int> slots;
       for (int s : e->input_sources) slots.push_back(GuardProgram::slot(base, s));
       e->lua_backend_ref = lua_backend_compile(L, cfg->backend_fn_ref, e->graph, slots, e->number_inputs);
-      lua_settop(L, base);
-      if (e->lua_backend_ref == LUA_NOREF) {
+      if (e->lua_backend_ref == LUA_NOREF) {  // its error is on top: keep it for the raise
+        lua_insert(L, base + 1);
+        lua_settop(L, base + 1);
         *out = Outcome::Raise;
         return nullptr;
       }
+      lua_settop(L, base);
     } else {
       TC_CHECK(st.compiler.compile, CompileError,
                "no graph compiler is installed (tc::capture::install was given none)");

@@ -29,21 +29,22 @@ int gm_print_tabular(lua_State* L) {
   return 0;
 }
 
+// gm.forward is bound to its gm: a backend may return it as the callable (`return gm.forward`,
+// torch's idiom), and gm:forward(...) works as well (the gm as first argument is skipped).
 int gm_forward(lua_State* L) {
-  GraphBox* b = check_gm(L);
   return lua::guarded(L, [](lua_State* L) {
-    GraphBox* b = static_cast<GraphBox*>(lua_touserdata(L, 1));
-    const int n = lua_gettop(L) - 1;
-    TC_CHECK(n == int(b->g->inputs.size()), ValueError, "gm:forward(): expected %d tensors, got %d",
+    auto* b = static_cast<GraphBox*>(lua_touserdata(L, lua_upvalueindex(1)));
+    const int first = lua_rawequal(L, 1, lua_upvalueindex(1)) ? 2 : 1;
+    const int n = lua_gettop(L) - first + 1;
+    TC_CHECK(n == int(b->g->inputs.size()), ValueError, "gm.forward(): expected %d tensors, got %d",
              int(b->g->inputs.size()), n);
     std::vector<Tensor> in;
-    for (int i = 2; i <= n + 1; i++) in.push_back(lua::check_tensor(L, i, "gm:forward() argument"));
+    for (int i = first; i <= lua_gettop(L); i++) in.push_back(lua::check_tensor(L, i, "gm.forward() argument"));
     RunningState running(L);
     std::vector<Tensor> out = (*b->run)(borrow(in));
     for (const Tensor& t : out) lua::push_tensor(L, t);
     return int(out.size());
   });
-  (void)b;
 }
 
 int gm_tostring(lua_State* L) {
@@ -62,7 +63,11 @@ int gm_index(lua_State* L) {
   GraphBox* b = check_gm(L);
   const char* k = luaL_checkstring(L, 2);
   if (std::strcmp(k, "print_tabular") == 0) return lua_pushcfunction(L, gm_print_tabular), 1;
-  if (std::strcmp(k, "forward") == 0) return lua_pushcfunction(L, gm_forward), 1;
+  if (std::strcmp(k, "forward") == 0) {
+    lua_pushvalue(L, 1);
+    lua_pushcclosure(L, gm_forward, 1);
+    return 1;
+  }
   if (std::strcmp(k, "code") == 0) return gm_tostring(L);
   if (std::strcmp(k, "nodes") == 0) {
     const Graph& g = *b->g;
@@ -131,6 +136,33 @@ void push_inputs(lua_State* L, const std::vector<int>& slots, const std::vector<
   }
 }
 
+// "<file:line>" of the backend function, for its errors.
+std::string backend_name(lua_State* L, int fn_ref) {
+  lua_Debug ar;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, fn_ref);
+  lua_getinfo(L, ">S", &ar);
+  return std::string("<") + ar.short_src + ":" + std::to_string(ar.linedefined) + ">";
+}
+
+// An error value as text, a tc error's kind first ("ValueError: ...").
+std::string shown_error(lua_State* L, int idx) {
+  idx = lua_absindex(L, idx);
+  std::string kind;
+  if (lua_istable(L, idx)) {
+    if (lua_getfield(L, idx, "kind") == LUA_TSTRING) kind = std::string(lua_tostring(L, -1)) + ": ";
+    lua_pop(L, 1);
+  }
+  return kind + error_text(L, idx);
+}
+
+// Functions, and tables or userdata whose metatable has __call.
+bool callable(lua_State* L, int idx) {
+  if (lua_isfunction(L, idx)) return true;
+  if (luaL_getmetafield(L, idx, "__call") == LUA_TNIL) return false;
+  lua_pop(L, 1);
+  return true;
+}
+
 }  // namespace
 
 std::shared_ptr<const Graph> graph_of_gm(lua_State* L, int idx) {
@@ -145,12 +177,22 @@ int lua_backend_compile(lua_State* L, int backend_fn_ref, const Graph& g,
   lua_createtable(L, int(input_slots.size()), 0);
   push_inputs(L, input_slots, numbers);
   for (int i = int(input_slots.size()); i >= 1; i--) lua_rawseti(L, -1 - i, i);
-  if (lua_pcall(L, 2, 1, 0) != LUA_OK) return LUA_NOREF;  // the error stays on top
-  if (lua_isnil(L, -1)) {
+  if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
+    // the backend's error, kept whole in `cause`, named as the backend's: the user's call line
+    const std::string msg = "the backend function " + backend_name(L, backend_fn_ref) + " raised: " +
+                            shown_error(L, -1);
+    lua::push_error(L, "CompileError", msg.c_str(), 1);
+    lua_rotate(L, -2, 1);
+    lua_setfield(L, -2, "cause");
+    return LUA_NOREF;  // the error stays on top
+  }
+  if (!callable(L, -1)) {
+    const std::string msg = "the backend function " + backend_name(L, backend_fn_ref) + " returned " +
+                            (lua_isnil(L, -1) ? std::string("nil") : std::string("a ") + luaL_typename(L, -1)) +
+                            ", not a callable: it must return the function that runs the graph (gm.forward, or "
+                            "a function(...) that returns the graph's outputs)";
     lua_pop(L, 1);
-    lua::push_error(
-        L, "CompileError",
-        "the backend function returned nil (it must return the callable that runs the graph)", 1);
+    lua::push_error(L, "CompileError", msg.c_str(), 1);
     return LUA_NOREF;
   }
   return luaL_ref(L, LUA_REGISTRYINDEX);
