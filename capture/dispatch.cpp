@@ -363,8 +363,10 @@ void push_cont(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileConfig>
 // site with the user's chunk name and line, so that error() and argument errors of the callee
 // name the user's line, as without compilation. The callee's frame gets the name Lua's debug
 // interface finds for it in the user's code (luaL_argerror words "bad argument #1 to 'rep'" from
-// it, and leaves self out of the count for a method), through the form of the helper's own call:
-enum class Site { Call, TailCall, Compare };
+// it, and leaves self out of the count for a method), through the form of the helper's own call.
+// TailCallKeep, for a tail call of tc's C trampoline (x:cuda()), keeps the helper's frame while
+// the callee runs, as eager Lua keeps the caller's frame under a C function it tail-calls:
+enum class Site { Call, TailCall, Compare, TailCallKeep };
 enum class Naming {
   Param,      // `f` is a parameter of the callee's name (local, global, field, upvalue: the name)
   Method,     // `self:name(...)`: Lua's method call, the method looked up again (see below)
@@ -446,7 +448,7 @@ void push_site_helper(lua_State* L, const vm::Proto& p, int pc, Site site, Namin
   const std::vector<int> lines = vm::decode_lines(p);
   const int line = pc < int(lines.size()) && lines[pc] > 0 ? lines[pc] : 1;
   const std::string source = p.source.value_or("=?");
-  static const char* const suffix[] = {":call", ":tail", ":compare"};
+  static const char* const suffix[] = {":call", ":tail", ":compare", ":tailkeep"};
   const std::string key = source + ":" + std::to_string(line) + ":" +
                           std::to_string(int(naming)) + name + suffix[int(site)];
   lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.sites");
@@ -471,13 +473,16 @@ void push_site_helper(lua_State* L, const vm::Proto& p, int pc, Site site, Namin
       break;
   }
   std::string text(line - 1, '\n');
-  text += "local pass, after_call = ... local function id(f) return f end ";
+  text += "local pass, after_call = ... local function id(...) return ... end ";
   switch (site) {
     case Site::Call:
       text += "return function(cont, " + params + ") return pass(after_call(cont, " + call + ")) end";
       break;
     case Site::TailCall:
       text += "return function(" + params + ") return " + call + " end";
+      break;
+    case Site::TailCallKeep:
+      text += "return function(" + params + ") return id(" + call + ") end";
       break;
     case Site::Compare:  // mm: the metamethod Lua would call, compiled (compare_metamethod)
       text += "return function(kind, a, b, mm) if mm then return not not mm(a, b) elseif kind == 0 "
@@ -762,8 +767,14 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
     case vm::OpCode::CALL:
     case vm::OpCode::TAILCALL: {
       const int nargs = i.b ? i.b - 1 : top - i.a - 1;
+      lua_rawgeti(L, R, i.a + 1);  // what Lua calls: the callee, or its __call
+      if (!lua_isfunction(L, -1) && luaL_getmetafield(L, -1, "__call") != LUA_TNIL) lua_remove(L, -2);
+      const bool keep = i.op == vm::OpCode::TAILCALL && lua_iscfunction(L, -1) &&
+                        lua::trampoline_target(L, -1);
+      lua_settop(L, VA);
       const int call_base = lua_gettop(L);
-      push_site_helper(L, p, e.pc, i.op == vm::OpCode::TAILCALL ? Site::TailCall : Site::Call,
+      push_site_helper(L, p, e.pc,
+                       keep ? Site::TailCallKeep : i.op == vm::OpCode::TAILCALL ? Site::TailCall : Site::Call,
                        naming_of(e, nargs), e.callee_name);
       lua_rawgeti(L, R, i.a + 1);  // not callable: eager's error, naming the value as Lua does
       if (push_call_error(L, p, e.pc, lua_gettop(L), call_base + 1)) return Outcome::Raise;
@@ -943,7 +954,9 @@ Outcome run_break(lua_State* L, const Entry& e, CodeCache*& cc,
 void push_node_error(lua_State* L, const Graph& g, const NodeError& err) {
   lua::push_error(L, error_kind_name(err.kind()), err.what(), 1);
   const Node& n = g.nodes[err.node];
-  if (n.line <= 0) return;
+  // a node made in tc's own Lua (x:cuda() in tc._tensor.lua, compiled on its own after a break)
+  // keeps push_error's position: the user's line that called into tc
+  if (n.line <= 0 || n.file.rfind("[tc]/", 0) == 0) return;
   lua_pushstring(L, n.file.c_str());
   lua_setfield(L, -2, "file");
   lua_pushinteger(L, n.line);
@@ -1478,7 +1491,26 @@ int l_after_call(lua_State* L) {
   });
 }
 
+// Recursion through compiled functions: Lua's own "stack overflow" would be raised in tc's
+// wrapper ([tc]/compile.lua:4). Past this many free slots it is raised here instead, as eager Lua
+// raises it (a string), at the user's line: the nearest frame that is not tc's.
+constexpr int kStackMargin = 1000;
+
+int raise_stack_overflow(lua_State* L) {
+  lua_Debug ar;
+  for (int level = 1; lua_getstack(L, level, &ar); level++) {
+    lua_getinfo(L, "Sl", &ar);
+    if (ar.currentline > 0 && std::strncmp(ar.source, "@[tc]/", 6) != 0) {
+      lua_pushfstring(L, "%s:%d: stack overflow", ar.short_src, ar.currentline);
+      return lua_error(L);
+    }
+  }
+  lua_pushstring(L, "stack overflow");
+  return lua_error(L);
+}
+
 int l_dispatch(lua_State* L) {
+  if (!lua_checkstack(L, kStackMargin)) return raise_stack_overflow(L);
   auto* cf = static_cast<CompiledFn*>(lua_touserdata(L, 1));
   lua_getiuservalue(L, 1, 1);
   lua_replace(L, 1);
