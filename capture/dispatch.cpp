@@ -1098,6 +1098,24 @@ std::string shown_backend(const std::string& key) {
   return key.substr(0, at) + (end == std::string::npos ? "" : key.substr(end));
 }
 
+// Every entry's failing guard, newest first ("\n  - entry 2: arg[1]: expected ..."), for the
+// recompile log (torch's lists each one, not only the newest's).
+std::string entry_failures(lua_State* L, const CodeCache* cc, const CompileConfig& cfg, int nargs) {
+  const int base = lua_gettop(L);
+  std::string out;
+  for (size_t j = cc->entries.size(); j-- > 0;) {
+    const Entry& e = *cc->entries[j];
+    std::string why = "compiled for backend " + shown_backend(e.backend_key);
+    if (e.backend_key == cfg.backend_key) {
+      e.guards.check(L, 1, 2, nargs);
+      why = e.guards.failure(L, base);
+    }
+    lua_settop(L, base);
+    out += "\n  - entry " + std::to_string(j + 1) + ": " + why;
+  }
+  return out;
+}
+
 // A new entry for a miss (stack: [fn, args...]); null with an outcome when none is made.
 Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileConfig>& cfg,
                    int nargs, Outcome* out) {
@@ -1143,9 +1161,15 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
     cc->recompiles++;
     st.stats.recompiles++;
     st.report.recompiles.push_back({cache_name(cc), cc->recompiles, reason});
-    if (log_enabled(L, "recompiles"))
+    if (log_enabled(L, "recompiles") && cc->entries.size() == 1)
       std::fprintf(stderr, "[tc recompiles] recompiling %s (entry %d), triggered by: %s\n",
                    cache_name(cc).c_str(), int(cc->entries.size()) + 1, reason.c_str());
+    else if (log_enabled(L, "recompiles"))
+      std::fprintf(stderr,
+                   "[tc recompiles] recompiling %s (entry %d), triggered by the guard failure of "
+                   "each entry:%s\n",
+                   cache_name(cc).c_str(), int(cc->entries.size()) + 1,
+                   entry_failures(L, cc, *cfg, nargs).c_str());
   }
   auto t0 = std::chrono::steady_clock::now();
   Tracer::Options opt;
