@@ -472,7 +472,14 @@ void collect_builtins(lua_State* L) {
       k.builtins[lua_tocfunction(L, -1)] = *names.back();
     lua_pop(L, 1);
   }
+  lua_getfield(L, -1, "backward");
+  if (lua_iscfunction(L, -1)) k.backwards[lua_tocfunction(L, -1)] = "x:backward()";
   lua_pop(L, 2);
+  lua_pushstring(L, "autograd");
+  if (lua_rawget(L, -2) == LUA_TTABLE && lua_getfield(L, -1, "backward") == LUA_TFUNCTION &&
+      lua_iscfunction(L, -1))
+    k.backwards[lua_tocfunction(L, -1)] = "tc.autograd.backward()";
+  lua_settop(L, top0);
   luaL_getmetatable(L, lua::kSizeMeta);
   if (lua_istable(L, -1) && lua_getfield(L, -1, "__index") == LUA_TTABLE) {
     lua_getfield(L, -1, "numel");

@@ -140,6 +140,8 @@ struct Known {
   // inserted there.
   std::unordered_map<lua_CFunction, int> calls_value;
   lua_CFunction tostring = nullptr, print = nullptr;  // the base library's (luaL_tolstring users)
+  // x:backward and tc.autograd.backward: their break is an expected one (TC0204), by name
+  std::unordered_map<lua_CFunction, std::string> backwards;
 };
 Known& known();
 

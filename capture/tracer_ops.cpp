@@ -124,6 +124,8 @@ bool Tracer::call(const Var& fn, std::vector<Var> args, int ret_a, int ret_n, bo
     return false;  // a frame was pushed
   }
   lua_pop(L, 1);
+  if (auto b = kn.backwards.find(cf); b != kn.backwards.end())
+    throw BreakSignal{BreakCode::Backward, b->second};
   throw BreakSignal{BreakCode::UnknownCFunction, e_.guards.describe(fn.src)};
 }
 

@@ -102,7 +102,7 @@ do
   local report = tc.compiler.explain(train)(x, y)
   local lines = {}
   for i, b in ipairs(report.break_reasons) do lines[i] = b.code .. " " .. b.source_line:match("^%s*(.-)%s*$") end
-  h.eq(table.concat(lines, "; "), "TC0201 loss:backward()", "break reasons")
+  h.eq(table.concat(lines, "; "), "TC0204 loss:backward()", "break reasons")
   h.eq(report.graph_count, 2, "forward graph and optimizer graph")
   h.eq(table.concat(report.ops_per_graph[2], ","), "add,copy_,_fused_adam_", "the optimizer's graph")
 end
