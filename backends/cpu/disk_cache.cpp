@@ -84,7 +84,9 @@ bool write_atomically(const std::string& path, const std::string& data) {
   }
   ok = close(fd) == 0 && ok;
   if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;  // the caller's warning names the write's failure, not unlink's
     unlink(tmp.c_str());
+    errno = err;
     return false;
   }
   return true;
@@ -222,7 +224,18 @@ void cache_write(const std::string& key, const std::string& object, const char* 
   data.append((const char*)&sum, 8);
   data += key;
   data += object;
-  if (!write_atomically(path, data)) return;  // unwritable cache: compile every time, silently
+  if (!write_atomically(path, data)) {
+    // unwritable cache (--cache-dir, TC_CACHE_DIR): kernels are compiled on every run; said once
+    static std::atomic<bool> warned{false};
+    const int err = errno;
+    if (!warned.exchange(true))
+      std::fprintf(stderr,
+                   "tc: warning: the kernel cache directory %s is not writable (%s): kernels are "
+                   "compiled again on every run (give --cache-dir or TC_CACHE_DIR a writable "
+                   "directory, or --no-cache)\n",
+                   cache_root().c_str(), std::strerror(err));
+    return;
+  }
   prune(path, data.size());
 }
 

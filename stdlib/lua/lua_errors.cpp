@@ -39,10 +39,47 @@ int l_raise(lua_State* L) {
   luaL_getmetatable(L, meta_key(kind).c_str());
   bool known = !lua_isnil(L, -1);
   lua_pop(L, 1);
-  if (!known) return luaL_error(L, "tc._C.raise: unknown error kind '%s'", kind);
+  if (!known) return luaL_error(L, "tc._C.raise: unknown error kind '%s' (message: %s)", kind, msg);
   push_error(L, kind, msg, 1);
   return lua_error(L);
 }
+
+// True when the value at idx is a tc error (its metatable is one of tc.<Kind>).
+bool is_tc_error(lua_State* L, int idx) {
+  if (!lua_getmetatable(L, idx)) return false;
+  lua_getfield(L, -1, "__name");
+  const char* name = lua_tostring(L, -1);
+  bool yes = false;
+  for (const char* kind : kKinds) yes = yes || (name && meta_key(kind) == name);
+  lua_pop(L, 2);
+  return yes;
+}
+
+// debug.traceback([thread,] [message [, level]]) as Lua's, except that a tc error as the message
+// is written with its __tostring ("file:line: message") instead of being returned untouched, so
+// that `xpcall(f, debug.traceback)` shows tc errors with their traceback. tc.traceback is the
+// same function and writes any message that has a __tostring.
+int traceback(lua_State* L, bool any) {
+  int arg = 0;
+  lua_State* L1 = L;
+  if (lua_isthread(L, 1)) arg = 1, L1 = lua_tothread(L, 1);
+  const bool is_text = lua_tostring(L, arg + 1) != nullptr || lua_isnoneornil(L, arg + 1);
+  bool printable = is_text || is_tc_error(L, arg + 1);
+  if (!printable && any && luaL_getmetafield(L, arg + 1, "__tostring") != LUA_TNIL) {
+    lua_pop(L, 1);
+    printable = true;
+  }
+  if (!printable) {
+    lua_pushvalue(L, arg + 1);  // another value: returned untouched, as Lua does
+    return 1;
+  }
+  const int level = int(luaL_optinteger(L, arg + 2, L == L1 ? 1 : 0));  // before pushing
+  const char* msg = is_text ? lua_tostring(L, arg + 1) : luaL_tolstring(L, arg + 1, nullptr);
+  luaL_traceback(L, L1, msg, level);
+  return 1;
+}
+int l_debug_traceback(lua_State* L) { return traceback(L, false); }
+int l_tc_traceback(lua_State* L) { return traceback(L, true); }
 
 }  // namespace
 
@@ -125,6 +162,13 @@ void open_errors(lua_State* L) {
     lua_setfield(L, -2, "__name");
     lua_setfield(L, -2, kind);  // tc.ShapeError = the metatable
   }
+  lua_pushcfunction(L, l_tc_traceback);
+  lua_setfield(L, -2, "traceback");
+  if (lua_getglobal(L, "debug") == LUA_TTABLE) {
+    lua_pushcfunction(L, l_debug_traceback);
+    lua_setfield(L, -2, "traceback");
+  }
+  lua_pop(L, 1);
   lua_getfield(L, -1, "_C");
   lua_pushcfunction(L, l_raise);
   lua_setfield(L, -2, "raise");

@@ -6,6 +6,7 @@
 // Tensors are written in name order. Malformed files raise tc.IOError at the caller's line (the
 // reader validates every rule; see tc/safetensors.h); bad arguments raise ValueError.
 #include <algorithm>
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,6 +55,9 @@ int l_save(lua_State* L) {
         lua_pop(L, 1);
       }
     }
+    std::error_code ec;
+    TC_CHECK(!std::filesystem::is_directory(path, ec), IOError,
+             "tc.save(\"%s\"): the path is a directory; give a file name", path.c_str());
     save_safetensors(path, tensors, metadata);
     return 0;
   });
@@ -79,6 +83,9 @@ int l_load(lua_State* L) {
         lua_pop(L, 1);
       }
     }
+    std::error_code ec;  // the reader would fail on a directory with the C++ library's text
+    TC_CHECK(!std::filesystem::is_directory(path, ec), IOError,
+             "tc.load(\"%s\"): the path is a directory, not a safetensors file", path.c_str());
     SafetensorsFile f = load_safetensors(path);
     lua_createtable(L, 0, (int)f.tensors.size());
     for (auto& [name, t] : f.tensors) {

@@ -147,6 +147,70 @@ local config_defaults = {
   -- compiled training: recompute cheap pointwise values in the backward instead of saving them
   aot_recompute = true,
 }
+-- what each setting takes ("count": an integer >= 0); device and compile_all are set by tcrun
+local config_types = {
+  backend = "string or function", mode = "string", fullgraph = "boolean", dynamic = "boolean",
+  eager = "boolean", explain = "boolean or string", log = "string", cache_dir = "string",
+  no_cache = "boolean", recompile_limit = "count", cudagraph_max_sizes = "count",
+  trace_max_instructions = "count", trace_max_depth = "count", trace_max_iterations = "count",
+  trace_max_guards = "count", trace_max_memory_mb = "count", trace_max_ms = "count",
+  aot_recompute = "boolean", device = "string", compile_all = "boolean",
+}
+
+-- Edit distance, for "did you mean" (keys are short).
+local function distance(a, b)
+  local prev = {}
+  for j = 0, #b do prev[j] = j end
+  for i = 1, #a do
+    local cur = {[0] = i}
+    for j = 1, #b do
+      local cost = a:byte(i) == b:byte(j) and 0 or 1
+      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+    end
+    prev = cur
+  end
+  return prev[#b]
+end
+
+-- The known name closest to `name` (nil when none is close), and all of them as a list.
+local function closest(name, known)
+  local best, best_d, all = nil, math.huge, {}
+  for k in pairs(known) do
+    all[#all + 1] = k
+    local d = distance(name, k)
+    if d < best_d then best, best_d = k, d end
+  end
+  table.sort(all)
+  if best_d > math.max(2, #name // 3) then best = nil end
+  return best, table.concat(all, ", ")
+end
+tc._C.closest_name = closest
+
+local config_values = {}
+for k, v in pairs(config_defaults) do config_values[k] = v end
+local function config_set(_, k, v)
+  local want = config_types[k]
+  if want == nil then
+    local best, all = closest(tostring(k), config_types)
+    raise("ValueError", ("tc.config has no setting '%s'%s (settings: %s)"):format(tostring(k),
+      best and (" (did you mean '%s'?)"):format(best) or "", all))
+  end
+  if v == nil then config_values[k] = config_defaults[k] return end
+  local t, ok = type(v), false
+  if want == "count" then
+    if t == "number" then v = math.tointeger(v) or v end
+    ok = math.type(v) == "integer" and v >= 0
+  else
+    ok = want:find(t, 1, true) ~= nil
+  end
+  if not ok then
+    raise("ValueError", ("tc.config.%s must be %s, got %s"):format(k,
+      want == "count" and "an integer >= 0" or "a " .. want, t == "number" and tostring(v) or t))
+  end
+  config_values[k] = v
+end
+tc.config = setmetatable({}, {__index = config_values, __newindex = config_set, __name = "tc.config",
+                              __pairs = function() return next, config_values, nil end})
 
 -- ---- compilation (capture replaces tc.compile under tcrun; here functions run uncompiled) --------
 -- The backend and mode names are the backend registry's (backends/registry.cpp): capture's
@@ -171,6 +235,10 @@ local function check_compile_names(backend, mode, options)
   end
   if known and type(backend) == "string" and not known[backend] then
     raise("ValueError", ('tc.compile(): unknown backend "%s" (backends: %s, or a function(gm, example_inputs))'):format(backend, names_of(known)))
+  end
+  -- the cuda backend compiles for a GPU: without one it would run every graph op by op, silently
+  if known and backend == "cuda" and not tc.cuda.is_available() then
+    raise("DeviceError", 'tc.compile(): backend "cuda" needs a CUDA GPU, and none is available (no GPU or no driver: tc.cuda.is_available() is false); use backend = "tc", which compiles for the device the tensors are on')
   end
   if modes and mode ~= nil then
     local ok = false
@@ -235,6 +303,13 @@ function tc.compile(f, opts)
     end
   end
   return f
+end
+
+-- tc.einsum(equation, a, b, ...) as PyTorch takes it, as well as tc.einsum(equation, {a, b, ...}).
+local einsum = tc.einsum
+function tc.einsum(equation, ...)
+  if select("#", ...) == 1 and not is_tensor((...)) then return einsum(equation, ...) end
+  return einsum(equation, {...})
 end
 
 -- tc.export(f, args, opts): the whole function as one graph with its weights lifted (tc.aot.lua).

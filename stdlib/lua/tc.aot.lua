@@ -16,7 +16,7 @@ local M = {}
 
 local function native(what)
   local n = package.loaded["tc._aot_native"]
-  if n == nil then raise("RuntimeError", what .. " needs tc's compiler: run the script with tcrun") end
+  if n == nil then raise("CompileError", what .. " needs tc's compiler, which this Lua does not have (stock lua5.4 loads tc without it): run the script with tcrun") end
   return n
 end
 
@@ -77,6 +77,10 @@ local counter = 0
 
 -- tc.export(fn_or_module, example_args, {dynamic = {name_or_index = {dims...}}}) -> ExportedProgram
 function M.export(f, args, opts)
+  -- capture's install lists the backends; without it tc.compile runs functions unchanged
+  if tc.compiler._backends == nil then
+    raise("CompileError", "tc.export() needs tc's compiler, which this Lua does not have (stock lua5.4 loads tc without it): run the script with tcrun")
+  end
   local module = is_module(f) and f or nil
   local mt = getmetatable(f)
   if module == nil and type(f) ~= "function" and not (type(mt) == "table" and mt.__call) then
