@@ -125,16 +125,27 @@ int arg_index(Op op, const std::string& name) {
 void resolve(Expr& e, Op op) {
   if (e.kind == Expr::Name) {
     const std::string& n = e.name;
+    // grad_N and result_N are numbered names only: an argument such as _conv2d_weight_backward's
+    // grad_out is the argument
+    auto numbered = [&](const char* prefix, int* index) {
+      size_t k = std::strlen(prefix);
+      if (n.size() <= k || n.compare(0, k, prefix) != 0 ||
+          n.find_first_not_of("0123456789", k) != std::string::npos)
+        return false;
+      *index = (int)std::strtol(n.c_str() + k, nullptr, 10);
+      return true;
+    };
     if (n == "grad") {
       e.ref = Expr::Grad;
     } else if (n == "grads") {
       e.ref = Expr::Grads;
-    } else if (n.rfind("grad_", 0) == 0) {
+    } else if (numbered("grad_", &e.index)) {
       e.ref = Expr::Grad;
-      e.index = (int)std::strtol(n.c_str() + 5, nullptr, 10);
-    } else if (n == "result" || n.rfind("result_", 0) == 0) {
+    } else if (n == "result") {
       e.ref = Expr::Result;
-      e.index = n == "result" ? 0 : (int)std::strtol(n.c_str() + 7, nullptr, 10);
+      e.index = 0;
+    } else if (numbered("result_", &e.index)) {
+      e.ref = Expr::Result;
     } else {
       e.ref = Expr::Arg;
       e.index = arg_index(op, n);

@@ -243,6 +243,8 @@ function T.normalization_and_nn()
     {"interpolate_bilinear_scale_factor", function(x) return tc.interpolate(x, nil, {1.5, 0.5}, "bilinear") end,
      {R(1, 1, 2, 4)}},
     {"dropout", function(x) return tc.dropout(x, 0.3, true) end, {R(4, 4)}},
+    {"sdpa_dropout", function(q, k, v) return tc.scaled_dot_product_attention(q, k, v, nil, 0.3, false) end,
+     {R(2, 3, 2), V(rnd(2, 4, 2)), V(rnd(2, 4, 2))}},
   }
 end
 
@@ -282,6 +284,21 @@ function T.second_order()
   -- conv2d's backward is conv_transpose2d, whose backward is conv2d again
   local w = rnd(3, 2, 2, 2)
   gradgradcheck("conv2d", function(a) return tc.conv2d(a, w, nil, 2, 1) * a:sum() end, {R(1, 2, 4, 4)})
+end
+
+-- A gradient-norm penalty over a 2-layer CNN: the parameters' gradients (built with create_graph,
+-- through conv2d's _conv2d_weight_backward) are differentiated again, by input and by weights.
+function T.gradient_penalty_over_a_two_layer_cnn()
+  local target = rnd(2, 2, 2, 2)
+  local function penalty(x, w1, b1, w2)
+    local h = tc.tanh(tc.conv2d(x, w1, b1, 1, 1))
+    local loss = ((tc.conv2d(h, w2, nil, 2) - target) ^ 2):mean()
+    local gs = tc.autograd.grad(loss, {w1, b1, w2}, {create_graph = true})
+    local p = loss
+    for _, g in ipairs(gs) do p = p + (g * g):sum() end
+    return p
+  end
+  gradcheck("gradient penalty", penalty, {R(2, 1, 4, 4), R(3, 1, 3, 3), R(3), R(2, 3, 2, 2)})
 end
 
 return T

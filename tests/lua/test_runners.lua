@@ -39,7 +39,8 @@ function T.lua_runner_counts_skips_apart_from_passes()
   local pass = 'return {ok = function() end}\n'
   local skip = 'local check = require "check"\nreturn {needs_gpu = function() check.skip("no GPU here") end}\n'
   local fail = 'return {broken = function() error("on purpose") end}\n'
-  local dir = folder("tests/lua", {["run.lua"] = true, ["check.lua"] = true, ["test_a.lua"] = pass, ["test_b.lua"] = skip})
+  local dir = folder("tests/lua",
+                     {["run.lua"] = true, ["check.lua"] = true, ["test_a.lua"] = pass, ["test_b.lua"] = skip})
   local out, code = run(TCRUN .. " " .. dir .. "/run.lua")
   check.eq(last_line(out), "1 passed, 1 skipped, 0 failed", out)
   check.eq(code, 0, out)
