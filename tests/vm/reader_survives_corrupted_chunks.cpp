@@ -2,7 +2,6 @@
 // whatever still parses can be printed, verified and analysed without crashing either.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <random>
 
 #include "analysis.h"
@@ -54,20 +53,22 @@ TEST(ReaderSurvivesCorruptedChunks, EveryTruncationIsACleanError) {
   }
 }
 
+// A fixed amount of work, not a time limit: the same 3000 mutated chunks on every machine and
+// under sanitizers (about 2400 of them parse and go through listing, verifier and analysis).
 TEST(ReaderSurvivesCorruptedChunks, BitFlipsNeverCrash) {
   std::mt19937 rng(20240521);  // deterministic
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  const int kRoundsPerChunk = 750;
   int parsed = 0, rejected = 0;
   for (const std::string& original : small_corpus()) {
-    for (int round = 0; round < 3000 && std::chrono::steady_clock::now() < deadline; round++) {
+    for (int round = 0; round < kRoundsPerChunk; round++) {
       std::string bytes = original;
       int flips = 1 + int(rng() % 3);
       for (int i = 0; i < flips; i++) bytes[rng() % bytes.size()] ^= char(1u << (rng() % 8));
       (survive(bytes) ? parsed : rejected)++;
     }
   }
-  EXPECT_GT(parsed + rejected, 1000);
   EXPECT_GT(rejected, 0);
+  EXPECT_GT(parsed, 0) << "no mutated chunk parsed: the verifier and analyses were not exercised";
 }
 
 TEST(ReaderSurvivesCorruptedChunks, HeaderErrorsNameTheProblem) {
