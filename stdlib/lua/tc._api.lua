@@ -270,7 +270,9 @@ local function check_compile_options(opts)
   for k, v in pairs(opts) do
     local want = compile_keys[k]
     if want == nil then
-      raise("ValueError", ("tc.compile() got an unexpected option '%s' (options: fullgraph, dynamic, backend, mode, options, disable)"):format(tostring(k)))
+      local best = closest(tostring(k), compile_keys)
+      raise("ValueError", ("tc.compile() got an unexpected option '%s'%s (options: fullgraph, dynamic, backend, mode, options, disable)"):format(
+        tostring(k), best and (" (did you mean '%s'?)"):format(best) or ""))
     end
     if want ~= true and type(v) ~= want then
       raise("ValueError", ("tc.compile(): option '%s' must be a %s, got %s"):format(k, want, type(v)))

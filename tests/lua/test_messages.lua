@@ -46,6 +46,8 @@ function T.config_rejects_unknown_keys_naming_the_closest()
   has(e.message, "tc.config has no setting 'recompile_limt' (did you mean 'recompile_limit'?)")
   check.eq(e.line, line, "the user's line")
   check.eq(rawget(tc.config, "recompile_limt"), nil, "nothing stored")
+  e = check.raises("ValueError", tc.compile, function() end, {fulgraph = true})
+  has(e.message, "tc.compile() got an unexpected option 'fulgraph' (did you mean 'fullgraph'?)")
   e = check.raises("ValueError", function() tc.config.zzz = 1 end)
   has(e.message, "tc.config has no setting 'zzz' (settings: ")
   check.eq(e.message:find("did you mean", 1, true), nil, "no suggestion when nothing is close")
@@ -88,6 +90,10 @@ function T.einsum_takes_operands_as_arguments_or_a_table()
   check.eq(tc.allclose(tc.einsum("ij,kj->ik", a, b), want, 1e-5, 1e-6), true, "varargs")
   check.eq(tc.allclose(tc.einsum("ij,kj->ik", {a, b}), want, 1e-5, 1e-6), true, "table")
   check.eq(tc.allclose(tc.einsum("ii->i", tc.eye(3)), tc.ones(3)), true, "one operand")
+  if tc.compiler._backends then  -- compiled: one graph
+    local f = tc.compile(function(x, y) return tc.einsum("ij,kj->ik", x, y) end, {fullgraph = true})
+    check.eq(tc.allclose(f(a, b), want, 1e-5, 1e-6), true, "compiled")
+  end
 end
 
 function T.cuda_backend_without_a_gpu_is_an_error_at_compile()
