@@ -91,9 +91,9 @@ class Rounds {
         list += " called " + call;
       }
       TC_FAIL(ValueError,
-              "%s: the ranks disagree on collective #%llu of the group: %s. Every rank must make "
-              "the same "
-              "collective calls in the same order, with tensors of the same dtype and shape",
+              "%s: the ranks disagree on collective #%llu of the group: %s. Every rank must "
+              "make the same collective calls in the same order, with tensors of the same dtype "
+              "and shape",
               what.c_str(), (unsigned long long)s + 1, list.c_str());
     }
     return parts;
