@@ -45,7 +45,6 @@ out["repeat_interleave_tensor_dim2"] = a.repeat_interleave(torch.tensor([1, 0, 2
 out["repeat_interleave_tensor_dim1"] = a.repeat_interleave(torch.tensor([2, 1]), dim=0)
 out["repeat_interleave_counts"] = torch.repeat_interleave(torch.tensor([1, 0, 2])) + 1
 af = torch.arange(6.).view(2, 3).requires_grad_()
-wr = torch.arange(6.).view(2, 3) + 1
 (af.repeat_interleave(torch.tensor([1, 0, 2]), dim=1) * torch.arange(6.).view(2, 3)).sum().backward()
 out["repeat_interleave_tensor_grad"] = af.grad
 af.grad = None
