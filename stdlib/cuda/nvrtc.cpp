@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <clocale>
 #include <cstdio>
 #include <cstdlib>
@@ -146,7 +147,17 @@ void write_cached(const std::string& dir, const std::string& path, const std::st
   std::string tmp = path + ".tmp" + std::to_string(getpid()) + "_" + std::to_string(rand());
   {
     std::ofstream f(tmp, std::ios::binary);
-    if (!f) return;
+    if (!f) {  // unwritable cache (--cache-dir, TC_CACHE_DIR): said once, as the CPU cache says it
+      static std::atomic<bool> warned{false};
+      const int err = errno;
+      if (!warned.exchange(true))
+        std::fprintf(stderr,
+                     "tc: warning: the CUDA kernel cache directory %s is not writable (%s): kernels "
+                     "are compiled again on every run (give --cache-dir or TC_CACHE_DIR a writable "
+                     "directory, or --no-cache)\n",
+                     dir.c_str(), std::strerror(err));
+      return;
+    }
     uint64_t size = cubin.size(), sum = fnv1a(cubin, 1469598103934665603ull);
     f.write("TCCUBIN1", 8);
     f.write(reinterpret_cast<const char*>(&size), 8);
