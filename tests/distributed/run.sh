@@ -73,7 +73,7 @@ else fail "compiled_ddp_equals_eager_ddp_and_overlaps_on_gloo" "$out"; fi
 # wrap time on every rank, naming the parameter; uncaught, with the default timeout, it stops
 # every rank at once; a rank that exits fails the others' waits (no launcher to stop them); a
 # timeout names the rank that never came
-if out=$(timeout 120 "$TCRUN" --nproc-per-node 2 tests/distributed/mismatch.lua 2>&1) &&
+if out=$(timeout 120 "$TCRUN" --nproc-per-node 2 tests/distributed/mismatch.lua cpu 2>&1) &&
    [ "$(grep -c "mismatch all ok" <<<"$out")" -eq 2 ]; then
   pass "mismatched_collectives_raise_on_every_rank"
 else fail "mismatched_collectives_raise_on_every_rank" "$out"; fi
@@ -140,6 +140,11 @@ else
        [ "$(grep -c "ddp cnn ok" <<<"$out")" -eq "$gpus" ]; then
       pass "ddp_cnn_training_equals_full_batch_training_on_${gpus}_gpus"
     else fail "ddp_cnn_training_equals_full_batch_training_on_${gpus}_gpus" "$out"; fi
+    # mismatched calls fail on every rank before NCCL runs (2 GPUs)
+    if out=$(timeout 120 "$TCRUN" --nproc-per-node 2 tests/distributed/mismatch.lua cuda 2>&1) &&
+       [ "$(grep -c "mismatch all ok" <<<"$out")" -eq 2 ]; then
+      pass "mismatched_collectives_raise_on_every_rank_on_nccl"
+    else fail "mismatched_collectives_raise_on_every_rank_on_nccl" "$out"; fi
     if out=$(timeout 240 "$TCRUN" --nproc-per-node "$gpus" tests/distributed/ddp_compiled.lua cuda 2>&1) &&
        [ "$(grep -c "ddp compiled ok" <<<"$out")" -eq "$gpus" ]; then
       pass "compiled_ddp_equals_eager_ddp_and_overlaps_on_${gpus}_gpus"
