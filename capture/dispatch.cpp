@@ -1179,6 +1179,9 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
   opt.budget.instructions = config_int(L, "trace_max_instructions", opt.budget.instructions);
   opt.budget.depth = config_int(L, "trace_max_depth", opt.budget.depth);
   opt.budget.iterations = config_int(L, "trace_max_iterations", opt.budget.iterations);
+  opt.budget.guards = config_int(L, "trace_max_guards", opt.budget.guards);
+  opt.budget.memory_mb = config_int(L, "trace_max_memory_mb", opt.budget.memory_mb);
+  opt.budget.ms = config_int(L, "trace_max_ms", opt.budget.ms);
   std::unique_ptr<Entry> e;
   for (int attempt = 0;; attempt++) {
     e = std::make_unique<Entry>();
@@ -1216,9 +1219,6 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
       e->brk.action = "the function runs uncompiled: " + e->fallback_reason;
     else if (e->resume_uncompiled)
       e->brk.action =
-  opt.budget.guards = config_int(L, "trace_max_guards", opt.budget.guards);
-  opt.budget.memory_mb = config_int(L, "trace_max_memory_mb", opt.budget.memory_mb);
-  opt.budget.ms = config_int(L, "trace_max_ms", opt.budget.ms);
           "the graph so far runs, then the rest of the function runs uncompiled from this "
           "instruction";
     else if (e->brk.stack.size() > 1)
@@ -1314,6 +1314,28 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
 
 Outcome drive_from(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileConfig>& cfg);
 
+// Tracing or compiling failed for a reason of tc's own (stack: [fn, args...]): the function runs
+// uncompiled from now on (its entries made so far still serve), with one log line; an error
+// under fullgraph=true.
+Outcome give_up_compiling(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileConfig>& cfg,
+                          const std::exception& err) {
+  State& st = state();
+  const std::string why = dynamic_cast<const TraceLimit*>(&err)
+                              ? std::string(err.what())
+                              : "tc internal error while compiling: " + std::string(err.what());
+  if (cfg->fullgraph) {
+    const std::string msg =
+        "tc.compile(fullgraph=true): " + cache_name(cc) + " cannot be compiled: " + why;
+    lua::push_error(L, "CompileError", msg.c_str(), 1);
+    return Outcome::Raise;
+  }
+  cc->gave_up = true;
+  st.stats.fallbacks++;
+  st.report.fallbacks.push_back(cache_name(cc) + ": " + why);
+  std::fprintf(stderr, "tc: %s runs uncompiled: %s\n", cache_name(cc).c_str(), why.c_str());
+  return Outcome::Call;
+}
+
 Outcome drive(lua_State* L, CompiledFn& cf) {
   State& st = state();
   if (st.stance == "force_eager") return Outcome::Call;
@@ -1353,28 +1375,6 @@ Outcome drive_from(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
       st.stats.cache_hits++;
       if (hit->guards.last_fast_) st.stats.guard_fast_hits++;
       cc->hits++;
-// Tracing or compiling failed for a reason of tc's own (stack: [fn, args...]): the function runs
-// uncompiled from now on (its entries made so far still serve), with one log line; an error
-// under fullgraph=true.
-Outcome give_up_compiling(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileConfig>& cfg,
-                          const std::exception& err) {
-  State& st = state();
-  const std::string why = dynamic_cast<const TraceLimit*>(&err)
-                              ? std::string(err.what())
-                              : "tc internal error while compiling: " + std::string(err.what());
-  if (cfg->fullgraph) {
-    const std::string msg =
-        "tc.compile(fullgraph=true): " + cache_name(cc) + " cannot be compiled: " + why;
-    lua::push_error(L, "CompileError", msg.c_str(), 1);
-    return Outcome::Raise;
-  }
-  cc->gave_up = true;
-  st.stats.fallbacks++;
-  st.report.fallbacks.push_back(cache_name(cc) + ": " + why);
-  std::fprintf(stderr, "tc: %s runs uncompiled: %s\n", cache_name(cc).c_str(), why.c_str());
-  return Outcome::Call;
-}
-
     } else {
       // past the recompile limit the entries made so far still run; misses run uncompiled
       if (cc->gave_up) {

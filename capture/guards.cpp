@@ -56,6 +56,15 @@ int GuardProgram::source(SrcKind kind, int parent, int64_t n, std::string_view n
   return id;
 }
 
+void GuardProgram::end_building() {
+  decltype(dedup)().swap(dedup);
+  decltype(pinned)().swap(pinned);
+  decltype(guarded)().swap(guarded);
+  decltype(same_as)().swap(same_as);
+  sources.shrink_to_fit();
+  guards.shrink_to_fit();
+}
+
 static bool is_identifier(const std::string& s) {
   if (s.empty() || isdigit((unsigned char)s[0])) return false;
   for (char c : s)

@@ -154,6 +154,9 @@ struct GuardProgram {
   }
 
   int source(SrcKind kind, int parent, int64_t n, std::string_view name = {});
+  // The trace is over: frees the builder's maps and the vectors' spare room (an entry lives as
+  // long as its cache; under compile-all a program keeps hundreds).
+  void end_building();
   std::string describe(int src) const;  // "arg[1].layers[3].linear1.weight"
   void describe_into(int src, std::string* out) const;  // appends it
 

@@ -151,13 +151,11 @@ struct TraceBudget {
   int instructions = 50000;  // trace_max_instructions: instructions traced, inlined calls included
   int depth = 64;            // trace_max_depth: frames of inlined calls
   int iterations = 5000;     // trace_max_iterations: loop iterations unrolled
-};
-
   // What one trace may cost. Past one the trace is abandoned (TraceLimit) and the function runs
   // uncompiled from then on, with one log line (an error under fullgraph): a graph so far would
   // still carry what made the trace this costly.
   int guards = 20000;     // trace_max_guards: guards of the entry
-  int memory_mb = 256;    // trace_max_memory_mb: heap the trace holds (glibc's count; 0: none)
+  int memory_mb = 256;    // trace_max_memory_mb: memory its records hold (Tracer::held_bytes)
   int ms = 5000;          // trace_max_ms: wall time of the trace
 };
 
@@ -165,6 +163,8 @@ struct TraceBudget {
 // guards, memory_mb, ms): an internal failure of compilation, not a graph break.
 struct TraceLimit : std::runtime_error {
   using std::runtime_error::runtime_error;
+};
+
 class Tracer {
  public:
   struct Options {
@@ -234,11 +234,12 @@ class Tracer {
   };
   std::vector<PendingEffect> effects_;
   int steps_ = 0;
+  std::chrono::steady_clock::time_point started_;
+  size_t lua_kb_at_start_ = 0;
+  size_t held_bytes() const;
+  void check_cost();  // the TraceBudget bounds of what the trace holds (throws TraceLimit)
   int iterations_ = 0;  // backward jumps taken (loop iterations unrolled), all frames together
   int chain_ = 0;  // __index/__newindex hops through tables in progress
-  std::chrono::steady_clock::time_point started_;
-  size_t heap_at_start_ = 0;
-  void check_cost();  // the TraceBudget bounds of what the trace holds (throws TraceLimit)
   std::unordered_map<const void*, const vm::Proto*> proto_memo_;  // closures seen in this trace
   std::unordered_map<int, int> table_plans_;  // made table id -> its TablePlan in the entry
 

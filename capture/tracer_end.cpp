@@ -1,7 +1,5 @@
 // The start and end of a trace: the root frame from the real arguments, and what the entry keeps
 // at a return or a break (graph outputs, value plans, side effects, the registers to rebuild).
-#include <malloc.h>
-
 #include <fstream>
 
 #include "capture_state.h"
@@ -24,15 +22,28 @@ Tracer::Tracer(lua_State* L, const vm::Proto* root, const vm::Analysis& analysis
       e_(e),
       opt_(std::move(opt)) {}
 
-// The heap in use (glibc: its own count, cheap enough every few hundred instructions); 0 where
-// there is none to read, which leaves trace_max_memory_mb unchecked.
-static size_t heap_in_use() {
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
-  const struct mallinfo2 m = mallinfo2();
-  return m.uordblks + m.hblkhd;
-#else
-  return 0;
-#endif
+// What the trace's own records hold, estimated from their sizes (cheap, and the same on every
+// machine): guards, sources, graph nodes, model tables, frames, effects, writes, and the Lua
+// heap it grew (K, the object table, replays). glibc's mallinfo2 would count exactly, but walks
+// every free chunk: on a fragmented heap it cost a third of the tracing time.
+size_t Tracer::held_bytes() const {
+  constexpr size_t kNodeBytes = 512;  // a graph node with its fake tensors and arguments
+  constexpr size_t kMapEntry = 64;    // a hash map's node and bucket
+  size_t n = e_.guards.guards.capacity() * sizeof(Guard) +
+             e_.guards.sources.capacity() * (sizeof(Source) + kMapEntry) +
+             e_.graph.nodes.size() * kNodeBytes;
+  for (const Guard& g : e_.guards.guards) n += g.expected.size() + g.aliases.size() * sizeof(Guard::Alias);
+  for (const Source& s : e_.guards.sources) n += s.name.size();
+  for (const ModelTable& t : tables_)
+    n += sizeof(ModelTable) +
+         (t.array.capacity() + 2 * t.hash.capacity() + t.log.capacity()) * sizeof(Var);
+  for (const Frame& f : frames_) n += sizeof(Frame) + (f.R.capacity() + f.va.capacity()) * sizeof(Var);
+  n += effects_.capacity() * sizeof(PendingEffect) + overlay_.size() * (sizeof(Var) + kMapEntry) +
+       by_source_.capacity() * sizeof(std::optional<Var>) + table_sources_.capacity() * 8 +
+       (cells_.capacity() + upval_overlay_.size() + grad_overlay_.size()) * sizeof(Var);
+  const size_t lua_kb = size_t(lua_gc(L, LUA_GCCOUNT, 0));
+  if (lua_kb > lua_kb_at_start_) n += (lua_kb - lua_kb_at_start_) << 10;
+  return n;
 }
 
 void Tracer::check_cost() {
@@ -45,16 +56,14 @@ void Tracer::check_cost() {
   if (ms > b.ms)
     throw TraceLimit("the trace took more than " + std::to_string(b.ms) +
                      " ms (tc.config.trace_max_ms)");
-  const size_t heap = heap_in_use();
-  if (b.memory_mb > 0 && heap > heap_at_start_ &&
-      heap - heap_at_start_ > size_t(b.memory_mb) << 20)
+  if (held_bytes() > size_t(b.memory_mb) << 20)
     throw TraceLimit("the trace held more than " + std::to_string(b.memory_mb) +
                      " MB (tc.config.trace_max_memory_mb)");
 }
 
 void Tracer::run() {
   started_ = std::chrono::steady_clock::now();
-  heap_at_start_ = heap_in_use();
+  lua_kb_at_start_ = size_t(lua_gc(L, LUA_GCCOUNT, 0));
   lua_checkstack(L, 64);
   const int base = lua_gettop(L);
   // sized for a small trace (one layer: about 20 objects, 70 constants) to spare the rehashes
@@ -122,6 +131,7 @@ void Tracer::run() {
   check_cost();  // the end adds guards too (aliasing)
   Stats& stats = state().stats;
   stats.max_guards = std::max<int64_t>(stats.max_guards, int64_t(e_.guards.guards.size()));
+  e_.guards.end_building();
   lua_pushvalue(L, K_);
   e_.guards.k_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 }

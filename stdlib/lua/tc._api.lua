@@ -142,7 +142,7 @@ local config_defaults = {
   -- bounds of one trace (past one: a graph break, TC0405/TC0406/TC0410, and the rest runs eagerly)
   trace_max_instructions = 50000, trace_max_depth = 64, trace_max_iterations = 5000,
   -- what one trace may cost (past one: the function runs uncompiled, one log line; an error
-  -- under fullgraph): guards of its entry, heap it holds (MB), wall time (ms)
+  -- under fullgraph): guards of its entry, memory its records hold (MB), wall time (ms)
   trace_max_guards = 20000, trace_max_memory_mb = 256, trace_max_ms = 5000,
   -- compiled training: recompute cheap pointwise values in the backward instead of saving them
   aot_recompute = true,
