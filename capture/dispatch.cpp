@@ -1534,7 +1534,11 @@ int raise_stack_overflow(lua_State* L) {
 }
 
 int l_dispatch(lua_State* L) {
-  if (!lua_checkstack(L, kStackMargin)) return raise_stack_overflow(L);
+  // the main thread's stack only: a coroutine's small stack would grow by the margin for the
+  // check alone (its deep recursion keeps Lua's own message)
+  const bool main_thread = lua_pushthread(L);
+  lua_pop(L, 1);
+  if (main_thread && !lua_checkstack(L, kStackMargin)) return raise_stack_overflow(L);
   auto* cf = static_cast<CompiledFn*>(lua_touserdata(L, 1));
   lua_getiuservalue(L, 1, 1);
   lua_replace(L, 1);
