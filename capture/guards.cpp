@@ -267,6 +267,32 @@ bool GuardProgram::check_full(lua_State* L, int fn_idx, int args_idx, int nargs)
   return first_failure(L, base) < 0;
 }
 
+// Whether `t` is dense with its dims in the stride order of the spec's example: the kernels of a
+// graph with dynamic dims index such an input that way (backends/lower/sym_shapes.cpp restride).
+// A stride-0 expand passed where a dense example was traced read past its storage.
+// (An example that was not dense ran on the eager backend, which takes any strides.)
+static bool dense_in_order(const Shape& sizes, const Shape& strides, const Shape& order_of) {
+  const int n = int(order_of.size());
+  int buf[16];  // the guard's hot path: no allocation for up to 16 dims
+  std::vector<int> heap(n > 16 ? n : 0);
+  int* order = n > 16 ? heap.data() : buf;
+  for (int i = 0; i < n; i++) {  // insertion sort by stride, stable
+    int j = i;
+    for (; j > 0 && order_of[order[j - 1]] > order_of[i]; j--) order[j] = order[j - 1];
+    order[j] = i;
+  }
+  int64_t expect = 1;
+  for (int k = 0; k < n; k++) {
+    const int d = order[k];
+    if (strides[d] != expect && sizes[d] != 1) return false;
+    expect *= sizes[d];
+  }
+  return true;
+}
+static bool dense_in_spec_order(const Tensor& t, const TensorSpec& s) {
+  return !dense_in_order(s.sizes, s.strides, s.strides) || dense_in_order(t.sizes(), t.strides(), s.strides);
+}
+
 static bool tensor_matches(const Tensor& t, const TensorSpec& s) {
   if (t.dtype() != s.dtype || t.device() != s.device || t.requires_grad() != s.requires_grad)
     return false;
@@ -279,7 +305,7 @@ static bool tensor_matches(const Tensor& t, const TensorSpec& s) {
       return false;
     }
   }
-  if (s.dynamic) return true;
+  if (s.dynamic) return dense_in_spec_order(t, s);
   for (size_t d = 0; d < n; d++)
     if (t.strides()[d] != s.strides[d] && s.sizes[d] > 1) return false;
   return true;

@@ -2,6 +2,7 @@
 #include "tc/tensor.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <map>
@@ -141,6 +142,13 @@ void Storage::set_pressure_hook(PressureHook hook) {
 }
 
 void Storage::set_cpu_limit(int64_t bytes) { g_cpu_limit = bytes; }
+
+int64_t Storage::cpu_budget() {
+  const int64_t limit = g_cpu_limit.load(std::memory_order_relaxed);
+  if (limit > 0) return std::max<int64_t>(0, limit - g_live_bytes[int(DeviceType::CPU)].load());
+  static const int64_t physical = (int64_t)sysconf(_SC_PHYS_PAGES) * (int64_t)sysconf(_SC_PAGESIZE);
+  return physical;
+}
 
 bool Storage::collect_garbage() { return relieve_pressure(); }
 

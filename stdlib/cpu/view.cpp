@@ -74,11 +74,17 @@ int64_t wrap_index(const char* op, int64_t index, int64_t size, int64_t dim) {
 }
 
 // unbind/split/chunk of a huge view (a stride-0 expand of 2^62) would build a list of 2^62
-// tensors: an error up front instead of exhausting memory. A Lua table holds at most 2^31 - 1.
+// tensors: an error up front instead of exhausting memory. A Lua table holds at most 2^31 - 1,
+// and each result costs about kResultBytes (its TensorImpl, sizes, strides and Lua value).
 void check_result_count(const char* op, int64_t n) {
-  constexpr int64_t kMaxResults = INT32_MAX;
+  constexpr int64_t kMaxResults = INT32_MAX, kResultBytes = 512;
   TC_CHECK(n <= kMaxResults, OutOfMemoryError, "%s() would return %lld tensors, more than a list can hold (%lld)", op,
            (long long)n, (long long)kMaxResults);
+  const int64_t budget = Storage::cpu_budget();
+  TC_CHECK(n <= budget / kResultBytes, OutOfMemoryError,
+           "%s() would return %lld tensors: about %lld bytes of tensor objects, more than the %lld bytes of CPU memory "
+           "left",
+           op, (long long)n, (long long)(n * kResultBytes), (long long)budget);
 }
 
 Metas split_metas(const Tensor& t, int64_t d, const IntList& sizes) {
@@ -251,7 +257,8 @@ Metas meta_view(Op op, const Stack& a) {
       TC_CHECK(k > 0, ValueError, "%s() expects a positive %s, got %lld", name, op == Op::split ? "split_size" : "chunks",
                (long long)k);
       int64_t piece = op == Op::split ? k : n / k + (n % k != 0);
-      if (n > 0) check_result_count(name, n / piece + (n % piece != 0));  // piece >= 1 when n > 0
+      const int64_t divisor = std::max<int64_t>(piece, 1);  // piece is 0 only when n is
+      check_result_count(name, n / divisor + (n % divisor != 0));
       IntList sizes;
       for (int64_t left = n; left > 0; left -= std::min(piece, left)) sizes.push_back(std::min(piece, left));
       if (n == 0) sizes.push_back(0);

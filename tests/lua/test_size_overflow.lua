@@ -122,4 +122,15 @@ function T.compiled_dynamic_sizes_that_overflow_are_errors()
   check.eq(outer(tc.ones(4)):sum():item(), 16.0, "the compiled function still works")
 end
 
+function T.a_graph_traced_with_dense_dynamic_inputs_is_not_run_on_a_stride_0_view()
+  -- its kernels index the input as dense: a stride-0 expand read past its one-element storage
+  -- (garbage, then a crash; found by tests/fuzz/sizes.lua). Now the guard sends it elsewhere.
+  local outer = tc.compile(function(x) return x:unsqueeze(2) * x:unsqueeze(1) end, {dynamic = true})
+  check.eq(outer(tc.ones(3)):sum():item(), 9.0)
+  check.eq(outer(tc.arange(5.0)):sum():item(), 100.0)
+  check.eq(outer(tc.full({1}, 2.0):expand(5)):sum():item(), 100.0)
+  check.eq(outer(tc.arange(6.0):view(2, 3):t():contiguous():view(-1)):sum():item(), 225.0)
+  check.raises("OutOfMemoryError", outer, tc.ones(1):expand(2 ^ 31))
+end
+
 return T

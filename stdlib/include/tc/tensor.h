@@ -56,6 +56,10 @@ class Storage {
   // A cap on owned CPU storage (bytes; 0: none, the default): allocations past it fail as out of
   // memory. For tests of the out-of-memory path, and for hosts that budget tc's memory.
   static void set_cpu_limit(int64_t bytes);
+  // CPU bytes an allocation may still hope for: what set_cpu_limit leaves, else the machine's
+  // physical memory. For work whose memory is not one storage (a list of 2^30 views) to fail as
+  // out of memory up front instead of exhausting the machine.
+  static int64_t cpu_budget();
 
   // Exchanges memory with `other` (same size and device): data, ownership and deleter. Tensors
   // over this storage then read `other`'s bytes; this storage's old memory goes with `other`. The
