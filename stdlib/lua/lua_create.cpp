@@ -198,8 +198,11 @@ int m_item(lua_State* L) {
 
 }  // namespace
 
+void open_from_file(lua_State* L);  // lua_from_file.cpp: tc._C.map_file (tc.from_file)
+
 void open_create(lua_State* L) {
   // tc table at -1
+  open_from_file(L);
   lua_pushcfunction(L, l_tensor);
   lua_setfield(L, -2, "tensor");
   lua_getfield(L, -1, "Tensor");

@@ -400,6 +400,7 @@ end})
 -- tc.utils.from_torch_state_dict / to_torch_state_dict live in tc.utils_sd; load it on first use
 -- (it requires "tc", so it cannot be loaded while tc itself is being opened).
 setmetatable(tc.utils, {__index = function(t, k)
+  if k == "data" then return require("tc.utils.data") end  -- torch.utils.data (tc.utils.data.lua)
   if k ~= "from_torch_state_dict" and k ~= "to_torch_state_dict" then return nil end
   require("tc.utils_sd").install()
   return rawget(t, k)
