@@ -43,10 +43,13 @@ if not opts.child then  -- the parent: children run the cases, a crash restarts 
         current = {n = tonumber(n), desc = desc}
       elseif line:match("^FAIL ") then
         failures[#failures + 1] = line
+        if current then current.finished = true end
       elseif line == "R ok" then
         passed = passed + 1
+        current.finished = true
       elseif line == "R err" then
         errors = errors + 1
+        current.finished = true
       elseif line:match("^DONE ") then
         done = true
       elseif not line:match("^tc: ") then  -- tc's own log lines (recompile limits) are not failures
@@ -55,6 +58,7 @@ if not opts.child then  -- the parent: children run the cases, a crash restarts 
     end
     local _, how, code = p:close()
     if done then break end
+    if current and current.finished then current = {n = current.n + 1, desc = "the case after it"} end
     local at = current and current.n or from
     failures[#failures + 1] = ("FAIL case %d: %s (%s %s) in %s"):format(at, how == "signal" and "crash" or
                                                                           code == 124 and "hang" or "died", how, code,
