@@ -199,10 +199,12 @@ int m_item(lua_State* L) {
 }  // namespace
 
 void open_from_file(lua_State* L);  // lua_from_file.cpp: tc._C.map_file (tc.from_file)
+void open_data_workers(lua_State* L);  // lua_data_workers.cpp: tc._C.data_workers (DataLoader)
 
 void open_create(lua_State* L) {
   // tc table at -1
   open_from_file(L);
+  open_data_workers(L);
   lua_pushcfunction(L, l_tensor);
   lua_setfield(L, -2, "tensor");
   lua_getfield(L, -1, "Tensor");

@@ -415,6 +415,102 @@ function data.default_collate(items)
   return collate(items, "")
 end
 
+-- ---- worker threads ------------------------------------------------------------------------------
+-- Workers (num_workers > 0) are threads with their own Lua states (lua_data_workers.cpp). A value
+-- crosses as a plain copy: tensors (shared, not copied), numbers, strings, booleans, tables. An
+-- instance of a class travels as its fields and the class's place in package.loaded (a module
+-- that returns the class, or a module table holding it), which the worker requires.
+local size_mt = getmetatable(tc.Size({1}))
+local refs = setmetatable({}, {__mode = "k"})
+
+-- {module} or {module, key} such that require(module)[key] (or require(module)) is v, else nil.
+local function module_ref(v)
+  if refs[v] then return refs[v] end
+  local found
+  for name, m in next, package.loaded do
+    if m == v then found = {name} break end
+  end
+  if not found then
+    for name, m in next, package.loaded do
+      if type(m) == "table" then
+        for k, x in next, m do
+          if x == v and type(k) == "string" then found = {name, k} break end
+        end
+      end
+      if found then break end
+    end
+  end
+  refs[v] = found
+  return found
+end
+
+local function encode(v, path, active)
+  local t = type(v)
+  if t == "function" or t == "thread" or (t == "userdata" and not tc.is_tensor(v)) then
+    raise("ValueError", ("DataLoader(num_workers > 0): %s is a %s, which cannot be passed to a worker thread (workers rebuild the dataset from "
+      .. "its fields: tensors, numbers, strings, booleans, tables, instances of classes a module returns; define functions as methods)"):format(path, t))
+  end
+  if t ~= "table" then return v end
+  if active[v] then raise("ValueError", ("DataLoader(num_workers > 0): %s refers back to itself (a cycle cannot be passed to a worker)"):format(path)) end
+  active[v] = true
+  local out = {}
+  for k, x in next, v do
+    out[encode(k, path .. " key", active)] = encode(x, type(k) == "string" and path .. "." .. k or ("%s[%s]"):format(path, tostring(k)), active)
+  end
+  active[v] = nil
+  local mt = getmetatable(v)
+  if mt == nil then return out end
+  if mt == size_mt then return {__tc_size = out} end
+  local ref = module_ref(mt)
+  if ref == nil then
+    raise("ValueError", ("DataLoader(num_workers > 0): the class of %s (%s) is not returned by any module: worker threads rebuild the "
+      .. "dataset in their own Lua state by requiring its class's module; move the class into a module file (loaded with require), "
+      .. "or use num_workers = 0"):format(path, tostring(rawget(mt, "__name") or "a table with a metatable")))
+  end
+  return {__tc_class = ref, __tc_fields = out}
+end
+
+local function from_ref(ref)
+  local m = require(ref[1])
+  if ref[2] then return m[ref[2]] end
+  return m
+end
+
+local function decode(v)
+  if type(v) ~= "table" then return v end
+  if v.__tc_size then return tc.Size(v.__tc_size) end
+  local cls = v.__tc_class
+  local out = {}
+  for k, x in next, (cls and v.__tc_fields or v) do out[decode(k)] = decode(x) end
+  if cls then setmetatable(out, from_ref(cls)) end
+  return out
+end
+
+local worker_info = nil
+-- In a worker: {id = 1..num_workers, num_workers, seed, dataset} (the worker's copy of the
+-- dataset); nil in the main thread. Workers share tc's global RNG (it is per process): for
+-- reproducible randomness in items, use data.Generator(info.seed + i) in get().
+function data.get_worker_info() return worker_info end
+
+-- Runs in each worker's state: rebuilds the dataset and returns fetch(indices) -> encoded batch.
+function data._worker_boot(spec, id, n)
+  local ds = decode(spec.dataset)
+  local collate_fn = spec.collate and from_ref(spec.collate)
+  worker_info = {id = id, num_workers = n, seed = spec.seed + id, dataset = ds}
+  return function(indices)
+    local items = {}
+    for k, i in ipairs(indices) do items[k] = ds:get(i) end
+    local v
+    if spec.batched then
+      v = (collate_fn or data.default_collate)(items)
+    else
+      v = items[1]
+      if collate_fn then v = collate_fn(v) end
+    end
+    return encode(v, "the batch", {})
+  end
+end
+
 -- ---- DataLoader ---------------------------------------------------------------------------------
 local option_types = {
   batch_size = "integer or false", shuffle = "boolean", seed = "integer", generator = true, drop_last = "boolean",
@@ -461,6 +557,7 @@ function DataLoader:__init(ds, opts)
     end
     self.prefetch_factor = check_count(opts.prefetch_factor, "DataLoader: prefetch_factor", 1)
   end
+  self.persistent_workers = opts.persistent_workers or false
   self.pin_memory = opts.pin_memory or false
   if self.pin_memory and not pin_warned and tc.cuda.is_available() then
     pin_warned = true
@@ -540,6 +637,7 @@ function DataLoader:iter()
       return collate_fn(batch)
     end
   end
+  if self.num_workers > 0 then return self:_worker_iter() end
   if self.batch_sampler == nil then  -- batch_size = false: one item at a time
     local it = sampler_iter(self.sampler)
     return function()
@@ -558,6 +656,62 @@ function DataLoader:iter()
     for k, i in ipairs(idx) do items[k] = fetch(ds, i) end
     return collate_fn(items)
   end
+end
+
+-- One epoch over worker threads: up to num_workers × prefetch_factor batches are requested ahead
+-- and taken back in order. A worker's error stops the workers (threads joined) and is raised here
+-- with the worker's message (its file:line). Without persistent_workers, each epoch starts its
+-- workers and stops them at its end.
+function DataLoader:_worker_iter()
+  local pool = rawget(self, "_pool")
+  if pool == nil then
+    local spec = {dataset = encode(self.dataset, "the dataset", {}), batched = self.batch_sampler ~= nil,
+                  seed = global_seed()}
+    if self.collate_fn then
+      spec.collate = module_ref(self.collate_fn)
+      if spec.collate == nil then
+        raise("ValueError", "DataLoader(num_workers > 0): collate_fn must be a function that a module returns or holds (workers require it), not a local function")
+      end
+    end
+    pool = tc._C.data_workers(self.num_workers, spec)
+    if self.persistent_workers then rawset(self, "_pool", pool) end
+  end
+  local tag = rawget(self, "_tag") or 0
+  pool:clear(tag + 1)
+  local it = sampler_iter(self.batch_sampler or self.sampler)
+  local batched = self.batch_sampler ~= nil
+  local submitted, taken, done = tag, tag, false
+  local depth = self.num_workers * (self.prefetch_factor or 2)
+  local function stop()
+    if rawget(self, "_pool") == pool then rawset(self, "_pool", nil) end
+    pool:close()
+  end
+  return function()
+    while not done and submitted - taken < depth do
+      local idx = it()
+      if idx == nil then done = true break end
+      submitted = submitted + 1
+      rawset(self, "_tag", submitted)
+      pool:submit(submitted, batched and idx or {idx})
+    end
+    if taken == submitted then
+      if not self.persistent_workers then stop() end
+      return nil
+    end
+    taken = taken + 1
+    local ok, v = pool:take(taken)
+    if not ok then
+      stop()
+      raise("ValueError", ("DataLoader worker failed on batch %d: %s"):format(taken - tag, v))
+    end
+    return decode(v)
+  end
+end
+
+-- loader:shutdown(): stops persistent workers now (they also stop when the loader is collected).
+function DataLoader:shutdown()
+  local pool = rawget(self, "_pool")
+  if pool then rawset(self, "_pool", nil); pool:close() end
 end
 
 -- `for batch in loader do`: Lua calls loader(nil, previous batch); a nil previous batch (the

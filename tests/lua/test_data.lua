@@ -209,9 +209,66 @@ function tests.loader_options_are_checked()
   check.raises("ValueError", data.DataLoader, ds, {batch_size = 0})
   check.raises("ValueError", data.DataLoader, ds, {prefetch_factor = 2})
   check.raises("ValueError", data.DataLoader, ds, {batch_sampler = data.BatchSampler(data.SequentialSampler(ds), 2), batch_size = 3})
-  -- num_workers > 0 runs in this thread: the same batches as num_workers = 0
-  check.same(batches(data.DataLoader(ds, {batch_size = 3, num_workers = 2, prefetch_factor = 2, pin_memory = true})),
-             batches(data.DataLoader(ds, {batch_size = 3})))
+  check.raises("ValueError", data.DataLoader, ds, {num_workers = -1})
+end
+
+-- ---- worker threads ----------------------------------------------------------------------------
+local Crops = require "data_worker_dataset"
+
+local function crops_batches(loader)
+  local out = {}
+  for b in loader do out[#out + 1] = {x = b.x:tolist(), label = b.label:tolist(), name = b.name} end
+  return out
+end
+
+function tests.worker_threads_give_the_same_batches_as_num_workers_0()
+  local plain = crops_batches(data.DataLoader(Crops(23), {batch_size = 4, shuffle = true, seed = 5}))
+  for _, w in ipairs {1, 3} do
+    local loader = data.DataLoader(Crops(23), {batch_size = 4, shuffle = true, seed = 5, num_workers = w, prefetch_factor = 2})
+    check.same(crops_batches(loader), plain, ("num_workers = %d"):format(w))
+  end
+  check.eq(#plain, 6)
+  -- the items were loaded in worker threads (get_worker_info there), and ids range over the workers
+  local seen = {}
+  for b in data.DataLoader(Crops(40), {batch_size = 1, num_workers = 2}) do seen[b.worker[1]:item()] = true end
+  assert(seen[1] or seen[2], "items came from workers")
+  check.eq(seen[0], nil, "no item was loaded in the main thread")
+  -- persistent workers over two epochs, a break in between, a module's collate_fn, batch_size = false
+  local loader = data.DataLoader(Crops(10), {batch_size = 3, num_workers = 2, persistent_workers = true,
+                                             collate_fn = Crops.count_collate})
+  for _ in loader do break end
+  local sums = {}
+  for b in loader do sums[#sums + 1] = b.n * 100 + b.sum end
+  check.same(sums, {300 + 3, 300 + 3, 300 + 3, 101})
+  loader:shutdown()
+  local items = {}
+  for it in data.DataLoader(Crops(3), {batch_size = false, num_workers = 2}) do items[#items + 1] = it.name end
+  check.same(items, {"item1", "item2", "item3"})
+end
+
+function tests.an_error_in_a_worker_names_its_line_and_stops_the_workers()
+  local loader = data.DataLoader(Crops(30, {fail_at = 9}), {batch_size = 2, num_workers = 3})
+  local got = 0
+  local line = check.line() + 1
+  local ok, e = pcall(function() for _ in loader do got = got + 1 end end)
+  assert(not ok, "the error reached the main thread")
+  check.eq(e.kind, "ValueError")
+  assert(e.message:find("data_worker_dataset.lua:15: item 9 is corrupt", 1, true), e.message)
+  assert(e.message:find("batch 5", 1, true), e.message)
+  check.eq(got, 4, "the batches before the failing one were delivered, in order")
+  check.eq(e.line, line, "raised at the user's loop")
+  -- a loader whose dataset cannot travel: a local class, a function field, a local collate_fn
+  local Local = data.Dataset:extend("Local")
+  function Local:__len() return 2 end
+  function Local:get(i) return i end
+  local function first(l) for b in l do return b end end
+  local e2 = check.raises("ValueError", first, data.DataLoader(Local(), {num_workers = 1}))
+  assert(e2.message:find("not returned by any module", 1, true), e2.message)
+  local c = Crops(2)
+  c.transform = function(x) return x end
+  local e3 = check.raises("ValueError", first, data.DataLoader(c, {num_workers = 1}))
+  assert(e3.message:find("the dataset.transform is a function", 1, true), e3.message)
+  check.raises("ValueError", first, data.DataLoader(Crops(2), {num_workers = 1, collate_fn = function(x) return x end}))
 end
 
 function tests.an_error_in_get_names_the_users_line()
