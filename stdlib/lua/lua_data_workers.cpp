@@ -8,7 +8,13 @@
 // require("tc.utils.data")._worker_boot(spec, id, n) -> fetch; pool:submit(tag, indices) queues a
 // task; pool:take(tag) waits for that task's result (true, value or false, error message);
 // pool:clear(min_tag) drops queued tasks and results (and later results) of older tags;
-// pool:close() (also __gc) stops and joins the threads and closes their states.
+// pool:close() (also __gc) stops and joins the threads and closes their states. Lua code running
+// in a worker when the pool closes is interrupted (a hook set then raises "cancelled", as lua.c
+// stops a script on Ctrl-C), so closing after an error or a timeout does not wait for the other
+// workers' items; a tc op in progress finishes first. No hook is set before: a Lua hook makes
+// every instruction slower.
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -100,6 +106,15 @@ struct Result {
   std::string error;
 };
 
+constexpr const char* kCancelKey = "tc.data_worker_cancel";
+
+void cancel_hook(lua_State* W, lua_Debug*) {
+  lua_getfield(W, LUA_REGISTRYINDEX, kCancelKey);
+  auto* cancel = static_cast<std::atomic<bool>*>(lua_touserdata(W, -1));
+  lua_pop(W, 1);
+  if (cancel && cancel->load()) luaL_error(W, "cancelled: the DataLoader's workers are stopping");
+}
+
 struct Pool {
   std::mutex mu;
   std::condition_variable task_cv, result_cv;
@@ -107,6 +122,7 @@ struct Pool {
   std::map<int64_t, Result> results;
   int64_t min_tag = 0;
   bool stop = false;
+  std::atomic<bool> cancel{false};
   std::vector<lua_State*> states;
   std::vector<std::thread> threads;
   Box spec;
@@ -116,6 +132,8 @@ struct Pool {
       std::lock_guard g(mu);
       stop = true;
     }
+    cancel = true;
+    for (lua_State* W : states) lua_sethook(W, cancel_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT, 1);
     task_cv.notify_all();
     for (auto& t : threads) t.join();
     threads.clear();
@@ -154,6 +172,8 @@ bool protected_call(lua_State* W, int nargs, int nresults, std::string* err) {
 
 void worker_main(Pool* p, int id, int n) {
   lua_State* W = p->states[id];
+  lua_pushlightuserdata(W, &p->cancel);
+  lua_setfield(W, LUA_REGISTRYINDEX, kCancelKey);
   std::string boot_error;
   bool booted = false;
   try {
@@ -281,10 +301,20 @@ int pool_take(lua_State* L) {
   return guarded(L, [](lua_State* L) {
     Pool* p = check_pool(L);
     int64_t tag = lua_tointeger(L, 2);
+    double timeout = lua_tonumber(L, 3);  // seconds; 0 or none: wait as long as it takes
     Result r;
     {
       std::unique_lock g(p->mu);
-      p->result_cv.wait(g, [&] { return p->results.count(tag) > 0; });
+      auto ready = [&] { return p->results.count(tag) > 0; };
+      if (timeout > 0) {
+        if (!p->result_cv.wait_for(g, std::chrono::duration<double>(timeout), ready)) {
+          lua_pushboolean(L, 0);
+          lua_pushfstring(L, "timed out after %f s waiting for the batch (DataLoader timeout)", timeout);
+          return 2;
+        }
+      } else {
+        p->result_cv.wait(g, ready);
+      }
       r = std::move(p->results[tag]);
       p->results.erase(tag);
     }

@@ -558,6 +558,11 @@ function DataLoader:__init(ds, opts)
     self.prefetch_factor = check_count(opts.prefetch_factor, "DataLoader: prefetch_factor", 1)
   end
   self.persistent_workers = opts.persistent_workers or false
+  if self.persistent_workers and self.num_workers == 0 then
+    raise("ValueError", "DataLoader: persistent_workers = true is for num_workers > 0 (as in PyTorch)")
+  end
+  self.timeout = opts.timeout or 0
+  if self.timeout < 0 then raise("ValueError", "DataLoader: timeout must be >= 0 seconds, got " .. tostring(self.timeout)) end
   self.pin_memory = opts.pin_memory or false
   if self.pin_memory and not pin_warned and tc.cuda.is_available() then
     pin_warned = true
@@ -699,7 +704,7 @@ function DataLoader:_worker_iter()
       return nil
     end
     taken = taken + 1
-    local ok, v = pool:take(taken)
+    local ok, v = pool:take(taken, self.timeout)
     if not ok then
       stop()
       raise("ValueError", ("DataLoader worker failed on batch %d: %s"):format(taken - tag, v))

@@ -1,6 +1,6 @@
 -- A dataset class in a module, for test_data.lua's worker-thread tests: workers require this
 -- module to rebuild the dataset. Item i is a "crop" of a generated image, computed in Lua with a
--- generator seeded by i (the same in any thread), and a label; get(fail_at) raises.
+-- generator seeded by i (the same in any thread), and a label; get(fail_at) raises, get(hang_at) never returns.
 local tc = require "tc"
 local data = require "tc.utils.data"
 
@@ -9,10 +9,12 @@ function Crops:__init(n, opts)
   self.n = n
   self.images = tc.arange(4 * 8 * 8):view(4, 8, 8):to(tc.float32)
   self.fail_at = opts and opts.fail_at
+  self.hang_at = opts and opts.hang_at
 end
 function Crops:__len() return self.n end
 function Crops:get(i)
   if i == self.fail_at then error(("item %d is corrupt"):format(i)) end
+  if i == self.hang_at then while true do end end
   local g = data.Generator(i)
   local img = self.images[(i - 1) % 4 + 1]
   local r, c = g:random(5), g:random(5)

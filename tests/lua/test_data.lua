@@ -253,10 +253,14 @@ function tests.an_error_in_a_worker_names_its_line_and_stops_the_workers()
   local ok, e = pcall(function() for _ in loader do got = got + 1 end end)
   assert(not ok, "the error reached the main thread")
   check.eq(e.kind, "ValueError")
-  assert(e.message:find("data_worker_dataset.lua:15: item 9 is corrupt", 1, true), e.message)
+  assert(e.message:find("data_worker_dataset.lua:16: item 9 is corrupt", 1, true), e.message)
   assert(e.message:find("batch 5", 1, true), e.message)
   check.eq(got, 4, "the batches before the failing one were delivered, in order")
   check.eq(e.line, line, "raised at the user's loop")
+  -- a worker that never returns: timeout raises, and closing interrupts its Lua loop
+  local hung = data.DataLoader(Crops(8, {hang_at = 3}), {batch_size = 1, num_workers = 2, timeout = 0.2})
+  local e4 = check.raises("ValueError", function() for _ in hung do end end)
+  assert(e4.message:find("timed out after", 1, true), e4.message)
   -- a loader whose dataset cannot travel: a local class, a function field, a local collate_fn
   local Local = data.Dataset:extend("Local")
   function Local:__len() return 2 end
