@@ -12,6 +12,7 @@
 // init_process_group{check_collectives = false} turns it off there.
 #include "tc/distributed.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -128,11 +129,13 @@ class Rounds {
 
 // Argument checks common to both backends (nccl's own, after the round, concern only what every
 // rank has alike once the labels agree: its dtypes and ops).
-void check_tensor(const Tensor& t, bool cuda, const char* what) {
-  if (cuda) {
-    TC_CHECK(t.device().is_cuda(), DeviceError,
-             "tc.distributed.%s: the nccl backend takes CUDA tensors, got one on %s", what,
-             t.device().str().c_str());
+// gpu: -1 on gloo (CPU tensors), the rank's GPU on nccl.
+void check_tensor(const Tensor& t, int gpu, const char* what) {
+  if (gpu >= 0) {
+    TC_CHECK(
+        t.device().is_cuda() && t.device().index == gpu, DeviceError,
+        "tc.distributed.%s: the nccl backend of this rank works on cuda:%d, got a tensor on %s",
+        what, gpu, t.device().str().c_str());
   } else {
     TC_CHECK(t.device().is_cpu(), DeviceError,
              "tc.distributed.%s: the gloo backend takes CPU tensors, got one on %s (use backend "
@@ -148,10 +151,10 @@ void check_avg(const Tensor& t, ReduceOp op, const char* what) {
 }
 // all_gather's output holds world_size blocks the size of its input; reduce_scatter's input
 // world_size blocks the size of its output.
-void check_blocks(const Tensor& out, const Tensor& in, bool out_is_whole, int world_size, bool cuda,
+void check_blocks(const Tensor& out, const Tensor& in, bool out_is_whole, int world_size, int gpu,
                   const char* what) {
-  check_tensor(in, cuda, what);
-  check_tensor(out, cuda, what);
+  check_tensor(in, gpu, what);
+  check_tensor(out, gpu, what);
   TC_CHECK(out.dtype() == in.dtype(), DTypeError,
            "tc.distributed.%s: the output is %s, the input %s", what, dtype_name(out.dtype()),
            dtype_name(in.dtype()));
@@ -237,7 +240,7 @@ class StoreGroup final : public ProcessGroup {
     auto all = rounds_.run(
         "all_reduce", all_reduce_label(t, op),
         [&] {
-          check_tensor(t, false, "all_reduce");
+          check_tensor(t, -1, "all_reduce");
           check_avg(t, op, "all_reduce");
         },
         [&] { return bytes_of(t); });
@@ -248,7 +251,7 @@ class StoreGroup final : public ProcessGroup {
     auto all = rounds_.run(
         "broadcast", broadcast_label(t, src),
         [&] {
-          check_tensor(t, false, "broadcast");
+          check_tensor(t, -1, "broadcast");
           check_src(src, world_size_);
         },
         [&] { return rank_ == src ? bytes_of(t) : std::string(); });
@@ -262,7 +265,7 @@ class StoreGroup final : public ProcessGroup {
   std::unique_ptr<Work> all_gather(Tensor& out, const Tensor& t) override {
     auto all = rounds_.run(
         "all_gather", all_gather_label(t),
-        [&] { check_blocks(out, t, true, world_size_, false, "all_gather"); },
+        [&] { check_blocks(out, t, true, world_size_, -1, "all_gather"); },
         [&] { return bytes_of(t); });
     char* dst = static_cast<char*>(out.data_ptr());
     for (const Store::Part& p : all) {
@@ -277,7 +280,7 @@ class StoreGroup final : public ProcessGroup {
     auto all = rounds_.run(
         "reduce_scatter", reduce_scatter_label(out, op),
         [&] {
-          check_blocks(out, in, false, world_size_, false, "reduce_scatter");
+          check_blocks(out, in, false, world_size_, -1, "reduce_scatter");
           check_avg(out, op, "reduce_scatter");
         },
         [&] { return bytes_of(in); });
@@ -315,10 +318,13 @@ class StoreGroup final : public ProcessGroup {
 // ---- "nccl": each collective checked through the store, then NCCL's -----------------------------
 class CheckedGroup final : public ProcessGroup {
  public:
-  CheckedGroup(std::shared_ptr<ProcessGroup> inner, std::shared_ptr<Store> store, bool check)
+  // gpu: the rank's GPU, as make_nccl_group chose it (LOCAL_RANK's, else the rank's)
+  CheckedGroup(std::shared_ptr<ProcessGroup> inner, std::shared_ptr<Store> store, int gpu,
+               bool check)
       : ProcessGroup(inner->rank(), inner->world_size()),
         inner_(std::move(inner)),
         rounds_(std::move(store), rank_, world_size_),
+        gpu_(gpu),
         check_(check) {}
   std::string backend() const override { return inner_->backend(); }
 
@@ -327,7 +333,7 @@ class CheckedGroup final : public ProcessGroup {
       rounds_.run(
           "all_reduce", all_reduce_label(t, op),
           [&] {
-            check_tensor(t, true, "all_reduce");
+            check_tensor(t, gpu_, "all_reduce");
             check_avg(t, op, "all_reduce");
           },
           nullptr);
@@ -338,7 +344,7 @@ class CheckedGroup final : public ProcessGroup {
       rounds_.run(
           "broadcast", broadcast_label(t, src),
           [&] {
-            check_tensor(t, true, "broadcast");
+            check_tensor(t, gpu_, "broadcast");
             check_src(src, world_size_);
           },
           nullptr);
@@ -348,7 +354,7 @@ class CheckedGroup final : public ProcessGroup {
     if (check_)
       rounds_.run(
           "all_gather", all_gather_label(t),
-          [&] { check_blocks(out, t, true, world_size_, true, "all_gather"); }, nullptr);
+          [&] { check_blocks(out, t, true, world_size_, gpu_, "all_gather"); }, nullptr);
     return inner_->all_gather(out, t);
   }
   std::unique_ptr<Work> reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) override {
@@ -356,7 +362,7 @@ class CheckedGroup final : public ProcessGroup {
       rounds_.run(
           "reduce_scatter", reduce_scatter_label(out, op),
           [&] {
-            check_blocks(out, in, false, world_size_, true, "reduce_scatter");
+            check_blocks(out, in, false, world_size_, gpu_, "reduce_scatter");
             check_avg(out, op, "reduce_scatter");
           },
           nullptr);
@@ -377,6 +383,7 @@ class CheckedGroup final : public ProcessGroup {
  private:
   std::shared_ptr<ProcessGroup> inner_;
   Rounds rounds_;
+  int gpu_;
   bool check_;
 };
 #endif
@@ -407,7 +414,9 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(const std::string& backend,
   if (backend == "nccl") {
 #ifdef TC_HAVE_CUDA
     auto inner = make_nccl_group(store, rank, world_size, timeout_s);
-    return std::make_shared<CheckedGroup>(std::move(inner), std::move(store), check);
+    const char* local = std::getenv("LOCAL_RANK");
+    int gpu = local ? std::atoi(local) : rank;
+    return std::make_shared<CheckedGroup>(std::move(inner), std::move(store), gpu, check);
 #else
     (void)timeout_s;
     (void)check;
