@@ -278,7 +278,8 @@ end
 
 -- RandomSampler(ds, {replacement = false, num_samples = #ds, generator | seed}): each iter() is a
 -- new permutation (or draw with replacement) from the generator, which advances, so epochs
--- differ and the whole sequence repeats for the same seed. With no generator or seed each
+-- differ and the whole sequence repeats for the same seed. num_samples past #ds without
+-- replacement chains permutations, as PyTorch does. With no generator or seed each
 -- iter() seeds from tc's global RNG.
 local RandomSampler = Sampler:extend("RandomSampler")
 data.RandomSampler = RandomSampler
@@ -287,10 +288,6 @@ function RandomSampler:__init(ds, opts)
   self.n = len(ds, "RandomSampler: the dataset")
   self.replacement = opts.replacement or false
   self.num_samples = opts.num_samples and check_count(opts.num_samples, "RandomSampler: num_samples", 1) or self.n
-  if not self.replacement and opts.num_samples ~= nil and opts.num_samples ~= self.n then
-    -- PyTorch allows it (repeating permutations); kept simple: a prefix or repeated permutations
-    self.repeat_perm = true
-  end
   self.generator = generator_of(opts, "RandomSampler")
 end
 function RandomSampler:__len() return self.num_samples end

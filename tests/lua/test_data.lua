@@ -70,6 +70,25 @@ function tests.shuffle_with_a_seed_is_reproducible_and_independent_of_the_global
   check.same(g1, e1, "generator = Generator(7) is seed = 7")
 end
 
+function tests.random_sampler_replacement_num_samples_and_generator_state()
+  local ds = range_ds(5)
+  local function list(s) local out = {} for i in s:iter() do out[#out + 1] = i end return out end
+  local r = list(data.RandomSampler(ds, {replacement = true, num_samples = 50, seed = 1}))
+  check.eq(#r, 50)
+  for _, i in ipairs(r) do assert(i >= 1 and i <= 5, "index in range") end
+  local chained = list(data.RandomSampler(ds, {num_samples = 12, seed = 1}))
+  check.eq(#chained, 12)
+  check.same(sorted({table.unpack(chained, 1, 5)}), iota(5), "the first 5 are a permutation")
+  check.same(sorted({table.unpack(chained, 6, 10)}), iota(5), "then another")
+  -- a generator's state saved and restored gives the same stream (resuming an epoch's order)
+  local g = data.Generator(9)
+  g:randperm(10)
+  local state = g:get_state()
+  local a = g:randperm(10)
+  g:set_state(state)
+  check.same(g:randperm(10), a)
+end
+
 function tests.shuffle_without_a_seed_follows_tc_manual_seed()
   local loader = data.DataLoader(range_ds(30), {batch_size = 30, shuffle = true})
   tc.manual_seed(11)
