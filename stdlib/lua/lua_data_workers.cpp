@@ -5,14 +5,15 @@
 // into such plain values and back.
 //
 // Protocol (tc.utils.data.lua): pool = data_workers(n, spec); each worker calls
-// require("tc.utils.data")._worker_boot(spec, id, n) -> fetch; pool:submit(tag, indices) queues a
-// task; pool:take(tag) waits for that task's result (true, value or false, error message);
+// require("tc.utils.data")._worker_boot(spec, id, n) -> fetch; pool:submit(tag, value[, worker])
+// queues a task for fetch(value) (any worker, or worker 1..n); pool:take(tag[, timeout]) waits for that task's result (true, value or false, error message);
 // pool:clear(min_tag) drops queued tasks and results (and later results) of older tags;
 // pool:close() (also __gc) stops and joins the threads and closes their states. Lua code running
 // in a worker when the pool closes is interrupted (a hook set then raises "cancelled", as lua.c
 // stops a script on Ctrl-C), so closing after an error or a timeout does not wait for the other
 // workers' items; a tc op in progress finishes first. No hook is set before: a Lua hook makes
 // every instruction slower.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -118,7 +119,16 @@ void cancel_hook(lua_State* W, lua_Debug*) {
 struct Pool {
   std::mutex mu;
   std::condition_variable task_cv, result_cv;
-  std::deque<std::pair<int64_t, Box>> tasks;
+  struct Task {
+    int64_t tag;
+    int worker;  // 0-based; -1: any
+    Box value;
+  };
+  std::deque<Task> tasks;
+  // The first queued task this worker may take, or end().
+  std::deque<Task>::iterator next_for(int id) {
+    return std::find_if(tasks.begin(), tasks.end(), [&](const Task& t) { return t.worker < 0 || t.worker == id; });
+  }
   std::map<int64_t, Result> results;
   int64_t min_tag = 0;
   bool stop = false;
@@ -191,13 +201,14 @@ void worker_main(Pool* p, int id, int n) {
   }
   int fetch = lua_gettop(W);
   for (;;) {
-    std::pair<int64_t, Box> task;
+    Pool::Task task;
     {
       std::unique_lock g(p->mu);
-      p->task_cv.wait(g, [&] { return p->stop || !p->tasks.empty(); });
+      p->task_cv.wait(g, [&] { return p->stop || p->next_for(id) != p->tasks.end(); });
       if (p->stop) return;
-      task = std::move(p->tasks.front());
-      p->tasks.pop_front();
+      auto it = p->next_for(id);
+      task = std::move(*it);
+      p->tasks.erase(it);
     }
     Result r{false, {}, {}};
     if (!booted) {
@@ -205,7 +216,7 @@ void worker_main(Pool* p, int id, int n) {
     } else {
       try {
         lua_pushvalue(W, fetch);
-        push_box(W, task.second);
+        push_box(W, task.value);
         if (protected_call(W, 1, 1, &r.error)) {
           r.value = to_box(W, -1, 0);
           r.ok = true;
@@ -219,7 +230,7 @@ void worker_main(Pool* p, int id, int n) {
     }
     {
       std::lock_guard g(p->mu);
-      if (task.first >= p->min_tag) p->results[task.first] = std::move(r);
+      if (task.tag >= p->min_tag) p->results[task.tag] = std::move(r);
     }
     p->result_cv.notify_all();
   }
@@ -287,12 +298,14 @@ int pool_submit(lua_State* L) {
   return guarded(L, [](lua_State* L) {
     Pool* p = check_pool(L);
     TC_CHECK(lua_isinteger(L, 2), ValueError, "data_workers:submit: tag must be an integer");
-    Box task = to_box(L, 3, 0);
+    int worker = lua_isinteger(L, 4) ? (int)lua_tointeger(L, 4) - 1 : -1;
+    TC_CHECK(worker < (int)p->threads.size(), ValueError, "data_workers:submit: no worker %d", worker + 1);
+    Box value = to_box(L, 3, 0);
     {
       std::lock_guard g(p->mu);
-      p->tasks.emplace_back(lua_tointeger(L, 2), std::move(task));
+      p->tasks.push_back({lua_tointeger(L, 2), worker, std::move(value)});
     }
-    p->task_cv.notify_one();
+    p->task_cv.notify_all();  // a task for one worker must wake that one
     return 0;
   });
 }

@@ -494,6 +494,23 @@ function data._worker_boot(spec, id, n)
   local ds = decode(spec.dataset)
   local collate_fn = spec.collate and from_ref(spec.collate)
   worker_info = {id = id, num_workers = n, seed = spec.seed + id, dataset = ds}
+  if spec.iterable then  -- fetch({epoch = e}): this worker's next batch of its own iterator
+    local epoch, items
+    return function(msg)
+      if msg.epoch ~= epoch then epoch, items = msg.epoch, ds:iter() end
+      if items == nil then return {__tc_end = true} end
+      local batch, bs = {}, spec.batch_size
+      for k = 1, bs or 1 do
+        local v = items()
+        if v == nil then items = nil break end
+        batch[k] = v
+      end
+      if #batch == 0 or (spec.drop_last and bs and #batch < bs) then items = nil return {__tc_end = true} end
+      local v
+      if bs then v = (collate_fn or data.default_collate)(batch) else v = batch[1]; if collate_fn then v = collate_fn(v) end end
+      return encode(v, "the batch", {})
+    end
+  end
   return function(indices)
     local items = {}
     for k, i in ipairs(indices) do items[k] = ds:get(i) end
@@ -619,6 +636,7 @@ end
 -- One epoch: an iterator function returning batches, then nil.
 function DataLoader:iter()
   local ds, collate_fn = self.dataset, self.collate_fn or data.default_collate
+  if self.iterable and self.num_workers > 0 then return self:_worker_iter_iterable() end
   if self.iterable then
     local items, bs, drop = ds:iter(), self.batch_size, self.drop_last
     if bs == false then
@@ -664,30 +682,40 @@ end
 -- and taken back in order. A worker's error stops the workers (threads joined) and is raised here
 -- with the worker's message (its file:line). Without persistent_workers, each epoch starts its
 -- workers and stops them at its end.
-function DataLoader:_worker_iter()
+local function worker_pool(self)
   local pool = rawget(self, "_pool")
-  if pool == nil then
-    local spec = {dataset = encode(self.dataset, "the dataset", {}), batched = self.batch_sampler ~= nil,
-                  seed = global_seed()}
-    if self.collate_fn then
-      spec.collate = module_ref(self.collate_fn)
-      if spec.collate == nil then
-        raise("ValueError", "DataLoader(num_workers > 0): collate_fn must be a function that a module returns or holds (workers require it), not a local function")
-      end
+  if pool ~= nil then return pool end
+  local spec = {dataset = encode(self.dataset, "the dataset", {}), batched = self.batch_sampler ~= nil,
+                seed = global_seed(), iterable = self.iterable, batch_size = self.batch_size, drop_last = self.drop_last}
+  if self.collate_fn then
+    spec.collate = module_ref(self.collate_fn)
+    if spec.collate == nil then
+      raise("ValueError", "DataLoader(num_workers > 0): collate_fn must be a function that a module returns or holds (workers require it), not a local function")
     end
-    pool = tc._C.data_workers(self.num_workers, spec)
-    if self.persistent_workers then rawset(self, "_pool", pool) end
   end
+  pool = tc._C.data_workers(self.num_workers, spec)
+  if self.persistent_workers then rawset(self, "_pool", pool) end
+  return pool
+end
+
+local function stop_pool(self, pool)
+  if rawget(self, "_pool") == pool then rawset(self, "_pool", nil) end
+  pool:close()
+end
+
+local function worker_failed(self, pool, k, message)
+  stop_pool(self, pool)
+  raise("ValueError", ("DataLoader worker failed on batch %d: %s"):format(k, message))
+end
+
+function DataLoader:_worker_iter()
+  local pool = worker_pool(self)
   local tag = rawget(self, "_tag") or 0
   pool:clear(tag + 1)
   local it = sampler_iter(self.batch_sampler or self.sampler)
   local batched = self.batch_sampler ~= nil
   local submitted, taken, done = tag, tag, false
   local depth = self.num_workers * (self.prefetch_factor or 2)
-  local function stop()
-    if rawget(self, "_pool") == pool then rawset(self, "_pool", nil) end
-    pool:close()
-  end
   return function()
     while not done and submitted - taken < depth do
       local idx = it()
@@ -697,16 +725,53 @@ function DataLoader:_worker_iter()
       pool:submit(submitted, batched and idx or {idx})
     end
     if taken == submitted then
-      if not self.persistent_workers then stop() end
+      if not self.persistent_workers then stop_pool(self, pool) end
       return nil
     end
     taken = taken + 1
     local ok, v = pool:take(taken, self.timeout)
-    if not ok then
-      stop()
-      raise("ValueError", ("DataLoader worker failed on batch %d: %s"):format(taken - tag, v))
-    end
+    if not ok then worker_failed(self, pool, taken - tag, v) end
     return decode(v)
+  end
+end
+
+-- An IterableDataset over workers: each worker iterates its own copy of the dataset (shard it
+-- with get_worker_info(), as in PyTorch: every worker otherwise yields every item) and batches
+-- come from the workers in turn, a worker leaving the rotation when its iterator ends.
+function DataLoader:_worker_iter_iterable()
+  local pool = worker_pool(self)
+  local tag = rawget(self, "_tag") or 0
+  pool:clear(tag + 1)
+  local epoch = (rawget(self, "_epochs") or 0) + 1
+  rawset(self, "_epochs", epoch)
+  local pending, first, last, done, delivered = {}, 1, 0, {}, 0
+  local function submit(w)
+    tag = tag + 1
+    rawset(self, "_tag", tag)
+    pool:submit(tag, {epoch = epoch}, w)
+    last = last + 1
+    pending[last] = {tag, w}
+  end
+  for _ = 1, self.prefetch_factor or 2 do
+    for w = 1, self.num_workers do submit(w) end
+  end
+  return function()
+    while first <= last do
+      local t, w = pending[first][1], pending[first][2]
+      pending[first] = nil
+      first = first + 1
+      local ok, v = pool:take(t, self.timeout)
+      if not ok then worker_failed(self, pool, delivered + 1, v) end
+      if type(v) == "table" and v.__tc_end then
+        done[w] = true
+      else
+        if not done[w] then submit(w) end
+        delivered = delivered + 1
+        return decode(v)
+      end
+    end
+    if not self.persistent_workers then stop_pool(self, pool) end
+    return nil
   end
 end
 

@@ -30,4 +30,20 @@ function Crops.count_collate(items)
   return {n = #items, sum = s}
 end
 
+-- An IterableDataset of items 1..n, sharded over workers as PyTorch's guide does: worker k of N
+-- yields items k, k + N, ...
+local Stream = data.IterableDataset:extend("Stream")
+function Stream:__init(n) self.n = n end
+function Stream:__len() return self.n end
+function Stream:iter()
+  local info = data.get_worker_info()
+  local i, step = info and info.id or 1, info and info.num_workers or 1
+  i = i - step
+  return function()
+    i = i + step
+    if i <= self.n then return {v = i, worker = info and info.id or 0} end
+  end
+end
+Crops.Stream = Stream
+
 return Crops

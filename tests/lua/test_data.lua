@@ -265,6 +265,27 @@ function tests.worker_threads_give_the_same_batches_as_num_workers_0()
   check.same(items, {"item1", "item2", "item3"})
 end
 
+function tests.iterable_dataset_over_workers_gives_each_workers_shard_in_turn()
+  local got, from = {}, {}
+  for b in data.DataLoader(Crops.Stream(11), {batch_size = 2, num_workers = 2}) do
+    got[#got + 1] = b.v:tolist()
+    from[#from + 1] = b.worker[1]:item()
+  end
+  -- worker 1 has 1, 3, 5, 7, 9, 11; worker 2 has 2, 4, 6, 8, 10; batches alternate while both last
+  check.same(got, {{1, 3}, {2, 4}, {5, 7}, {6, 8}, {9, 11}, {10}})
+  check.same(from, {1, 2, 1, 2, 1, 2})
+  local plain = {}
+  for b in data.DataLoader(Crops.Stream(11), {batch_size = 2}) do for _, v in ipairs(b.v:tolist()) do plain[#plain + 1] = v end end
+  check.same(sorted(flat(got)), plain, "the same items as num_workers = 0")
+  local loader = data.DataLoader(Crops.Stream(5), {batch_size = 2, num_workers = 2, drop_last = true, persistent_workers = true})
+  for _ = 1, 2 do  -- two epochs on the same workers: each restarts its iterator
+    local e = {}
+    for b in loader do e[#e + 1] = b.v:tolist() end
+    check.same(e, {{1, 3}, {2, 4}})
+  end
+  loader:shutdown()
+end
+
 function tests.an_error_in_a_worker_names_its_line_and_stops_the_workers()
   local loader = data.DataLoader(Crops(30, {fail_at = 9}), {batch_size = 2, num_workers = 3})
   local got = 0
