@@ -63,10 +63,14 @@ struct Report {
   };
   struct GuardRec {
     std::string function;
-    // its sources and guards, made into text and folded only when a report is made: a trace
-    // through a long chain of tables has sources whose descriptions run to kilobytes each
-    GuardProgram program;
-    std::vector<std::string> lines() const { return guard_listing(program.texts()); }
+    // the entry (its cache kept alive by the report), whose guards are made into text and
+    // folded only when a report is made: a trace through a long chain of tables has sources
+    // whose descriptions run to kilobytes each, and a copy per entry doubled what entries hold
+    std::shared_ptr<const CodeCache> cache;
+    size_t entry = 0;
+    std::vector<std::string> lines() const {
+      return guard_listing(cache->entries[entry]->guards.texts());
+    }
   };
   struct RecompileRec {
     std::string function;

@@ -1302,13 +1302,14 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
   st.report.times.push_back({cache_name(cc), trace_ms, backend_ms, report.lower_ms,
                              report.codegen_ms, report.compile_ms});
   e->guards.needed = sources_read_after_check(*e);
-  st.report.guards.push_back({cache_name(cc), e->guards.listing_copy()});
   if (log_enabled(L, "guards")) {
     std::fprintf(stderr, "[tc guards] %s\n", cache_name(cc).c_str());
     for (const std::string& l : guard_listing(e->guards.texts()))
       std::fprintf(stderr, "  %s\n", l.c_str());
   }
   cc->entries.push_back(std::move(e));
+  if (auto keep = st.caches.find(cc->key); keep != st.caches.end())
+    st.report.guards.push_back({cache_name(cc), keep->second, cc->entries.size() - 1});
   return cc->entries.back().get();
 }
 

@@ -176,13 +176,6 @@ struct GuardProgram {
   std::string failure(lua_State* L, int base) const;
   // Index of the first failing guard, or -1.
   int first_failure(lua_State* L, int base) const;
-  // A copy of the sources and guards alone (what texts() needs; no evaluation state)
-  GuardProgram listing_copy() const {
-    GuardProgram p;
-    p.sources = sources;
-    p.guards = guards;
-    return p;
-  }
   std::vector<std::string> lines() const;  // one printed line per guard
   std::vector<GuardText> texts() const;     // the same, in parts (for guard_listing)
   // Drops Type guards implied by an Identity/Equals/Tensor guard of the same source.
