@@ -60,3 +60,20 @@ for _, c in ipairs(cases) do
   h.eq(cb(tables[c[1][1]], tables[c[1][2]], tables[c[1][3]]), c[2], c[4])
   h.eq(h.stats().traces - base, c[3], c[4] .. ": entries traced")
 end
+
+-- The same root table on every call (the guards' fast path memoizes it): an alias made inside it
+-- between calls is seen.
+local function through(t)
+  t.p.x = 5
+  return t.q.x
+end
+local ct = tc.compile(through)
+local A, Bt = {x = 1}, {x = 7}
+local t = {p = A, q = Bt}
+local fast = h.stats().guard_fast_hits
+for _ = 1, 4 do h.eq(ct(t), 7, "distinct p and q") end
+assert(h.stats().guard_fast_hits > fast, "the fast path served some of those calls")
+t.q = A
+A.x = 1
+h.eq(ct(t), 5, "q is now p: the write is seen")
+h.eq(ct(t), 5, "and again")
