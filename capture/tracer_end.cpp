@@ -61,9 +61,20 @@ void Tracer::check_cost() {
                      " MB (tc.config.trace_max_memory_mb)");
 }
 
+// The test hook for failures of tc's own: TC_TEST_TRACE_FAILURE=bad_alloc makes every trace
+// run out of memory, any other value fail as a bug would (a std::logic_error), so that tests
+// see what dispatch's give_up_compiling makes of them.
+static void inject_failure() {
+  static const char* what = std::getenv("TC_TEST_TRACE_FAILURE");
+  if (!what || !*what) return;
+  if (std::string_view(what) == "bad_alloc") throw std::bad_alloc();
+  throw std::logic_error(std::string("injected by TC_TEST_TRACE_FAILURE=") + what);
+}
+
 void Tracer::run() {
   started_ = std::chrono::steady_clock::now();
   lua_kb_at_start_ = size_t(lua_gc(L, LUA_GCCOUNT, 0));
+  inject_failure();
   lua_checkstack(L, 64);
   const int base = lua_gettop(L);
   // sized for a small trace (one layer: about 20 objects, 70 constants) to spare the rehashes

@@ -1,6 +1,7 @@
 -- A trace that costs more than its bounds allow (tc.config.trace_max_guards, trace_max_memory_mb,
 -- trace_max_ms) is abandoned: the function runs uncompiled from then on, with eager's results and
--- one log line, never taking the program down; under fullgraph = true it is a CompileError.
+-- one log line, never taking the program down; under fullgraph = true it is a CompileError. So
+-- is any internal failure while tracing (out of memory, a bug: injected at the end).
 local tc = require "tc"
 local h = require "helpers"
 
@@ -70,3 +71,31 @@ print("done")
 h.eq(h.count(out, "runs uncompiled"), 1, "one log line:\n" .. out)
 assert(out:find("tc: function <[^>]+:2> runs uncompiled: the trace made more than 50 guards %(tc%.config%.trace_max_guards%)"), out)
 assert(out:find("done", 1, true), out)
+
+-- Out of memory and a bug while tracing (injected through the test hook TC_TEST_TRACE_FAILURE):
+-- eager's results with one log line, a CompileError under fullgraph; the program goes on.
+local script = os.tmpname() .. ".lua"
+local f = assert(io.open(script, "w"))
+f:write([[
+local tc = require "tc"
+local cf = tc.compile(function(x) return x * 2 + 1 end)
+for _ = 1, 3 do assert(cf(tc.ones(2)):sum():item() == 6) end
+local ok, err = pcall(tc.compile(function(x) return x + 1 end, {fullgraph = true}), tc.ones(2))
+assert(not ok and err.kind == "CompileError", tostring(err))
+print("fullgraph: " .. err.message)
+print("done")
+]])
+f:close()
+for _, failure in ipairs({"bad_alloc", "bug"}) do
+  local p = assert(io.popen("TC_TEST_TRACE_FAILURE=" .. failure .. " " .. (h.tcrun or "build/tcrun") ..
+                            " " .. script .. " 2>&1"))
+  local out = p:read("a")
+  p:close()
+  local what = failure == "bad_alloc" and "std::bad_alloc" or "injected by TC_TEST_TRACE_FAILURE=bug"
+  h.eq(h.count(out, "runs uncompiled"), 1, failure .. ": one log line:\n" .. out)
+  assert(out:find("runs uncompiled: tc internal error while compiling: " .. what, 1, true), out)
+  assert(out:find("fullgraph: tc.compile(fullgraph=true): function <", 1, true), out)
+  assert(out:find("cannot be compiled: tc internal error while compiling: " .. what, 1, true), out)
+  assert(out:find("done", 1, true), failure .. ": the program goes on:\n" .. out)
+end
+os.remove(script)
