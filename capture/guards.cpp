@@ -139,8 +139,10 @@ static int64_t tensor_meta(DType dtype, Device device) {
 
 void GuardProgram::compile_hot() const {
   hot_sources.clear();
+  hot_sources.reserve(sources.size());  // exactly: an entry keeps them as long as its cache
   for (const Source& s : sources) hot_sources.push_back({s.kind, s.parent, s.n});
   hot.clear();
+  hot.reserve(guards.size());
   dims.clear();
   for (const Guard& g : guards) {
     HotGuard h{};
@@ -409,15 +411,13 @@ bool GuardProgram::guard_ok(lua_State* L, int base, int i) const {
     case GuardKind::KeyOrder:
       ok = lua_type(L, v) == LUA_TTABLE && same_key_order(L, v, K, g.k);
       break;
-    case GuardKind::GlobalState: {
-      const Guard& full = guards[i];
-      ok = lua::grad_enabled() == full.grad && default_dtype() == full.default_dtype &&
-           default_device() == full.default_device &&
-           float32_matmul_precision() == full.matmul_precision;
+    case GuardKind::GlobalState:
+      ok = lua::grad_enabled() == global.grad && default_dtype() == global.default_dtype &&
+           default_device() == global.default_device &&
+           float32_matmul_precision() == global.matmul_precision;
       break;
-    }
     case GuardKind::Aliasing:
-      ok = aliasing_ok(L, base, guards[i]);
+      ok = aliasing_ok(L, base);
       break;
   }
   return ok;
@@ -431,12 +431,12 @@ static const void* object_at(lua_State* L, int idx) {
 
 // Members of a written class must all be one object (theirs while tracing and no other
 // class's); every other member must be that object exactly when it was while tracing.
-bool GuardProgram::aliasing_ok(lua_State* L, int base, const Guard& g) const {
+bool GuardProgram::aliasing_ok(lua_State* L, int base) const {
   alias_written.clear();
   int ncls = 0;
-  for (const Guard::Alias& a : g.aliases) ncls = std::max(ncls, a.cls + 1);
+  for (const AliasMember& a : aliases) ncls = std::max(ncls, a.cls + 1);
   alias_object.assign(ncls, nullptr);
-  for (const Guard::Alias& a : g.aliases) {
+  for (const AliasMember& a : aliases) {
     if (!a.written) continue;
     const void* p = object_at(L, slot(base, a.src));
     if (!p) return false;  // a written table is a table (its type guard says so too)
@@ -450,7 +450,7 @@ bool GuardProgram::aliasing_ok(lua_State* L, int base, const Guard& g) const {
   std::sort(alias_written.begin(), alias_written.end());
   for (size_t j = 1; j < alias_written.size(); j++)
     if (alias_written[j - 1].first == alias_written[j].first) return false;  // two classes, one object
-  for (const Guard::Alias& a : g.aliases) {
+  for (const AliasMember& a : aliases) {
     const void* p = object_at(L, slot(base, a.src));
     auto it = std::lower_bound(alias_written.begin(), alias_written.end(),
                                std::pair<const void*, int>{p, -1});
@@ -461,10 +461,10 @@ bool GuardProgram::aliasing_ok(lua_State* L, int base, const Guard& g) const {
 }
 
 // The first pair that broke the aliasing: "m.a: expected the same table as m.b, got another table"
-std::string GuardProgram::aliasing_failure(lua_State* L, int base, const Guard& g) const {
-  for (const Guard::Alias& w : g.aliases) {
+std::string GuardProgram::aliasing_failure(lua_State* L, int base) const {
+  for (const AliasMember& w : aliases) {
     if (!w.written) continue;
-    for (const Guard::Alias& t : g.aliases) {
+    for (const AliasMember& t : aliases) {
       if (t.src == w.src) continue;
       const bool same = lua_rawequal(L, slot(base, t.src), slot(base, w.src));
       if (same == (t.cls == w.cls)) continue;
@@ -518,7 +518,7 @@ std::string GuardProgram::failure(lua_State* L, int base) const {
   if (g.kind == GuardKind::ArgCount)
     return "number of arguments: expected " + std::to_string(g.ival) + ", got " +
            std::to_string(nargs_);
-  if (g.kind == GuardKind::Aliasing) return aliasing_failure(L, base, g);
+  if (g.kind == GuardKind::Aliasing) return aliasing_failure(L, base);
   if (g.kind == GuardKind::SameAs)
     return describe(g.src) + ": expected " + expected_of(g) + ", got " +
            (lua_rawequal(L, slot(base, g.src), slot(base, g.k)) ? "the same table"
@@ -596,16 +596,16 @@ std::string GuardProgram::expected_of(const Guard& g) const {
 }
 
 // One line per written table: what it is the same table as, and how many others it is not.
-void GuardProgram::aliasing_texts(const Guard& g, std::vector<GuardText>* out) const {
+void GuardProgram::aliasing_texts(std::vector<GuardText>* out) const {
   std::vector<char> seen;
-  for (const Guard::Alias& w : g.aliases) {
+  for (const AliasMember& w : aliases) {
     if (!w.written) continue;
     if (int(seen.size()) <= w.src) seen.resize(w.src + 1);
     if (seen[w.src]) continue;
     seen[w.src] = 1;
     std::string same;
     int others = 0;
-    for (const Guard::Alias& t : g.aliases) {
+    for (const AliasMember& t : aliases) {
       if (t.src == w.src) continue;
       if (t.cls != w.cls) {
         others++;
@@ -617,7 +617,7 @@ void GuardProgram::aliasing_texts(const Guard& g, std::vector<GuardText>* out) c
     if (others)
       expected += (same.empty() ? "" : "; ") + std::string("another table than the other ") +
                   std::to_string(others) + (others == 1 ? " table read" : " tables read");
-    out->push_back({guard_kind_name(g.kind), describe(w.src), expected});
+    out->push_back({guard_kind_name(GuardKind::Aliasing), describe(w.src), expected});
   }
 }
 
@@ -625,7 +625,7 @@ std::vector<GuardText> GuardProgram::texts() const {
   std::vector<GuardText> out;
   for (const Guard& g : guards) {
     if (g.kind == GuardKind::Aliasing) {
-      aliasing_texts(g, &out);
+      aliasing_texts(&out);
       continue;
     }
     out.push_back({guard_kind_name(g.kind), g.src >= 0 ? describe(g.src) : "", expected_of(g)});
@@ -843,11 +843,10 @@ void GuardProgram::build_memo(lua_State* L, int base, int nargs) const {
     }
     if (g.kind == GuardKind::SameAs && m.known[g.src] && m.known[g.k]) continue;
     if (g.kind == GuardKind::Aliasing) {  // on known sources only: decided by the snapshots
-      const auto& al = guards[i].aliases;
-      if (std::all_of(al.begin(), al.end(), [&](const Guard::Alias& a) { return m.known[a.src]; }))
+      if (std::all_of(aliases.begin(), aliases.end(), [&](const AliasMember& a) { return m.known[a.src]; }))
         continue;
       m.live_guards.push_back(i);
-      for (const Guard::Alias& a : al) need[a.src] = 1;
+      for (const AliasMember& a : aliases) need[a.src] = 1;
       continue;
     }
     m.live_guards.push_back(i);

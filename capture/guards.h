@@ -86,24 +86,33 @@ struct Guard {
   double fval = 0;
   const void* ptr = nullptr;
   TensorSpec tensor;  // Tensor
-  bool grad = true;   // GlobalState
+  std::string expected;  // printed expected value ("float32[10, 10] on cpu", "3", "function 0x...")
+                         // (SameAs, Aliasing: made when printed, from the sources)
+  // (what the one GlobalState and the one Aliasing guard of a program check is the program's:
+  // an entry has hundreds of guards, each record as small as it can be)
+};
+
+// What a program's GlobalState guard expects.
+struct GlobalStateSpec {
+  bool grad = true;
   DType default_dtype = DType::Float32;
   Device default_device;
   std::string matmul_precision = "highest";
-  std::string expected;  // printed expected value ("float32[10, 10] on cpu", "3", "function 0x...")
-                         // (SameAs, Aliasing: made when printed, from the sources)
-  struct Alias {
-    int src;
-    int cls;       // the object it was while tracing (members of one class were the same table)
-    bool written;  // a table the trace wrote to
-  };
-  std::vector<Alias> aliases;  // Aliasing
+};
+
+// A table of a program's Aliasing guard.
+struct AliasMember {
+  int src;
+  int cls;       // the object it was while tracing (members of one class were the same table)
+  bool written;  // a table the trace wrote to
 };
 
 // The per-trace builder and, once finished, the entry's program.
 struct GuardProgram {
   std::vector<Source> sources;
   std::vector<Guard> guards;
+  GlobalStateSpec global;             // the GlobalState guard's
+  std::vector<AliasMember> aliases;   // the Aliasing guard's tables
   int k_ref = LUA_NOREF;   // registry ref of K: key strings, constants and pinned objects
   mutable int nargs_ = 0;  // of the last check (ArgCount guards, failure messages)
 
@@ -232,10 +241,10 @@ struct GuardProgram {
   void after_full_pass(lua_State* L, int base, int nargs) const;
   void build_memo(lua_State* L, int base, int nargs) const;
   bool is_root(int s) const;
-  bool aliasing_ok(lua_State* L, int base, const Guard& g) const;
-  std::string aliasing_failure(lua_State* L, int base, const Guard& g) const;
+  bool aliasing_ok(lua_State* L, int base) const;
+  std::string aliasing_failure(lua_State* L, int base) const;
   std::string expected_of(const Guard& g) const;  // g.expected, or made from the sources
-  void aliasing_texts(const Guard& g, std::vector<GuardText>* out) const;
+  void aliasing_texts(std::vector<GuardText>* out) const;
 };
 
 std::string tensor_spec_string(const TensorSpec& t);

@@ -32,7 +32,8 @@ size_t Tracer::held_bytes() const {
   size_t n = e_.guards.guards.capacity() * sizeof(Guard) +
              e_.guards.sources.capacity() * (sizeof(Source) + kMapEntry) +
              e_.graph.nodes.size() * kNodeBytes;
-  for (const Guard& g : e_.guards.guards) n += g.expected.size() + g.aliases.size() * sizeof(Guard::Alias);
+  for (const Guard& g : e_.guards.guards) n += g.expected.size();
+  n += e_.guards.aliases.capacity() * sizeof(AliasMember);
   for (const Source& s : e_.guards.sources) n += s.name.size();
   for (const ModelTable& t : tables_)
     n += sizeof(ModelTable) +
@@ -94,15 +95,16 @@ void Tracer::run() {
     ~RestoreGradMode() { lua::set_grad_enabled(on); }
   } restore_grad{lua::grad_enabled()};
 
-  e_.guards.guards.push_back(Guard(GuardKind::GlobalState));
-  Guard& gs = e_.guards.guards.back();
+  GlobalStateSpec& gs = e_.guards.global;
   gs.grad = lua::grad_enabled();
   gs.default_dtype = default_dtype();
   gs.default_device = default_device();
   gs.matmul_precision = float32_matmul_precision();
-  gs.expected = std::string("grad ") + (gs.grad ? "on" : "off") + ", default dtype " +
-                dtype_name(gs.default_dtype) + ", default device " + gs.default_device.str() +
-                ", matmul precision " + gs.matmul_precision;
+  e_.guards.guards.push_back(Guard(GuardKind::GlobalState));
+  e_.guards.guards.back().expected = std::string("grad ") + (gs.grad ? "on" : "off") +
+                                     ", default dtype " + dtype_name(gs.default_dtype) +
+                                     ", default device " + gs.default_device.str() +
+                                     ", matmul precision " + gs.matmul_precision;
 
   if (root_->is_vararg) {
     Guard ac{GuardKind::ArgCount};
@@ -305,20 +307,21 @@ void Tracer::guard_aliasing() {
     if (pe.kind == Effect::Kind::RawSet && pe.target.k == Var::K::Object && pe.target.src >= 0)
       written.insert(pe.target.src);
   if (written.empty()) return;
-  Guard g{GuardKind::Aliasing};
+  std::vector<AliasMember> members;
   std::unordered_map<int, int> cls;  // object -> class
   std::unordered_set<int> seen;      // sources
   auto add = [&](int src, int obj) {
     if (!seen.insert(src).second) return;
     const int c = cls.emplace(obj, int(cls.size())).first->second;
-    g.aliases.push_back({src, c, written.count(src) > 0});
+    members.push_back({src, c, written.count(src) > 0});
   };
   for (const PendingEffect& pe : effects_)
     if (pe.kind == Effect::Kind::RawSet && pe.target.k == Var::K::Object && pe.target.src >= 0)
       add(pe.target.src, pe.target.obj);
   for (auto& [src, obj] : table_sources_) add(src, obj);
-  if (g.aliases.size() < 2) return;
-  e_.guards.guards.push_back(std::move(g));
+  if (members.size() < 2) return;
+  e_.guards.aliases = std::move(members);
+  e_.guards.guards.push_back(Guard(GuardKind::Aliasing));
 }
 
 void Tracer::finish_return(std::vector<Var> results) {
