@@ -1,7 +1,7 @@
 -- tc.utils.data: torch.utils.data for Lua. Datasets (map-style with 1-based get(i), iterable,
 -- TensorDataset, Subset, ConcatDataset, random_split), samplers, a seedable Generator, default
--- collation and the DataLoader (`for batch in loader do`). Items are loaded in the calling thread
--- (num_workers is accepted, see DataLoader).
+-- collation and the DataLoader (`for batch in loader do`), whose num_workers > 0 loads batches in
+-- worker threads with Lua states of their own (lua_data_workers.cpp). Guide: docs/data.md.
 local tc = require "tc"
 local raise = tc._C.raise
 local type, pairs, ipairs, setmetatable, getmetatable, tostring = type, pairs, ipairs, setmetatable, getmetatable, tostring
