@@ -45,6 +45,9 @@ struct Stats {
           fallbacks = 0;
   int64_t guard_fast_hits = 0;  // cache hits proven by the guards' fast path (guards.h)
   int64_t max_guards = 0;       // the most guards one trace made (bounded by trace_max_guards)
+  // traces given up for having no tensor work (trace_pure_lua_instructions), and the calls that
+  // ran uncompiled without a trace because of it (CodeCache::pure_lua)
+  int64_t pure_lua_skips = 0, pure_lua_calls = 0;
   // compiled training (training.cpp): entries made, those that train op by op with eager
   // autograd, backward graphs compiled, tensors their forwards save for the backward
   int64_t training_entries = 0, training_eager = 0, backward_compiles = 0, saved_tensors = 0;

@@ -1116,6 +1116,20 @@ std::string entry_failures(lua_State* L, const CodeCache* cc, const CompileConfi
   return out;
 }
 
+// Whether the call (stack: [fn, args...]) hands the function a tensor: an argument, or an upvalue
+// of the function. Tables holding tensors (a module) do not count: the trace finds those.
+bool tensor_in_call(lua_State* L, int nargs) {
+  for (int j = 2; j <= nargs + 1; j++)
+    if (lua_type(L, j) == LUA_TUSERDATA && lua::to_tensor(L, j)) return true;
+  if (lua_iscfunction(L, 1)) return false;
+  for (int n = 1; lua_getupvalue(L, 1, n); n++) {
+    const bool t = lua_type(L, -1) == LUA_TUSERDATA && lua::to_tensor(L, -1);
+    lua_pop(L, 1);
+    if (t) return true;
+  }
+  return false;
+}
+
 // A new entry for a miss (stack: [fn, args...]); null with an outcome when none is made.
 Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileConfig>& cfg,
                    int nargs, Outcome* out) {
@@ -1182,6 +1196,11 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
   opt.budget.guards = config_int(L, "trace_max_guards", opt.budget.guards);
   opt.budget.memory_mb = config_int(L, "trace_max_memory_mb", opt.budget.memory_mb);
   opt.budget.ms = config_int(L, "trace_max_ms", opt.budget.ms);
+  // Dynamo's skip of frames without tensor work: on by default under --compile-all (where most
+  // functions are plain Lua), for a call that hands the function no tensor; never under fullgraph
+  if (!cfg->fullgraph && !tensor_in_call(L, nargs))
+    opt.budget.pure_lua =
+        std::max(0, config_int(L, "trace_pure_lua_instructions", st.compile_all ? 2000 : 0));
   std::unique_ptr<Entry> e;
   for (int attempt = 0;; attempt++) {
     e = std::make_unique<Entry>();
@@ -1337,6 +1356,22 @@ Outcome give_up_compiling(lua_State* L, CodeCache* cc, const std::shared_ptr<Com
   return Outcome::Call;
 }
 
+// A trace of cc ran `w.instructions` without a tensor (NoTensorWork): the function is marked so
+// (CodeCache::pure_lua), counted, reported (explain's uncompiled list) and logged (TC_LOGS=skips).
+void skip_pure_lua(lua_State* L, CodeCache* cc, const NoTensorWork& w, double trace_ms) {
+  State& st = state();
+  cc->pure_lua = true;
+  st.stats.traces++;
+  st.stats.pure_lua_skips++;
+  st.stats.trace_ms += trace_ms;
+  const std::string why = "skipped: no tensor work in " + std::to_string(w.instructions) +
+                          " instructions (tc.config.trace_pure_lua_instructions); calls without a "
+                          "tensor argument or upvalue run uncompiled";
+  st.report.fallbacks.push_back(cache_name(cc) + ": " + why);
+  if (log_enabled(L, "skips"))
+    std::fprintf(stderr, "[tc skips] %s %s\n", cache_name(cc).c_str(), why.c_str());
+}
+
 Outcome drive(lua_State* L, CompiledFn& cf) {
   State& st = state();
   if (st.stance == "force_eager") return Outcome::Call;
@@ -1382,9 +1417,22 @@ Outcome drive_from(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
         lua_settop(L, base);
         return Outcome::Call;
       }
+      // a function found to do no tensor work: a call without tensors runs it uncompiled
+      if (cc->pure_lua && !cfg->fullgraph && !tensor_in_call(L, nargs)) {
+        lua_settop(L, base);
+        st.stats.pure_lua_calls++;
+        return Outcome::Call;
+      }
       Outcome o;
+      const auto t0 = std::chrono::steady_clock::now();
       try {
         hit = compile_new(L, cc, cfg, nargs, &o);
+      } catch (const NoTensorWork& w) {
+        // nothing of the call has happened (the trace is symbolic): run it uncompiled from its
+        // start, and remember it for the calls that follow
+        lua_settop(L, base);
+        skip_pure_lua(L, cc, w, ms_since(t0));
+        return Outcome::Call;
       } catch (const Error&) {
         throw;  // a user's mistake or the backend's error: raised as its kind
       } catch (const std::exception& e) {

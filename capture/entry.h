@@ -129,6 +129,9 @@ struct CodeCache {
   std::string chunk;  // resume functions: the verified binary chunk to load per closure
   std::vector<std::unique_ptr<Entry>> entries;
   bool gave_up = false;  // recompile limit reached: runs uncompiled from now on
+  // a trace of it ran trace_pure_lua_instructions without touching a tensor: calls with no tensor
+  // among their arguments and the function's upvalues run uncompiled (drive_from), others trace
+  bool pure_lua = false;
   int recompiles = 0;
   int64_t hits = 0;  // calls that found a matching entry
   // Dynamic dims learned from size-driven recompiles: (source description, dim).

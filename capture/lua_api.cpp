@@ -306,6 +306,8 @@ int p_stats(lua_State* L) {
       {"traces", s.traces},
       {"guard_fast_hits", s.guard_fast_hits},
       {"max_guards", s.max_guards},
+      {"pure_lua_skips", s.pure_lua_skips},
+      {"pure_lua_calls", s.pure_lua_calls},
       {"backend_compiles", s.backend_compiles},
       {"cache_hits", s.cache_hits},
       {"recompiles", s.recompiles},
@@ -610,10 +612,10 @@ void push_wrapper(lua_State* L, int fn_idx, const std::shared_ptr<CompileConfig>
   lua_remove(L, -2);
 }
 
-// The log names (TC_LOGS, --log, tc.config.log): capture prints the first five (aot_graphs: the
-// forward and backward graphs of compiled training), code generators output_code and perf_hints;
-// `all` turns every one on.
-constexpr const char* kLogs[] = {"graph_breaks", "recompiles", "guards",     "graph_code",
+// The log names (TC_LOGS, --log, tc.config.log): capture prints the first six (skips: functions
+// given up for having no tensor work; aot_graphs: the forward and backward graphs of compiled
+// training), code generators output_code and perf_hints; `all` turns every one on.
+constexpr const char* kLogs[] = {"graph_breaks", "recompiles",  "guards",     "graph_code", "skips",
                                  "aot_graphs",   "output_code", "perf_hints", "all"};
 
 std::string check_logs(const std::string& list) {

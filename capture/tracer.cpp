@@ -106,6 +106,8 @@ void Tracer::step() {
   const TraceBudget& b = opt_.budget;
   if (++steps_ > b.instructions)
     throw BreakSignal{BreakCode::TraceTooLong, std::to_string(b.instructions) + " instructions"};
+  if (steps_ == b.pure_lua && e_.graph.inputs.empty() && e_.graph.num_ops() == 0)
+    throw NoTensorWork{steps_};
   if (int(frames_.size()) > b.depth)
     throw BreakSignal{BreakCode::CallTooDeep, std::to_string(b.depth) + " frames"};
   if (iterations_ > b.iterations)

@@ -157,6 +157,17 @@ struct TraceBudget {
   int guards = 20000;     // trace_max_guards: guards of the entry
   int memory_mb = 256;    // trace_max_memory_mb: memory its records hold (Tracer::held_bytes)
   int ms = 5000;          // trace_max_ms: wall time of the trace
+  // trace_pure_lua_instructions: a trace that has run this many instructions without a tensor
+  // (no graph input, no op) is given up (NoTensorWork) and the function runs uncompiled, as
+  // torch's Dynamo skips frames without tensor work. 0: never (dispatch sets it: see there).
+  int pure_lua = 0;
+};
+
+// Thrown out of Tracer::run when the trace reached TraceBudget::pure_lua instructions without
+// touching a tensor. Tracing is symbolic, so nothing of the call has happened yet: the caller
+// runs the function uncompiled from its start.
+struct NoTensorWork {
+  int instructions;
 };
 
 // Thrown out of Tracer::run when a trace passes a bound of what it may cost (TraceBudget's

@@ -144,6 +144,9 @@ local config_defaults = {
   -- what one trace may cost (past one: the function runs uncompiled, one log line; an error
   -- under fullgraph): guards of its entry, memory its records hold (MB), wall time (ms)
   trace_max_guards = 20000, trace_max_memory_mb = 256, trace_max_ms = 5000,
+  -- trace_pure_lua_instructions (nil: 2000 under tcrun --compile-all, else 0 = never): a trace
+  -- that runs this many instructions without a tensor is given up and the function runs
+  -- uncompiled, as do its later calls without a tensor argument or upvalue (TC_LOGS=skips)
   -- compiled training: recompute cheap pointwise values in the backward instead of saving them
   aot_recompute = true,
 }
@@ -154,6 +157,7 @@ local config_types = {
   no_cache = "boolean", recompile_limit = "count", cudagraph_max_sizes = "count",
   trace_max_instructions = "count", trace_max_depth = "count", trace_max_iterations = "count",
   trace_max_guards = "count", trace_max_memory_mb = "count", trace_max_ms = "count",
+  trace_pure_lua_instructions = "count",
   aot_recompute = "boolean", device = "string", compile_all = "boolean",
 }
 
