@@ -24,10 +24,12 @@ struct TensorBox {
 // bytes. Incremental steps sized by each op's bytes (the earlier scheme) ended up finishing a
 // whole cycle after nearly every op of a convolutional network, a full traversal of the Lua heap
 // (~60 us with ResNet-50's modules loaded) per op, which was most of its eager CUDA forward time.
-int64_t g_last_live = 0;  // Storage::live_bytes() at the last look
-int64_t g_pending = 0;    // bytes allocated since the last collection
+// Per thread: each DataLoader worker thread runs its own Lua state (lua_data_workers.cpp) and
+// paces its own collector.
+thread_local int64_t g_last_live = 0;  // Storage::live_bytes() at the last look
+thread_local int64_t g_pending = 0;    // bytes allocated since the last collection
 constexpr int64_t kMinCycleBytes = int64_t(192) << 20;
-int64_t g_collect_at = kMinCycleBytes;
+thread_local int64_t g_collect_at = kMinCycleBytes;
 
 // After a full collection: the next one once as many bytes again are allocated.
 void collected() {
