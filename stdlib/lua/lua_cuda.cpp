@@ -31,6 +31,18 @@ int l_is_available(lua_State* L) {
 #endif
   return 1;
 }
+
+// Compile-only mode (cuda::set_compile_only: "cuda" tensors in host memory, kernels compiled by
+// NVRTC and never launched) lets the cuda backend compile on a machine without a GPU.
+int l_compile_only(lua_State* L) {
+#ifdef TC_HAVE_CUDA
+  lua_pushboolean(L, cuda::compile_only());
+#else
+  lua_pushboolean(L, 0);
+#endif
+  return 1;
+}
+
 int l_device_count(lua_State* L) {
 #ifdef TC_HAVE_CUDA
   lua_pushinteger(L, cuda::device_count());
@@ -336,7 +348,8 @@ void push_graph_stats(lua_State* L, const cuda::CudaGraphStats& s) {
 void open_cuda(lua_State* L) {
   // tc table at -1
   lua_newtable(L);
-  const luaL_Reg always[] = {{"is_available", l_is_available}, {"device_count", l_device_count}, {nullptr, nullptr}};
+  const luaL_Reg always[] = {{"is_available", l_is_available}, {"device_count", l_device_count},
+                             {"_compile_only", l_compile_only}, {nullptr, nullptr}};
   luaL_setfuncs(L, always, 0);
 #ifdef TC_HAVE_CUDA
   const luaL_Reg fns[] = {{"synchronize", l_synchronize},

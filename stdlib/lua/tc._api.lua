@@ -241,7 +241,8 @@ local function check_compile_names(backend, mode, options)
     raise("ValueError", ('tc.compile(): unknown backend "%s" (backends: %s, or a function(gm, example_inputs))'):format(backend, names_of(known)))
   end
   -- the cuda backend compiles for a GPU: without one it would run every graph op by op, silently
-  if known and backend == "cuda" and not tc.cuda.is_available() then
+  -- (compile-only mode, which compiles CUDA code without a GPU, is the exception)
+  if known and backend == "cuda" and not tc.cuda.is_available() and not tc.cuda._compile_only() then
     raise("DeviceError", 'tc.compile(): backend "cuda" needs a CUDA GPU, and none is available (no GPU or no driver: tc.cuda.is_available() is false); use backend = "tc", which compiles for the device the tensors are on')
   end
   if modes and mode ~= nil then
