@@ -1,7 +1,8 @@
-// Table gathers as permutes, reciprocal estimates of 8 or 4 lanes as vrcp14ps, scalar ones as
-// divisions (avx512_rewrites.h).
+// Table gathers as permutes, reciprocal estimates of any width as vrcp14ps and one Newton step
+// (avx512_rewrites.h).
 #include "avx512_rewrites.h"
 
+#include <llvm/Analysis/VectorUtils.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/GlobalVariable.h>
 #include <llvm/IR/IRBuilder.h>
@@ -90,29 +91,65 @@ bool gather_to_permute(llvm::IntrinsicInst* g) {
   return true;
 }
 
-// n / d with `arcp` on 8 or 4 floats as LLVM lowers 16: e = vrcp14ps(d), q = n e, q + e (n - d q);
-// on one float the division itself. False for other divisions.
-bool precise_reciprocal(llvm::BinaryOperator* div) {
+// vrcp14ps of every lane of `d` (a float or a fixed vector of floats of any width), 16 lanes at a
+// time where the target's vectors are 512 bits (not where its tuning prefers 256), else 8 or 4: a
+// lane's estimate is the same bits whichever instruction computes it, so a division gives the same
+// result in a loop's body, its vector remainders and its scalar iterations.
+llvm::Value* rcp14(llvm::IRBuilder<>& b, llvm::Value* d, unsigned max_lanes) {
+  auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(d->getType());
+  const unsigned n = vt ? vt->getNumElements() : 1;
+  // 1, 2 or 3 lanes ride in 4; the others are left undefined (vrcp14ps raises no exception)
+  const unsigned padded = (n + 3) / 4 * 4;
+  llvm::Value* v = d;
+  if (!vt) {
+    v = b.CreateInsertElement(llvm::PoisonValue::get(llvm::FixedVectorType::get(b.getFloatTy(), 4)), d,
+                              b.getInt64(0));
+  } else if (padded != n) {
+    llvm::SmallVector<int, 16> mask;
+    for (unsigned i = 0; i < padded; i++) mask.push_back(i < n ? (int)i : -1);
+    v = b.CreateShuffleVector(d, mask);
+  }
+  llvm::SmallVector<llvm::Value*, 4> parts;
+  for (unsigned at = 0; at < padded;) {
+    const unsigned w = padded - at >= 16 && max_lanes >= 16 ? 16 : padded - at >= 8 ? 8 : 4;
+    llvm::Value* part = v;
+    if (w != padded) {
+      llvm::SmallVector<int, 16> mask;
+      for (unsigned i = 0; i < w; i++) mask.push_back((int)(at + i));
+      part = b.CreateShuffleVector(v, mask);
+    }
+    const llvm::Intrinsic::ID id = w == 16  ? llvm::Intrinsic::x86_avx512_rcp14_ps_512
+                                   : w == 8 ? llvm::Intrinsic::x86_avx512_rcp14_ps_256
+                                            : llvm::Intrinsic::x86_avx512_rcp14_ps_128;
+    llvm::Value* all = w == 16 ? b.getInt16(0xffff) : b.getInt8(0xff);
+    parts.push_back(b.CreateIntrinsic(id, {}, {part, llvm::Constant::getNullValue(part->getType()), all}));
+    at += w;
+  }
+  llvm::Value* e = parts.size() == 1 ? parts[0] : llvm::concatenateVectors(b, parts);
+  if (!vt) return b.CreateExtractElement(e, b.getInt64(0));
+  if (padded == n) return e;
+  llvm::SmallVector<int, 16> mask;
+  for (unsigned i = 0; i < n; i++) mask.push_back((int)i);
+  return b.CreateShuffleVector(e, mask);
+}
+
+// n / d with `arcp` on floats, whatever the width (scalar, 2, 4, 8, 16 lanes), as LLVM lowers 16
+// lanes: e = vrcp14ps(d), q = n e, q + e (n - d q). The same steps on every width: the loop
+// vectorizer's body (16 or 8 lanes, as the host's tuning prefers), its vector remainder, the SLP
+// vectorizer's 2 lanes and the scalar iterations give each element the same bits (LLVM alone
+// lowers 8 and 4 lanes with rcpps's 12 bits and a scalar one as a division). False for other
+// divisions.
+bool precise_reciprocal(llvm::BinaryOperator* div, unsigned max_lanes) {
   if (div->getOpcode() != llvm::Instruction::FDiv || !div->hasAllowReciprocal()) return false;
   llvm::Type* t = div->getType();
-  if (t->isFloatTy()) {
-    div->setHasAllowReciprocal(false);
-    return true;
-  }
   auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(t);
-  if (!vt || !vt->getElementType()->isFloatTy() ||
-      (vt->getNumElements() != 8 && vt->getNumElements() != 4))
-    return false;
+  if (!(vt ? vt->getElementType() : t)->isFloatTy()) return false;
   llvm::IRBuilder<> b(div);
   llvm::Value *n = div->getOperand(0), *d = div->getOperand(1);
-  const llvm::Intrinsic::ID rcp14 = vt->getNumElements() == 8
-                                        ? llvm::Intrinsic::x86_avx512_rcp14_ps_256
-                                        : llvm::Intrinsic::x86_avx512_rcp14_ps_128;
-  llvm::Value* e =
-      b.CreateIntrinsic(rcp14, {}, {d, llvm::Constant::getNullValue(vt), b.getInt8(0xff)});
+  llvm::Value* e = rcp14(b, d, max_lanes);
   llvm::Value* q = b.CreateFMul(n, e);
-  llvm::Value* rest = b.CreateIntrinsic(llvm::Intrinsic::fma, {vt}, {b.CreateFNeg(d), q, n});
-  llvm::Value* r = b.CreateIntrinsic(llvm::Intrinsic::fma, {vt}, {rest, e, q});
+  llvm::Value* rest = b.CreateIntrinsic(llvm::Intrinsic::fma, {t}, {b.CreateFNeg(d), q, n});
+  llvm::Value* r = b.CreateIntrinsic(llvm::Intrinsic::fma, {t}, {rest, e, q});
   div->replaceAllUsesWith(r);
   div->eraseFromParent();
   return true;
@@ -120,7 +157,7 @@ bool precise_reciprocal(llvm::BinaryOperator* div) {
 
 }  // namespace
 
-int rewrite_for_avx512(llvm::Module& m) {
+int rewrite_for_avx512(llvm::Module& m, unsigned vector_bits) {
   std::vector<llvm::Instruction*> candidates;
   for (llvm::Function& f : m)
     for (llvm::Instruction& i : llvm::instructions(f)) {
@@ -134,7 +171,7 @@ int rewrite_for_avx512(llvm::Module& m) {
     if (auto* g = llvm::dyn_cast<llvm::IntrinsicInst>(i))
       rewritten += gather_to_permute(g);
     else
-      rewritten += precise_reciprocal(llvm::cast<llvm::BinaryOperator>(i));
+      rewritten += precise_reciprocal(llvm::cast<llvm::BinaryOperator>(i), vector_bits / 32);
   }
   return rewritten;
 }

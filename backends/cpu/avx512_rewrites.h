@@ -5,10 +5,12 @@
 //   ScalarMath's lookups load table[i & 15]; the loop vectorizer makes that a gather (vpgatherdd:
 //   16 loads per vector, the 10-op chain 1.8x slower); vpermd/vpermps do 16 lanes in one
 //   instruction, vpermt2d 8 lanes (over the table's two halves);
-// - a reciprocal-estimate division (`arcp`, ScalarMath's div_finite) of 8 or 4 lanes becomes
-//   vrcp14ps and one Newton step, as LLVM lowers 16 lanes (for 8 and 4 it takes rcpps's 12 bits:
-//   sigmoid up to 3.5 ulp in a loop's 8-lane remainder), and a scalar one an exact division
-//   (rcpss has 12 bits too).
+// - a reciprocal-estimate division (`arcp`, ScalarMath's div_finite) of any width (16, 8, 4, 2 lanes
+//   or one float) becomes vrcp14ps and one Newton step, as LLVM lowers 16 lanes where it uses zmm:
+//   the same bits for an element whether it falls in a loop's body (16 lanes, or 8 where the host's
+//   tuning prefers 256-bit vectors: Intel server cores), a vector remainder, an SLP-vectorized pair
+//   or a scalar iteration. LLVM alone takes rcpps's 12 bits for 8 and 4 lanes (sigmoid up to 3.5
+//   ulp) and divides a scalar exactly; either made results depend on where an element fell.
 #pragma once
 
 namespace llvm {
@@ -22,7 +24,9 @@ constexpr const char* kAvx512Flag = "tc.avx512-rewrites";
 
 // Both rewrites over every function of `m`: gathers of 16 or 8 lanes whose addresses are a
 // 16-entry constant i32 or float table indexed by a zero-extended i32 vector (other gathers stay),
-// and `arcp` float divisions of 8 or 4 lanes or one. Returns how many instructions it rewrote.
-int rewrite_for_avx512(llvm::Module& m);
+// and `arcp` float divisions of any width. `vector_bits` is the target's vector register width as
+// the optimizer used it (512, or 256 where the tuning prefers it): reciprocal estimates take zmm
+// only where it is 512. Returns how many instructions it rewrote.
+int rewrite_for_avx512(llvm::Module& m, unsigned vector_bits);
 
 }  // namespace tc::backends::cpu

@@ -5,6 +5,7 @@
 // llvm::Error; they become tc::Error (CompileError) here and never cross an LLVM callback.
 #include "jit.h"
 
+#include <llvm/Analysis/TargetTransformInfo.h>
 #include <llvm/Config/llvm-config.h>
 #include <llvm/ExecutionEngine/ObjectCache.h>
 #include <llvm/ExecutionEngine/Orc/CompileUtils.h>
@@ -23,7 +24,7 @@
 namespace tc::backends::cpu {
 
 // Bumped whenever generated code changes for the same loop IR (invalidates disk caches).
-constexpr int kCodegenVersion = 14;
+constexpr int kCodegenVersion = 15;
 
 namespace {
 
@@ -89,7 +90,19 @@ struct Jit::Impl {
     pb.registerLoopAnalyses(lam);
     pb.crossRegisterProxies(lam, fam, cgam, mam);
     pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
-    if (m.getModuleFlag(kAvx512Flag)) rewrite_for_avx512(m);
+    if (m.getModuleFlag(kAvx512Flag)) rewrite_for_avx512(m, vector_bits(m));
+  }
+
+  // The vector register width the optimizer's cost model used for `m`'s functions (all share the
+  // host's attributes): 512 on AVX-512 hosts, 256 where the CPU's tuning prefers 256-bit vectors
+  // (LLVM's prefer-256-bit: Skylake-X through Sapphire Rapids and Rocket Lake; not Zen 4/5).
+  unsigned vector_bits(llvm::Module& m) const {
+    for (llvm::Function& f : m)
+      if (!f.isDeclaration())
+        return (unsigned)tm->getTargetTransformInfo(f)
+            .getRegisterBitWidth(llvm::TargetTransformInfo::RGK_FixedWidthVector)
+            .getFixedValue();
+    return 512;
   }
 
   // avx512_rewrites.h, for AVX-512's 16-lane vpermd and VL's 8-lane vpermt2d and vrcp14ps.
