@@ -659,19 +659,24 @@ TEST(CpuScalarOps, OnlyAProductPlusAConstantIsFused) {
 // every width, avx512_rewrites.h): the body is 16 lanes, or 8 where the host's tuning prefers 256-bit
 // vectors (Intel server cores), its remainders 8 or 4 lanes, an SLP-vectorized pair or scalar
 // iterations. LLVM alone gives 8 and 4 lanes rcpps's 12 bits (sigmoid up to 3.5 ulp) and divides
-// scalars exactly. sigmoid and tanh of every element of launches of 1 to 40 elements (all short of an
-// 8-lane body's 32 per iteration, so remainders or scalar code all) are bit for bit the body's.
-TEST(CpuScalarOps, EveryRemainderDividesLikeTheLoopBodyOnAvx512) {
+// scalars exactly. sigmoid and tanh (the ops that divide) and the other float32 transcendentals of
+// every element of launches of 1 to 40 elements (all short of an 8-lane body's 32 per iteration, so
+// remainders or scalar code all) are bit for bit the body's.
+TEST(CpuScalarOps, EveryRemainderComputesLikeTheLoopBodyOnAvx512) {
   const std::string features = "," + Jit::get().cpu_features() + ",";
   if (features.find(",+avx512f,") == std::string::npos || features.find(",+avx512vl,") == std::string::npos)
     GTEST_SKIP() << "no AVX-512 on this host";
   disk_cache_off();
-  std::vector<CompiledKernel> fns = compile_all({pointwise(ScalarOp::sigmoid, Ty::F32, Ty::F32),
-                                                  pointwise(ScalarOp::tanh, Ty::F32, Ty::F32)});
+  const ScalarOp ops[] = {ScalarOp::sigmoid, ScalarOp::tanh,  ScalarOp::sqrt,  ScalarOp::rsqrt, ScalarOp::exp,
+                          ScalarOp::exp2,    ScalarOp::log,   ScalarOp::log2,  ScalarOp::log1p, ScalarOp::expm1,
+                          ScalarOp::sin,     ScalarOp::cos,   ScalarOp::tan,   ScalarOp::erf,   ScalarOp::reciprocal};
+  std::vector<lower::Kernel> ks;
+  for (ScalarOp op : ops) ks.push_back(pointwise(op, Ty::F32, Ty::F32));
+  std::vector<CompiledKernel> fns = compile_all(ks);
   std::vector<float> in = float32_sweep();
   in.resize(in.size() / 1920 * 1920);  // a multiple of the body's 128
   const int64_t n = (int64_t)in.size();
-  for (int f = 0; f < 2; f++) {
+  for (int f = 0; f < (int)std::size(ops); f++) {
     std::vector<float> body(in.size()), parts(in.size());
     void* all[2] = {in.data(), body.data()};
     launch(fns[f], all, &n);
@@ -685,9 +690,9 @@ TEST(CpuScalarOps, EveryRemainderDividesLikeTheLoopBodyOnAvx512) {
       if (std::isnan(in[j])) continue;
       checked++;
       if (std::memcmp(&body[j], &parts[j], 4) == 0 || ++differ > 10) continue;
-      ADD_FAILURE() << (f ? "tanh(" : "sigmoid(") << in[j] << "): body " << body[j] << ", remainder " << parts[j];
+      ADD_FAILURE() << scalar_op_name(ops[f]) << "(" << in[j] << "): body " << body[j] << ", remainder " << parts[j];
     }
-    EXPECT_EQ(differ, 0) << (f ? "tanh" : "sigmoid") << ": elements whose remainder differs from the body";
+    EXPECT_EQ(differ, 0) << scalar_op_name(ops[f]) << ": elements whose remainder differs from the body";
     EXPECT_GT(checked, 500000);
   }
 }
