@@ -39,7 +39,7 @@ function T.profiler_range_leaves_work_unchanged()
   cuda.profiler_start()
   local b = a * 2
   cuda.profiler_stop()
-  check.eq(b:cpu(), tc.arange(6, {dtype = tc.float32}) * 2)
+  check.values(b:cpu(), {0, 2, 4, 6, 8, 10}, 0)
 end
 
 function T.work_on_two_streams_matches_the_cpu()
