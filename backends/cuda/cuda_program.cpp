@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -692,6 +693,12 @@ std::vector<Tensor> Program::run(capture::GraphInputs inputs) const {
       prof.mark(step, label);
     }
     const int checks = drv::capture_device_checks();
+    // an earlier kernel's flagged index check, read first by this eager op, is the graph's error
+    std::optional<drv::OuterDeviceChecks> own_checks;
+    if (!g.index_checks.empty())
+      own_checks.emplace([&g, &syms, device = device](int64_t k, int64_t value) {
+        raise_index_check(g.index_checks, syms, device, k, value, true);
+      });
     lower::run_extern(g, e, places, syms, "cuda backend", true);
     if (e.node >= 0 && drv::capture_device_checks() > checks) {
       // the eager kernel's checks, read after a replay: their errors name the node as run_extern's do

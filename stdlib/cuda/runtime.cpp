@@ -425,12 +425,24 @@ size_t fastest_keeping_first(const std::vector<double>& t, size_t n, double slac
   return first_eligible && t[0] <= slack * t[k] ? 0 : k;
 }
 
+namespace {
+thread_local const DeviceCheckDecoder* g_outer_checks = nullptr;
+}  // namespace
+
+OuterDeviceChecks::OuterDeviceChecks(DeviceCheckDecoder decode)
+    : decode_(std::move(decode)), previous_(g_outer_checks) {
+  g_outer_checks = &decode_;
+}
+
+OuterDeviceChecks::~OuterDeviceChecks() { g_outer_checks = previous_; }
+
 void check_device_errors(int device, const DeviceCheckDecoder& raise) {
   if (g_compile_only || note_device_check_in_capture(raise)) return;
   int64_t detail = 0;
   const int64_t code = take_device_error(device, &detail);
   if (!code) return;
   raise(code, detail);
+  if (g_outer_checks) (*g_outer_checks)(code, detail);
   TC_FAIL(DeviceError, "a device-side check failed (code %lld, value %lld) that its op does not know", (long long)code,
           (long long)detail);
 }

@@ -193,6 +193,20 @@ constexpr int64_t kFlagIndex = -1, kFlagTarget = -2, kFlagProbability = -3, kFla
 // flag (it raises the op's error; a flag it does not recognize is a DeviceError); under capture,
 // `raise` becomes the check's decoder (note_device_check_in_capture): no wait either way there.
 void check_device_errors(int device, const DeviceCheckDecoder& raise);
+// A compiled graph's own checks (positive codes), flagged by one of its generated kernels and read
+// first by an eager op that the graph runs after it: while one of these lives on this thread,
+// check_device_errors gives a code its op does not recognize to `decode` before calling it unknown.
+class OuterDeviceChecks {
+ public:
+  explicit OuterDeviceChecks(DeviceCheckDecoder decode);
+  ~OuterDeviceChecks();
+  OuterDeviceChecks(const OuterDeviceChecks&) = delete;
+  OuterDeviceChecks& operator=(const OuterDeviceChecks&) = delete;
+
+ private:
+  DeviceCheckDecoder decode_;
+  const DeviceCheckDecoder* previous_;
+};
 void sync_stream(int device);  // waits for the current stream
 
 // ---- group kernels (stdlib/cuda/<group>.cpp); nullopt-like empty Stack = not handled --------

@@ -181,6 +181,25 @@ std::string add_suffixes(std::string s, const std::vector<std::string>& suffixes
 
 }  // namespace
 
+
+// A device tensor's elements on the host for printing: the span of its storage that the view
+// covers, copied once and viewed with the same sizes and strides, so a broadcast view
+// (ones(1):expand(2^62)) copies one element rather than materialising every one.
+static Tensor host_view(const Tensor& x) {
+  int64_t span = 1;
+  for (size_t d = 0; d < x.sizes().size(); d++) {
+    if (x.strides()[d] < 0) {  // (no such views today; copy the elements as they are)
+      Tensor t = Tensor::empty(x.sizes(), x.dtype());
+      t.copy_from(x);
+      return t;
+    }
+    span = checked_add(span, checked_mul(x.sizes()[d] - 1, x.strides()[d], "printing"), "printing");
+  }
+  Tensor host = Tensor::empty({span}, x.dtype());
+  host.copy_from(x.as_strided({span}, {1}, x.offset()));
+  return host.as_strided(x.sizes(), x.strides(), 0);
+}
+
 std::string format_tensor(const Tensor& x) {
   const std::string prefix = "tensor(";
   const int indent = (int)prefix.size();
@@ -200,10 +219,7 @@ std::string format_tensor(const Tensor& x) {
   } else {
     if (x.dtype() != default_dtype() && x.dtype() != DType::Int64 && x.dtype() != DType::Bool) suffixes.push_back(dt);
     Tensor t = x;
-    if (!t.device().is_cpu()) {
-      t = Tensor::empty(x.sizes(), x.dtype());
-      t.copy_from(x);
-    }
+    if (!t.device().is_cpu()) t = host_view(x);
     Elements el{static_cast<const char*>(t.data_ptr()), t.dtype()};
     Printer p{t, t.numel() > g_opts.threshold, {}};
     p.f.floating = is_floating(t.dtype());
