@@ -1099,11 +1099,17 @@ std::string shown_backend(const std::string& key) {
 }
 
 // Every entry's failing guard, newest first ("\n  - entry 2: arg[1]: expected ..."), for the
-// recompile log (torch's lists each one, not only the newest's).
-std::string entry_failures(lua_State* L, const CodeCache* cc, const CompileConfig& cfg, int nargs) {
+// recompile log, the recompile-limit warning, fail_on_recompile's error and the explain report
+// (torch's lists each one, not only the newest's); past `most` entries, "... and N more".
+std::string entry_failures(lua_State* L, const CodeCache* cc, const CompileConfig& cfg, int nargs,
+                           size_t most = 8) {
   const int base = lua_gettop(L);
   std::string out;
   for (size_t j = cc->entries.size(); j-- > 0;) {
+    if (cc->entries.size() - j > most) {
+      out += "\n  - ... and " + std::to_string(j + 1) + " more";
+      break;
+    }
     const Entry& e = *cc->entries[j];
     std::string why = "compiled for backend " + shown_backend(e.backend_key);
     if (e.backend_key == cfg.backend_key) {
@@ -1146,10 +1152,16 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
       last.guards.check(L, 1, 2, nargs);
       reason = last.guards.failure(L, base);
     }
+    lua_settop(L, base);
+    // with several entries, each one's failing guard (a single reason blames the newest alone)
+    const std::string each =
+        cc->entries.size() > 1
+            ? "the guard failure of each entry:" + entry_failures(L, cc, *cfg, nargs)
+            : reason;
     if (st.stance == "fail_on_recompile") {
       lua_settop(L, base);
       std::string msg = "tc.compiler.set_stance(\"fail_on_recompile\"): " + cache_name(cc) +
-                        " would recompile (" + reason + ")";
+                        " would recompile, triggered by " + each;
       lua::push_error(L, "CompileError", msg.c_str(), 1);
       *out = Outcome::Raise;
       return nullptr;
@@ -1161,8 +1173,7 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
       cc->gave_up = true;
       st.stats.fallbacks++;
       std::string msg = "tc: recompile limit (" + std::to_string(limit) + ") reached for " +
-                        cache_name(cc) + "; last reason: " + reason +
-                        ". It runs uncompiled from now on.";
+                        cache_name(cc) + ", which runs uncompiled from now on; triggered by " + each;
       // resume functions too (a value read at a break that changes on every call, a loop that
       // breaks in every iteration): compilation is lost either way, and the user is told
       std::fprintf(stderr, "%s\n", msg.c_str());
@@ -1174,16 +1185,13 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
     lua_settop(L, base);
     cc->recompiles++;
     st.stats.recompiles++;
-    st.report.recompiles.push_back({cache_name(cc), cc->recompiles, reason});
+    st.report.recompiles.push_back({cache_name(cc), cc->recompiles, each});
     if (log_enabled(L, "recompiles") && cc->entries.size() == 1)
       std::fprintf(stderr, "[tc recompiles] recompiling %s (entry %d), triggered by: %s\n",
                    cache_name(cc).c_str(), int(cc->entries.size()) + 1, reason.c_str());
     else if (log_enabled(L, "recompiles"))
-      std::fprintf(stderr,
-                   "[tc recompiles] recompiling %s (entry %d), triggered by the guard failure of "
-                   "each entry:%s\n",
-                   cache_name(cc).c_str(), int(cc->entries.size()) + 1,
-                   entry_failures(L, cc, *cfg, nargs).c_str());
+      std::fprintf(stderr, "[tc recompiles] recompiling %s (entry %d), triggered by %s\n",
+                   cache_name(cc).c_str(), int(cc->entries.size()) + 1, each.c_str());
   }
   auto t0 = std::chrono::steady_clock::now();
   Tracer::Options opt;

@@ -129,9 +129,13 @@ static std::string to_text(const Report& r) {
     for (const std::string& l : g.lines()) s += "    " + l + "\n";
   }
   s += "Recompiles:\n";
-  for (const auto& x : r.recompiles)
-    s += "  " + x.function + ": recompile " + std::to_string(x.count) +
-         ", guard failed: " + x.reason + "\n";
+  for (const auto& x : r.recompiles) {
+    std::string why = x.reason;  // a list of each entry's failing guard goes one level deeper
+    for (size_t at = 0; (at = why.find("\n  - ", at)) != std::string::npos; at += 5)
+      why.insert(at + 1, "    ");
+    s += "  " + x.function + ": recompile " + std::to_string(x.count) + ", triggered by " + why +
+         "\n";
+  }
   s += "Compile Times:\n";
   for (const auto& t : r.times) {
     char buf[256];
