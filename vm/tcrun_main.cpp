@@ -16,6 +16,7 @@
 #include "tc/backends.h"
 #include "tc/capture.h"
 #include "tc/cpu_backend.h"
+#include "tc/cuda.h"
 #include "tc/vm/bytecode.h"
 #include "tc/vm/compiler.h"
 #include "tc/vm/runtime.h"
@@ -228,6 +229,21 @@ std::string read_stdin() {
   return code;
 }
 
+// --backend=cuda without a usable GPU is refused at startup, as tc.compile(f, {backend = "cuda"})
+// is (stdlib/lua/tc._api.lua), not at the first compiled call; compile-only mode (kernels compiled
+// by NVRTC, never launched) needs no GPU.
+void check_backend_device(const Options& o) {
+  if (o.backend != "cuda") return;
+  std::string why = "tc was built without the CUDA toolkit";
+#ifdef TC_HAVE_CUDA
+  if (tc::cuda::compile_only() || tc::cuda::is_available(&why)) return;
+#endif
+  std::fprintf(stderr,
+               "tcrun: --backend=cuda needs a CUDA GPU, and none is available (%s); use --backend=tc, which compiles for the device the tensors are on\n",
+               why.c_str());
+  std::exit(2);
+}
+
 void print_error(const tc::vm::LuaError& e) {
   std::fprintf(stderr, "%s\n", e.what());
   if (!e.traceback().empty()) std::fprintf(stderr, "%s\n", e.traceback().c_str());
@@ -243,6 +259,7 @@ int main(int argc, char** argv) {
   }
   if (o.version) std::printf("%s\n", version_string().c_str());
   if (!o.bytecode.empty()) return tc::vm::print_bytecode(o.bytecode.c_str(), std::cout);
+  check_backend_device(o);
   if (!o.nproc.empty()) {
     tc::vm::LaunchOptions lo;
     char* end = nullptr;

@@ -81,6 +81,16 @@ function T.device_option_sets_the_default_device()
   end
 end
 
+function T.backend_cuda_without_a_gpu_is_refused_at_startup()
+  if tc.cuda.is_available() then check.skip("a CUDA GPU is present") end
+  for _, opts in ipairs({"--backend=cuda", "--compile-all --backend=cuda"}) do
+    local out, code = run(TCRUN .. " " .. opts .. [[ -e "print('ran')"]])
+    check.eq(code, 2, out)
+    check.eq(out:find("ran", 1, true), nil, out)
+    check.eq(out:find("tcrun: --backend=cuda needs a CUDA GPU, and none is available (", 1, true) ~= nil, true, out)
+  end
+end
+
 function T.version()
   local out, code = run(TCRUN .. " --version")
   check.eq(code, 0)
