@@ -1,0 +1,783 @@
+-- tc.Trainer: a training loop in the spirit of Lightning 2.x (docs/trainer.md). `require "tc.trainer"`
+-- returns {Trainer, LightningModule, Callback, EarlyStopping, ModelCheckpoint, CSVLogger}; tc.Trainer is
+-- the Trainer. The module protocol: a tc.nn.Module with training_step(batch, i) returning a loss (or a
+-- table with .loss), optional validation_step/test_step/predict_step, configure_optimizers() and
+-- train_dataloader/val_dataloader/test_dataloader/predict_dataloader; hooks with Lightning's names on
+-- the module and on callbacks, called in Lightning's order.
+local tc = require "tc"
+
+local M = {}
+
+local function raise(kind, msg)
+  if tc._C and tc._C.raise then tc._C.raise(kind, msg) end
+  error(kind .. ": " .. msg, 3)
+end
+
+local now = tc.utils.perf_counter
+
+-- ---- module base and callbacks ------------------------------------------------------------------
+local nn = require "tc.nn"
+
+-- LightningModule: a tc.nn.Module with self:log / self:log_dict (any module works with the Trainer,
+-- which gives it a log method when it has none).
+local LightningModule = nn.Module:extend("LightningModule")
+M.LightningModule = LightningModule
+function LightningModule:log(name, value, opts)
+  local buf = rawget(self, "_tc_log_buffer")
+  if buf then buf[#buf + 1] = {name, value, opts}; return end
+  local tr = rawget(self, "trainer")
+  if not tr then raise("RuntimeError", "self:log() called outside a tc.Trainer loop") end
+  tr:_log(name, value, opts)
+end
+function LightningModule:log_dict(t, opts) for k, v in pairs(t) do self:log(k, v, opts) end end
+
+local Callback = {__name = "Callback"}
+Callback.__index = Callback
+M.Callback = Callback
+-- `MyCb = Callback:extend("MyCb")`; `MyCb(opts)` calls MyCb:__init(opts).
+function Callback:extend(name)
+  local cls = setmetatable({__name = name or "Callback"}, {__index = self, __call = function(c, ...)
+    local o = setmetatable({}, c); o:__init(...); return o end})
+  cls.__index = cls
+  cls.super = self
+  return cls
+end
+function Callback:__init() end
+setmetatable(Callback, {__call = function(c, ...) local o = setmetatable({}, c); o:__init(...); return o end})
+
+local HOOKS = {"on_fit_start", "on_fit_end", "on_sanity_check_start", "on_sanity_check_end", "on_train_start",
+  "on_train_end", "on_train_epoch_start", "on_train_epoch_end", "on_train_batch_start", "on_train_batch_end",
+  "on_before_backward", "on_after_backward", "on_before_optimizer_step", "on_before_zero_grad",
+  "on_validation_start", "on_validation_end", "on_validation_epoch_start", "on_validation_epoch_end",
+  "on_validation_batch_start", "on_validation_batch_end", "on_test_start", "on_test_end", "on_test_epoch_start",
+  "on_test_epoch_end", "on_test_batch_start", "on_test_batch_end", "on_predict_start", "on_predict_end",
+  "on_predict_epoch_start", "on_predict_epoch_end", "on_predict_batch_start", "on_predict_batch_end",
+  "on_save_checkpoint", "on_load_checkpoint", "on_exception"}
+M.HOOKS = HOOKS
+for _, h in ipairs(HOOKS) do Callback[h] = function() end end
+
+local function opt_check(opts, known, what)
+  for k in pairs(opts) do
+    if not known[k] then
+      local names = {}
+      for n in pairs(known) do names[#names + 1] = n end
+      table.sort(names)
+      raise("ValueError", ("%s: unknown option '%s' (known: %s)"):format(what, tostring(k), table.concat(names, ", ")))
+    end
+  end
+end
+
+local function better(mode, a, b, delta)
+  delta = delta or 0
+  if mode == "min" then return a < b - delta end
+  return a > b + delta
+end
+
+-- EarlyStopping(monitor, {patience = 3, mode = "min", min_delta = 0}) or EarlyStopping{monitor = ...}:
+-- checked after every validation run; sets trainer.should_stop after `patience` checks without improvement.
+local EarlyStopping = Callback:extend("EarlyStopping")
+M.EarlyStopping = EarlyStopping
+function EarlyStopping:__init(monitor, opts)
+  if type(monitor) == "table" then opts, monitor = monitor, monitor.monitor end
+  opts = opts or {}
+  opt_check(opts, {monitor = true, patience = true, mode = true, min_delta = true, check_finite = true}, "EarlyStopping")
+  if type(monitor) ~= "string" then raise("ValueError", "EarlyStopping: monitor must be a metric name") end
+  self.monitor, self.patience, self.mode = monitor, opts.patience or 3, opts.mode or "min"
+  if self.mode ~= "min" and self.mode ~= "max" then raise("ValueError", "EarlyStopping: mode is 'min' or 'max'") end
+  self.min_delta, self.wait_count, self.stopped_epoch = math.abs(opts.min_delta or 0), 0, nil
+  self.best_score = self.mode == "min" and math.huge or -math.huge
+end
+function EarlyStopping:on_validation_end(trainer)
+  if trainer.sanity_checking then return end
+  local v = trainer.callback_metrics[self.monitor]
+  if v == nil then
+    raise("ValueError", ("EarlyStopping: monitored metric '%s' was not logged (logged: %s)"):format(self.monitor,
+      trainer:_metric_names()))
+  end
+  if v ~= v then trainer.should_stop = true; self.stopped_epoch = trainer.current_epoch; return end
+  if better(self.mode, v, self.best_score, self.min_delta) then
+    self.best_score, self.wait_count = v, 0
+  else
+    self.wait_count = self.wait_count + 1
+    if self.wait_count >= self.patience then
+      trainer.should_stop = true
+      self.stopped_epoch = trainer.current_epoch
+    end
+  end
+end
+
+local function mkdir(dir) os.execute(("mkdir -p '%s'"):format(dir:gsub("'", "'\\''"))) end
+local function exists(p) local f = io.open(p, "rb"); if f then f:close() end; return f ~= nil end
+
+-- ModelCheckpoint{dirpath, monitor, mode = "min", save_top_k = 1, every_n_train_steps, save_last, filename}:
+-- saves the model's state_dict (tc.save, safetensors) with metadata epoch/step. Not an exact-resume
+-- checkpoint: optimizer, scheduler and RNG states are not saved.
+local ModelCheckpoint = Callback:extend("ModelCheckpoint")
+M.ModelCheckpoint = ModelCheckpoint
+function ModelCheckpoint:__init(opts)
+  opts = opts or {}
+  opt_check(opts, {dirpath = true, monitor = true, mode = true, save_top_k = true, every_n_train_steps = true,
+                   save_last = true, filename = true}, "ModelCheckpoint")
+  self.dirpath, self.monitor, self.mode = opts.dirpath, opts.monitor, opts.mode or "min"
+  self.save_top_k = opts.save_top_k or 1
+  self.every_n_train_steps, self.save_last = opts.every_n_train_steps, opts.save_last
+  self.filename = opts.filename
+  self.best_k_models, self.best_model_path, self.best_model_score, self.last_model_path = {}, nil, nil, nil
+end
+function ModelCheckpoint:_name(trainer, score)
+  local s = self.filename or ("epoch=%d-step=%d"):format(trainer.current_epoch, trainer.global_step)
+  if not self.filename and self.monitor and score then s = s .. ("-%s=%.4f"):format(self.monitor, score) end
+  return (self.dirpath or (trainer.default_root_dir .. "/checkpoints")) .. "/" .. s .. ".safetensors"
+end
+function ModelCheckpoint:_save(trainer, path)
+  mkdir(path:match("^(.*)/[^/]*$") or ".")
+  trainer:save_checkpoint(path)
+end
+function ModelCheckpoint:_check(trainer)
+  if trainer.sanity_checking or trainer.fast_dev_run or self._last_step == trainer.global_step then return end
+  self._last_step = trainer.global_step
+  local score
+  if self.monitor then
+    score = trainer.callback_metrics[self.monitor]
+    if score == nil then
+      raise("ValueError", ("ModelCheckpoint: monitored metric '%s' was not logged (logged: %s)"):format(self.monitor,
+        trainer:_metric_names()))
+    end
+  end
+  if self.save_top_k ~= 0 then
+    local path = self:_name(trainer, score)
+    if not self.monitor or self.save_top_k < 0 then
+      if self.save_top_k == 1 and self.best_model_path and self.best_model_path ~= path then os.remove(self.best_model_path) end
+      self:_save(trainer, path); self.best_model_path = path
+    else
+      local n, worst, worst_path = 0, nil, nil
+      for p, s in pairs(self.best_k_models) do
+        n = n + 1
+        if worst == nil or better(self.mode, worst, s) then worst, worst_path = s, p end
+      end
+      if n < self.save_top_k or better(self.mode, score, worst) then
+        if n >= self.save_top_k then self.best_k_models[worst_path] = nil; os.remove(worst_path) end
+        self.best_k_models[path] = score
+        self:_save(trainer, path)
+        local bp, bs
+        for p, s in pairs(self.best_k_models) do if bs == nil or better(self.mode, s, bs) then bp, bs = p, s end end
+        self.best_model_path, self.best_model_score = bp, bs
+      end
+    end
+  end
+  if self.save_last then
+    local last = (self.dirpath or (trainer.default_root_dir .. "/checkpoints")) .. "/last.safetensors"
+    self:_save(trainer, last); self.last_model_path = last
+  end
+end
+function ModelCheckpoint:on_train_batch_end(trainer)
+  local n = self.every_n_train_steps
+  if n and n > 0 and trainer.global_step % n == 0 and trainer._stepped then self:_check(trainer) end
+end
+function ModelCheckpoint:on_validation_end(trainer)
+  if not self.every_n_train_steps and self.monitor then self:_check(trainer) end
+end
+function ModelCheckpoint:on_train_epoch_end(trainer)
+  if not self.every_n_train_steps and not self.monitor then self:_check(trainer) end
+end
+
+-- ---- CSV logger ----------------------------------------------------------------------------------
+-- CSVLogger(dir): rows of {epoch, step, metrics...} written to dir/metrics.csv (rewritten on each flush,
+-- columns the union of the names logged so far, as Lightning's CSVLogger).
+local CSVLogger = {}
+CSVLogger.__index = CSVLogger
+M.CSVLogger = CSVLogger
+setmetatable(CSVLogger, {__call = function(c, dir) return setmetatable({dir = dir, rows = {}, keys = {}, seen = {}}, c) end})
+function CSVLogger:log_metrics(metrics, step, epoch)
+  local row = {step = step, epoch = epoch}
+  for k, v in pairs(metrics) do
+    row[k] = v
+    if not self.seen[k] then self.seen[k] = true; self.keys[#self.keys + 1] = k end
+  end
+  self.rows[#self.rows + 1] = row
+end
+function CSVLogger:path() return self.dir .. "/metrics.csv" end
+function CSVLogger:save()
+  mkdir(self.dir)
+  local keys = {}
+  for i, k in ipairs(self.keys) do keys[i] = k end
+  table.sort(keys)
+  table.insert(keys, 1, "epoch"); table.insert(keys, 2, "step")
+  local f = assert(io.open(self:path(), "w"))
+  f:write(table.concat(keys, ","), "\n")
+  for _, r in ipairs(self.rows) do
+    local cells = {}
+    for i, k in ipairs(keys) do
+      local v = r[k]
+      cells[i] = v == nil and "" or (math.type(v) == "integer" and tostring(v) or ("%.9g"):format(v))
+    end
+    f:write(table.concat(cells, ","), "\n")
+  end
+  f:close()
+end
+
+-- ---- progress ------------------------------------------------------------------------------------
+local tty_cache
+local function stdout_is_terminal()
+  if tty_cache == nil then
+    local term = os.getenv("TERM")
+    tty_cache = term ~= nil and term ~= "dumb" and os.execute("test -t 1") == true
+  end
+  return tty_cache
+end
+
+local Progress = {}
+Progress.__index = Progress
+local function fmt_time(s)
+  if s ~= s or s == math.huge then return "?" end
+  s = math.floor(s + 0.5)
+  if s >= 3600 then return ("%d:%02d:%02d"):format(s // 3600, s % 3600 // 60, s % 60) end
+  return ("%02d:%02d"):format(s // 60, s % 60)
+end
+function Progress.new(inplace, out) return setmetatable({inplace = inplace, out = out or io.stdout}, Progress) end
+function Progress:start(label, total)
+  self.label, self.total, self.t0, self.n = label, total, now(), 0
+  self.last = self.inplace and -math.huge or self.t0
+end
+function Progress:line(n, extra)
+  local el = now() - self.t0
+  local rate = n > 0 and el > 0 and n / el or 0
+  local tot = self.total and self.total > 0 and tostring(self.total) or "?"
+  local eta = (self.total and rate > 0) and fmt_time((self.total - n) / rate) or "?"
+  return ("%s %d/%s [%s<%s, %.2f it/s]%s"):format(self.label, n, tot, fmt_time(el), eta, rate, extra or "")
+end
+function Progress:update(n, extra_fn)
+  self.n = n
+  local t = now()
+  local period = self.inplace and 0.1 or 10
+  if t - self.last < period then return end
+  self.last = t
+  local s = self:line(n, extra_fn and extra_fn() or "")
+  if self.inplace then self.out:write("\r", s, "\27[K") else self.out:write(s, "\n") end
+  self.out:flush()
+end
+function Progress:finish(extra)
+  local s = self:line(self.n, extra or "")
+  if self.inplace then self.out:write("\r", s, "\27[K\n") else self.out:write(s, "\n") end
+  self.out:flush()
+end
+
+-- ---- Trainer -------------------------------------------------------------------------------------
+local Trainer = {}
+Trainer.__index = Trainer
+Trainer.__name = "Trainer"
+M.Trainer = Trainer
+
+local OPTIONS = {max_epochs = true, min_epochs = true, max_steps = true, limit_train_batches = true,
+  limit_val_batches = true, limit_test_batches = true, limit_predict_batches = true, val_check_interval = true,
+  check_val_every_n_epoch = true, num_sanity_val_steps = true, accumulate_grad_batches = true,
+  gradient_clip_val = true, gradient_clip_algorithm = true, seed = true, fast_dev_run = true,
+  enable_progress_bar = true, progress_bar_inplace = true, callbacks = true, logger = true, default_root_dir = true,
+  log_every_n_steps = true, enable_checkpointing = true, progress_out = true}
+
+local function new_trainer(cls, opts)
+  opts = opts or {}
+  opt_check(opts, OPTIONS, "tc.Trainer")
+  local self = setmetatable({}, cls)
+  self.fast_dev_run = opts.fast_dev_run or false
+  local fdr = self.fast_dev_run
+  local fdr_n = fdr == true and 1 or (math.type(fdr) == "integer" and fdr > 0 and fdr) or nil
+  self.max_steps = opts.max_steps or -1
+  self.max_epochs = opts.max_epochs or (self.max_steps == -1 and 1000 or -1)
+  self.min_epochs = opts.min_epochs or 0
+  self.limit_train_batches = opts.limit_train_batches or 1.0
+  self.limit_val_batches = opts.limit_val_batches or 1.0
+  self.limit_test_batches = opts.limit_test_batches or 1.0
+  self.limit_predict_batches = opts.limit_predict_batches or 1.0
+  self.val_check_interval = opts.val_check_interval or 1.0
+  self.check_val_every_n_epoch = opts.check_val_every_n_epoch or 1
+  self.num_sanity_val_steps = opts.num_sanity_val_steps or 2
+  self.accumulate_grad_batches = opts.accumulate_grad_batches or 1
+  if math.type(self.accumulate_grad_batches) ~= "integer" or self.accumulate_grad_batches < 1 then
+    raise("ValueError", "tc.Trainer: accumulate_grad_batches must be an integer >= 1")
+  end
+  self.gradient_clip_val = opts.gradient_clip_val
+  self.gradient_clip_algorithm = opts.gradient_clip_algorithm or "norm"
+  if self.gradient_clip_algorithm ~= "norm" and self.gradient_clip_algorithm ~= "value" then
+    raise("ValueError", "tc.Trainer: gradient_clip_algorithm is 'norm' or 'value', got " .. tostring(self.gradient_clip_algorithm))
+  end
+  self.seed = opts.seed
+  self.default_root_dir = opts.default_root_dir or "."
+  self.log_every_n_steps = opts.log_every_n_steps or 50
+  self.callbacks = {}
+  for i, cb in ipairs(opts.callbacks or {}) do self.callbacks[i] = cb end
+  local enable_ckpt = opts.enable_checkpointing
+  if fdr_n then
+    self.max_epochs, self.max_steps = 1, fdr_n
+    self.limit_train_batches, self.limit_val_batches, self.limit_test_batches, self.limit_predict_batches = fdr_n, fdr_n, fdr_n, fdr_n
+    self.num_sanity_val_steps, self.val_check_interval = 0, 1.0
+  end
+  if opts.logger == false or fdr_n then self.logger = nil
+  elseif opts.logger == nil or opts.logger == true then self.logger = CSVLogger(self.default_root_dir)
+  else self.logger = opts.logger end
+  self.enable_progress_bar = opts.enable_progress_bar ~= false
+  local inplace = opts.progress_bar_inplace
+  if inplace == nil and self.enable_progress_bar then inplace = stdout_is_terminal() end
+  self.progress = Progress.new(inplace, opts.progress_out)
+  self.eval_progress = Progress.new(inplace, opts.progress_out)
+  self.enable_checkpointing = enable_ckpt
+  self.current_epoch, self.global_step, self.should_stop, self.sanity_checking = 0, 0, false, false
+  self.callback_metrics, self.logged_metrics, self.progress_bar_metrics = {}, {}, {}
+  self.recompiles = 0
+  return self
+end
+setmetatable(Trainer, {__call = new_trainer})
+
+function Trainer:_metric_names()
+  local t = {}
+  for k in pairs(self.callback_metrics) do t[#t + 1] = k end
+  table.sort(t)
+  return #t > 0 and table.concat(t, ", ") or "none"
+end
+
+-- hooks: callbacks first, then the module (Lightning's order for most hooks); *_epoch_end hooks run the
+-- module first so the callbacks see what it logged there.
+function Trainer:_call(hook, ...)
+  local m = self.lightning_module
+  local module_first = hook:match("_epoch_end$") ~= nil
+  if module_first and m and type(m[hook]) == "function" then m[hook](m, ...) end
+  for _, cb in ipairs(self.callbacks) do
+    local f = cb[hook]
+    if f then f(cb, self, m, ...) end
+  end
+  if not module_first and m and type(m[hook]) == "function" then m[hook](m, ...) end
+end
+
+-- ---- logging ---------------------------------------------------------------------------------------
+local function value_of(v)
+  if tc.is_tensor(v) then return v:detach() end
+  if type(v) == "number" then return v end
+  if type(v) == "boolean" then return v and 1 or 0 end
+  raise("ValueError", "self:log(): the value must be a number or a tensor, got " .. type(v))
+end
+local function to_number(v)
+  if tc.is_tensor(v) then return v:float():item() end
+  return v
+end
+
+function Trainer:_log(name, value, opts)
+  opts = opts or {}
+  if type(name) ~= "string" then raise("ValueError", "self:log(): the name must be a string") end
+  local stage = self._stage or "train"
+  local on_step, on_epoch = opts.on_step, opts.on_epoch
+  if on_step == nil then on_step = stage == "train" and not self._in_epoch_hook end
+  if on_epoch == nil then on_epoch = stage ~= "train" or self._in_epoch_hook == true end
+  local v = value_of(value)
+  if tc.is_tensor(v) and v:numel() ~= 1 then raise("ValueError", ("self:log('%s'): a tensor value must have one element"):format(name)) end
+  if tc.is_tensor(v) and v:dim() > 0 then v = v:reshape({}) end
+  if self.sanity_checking then return end
+  local step_name = (on_step and on_epoch) and name .. "_step" or name
+  local epoch_name = (on_step and on_epoch) and name .. "_epoch" or name
+  if on_step then
+    self._step_metrics[step_name] = v
+    self.callback_metrics[step_name] = v
+    if opts.prog_bar then self.progress_bar_metrics[step_name] = v end
+  end
+  if on_epoch then
+    local acc = self._epoch_acc[epoch_name]
+    if not acc then
+      acc = {sum = 0, n = 0, prog_bar = opts.prog_bar}
+      self._epoch_acc[epoch_name] = acc
+      self._epoch_order[#self._epoch_order + 1] = epoch_name
+    end
+    if tc.is_tensor(v) then v = v:double() end
+    acc.sum, acc.n = acc.sum + v, acc.n + 1
+  end
+end
+
+-- epoch metrics: one item() per metric per epoch
+function Trainer:_reduce_epoch(step_for_log)
+  local out = {}
+  for _, name in ipairs(self._epoch_order) do
+    local acc = self._epoch_acc[name]
+    local v = to_number(acc.sum) / acc.n
+    out[name] = v
+    self.callback_metrics[name] = v
+    self.logged_metrics[name] = v
+    if acc.prog_bar then self.progress_bar_metrics[name] = v end
+  end
+  self._epoch_acc, self._epoch_order = {}, {}
+  for k, v in pairs(self.callback_metrics) do if tc.is_tensor(v) then self.callback_metrics[k] = to_number(v) end end
+  if self.logger and next(out) then self.logger:log_metrics(out, step_for_log or self.global_step, self.current_epoch) end
+  return out
+end
+
+function Trainer:_flush_step_metrics(force)
+  if not next(self._step_metrics) then return end
+  if force or self.global_step % self.log_every_n_steps == 0 then
+    local row = {}
+    for k, v in pairs(self._step_metrics) do
+      row[k] = to_number(v); self.logged_metrics[k] = row[k]; self.callback_metrics[k] = row[k]
+    end
+    if self.logger then self.logger:log_metrics(row, self.global_step, self.current_epoch) end
+  end
+  self._step_metrics = {}
+end
+
+-- ---- helpers -------------------------------------------------------------------------------------
+local function loader_len(loader)
+  local ok, n = pcall(function() return #loader end)
+  if ok and math.type(n) == "integer" then return n end
+  return nil
+end
+
+local function limit_batches(limit, n, what)
+  if math.type(limit) == "integer" then
+    if limit < 0 then raise("ValueError", what .. " must be >= 0") end
+    return n and math.min(limit, n) or limit
+  end
+  if type(limit) ~= "number" or limit < 0 or limit > 1 then
+    raise("ValueError", what .. " is an integer count or a fraction in [0, 1], got " .. tostring(limit))
+  end
+  if n == nil then
+    if limit == 1.0 then return nil end
+    raise("ValueError", what .. " as a fraction needs a loader with a length")
+  end
+  return math.floor(n * limit)
+end
+
+local function iterate(loader)
+  if type(loader) == "function" then return loader end
+  if type(loader) == "table" and type(loader.iter) == "function" then return loader:iter() end
+  if type(loader) == "table" then
+    local i = 0
+    return function() i = i + 1; return loader[i] end
+  end
+  raise("ValueError", "a dataloader must be a DataLoader, an array of batches or an iterator function, got " .. type(loader))
+end
+
+local function is_optimizer(o) return type(o) == "table" and type(o.step) == "function" and o.param_groups ~= nil end
+local function is_scheduler(s) return type(s) == "table" and type(s.step) == "function" and s.get_last_lr ~= nil end
+
+local function sched_config(s)
+  if is_scheduler(s) then return {scheduler = s, interval = "epoch", frequency = 1} end
+  if type(s) == "table" and is_scheduler(s.scheduler) then
+    local interval = s.interval or "epoch"
+    if interval ~= "epoch" and interval ~= "step" then
+      raise("ValueError", "configure_optimizers(): a scheduler's interval is 'epoch' or 'step', got " .. tostring(interval))
+    end
+    return {scheduler = s.scheduler, interval = interval, frequency = s.frequency or 1}
+  end
+  raise("ValueError", "configure_optimizers(): expected an lr scheduler or {scheduler = ..., interval = ...}")
+end
+
+-- configure_optimizers() forms: opt; {opt, sched}; {optimizer = opt, lr_scheduler = sched | config};
+-- {{opt}, {sched}}; {{optimizer = ..., lr_scheduler = ...}}.
+local function parse_optimizers(r)
+  local opts, scheds = {}, {}
+  local function add(x)
+    if is_optimizer(x) then opts[#opts + 1] = x
+    elseif type(x) == "table" and is_optimizer(x.optimizer) then
+      opts[#opts + 1] = x.optimizer
+      if x.lr_scheduler ~= nil then scheds[#scheds + 1] = sched_config(x.lr_scheduler) end
+    elseif is_scheduler(x) or (type(x) == "table" and is_scheduler(x.scheduler)) then scheds[#scheds + 1] = sched_config(x)
+    elseif type(x) == "table" and #x > 0 then for _, y in ipairs(x) do add(y) end
+    else raise("ValueError", "configure_optimizers() returned something that is not an optimizer or scheduler: " .. tostring(x)) end
+  end
+  if r == nil then raise("ValueError", "configure_optimizers() returned nothing") end
+  add(r)
+  if #opts == 0 then raise("ValueError", "configure_optimizers() returned no optimizer") end
+  if #opts > 1 then
+    raise("ValueError", "configure_optimizers() returned several optimizers: tc.Trainer has automatic optimization only, "
+      .. "which takes one optimizer (manual optimization is not there yet)")
+  end
+  return opts, scheds
+end
+
+local function loss_of(out, what)
+  if tc.is_tensor(out) then return out end
+  if type(out) == "table" and tc.is_tensor(out.loss) then return out.loss end
+  if out == nil then return nil end
+  raise("ValueError", what .. " must return a loss tensor, a table with .loss, or nil to skip the batch")
+end
+
+-- ---- compiled modules --------------------------------------------------------------------------------
+-- tc.compile(model) gives a wrapper with ._orig_mod: the Trainer runs the hooks on the module itself
+-- and compiles its *_step methods (the seed's behaviour).
+-- one function (one code object, so one compile cache) per step kind
+local function buffered(m, f, batch, i)
+  local logs = {}
+  local prev = rawget(m, "_tc_log_buffer")
+  rawset(m, "_tc_log_buffer", logs)
+  local out = f(m, batch, i)
+  rawset(m, "_tc_log_buffer", prev)
+  return out, logs
+end
+local STEP_MAKERS = {
+  training_step = function(m, f) return function(batch, i) return buffered(m, f, batch, i) end end,
+  validation_step = function(m, f) return function(batch, i) return buffered(m, f, batch, i) end end,
+  test_step = function(m, f) return function(batch, i) return buffered(m, f, batch, i) end end,
+  predict_step = function(m, f) return function(batch, i) return buffered(m, f, batch, i) end end,
+}
+
+function Trainer:_attach(model)
+  if type(model) ~= "table" then raise("ValueError", "tc.Trainer: expected a module, got " .. type(model)) end
+  local m = rawget(model, "_orig_mod") or model
+  self.lightning_module, self.compiled = m, rawget(model, "_orig_mod") ~= nil
+  rawset(m, "trainer", self)
+  if m.log == nil then rawset(m, "log", LightningModule.log); rawset(m, "log_dict", LightningModule.log_dict) end
+  self._steps = {}
+  for name, make in pairs(STEP_MAKERS) do
+    local f = m[name]
+    if type(f) == "function" then
+      if self.compiled then
+        -- self:log inside a compiled step goes to a buffer the step returns (no trainer state is read
+        -- while tracing); the trainer logs its entries after the call.
+        local cf = tc.compile(make(m, f))
+        self._steps[name] = function(batch, i)
+          local out, logs = cf(batch, i)
+          for _, e in ipairs(logs or {}) do self:_log(e[1], e[2], e[3]) end
+          return out
+        end
+      else
+        self._steps[name] = function(batch, i) return f(m, batch, i) end
+      end
+    end
+  end
+  self._stats0 = tc.compiler.stats()
+  self._step_metrics, self._epoch_acc, self._epoch_order = {}, {}, {}
+  return m
+end
+
+function Trainer:_compile_report()
+  if not self.compiled then return end
+  local s0, s1 = self._stats0 or {}, tc.compiler.stats()
+  local rec = (s1.recompiles or 0) - (s0.recompiles or 0)
+  local tr = (s1.traces or 0) - (s0.traces or 0)
+  local gb = (s1.graph_breaks or 0) - (s0.graph_breaks or 0)
+  self.recompiles = rec
+  self.compile_stats = {recompiles = rec, traces = tr, graph_breaks = gb,
+                        compile_ms = (s1.compile_ms or 0) - (s0.compile_ms or 0)}
+  if self.enable_progress_bar then
+    io.stdout:write(("tc.Trainer: compiled steps: %d traces, %d recompiles, %d graph breaks, %.0f ms compiling%s\n"):format(
+      tr, rec, gb, self.compile_stats.compile_ms,
+      rec > 0 and " (recompiles come from new shapes: validation batches or a smaller last batch; "
+        .. "tc.compiler.explain or TC_LOGS=recompiles names them)" or ""))
+  end
+end
+
+-- ---- loops ---------------------------------------------------------------------------------------------
+function Trainer:_prog_extra(loss)
+  local parts = {}
+  if loss ~= nil then parts[#parts + 1] = ("loss=%.4g"):format(to_number(loss)) end
+  local names = {}
+  for k in pairs(self.progress_bar_metrics) do names[#names + 1] = k end
+  table.sort(names)
+  for _, k in ipairs(names) do parts[#parts + 1] = ("%s=%.4g"):format(k, to_number(self.progress_bar_metrics[k])) end
+  return #parts > 0 and " " .. table.concat(parts, " ") or ""
+end
+
+local EVAL = {
+  validate = {step = "validation_step", hook = "validation", limit = "limit_val_batches", label = "Validation"},
+  test = {step = "test_step", hook = "test", limit = "limit_test_batches", label = "Testing"},
+  predict = {step = "predict_step", hook = "predict", limit = "limit_predict_batches", label = "Predicting"},
+}
+
+-- one evaluation run (validation, test or predict) over `loader`, at most `max_batches` batches
+function Trainer:_eval_loop(kind, loader, max_batches)
+  local e, m = EVAL[kind], self.lightning_module
+  local step = self._steps[e.step]
+  if not step then
+    if kind == "predict" then step = function(batch) return m(batch) end
+    else return nil end
+  end
+  local n = limit_batches(self[e.limit], loader_len(loader), e.limit)
+  if max_batches and (n == nil or max_batches < n) then n = max_batches end
+  if n == 0 then return nil end
+  local was_training = m.training
+  m:eval()
+  local prev_stage = self._stage
+  self._stage = kind
+  local outputs = {}
+  local _ <close> = tc.no_grad()
+  self:_call("on_" .. e.hook .. "_start")
+  self:_call("on_" .. e.hook .. "_epoch_start")
+  local progress = self.eval_progress
+  if self.enable_progress_bar then progress:start(self.sanity_checking and "Sanity Checking" or e.label, n) end
+  local it, i = iterate(loader), 0
+  while n == nil or i < n do
+    local batch = it()
+    if batch == nil then break end
+    i = i + 1
+    self:_call("on_" .. e.hook .. "_batch_start", batch, i)
+    local out = step(batch, i)
+    if kind == "predict" then outputs[#outputs + 1] = out end
+    self:_call("on_" .. e.hook .. "_batch_end", out, batch, i)
+    if self.enable_progress_bar then progress:update(i) end
+  end
+  self._in_epoch_hook = true
+  self:_call("on_" .. e.hook .. "_epoch_end")
+  self._in_epoch_hook = nil
+  local metrics = kind ~= "predict" and not self.sanity_checking and self:_reduce_epoch() or {}
+  if self.sanity_checking then self._epoch_acc, self._epoch_order = {}, {} end
+  if self.enable_progress_bar then progress:finish(self:_prog_extra()) end
+  self:_call("on_" .. e.hook .. "_end")
+  self._stage = prev_stage
+  if was_training then m:train() end
+  return kind == "predict" and outputs or metrics
+end
+
+function Trainer:_seed()
+  if self.seed ~= nil then tc.manual_seed(self.seed) end
+end
+
+local function module_loader(m, name, given)
+  if given ~= nil then return given end
+  if type(m[name]) == "function" then return m[name](m) end
+  return nil
+end
+
+function Trainer:_optimizer_step(params)
+  local opt = self.optimizers[1]
+  self:_call("on_before_optimizer_step", opt)
+  if self.gradient_clip_val and self.gradient_clip_val > 0 then
+    if self.gradient_clip_algorithm == "norm" then nn.utils.clip_grad_norm_(params, self.gradient_clip_val)
+    else nn.utils.clip_grad_value_(params, self.gradient_clip_val) end
+  end
+  opt:step()
+  self.global_step = self.global_step + 1
+  self._stepped = true
+  for _, s in ipairs(self.lr_schedulers) do
+    if s.interval == "step" and self.global_step % s.frequency == 0 then s.scheduler:step() end
+  end
+end
+
+-- trainer:fit(model, train_loader, val_loader) (the loaders default to model:train_dataloader() /
+-- model:val_dataloader()).
+function Trainer:fit(model, train_loader, val_loader)
+  local m = self:_attach(model)
+  self:_seed()
+  train_loader = module_loader(m, "train_dataloader", train_loader)
+  if train_loader == nil then raise("ValueError", "tc.Trainer:fit(): no training data (pass a loader or define train_dataloader)") end
+  val_loader = module_loader(m, "val_dataloader", val_loader)
+  if not self._steps.training_step then raise("ValueError", "tc.Trainer:fit(): the module has no training_step") end
+  if type(m.configure_optimizers) ~= "function" then raise("ValueError", "tc.Trainer:fit(): the module has no configure_optimizers") end
+  self.optimizers, self.lr_schedulers = parse_optimizers(m:configure_optimizers())
+  self.train_dataloader, self.val_dataloaders = train_loader, val_loader
+  self.should_stop = false
+  local has_val = val_loader ~= nil and self._steps.validation_step ~= nil
+  local params = m:parameters()
+  self._stage = "train"
+  self:_call("on_fit_start")
+  if has_val and self.num_sanity_val_steps ~= 0 then
+    self.sanity_checking = true
+    self:_call("on_sanity_check_start")
+    self:_eval_loop("validate", val_loader, self.num_sanity_val_steps > 0 and self.num_sanity_val_steps or nil)
+    self:_call("on_sanity_check_end")
+    self.sanity_checking = false
+  end
+  m:train()
+  self._stage = "train"
+  self:_call("on_train_start")
+  local accum = self.accumulate_grad_batches
+  local done = false
+  while not done and (self.max_epochs < 0 or self.current_epoch < self.max_epochs) do
+    local n_all = loader_len(train_loader)
+    local n = limit_batches(self.limit_train_batches, n_all, "limit_train_batches")
+    local vci = self.val_check_interval
+    local val_every
+    if math.type(vci) == "integer" then val_every = vci
+    elseif n then val_every = math.max(1, math.floor(n * vci)) end
+    if type(train_loader) == "table" and train_loader.set_epoch then train_loader:set_epoch(self.current_epoch) end
+    self:_call("on_train_epoch_start")
+    if self.enable_progress_bar then self.progress:start(("Epoch %d"):format(self.current_epoch), n) end
+    local it, i, last_loss = iterate(train_loader), 0, nil
+    local validated_at = nil
+    while n == nil or i < n do
+      local batch = it()
+      if batch == nil then break end
+      i = i + 1
+      self._stepped = false
+      local r = self:_call("on_train_batch_start", batch, i)
+      local out = self._steps.training_step(batch, i)
+      local loss = loss_of(out, "training_step")
+      local last_of_epoch = (n ~= nil and i == n)
+      local do_step = (i % accum == 0) or last_of_epoch
+      if loss ~= nil then
+        if (i - 1) % accum == 0 then
+          self:_call("on_before_zero_grad", self.optimizers[1])
+          self.optimizers[1]:zero_grad()
+        end
+        local scaled = accum > 1 and loss / accum or loss
+        self:_call("on_before_backward", scaled)
+        scaled:backward()
+        self:_call("on_after_backward")
+        last_loss = loss:detach()
+        if do_step then self:_optimizer_step(params) end
+      end
+      self:_call("on_train_batch_end", out, batch, i)
+      self:_flush_step_metrics(false)
+      if self.enable_progress_bar then self.progress:update(i, function() return self:_prog_extra(last_loss) end) end
+      if self.max_steps >= 0 and self.global_step >= self.max_steps then done = true end
+      if has_val and val_every and i % val_every == 0 and (self.current_epoch + 1) % self.check_val_every_n_epoch == 0 then
+        self:_eval_loop("validate", val_loader)
+        validated_at = i
+      end
+      if done or self.should_stop then break end
+    end
+    if has_val and not validated_at and not val_every and not self.should_stop then
+      self:_eval_loop("validate", val_loader); validated_at = i
+    end
+    if self.enable_progress_bar then self.progress:finish(self:_prog_extra(last_loss)) end
+    self._in_epoch_hook = true
+    self:_call("on_train_epoch_end")
+    self._in_epoch_hook = nil
+    self:_flush_step_metrics(true)
+    self:_reduce_epoch()
+    for _, s in ipairs(self.lr_schedulers) do
+      if s.interval == "epoch" and (self.current_epoch + 1) % s.frequency == 0 then s.scheduler:step() end
+    end
+    self.current_epoch = self.current_epoch + 1
+    if self.should_stop and self.current_epoch >= self.min_epochs then done = true end
+  end
+  self:_call("on_train_end")
+  self:_call("on_fit_end")
+  if self.logger then self.logger:save() end
+  self._stage = nil
+  self:_compile_report()
+  return self
+end
+
+local function run_eval(self, kind, model, loader, getter)
+  local m = self:_attach(model)
+  loader = module_loader(m, getter, loader)
+  if loader == nil then raise("ValueError", ("tc.Trainer:%s(): no data (pass a loader or define %s)"):format(kind, getter)) end
+  local r = self:_eval_loop(kind, loader)
+  if self.logger and kind ~= "predict" then self.logger:save() end
+  self:_compile_report()
+  return r
+end
+-- trainer:validate(model, loader) / test -> {metric = mean}; predict -> array of predict_step outputs
+function Trainer:validate(model, loader) return run_eval(self, "validate", model, loader, "val_dataloader") or {} end
+function Trainer:test(model, loader) return run_eval(self, "test", model, loader, "test_dataloader") or {} end
+function Trainer:predict(model, loader) return run_eval(self, "predict", model, loader, "predict_dataloader") or {} end
+
+-- Saves the module's state_dict (safetensors) with epoch/global_step metadata; on_save_checkpoint hooks
+-- get the checkpoint table {state_dict, epoch, global_step, metadata} first and may add metadata.
+function Trainer:save_checkpoint(path)
+  local m = self.lightning_module
+  local ckpt = {state_dict = m:state_dict(), epoch = self.current_epoch, global_step = self.global_step, metadata = {}}
+  self:_call("on_save_checkpoint", ckpt)
+  local meta = {epoch = tostring(ckpt.epoch), global_step = tostring(ckpt.global_step)}
+  for k, v in pairs(ckpt.metadata) do meta[k] = tostring(v) end
+  tc.save(path, ckpt.state_dict, meta)
+end
+
+-- Loads a checkpoint written by save_checkpoint into model (on_load_checkpoint hooks see it first).
+function Trainer:load_checkpoint(model, path)
+  local m = rawget(model, "_orig_mod") or model
+  self.lightning_module = m
+  local sd, meta = tc.load(path)
+  local ckpt = {state_dict = sd, metadata = meta or {}, epoch = tonumber((meta or {}).epoch),
+                global_step = tonumber((meta or {}).global_step)}
+  self:_call("on_load_checkpoint", ckpt)
+  m:load_state_dict(ckpt.state_dict)
+  return ckpt
+end
+
+return M
