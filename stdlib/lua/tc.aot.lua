@@ -14,9 +14,20 @@ local raise, is_tensor = tc._C.raise, tc._C.is_tensor
 
 local M = {}
 
+-- What lacks the compiler and what to do: stock lua5.4 runs the script with tcrun; a C++ program
+-- that embeds tc (its Runtime's host name) calls tc::vm::install_compiler, as tc.compile's notice says.
+local function no_compiler(what)
+  local host = tc._C.host()
+  if host == nil then
+    raise("CompileError", what .. " needs tc's compiler, which this Lua does not have (stock lua5.4 loads tc without it): run the script with tcrun")
+  end
+  raise("CompileError", ("%s needs tc's compiler, which this program (%s) embeds tc without: "
+    .. "call tc::vm::install_compiler(runtime) from tc/vm/compiler.h and link tc::tc"):format(what, host))
+end
+
 local function native(what)
   local n = package.loaded["tc._aot_native"]
-  if n == nil then raise("CompileError", what .. " needs tc's compiler, which this Lua does not have (stock lua5.4 loads tc without it): run the script with tcrun") end
+  if n == nil then no_compiler(what) end
   return n
 end
 
@@ -78,9 +89,7 @@ local counter = 0
 -- tc.export(fn_or_module, example_args, {dynamic = {name_or_index = {dims...}}}) -> ExportedProgram
 function M.export(f, args, opts)
   -- capture's install lists the backends; without it tc.compile runs functions unchanged
-  if tc.compiler._backends == nil then
-    raise("CompileError", "tc.export() needs tc's compiler, which this Lua does not have (stock lua5.4 loads tc without it): run the script with tcrun")
-  end
+  if tc.compiler._backends == nil then no_compiler("tc.export()") end
   local module = is_module(f) and f or nil
   local mt = getmetatable(f)
   if module == nil and type(f) ~= "function" and not (type(mt) == "table" and mt.__call) then

@@ -179,3 +179,22 @@ TEST(Embedding, CompileWithoutTheCompilerSaysSoOnce) {
   EXPECT_NE(err.find("tc::vm::install_compiler"), std::string::npos) << err;
   EXPECT_EQ(err.find("tc: this program", at + 1), std::string::npos) << "said twice: " << err;
 }
+
+// tc.export and tc.aot.load in such a program name what to call, not "run with tcrun" (stock
+// lua5.4's advice).
+TEST(Embedding, ExportWithoutTheCompilerNamesInstallCompiler) {
+  Runtime rt("myhost");
+  Results r = rt.run_string(
+      "local tc = require 'tc'\n"
+      "local ok, e = pcall(tc.export, function(x) return x + 1 end, {tc.ones(2)})\n"
+      "local ok2, e2 = pcall(tc.aot.load, 'missing.tcpkg')\n"
+      "return ok, e.kind, e.message, ok2, e2.message");
+  EXPECT_FALSE(r[0].boolean());
+  EXPECT_EQ(r[1].string(), "CompileError");
+  const std::string msg = r[2].string();
+  EXPECT_NE(msg.find("this program (myhost) embeds tc without"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("tc::vm::install_compiler"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("tcrun"), std::string::npos) << msg;
+  EXPECT_FALSE(r[3].boolean());
+  EXPECT_NE(r[4].string().find("tc::vm::install_compiler"), std::string::npos) << r[4].string();
+}
