@@ -76,6 +76,7 @@ end
 -- EarlyStopping(monitor, {patience = 3, mode = "min", min_delta = 0}) or EarlyStopping{monitor = ...}:
 -- checked after every validation run; sets trainer.should_stop after `patience` checks without improvement.
 local EarlyStopping = Callback:extend("EarlyStopping")
+EarlyStopping.monitoring = true
 M.EarlyStopping = EarlyStopping
 function EarlyStopping:__init(monitor, opts)
   if type(monitor) == "table" then opts, monitor = monitor, monitor.monitor end
@@ -113,6 +114,7 @@ local function exists(p) local f = io.open(p, "rb"); if f then f:close() end; re
 -- saves the model's state_dict (tc.save, safetensors) with metadata epoch/step. Not an exact-resume
 -- checkpoint: optimizer, scheduler and RNG states are not saved.
 local ModelCheckpoint = Callback:extend("ModelCheckpoint")
+ModelCheckpoint.monitoring = true
 M.ModelCheckpoint = ModelCheckpoint
 function ModelCheckpoint:__init(opts)
   opts = opts or {}
@@ -335,17 +337,22 @@ function Trainer:_metric_names()
   return #t > 0 and table.concat(t, ", ") or "none"
 end
 
--- hooks: callbacks first, then the module (Lightning's order for most hooks); *_epoch_end hooks run the
--- module first so the callbacks see what it logged there.
+-- hooks: callbacks first, then the module (Lightning's order); on_train_epoch_end runs the callbacks that
+-- monitor a metric (EarlyStopping, ModelCheckpoint: `monitoring = true`) after the module, as Lightning
+-- does, so they see what the module logged there.
 function Trainer:_call(hook, ...)
   local m = self.lightning_module
-  local module_first = hook:match("_epoch_end$") ~= nil
-  if module_first and m and type(m[hook]) == "function" then m[hook](m, ...) end
+  local split = hook == "on_train_epoch_end"
   for _, cb in ipairs(self.callbacks) do
     local f = cb[hook]
-    if f then f(cb, self, m, ...) end
+    if f and not (split and cb.monitoring) then f(cb, self, m, ...) end
   end
-  if not module_first and m and type(m[hook]) == "function" then m[hook](m, ...) end
+  if m and type(m[hook]) == "function" then m[hook](m, ...) end
+  if split then
+    for _, cb in ipairs(self.callbacks) do
+      if cb.monitoring then cb[hook](cb, self, m, ...) end
+    end
+  end
 end
 
 -- ---- logging ---------------------------------------------------------------------------------------
@@ -379,31 +386,40 @@ function Trainer:_log(name, value, opts)
     if opts.prog_bar then self.progress_bar_metrics[step_name] = v end
   end
   if on_epoch then
-    local acc = self._epoch_acc[epoch_name]
+    local st = self:_acc(stage)
+    local acc = st.acc[epoch_name]
     if not acc then
       acc = {sum = 0, n = 0, prog_bar = opts.prog_bar}
-      self._epoch_acc[epoch_name] = acc
-      self._epoch_order[#self._epoch_order + 1] = epoch_name
+      st.acc[epoch_name] = acc
+      st.order[#st.order + 1] = epoch_name
     end
     if tc.is_tensor(v) then v = v:double() end
     acc.sum, acc.n = acc.sum + v, acc.n + 1
   end
 end
 
--- epoch metrics: one item() per metric per epoch
-function Trainer:_reduce_epoch(step_for_log)
+-- per-stage epoch accumulators (a validation run inside a training epoch keeps its own)
+function Trainer:_acc(stage)
+  local st = self._epoch[stage]
+  if not st then st = {acc = {}, order = {}}; self._epoch[stage] = st end
+  return st
+end
+
+-- epoch metrics of `stage`: one item() per metric per epoch
+function Trainer:_reduce_epoch(stage)
   local out = {}
-  for _, name in ipairs(self._epoch_order) do
-    local acc = self._epoch_acc[name]
+  local st = self:_acc(stage)
+  self._epoch[stage] = nil
+  for _, name in ipairs(st.order) do
+    local acc = st.acc[name]
     local v = to_number(acc.sum) / acc.n
     out[name] = v
     self.callback_metrics[name] = v
     self.logged_metrics[name] = v
     if acc.prog_bar then self.progress_bar_metrics[name] = v end
   end
-  self._epoch_acc, self._epoch_order = {}, {}
   for k, v in pairs(self.callback_metrics) do if tc.is_tensor(v) then self.callback_metrics[k] = to_number(v) end end
-  if self.logger and next(out) then self.logger:log_metrics(out, step_for_log or self.global_step, self.current_epoch) end
+  if self.logger and next(out) then self.logger:log_metrics(out, self.global_step, self.current_epoch) end
   return out
 end
 
@@ -451,8 +467,10 @@ local function iterate(loader)
   raise("ValueError", "a dataloader must be a DataLoader, an array of batches or an iterator function, got " .. type(loader))
 end
 
-local function is_optimizer(o) return type(o) == "table" and type(o.step) == "function" and o.param_groups ~= nil end
 local function is_scheduler(s) return type(s) == "table" and type(s.step) == "function" and s.get_last_lr ~= nil end
+local function is_optimizer(o)
+  return type(o) == "table" and type(o.step) == "function" and o.param_groups ~= nil and not is_scheduler(o)
+end
 
 local function sched_config(s)
   if is_scheduler(s) then return {scheduler = s, interval = "epoch", frequency = 1} end
@@ -472,10 +490,10 @@ local function parse_optimizers(r)
   local opts, scheds = {}, {}
   local function add(x)
     if is_optimizer(x) then opts[#opts + 1] = x
-    elseif type(x) == "table" and is_optimizer(x.optimizer) then
+    elseif is_scheduler(x) or (type(x) == "table" and is_scheduler(x.scheduler)) then scheds[#scheds + 1] = sched_config(x)
+    elseif type(x) == "table" and is_optimizer(x.optimizer) then  -- (a scheduler has .optimizer too: checked above)
       opts[#opts + 1] = x.optimizer
       if x.lr_scheduler ~= nil then scheds[#scheds + 1] = sched_config(x.lr_scheduler) end
-    elseif is_scheduler(x) or (type(x) == "table" and is_scheduler(x.scheduler)) then scheds[#scheds + 1] = sched_config(x)
     elseif type(x) == "table" and #x > 0 then for _, y in ipairs(x) do add(y) end
     else raise("ValueError", "configure_optimizers() returned something that is not an optimizer or scheduler: " .. tostring(x)) end
   end
@@ -540,7 +558,7 @@ function Trainer:_attach(model)
     end
   end
   self._stats0 = tc.compiler.stats()
-  self._step_metrics, self._epoch_acc, self._epoch_order = {}, {}, {}
+  self._step_metrics, self._epoch = {}, {}
   return m
 end
 
@@ -613,8 +631,8 @@ function Trainer:_eval_loop(kind, loader, max_batches)
   self._in_epoch_hook = true
   self:_call("on_" .. e.hook .. "_epoch_end")
   self._in_epoch_hook = nil
-  local metrics = kind ~= "predict" and not self.sanity_checking and self:_reduce_epoch() or {}
-  if self.sanity_checking then self._epoch_acc, self._epoch_order = {}, {} end
+  local metrics = kind ~= "predict" and not self.sanity_checking and self:_reduce_epoch(kind) or {}
+  self._epoch[kind] = nil
   if self.enable_progress_bar then progress:finish(self:_prog_extra()) end
   self:_call("on_" .. e.hook .. "_end")
   self._stage = prev_stage
@@ -728,7 +746,7 @@ function Trainer:fit(model, train_loader, val_loader)
     self:_call("on_train_epoch_end")
     self._in_epoch_hook = nil
     self:_flush_step_metrics(true)
-    self:_reduce_epoch()
+    self:_reduce_epoch("train")
     for _, s in ipairs(self.lr_schedulers) do
       if s.interval == "epoch" and (self.current_epoch + 1) % s.frequency == 0 then s.scheduler:step() end
     end
