@@ -320,28 +320,27 @@ function tests.several_optimizers_are_refused_clearly()
   assert(tostring(e):find("manual optimization", 1, true), tostring(e))
 end
 
-function tests.progress_lines_when_stdout_is_not_a_terminal()
+-- the progress output of a 1-epoch fit over 2 batches, written to a file
+local function progress_text(inplace)
   local path = os.tmpname()
   local out = assert(io.open(path, "w"))
   local tr = tc.Trainer{max_epochs = 1, logger = false, num_sanity_val_steps = 0, progress_out = out,
-                        progress_bar_inplace = false}
+                        progress_bar_inplace = inplace}
   tr:fit(fresh(), loader(8, 4))
   out:close()
   local text = io.open(path):read("a")
   os.remove(path)
+  return text
+end
+
+function tests.progress_lines_when_stdout_is_not_a_terminal()
+  local text = progress_text(false)
   assert(text:match("^Epoch 0 2/2 %[[%d:]+<[%d:?]+, [%d.]+ it/s%] loss=[%d.e-]+ train_loss=[%d.e-]+\n$"), text)
   assert(not text:find("\r", 1, true))
 end
 
 function tests.progress_line_updates_in_place_on_a_terminal()
-  local path = os.tmpname()
-  local out = assert(io.open(path, "w"))
-  local tr = tc.Trainer{max_epochs = 1, logger = false, num_sanity_val_steps = 0, progress_out = out,
-                        progress_bar_inplace = true}
-  tr:fit(fresh(), loader(8, 4))
-  out:close()
-  local text = io.open(path):read("a")
-  os.remove(path)
+  local text = progress_text(true)
   assert(text:match("^\rEpoch 0 1/2 .*\r.*Epoch 0 2/2 .*\n$"), text)
 end
 
