@@ -1206,7 +1206,7 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
   opt.budget.ms = config_int(L, "trace_max_ms", opt.budget.ms);
   // Dynamo's skip of frames without tensor work: on by default under --compile-all (where most
   // functions are plain Lua), for a call that hands the function no tensor; never under fullgraph
-  if (!cfg->fullgraph && !tensor_in_call(L, nargs))
+  if (!cfg->fullgraph && !cc->tensor_work && !tensor_in_call(L, nargs))
     opt.budget.pure_lua =
         std::max(0, config_int(L, "trace_pure_lua_instructions", st.compile_all ? 2000 : 0));
   std::unique_ptr<Entry> e;
@@ -1369,6 +1369,7 @@ Outcome give_up_compiling(lua_State* L, CodeCache* cc, const std::shared_ptr<Com
 void skip_pure_lua(lua_State* L, CodeCache* cc, const NoTensorWork& w, double trace_ms) {
   State& st = state();
   cc->pure_lua = true;
+  cc->pure_lua_steps = w.instructions;
   st.stats.traces++;
   st.stats.pure_lua_skips++;
   st.stats.trace_ms += trace_ms;
@@ -1378,6 +1379,61 @@ void skip_pure_lua(lua_State* L, CodeCache* cc, const NoTensorWork& w, double tr
   st.report.fallbacks.push_back(cache_name(cc) + ": " + why);
   if (log_enabled(L, "skips"))
     std::fprintf(stderr, "[tc skips] %s %s\n", cache_name(cc).c_str(), why.c_str());
+}
+
+// While a call run uncompiled by that skip is running (stock Lua: so are the Lua functions it
+// calls), the first tensor op run from Lua (lua::g_tensor_work_hook) says, once per function,
+// that its tensor work runs uncompiled, and the function is no longer skipped: its next call
+// traces, unbounded by trace_pure_lua_instructions (a loop calling it compiles from its second
+// call on). Costs nothing unless such a call is running.
+void on_tensor_work(lua_State*) {
+  State& st = state();
+  if (st.skipped_active.empty() || std::this_thread::get_id() != st.skip_thread) return;
+  CodeCache* cc = st.skipped_active.back().get();
+  if (cc->tensor_work) return;
+  cc->tensor_work = true;
+  cc->pure_lua = false;
+  std::fprintf(stderr,
+               "tc: tensor work in %s runs uncompiled: it was skipped after %d instructions "
+               "without tensor work (tc.config.trace_pure_lua_instructions; 0 compiles it)\n",
+               cache_name(cc).c_str(), cc->pure_lua_steps);
+}
+
+// __close of the marker run_as_skipped hands the call: the call ended (returned or raised)
+int skipped_call_closed(lua_State*) {
+  State& st = state();
+  if (!st.skipped_active.empty()) st.skipped_active.pop_back();
+  if (st.skipped_active.empty()) lua::g_tensor_work_hook = nullptr;
+  return 0;
+}
+
+// The call (stack: [fn, args...]) runs cc uncompiled as skipped: the stack becomes [runner,
+// marker, fn, args...], the runner calling fn with the marker a to-be-closed variable, so that
+// cc is on State::skipped_active exactly while the call runs, an error included.
+void run_as_skipped(lua_State* L, CodeCache* cc) {
+  State& st = state();
+  auto it = st.caches.find(cc->key);
+  if (it == st.caches.end() || it->second.get() != cc || !lua_checkstack(L, 4)) return;
+  if (lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.skipped_runner") != LUA_TFUNCTION) {
+    lua_pop(L, 1);
+    const char* src = "return function(m, f, ...) local _ <close> = m return f(...) end";
+    if (luaL_loadbuffer(L, src, std::strlen(src), "@[tc]/compile.lua") != LUA_OK) lua_error(L);
+    lua_call(L, 0, 1);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, "tc.capture.skipped_runner");
+    lua_newuserdatauv(L, 0, 0);
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, skipped_call_closed);
+    lua_setfield(L, -2, "__close");
+    lua_setmetatable(L, -2);
+    lua_setfield(L, LUA_REGISTRYINDEX, "tc.capture.skipped_marker");
+  }
+  lua_insert(L, 1);
+  lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.skipped_marker");
+  lua_insert(L, 2);
+  if (st.skipped_active.empty()) st.skip_thread = std::this_thread::get_id();
+  st.skipped_active.push_back(it->second);
+  lua::g_tensor_work_hook = on_tensor_work;
 }
 
 Outcome drive(lua_State* L, CompiledFn& cf) {
@@ -1429,6 +1485,7 @@ Outcome drive_from(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
       if (cc->pure_lua && !cfg->fullgraph && !tensor_in_call(L, nargs)) {
         lua_settop(L, base);
         st.stats.pure_lua_calls++;
+        run_as_skipped(L, cc);
         return Outcome::Call;
       }
       Outcome o;
@@ -1440,6 +1497,7 @@ Outcome drive_from(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
         // start, and remember it for the calls that follow
         lua_settop(L, base);
         skip_pure_lua(L, cc, w, ms_since(t0));
+        run_as_skipped(L, cc);
         return Outcome::Call;
       } catch (const Error&) {
         throw;  // a user's mistake or the backend's error: raised as its kind
@@ -1590,12 +1648,21 @@ int raise_stack_overflow(lua_State* L) {
   return lua_error(L);
 }
 
-int l_dispatch(lua_State* L) {
-  // the main thread's stack only: a coroutine's small stack would grow by the margin for the
-  // check alone (its deep recursion keeps Lua's own message)
+// A coroutine's stack is checked once the coroutine is kDeepFrames calls deep (lua_getstack walks
+// at most that many frames): checked from its first call, a coroutine's small stack would grow by
+// the margin for the check alone; that deep, it holds about as many slots already.
+constexpr int kDeepFrames = 100;
+
+bool stack_has_margin(lua_State* L) {
   const bool main_thread = lua_pushthread(L);
   lua_pop(L, 1);
-  if (main_thread && !lua_checkstack(L, kStackMargin)) return raise_stack_overflow(L);
+  lua_Debug ar;
+  if (!main_thread && !lua_getstack(L, kDeepFrames, &ar)) return true;
+  return lua_checkstack(L, kStackMargin);
+}
+
+int l_dispatch(lua_State* L) {
+  if (!stack_has_margin(L)) return raise_stack_overflow(L);
   auto* cf = static_cast<CompiledFn*>(lua_touserdata(L, 1));
   lua_getiuservalue(L, 1, 1);
   lua_replace(L, 1);
