@@ -5,6 +5,7 @@
 #include <lua.hpp>
 #include <memory>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -111,6 +112,10 @@ struct State {
   GraphCompiler compiler;
   std::string stance = "default";
   bool compile_all = false;  // tcrun --compile-all (set_compile_all)
+  // the functions skipped as pure Lua whose uncompiled calls are running now, innermost last
+  // (dispatch.cpp's run_as_skipped), on thread skip_thread
+  std::vector<std::shared_ptr<CodeCache>> skipped_active;
+  std::thread::id skip_thread;
   uint64_t generation = 1;
   Stats stats;
   Report report;

@@ -132,6 +132,10 @@ struct CodeCache {
   // a trace of it ran trace_pure_lua_instructions without touching a tensor: calls with no tensor
   // among their arguments and the function's upvalues run uncompiled (drive_from), others trace
   bool pure_lua = false;
+  int pure_lua_steps = 0;  // the instructions its skipped trace ran (the notice below names them)
+  // a call run uncompiled by that skip did tensor work (dispatch.cpp's notice): it is no longer
+  // skipped, and its traces are not bounded by trace_pure_lua_instructions
+  bool tensor_work = false;
   int recompiles = 0;
   int64_t hits = 0;  // calls that found a matching entry
   // Dynamic dims learned from size-driven recompiles: (source description, dim).

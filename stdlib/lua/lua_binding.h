@@ -29,6 +29,10 @@ const Tensor& check_tensor(lua_State* L, int idx, const char* what);
 // Tells Lua's collector about tensor bytes allocated since the last call (so loops that make
 // many tensors do not grow without bound). Call outside of `guarded` bodies' C++ scopes.
 void gc_pressure(lua_State* L);
+// Called by gc_pressure (so after each tensor op run from Lua) while not null: capture sets it, on
+// its thread, while a function `tcrun --compile-all` skipped as pure Lua runs uncompiled
+// (capture/dispatch.cpp). Per thread, as gc_pressure's counts are.
+extern thread_local void (*g_tensor_work_hook)(lua_State* L);
 
 // ---- values -----------------------------------------------------------------------------------
 // Lua value -> Value: tensor, integer, float, boolean, string, dtype object, nil, and tables

@@ -448,7 +448,10 @@ void push_tensor(lua_State* L, const Tensor& t) {
   luaL_setmetatable(L, kTensorMeta);
 }
 
+thread_local void (*g_tensor_work_hook)(lua_State* L) = nullptr;
+
 void gc_pressure(lua_State* L) {
+  if (g_tensor_work_hook) [[unlikely]] g_tensor_work_hook(L);
   int64_t live = Storage::live_bytes();
   if (live > g_last_live) g_pending += live - g_last_live;
   g_last_live = live;
