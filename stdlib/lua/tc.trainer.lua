@@ -517,21 +517,28 @@ end
 -- ---- compiled modules --------------------------------------------------------------------------------
 -- tc.compile(model) gives a wrapper with ._orig_mod: the Trainer runs the hooks on the module itself
 -- and compiles its *_step methods (the seed's behaviour).
--- one function (one code object, so one compile cache) per step kind
-local function buffered(m, f, batch, i)
+-- The batch index is passed only to
+-- a step that declares it (`training_step(batch, i)`): the compiled call guards on it, which costs one
+-- recompile (at i = 2, after which it is dynamic); `training_step(batch)` has none.
+local function buffered(m, f, batch, cur)
   local logs = {}
   local prev = rawget(m, "_tc_log_buffer")
   rawset(m, "_tc_log_buffer", logs)
-  local out = f(m, batch, i)
+  local out
+  if cur.pass_index then out = f(m, batch, cur.i) else out = f(m, batch) end
   rawset(m, "_tc_log_buffer", prev)
   return out, logs
 end
-local STEP_MAKERS = {
-  training_step = function(m, f) return function(batch, i) return buffered(m, f, batch, i) end end,
-  validation_step = function(m, f) return function(batch, i) return buffered(m, f, batch, i) end end,
-  test_step = function(m, f) return function(batch, i) return buffered(m, f, batch, i) end end,
-  predict_step = function(m, f) return function(batch, i) return buffered(m, f, batch, i) end end,
-}
+-- A fresh function (its own code object, so its own compile cache) per step kind and per attach:
+-- training and validation do not share a cache, nor do two Trainers or two modules in one process.
+-- (The compiler names and caches functions by source and line, so each gets a chunk name of its own.)
+local attached = 0
+local function step_function(name, m, f, cur)
+  attached = attached + 1
+  local make = load("local buffered, m, f, cur = ...\nreturn function(batch) return buffered(m, f, batch, cur) end",
+                    ("=%s#%d"):format(name, attached))
+  return make(buffered, m, f, cur)
+end
 
 function Trainer:_attach(model)
   if type(model) ~= "table" then raise("ValueError", "tc.Trainer: expected a module, got " .. type(model)) end
@@ -540,15 +547,26 @@ function Trainer:_attach(model)
   rawset(m, "trainer", self)
   if m.log == nil then rawset(m, "log", LightningModule.log); rawset(m, "log_dict", LightningModule.log_dict) end
   self._steps = {}
-  for name, make in pairs(STEP_MAKERS) do
+  for _, name in ipairs({"training_step", "validation_step", "test_step", "predict_step"}) do
     local f = m[name]
     if type(f) == "function" then
       if self.compiled then
         -- self:log inside a compiled step goes to a buffer the step returns (no trainer state is read
         -- while tracing); the trainer logs its entries after the call.
-        local cf = tc.compile(make(m, f))
+        local info = debug.getinfo(f, "u")
+        local cur = {pass_index = info.nparams >= 3 or info.isvararg}
+        local cf = tc.compile(step_function(name, m, f, cur))
+        local calls = 0
         self._steps[name] = function(batch, i)
-          local out, logs = cf(batch, i)
+          calls = calls + 1
+          if calls == 1 then self:_progress_note("compiling " .. name .. " …") end
+          local s0, t0 = tc.compiler.stats(), now()
+          cur.i = i
+          local out, logs = cf(batch)
+          local s1 = tc.compiler.stats()
+          if s1.traces ~= s0.traces or s1.recompiles ~= s0.recompiles then
+            self:_compile_event(name, calls, batch, s1.recompiles - s0.recompiles, now() - t0)
+          end
           for _, e in ipairs(logs or {}) do self:_log(e[1], e[2], e[3]) end
           return out
         end
@@ -558,8 +576,47 @@ function Trainer:_attach(model)
     end
   end
   self._stats0 = tc.compiler.stats()
+  self.compile_events = {}
   self._step_metrics, self._epoch = {}, {}
   return m
+end
+
+local function shapes_of(v, out, depth)
+  out = out or {}
+  if tc.is_tensor(v) then
+    local dims = {}
+    for d = 1, v:dim() do dims[d] = tostring(v:size(d)) end
+    out[#out + 1] = ("%s[%s]"):format(tostring(v.dtype):gsub("^tc%.", ""), table.concat(dims, ", "))
+  elseif type(v) == "table" and (depth or 0) < 3 and #out < 8 then
+    local keys = {}
+    for k in pairs(v) do keys[#keys + 1] = k end
+    table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+    for _, k in ipairs(keys) do shapes_of(v[k], out, (depth or 0) + 1) end
+  end
+  return out
+end
+
+-- a compiled step traced (first call) or recompiled: say so, with the batch's shapes as the likely why
+function Trainer:_compile_event(name, calls, batch, recompiles, seconds)
+  local where = self.sanity_checking and "sanity check" or (self._stage == "train" and ("step %d"):format(self.global_step)
+    or self._stage or "?")
+  local ev = {step = name, call = calls, recompiles = recompiles, seconds = seconds, at = where,
+              shapes = table.concat(shapes_of(batch), ", ")}
+  self.compile_events[#self.compile_events + 1] = ev
+  if not self.enable_progress_bar then return end
+  local what = calls == 1 and ("compiled %s in %.2f s"):format(name, seconds)
+    or ("%s recompiled (%.2f s) at %s for batch shapes %s (TC_LOGS=recompiles names the failing guard)"):format(
+      name, seconds, where, ev.shapes)
+  self:_progress_note(what, true)
+end
+
+-- a line about compilation: in place, it replaces the progress line until the next update
+function Trainer:_progress_note(text, final)
+  if not self.enable_progress_bar then return end
+  local p = self._stage == "train" and not self.sanity_checking and self.progress or self.eval_progress
+  if p.inplace then p.out:write("\r", p.label or "", " ", text, "\27[K", final and "\n" or "")
+  else p.out:write(text, "\n") end
+  p.out:flush()
 end
 
 function Trainer:_compile_report()
@@ -699,13 +756,21 @@ function Trainer:fit(model, train_loader, val_loader)
     local n = limit_batches(self.limit_train_batches, n_all, "limit_train_batches")
     local vci = self.val_check_interval
     local val_every
-    if math.type(vci) == "integer" then val_every = vci
-    elseif n then val_every = math.max(1, math.floor(n * vci)) end
+    if math.type(vci) == "integer" then
+      if vci < 1 or (n and vci > n and has_val) then
+        raise("ValueError", ("tc.Trainer: val_check_interval = %d must be in 1..%d, the training batches of an epoch"):format(vci, n or 0))
+      end
+      val_every = vci
+    elseif type(vci) == "number" and vci > 0 and vci <= 1 then
+      if n then val_every = math.max(1, math.floor(n * vci)) end
+    else
+      raise("ValueError", "tc.Trainer: val_check_interval is an integer count of batches or a fraction in (0, 1], got " .. tostring(vci))
+    end
     if type(train_loader) == "table" and train_loader.set_epoch then train_loader:set_epoch(self.current_epoch) end
     self:_call("on_train_epoch_start")
     if self.enable_progress_bar then self.progress:start(("Epoch %d"):format(self.current_epoch), n) end
     local it, i, last_loss = iterate(train_loader), 0, nil
-    local validated_at = nil
+    local validated_at, pending = nil, false
     while n == nil or i < n do
       local batch = it()
       if batch == nil then break end
@@ -726,6 +791,7 @@ function Trainer:fit(model, train_loader, val_loader)
         scaled:backward()
         self:_call("on_after_backward")
         last_loss = loss:detach()
+        pending = not do_step
         if do_step then self:_optimizer_step(params) end
       end
       self:_call("on_train_batch_end", out, batch, i)
@@ -738,6 +804,8 @@ function Trainer:fit(model, train_loader, val_loader)
       end
       if done or self.should_stop then break end
     end
+    -- a loader without a length ends an accumulation window early: step on what was accumulated
+    if pending and not done and not self.should_stop then self:_optimizer_step(params) end
     if has_val and not validated_at and not val_every and not self.should_stop then
       self:_eval_loop("validate", val_loader); validated_at = i
     end

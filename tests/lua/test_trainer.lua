@@ -364,4 +364,39 @@ function tests.a_compiled_module_trains_to_the_eager_losses()
   assert(tr.compile_stats and tr.compile_stats.recompiles >= 0, "compile statistics are reported")
 end
 
+function tests.a_compiled_step_recompiles_only_for_the_ragged_last_batch_and_says_so()
+  local M = Reg:extend("M")
+  function M:training_step(b) return F.mse_loss(self(b[1]), b[2]) end  -- no batch index: no guard on it
+  tc.manual_seed(1)
+  local tr = tc.Trainer(quiet{max_epochs = 2, num_sanity_val_steps = 0})
+  tr:fit(tc.compile(M()), loader(12, 8))  -- batches of 8 and 4
+  local ev = tr.compile_events
+  check.eq(#ev, 2)
+  check.eq(ev[1].step, "training_step"); check.eq(ev[1].call, 1)          -- the first trace
+  check.eq(ev[2].call, 2); check.eq(ev[2].recompiles, 1)
+  check.eq(ev[2].shapes, "float32[4, 4], float32[4, 1]")
+  check.eq(tr.compile_stats.recompiles, 1)
+end
+
+function tests.an_unsized_loader_steps_on_a_partial_accumulation_window()
+  local steps = 0
+  local C = T.Callback:extend("C")
+  function C:on_before_optimizer_step() steps = steps + 1 end
+  tc.manual_seed(0)
+  local batches = {}
+  for i = 1, 3 do batches[i] = {tc.randn(4, 4), tc.randn(4, 1)} end
+  local tr = tc.Trainer(quiet{max_epochs = 1, accumulate_grad_batches = 2, callbacks = {C()}})
+  local i = 0
+  tr:fit(fresh(), function() i = i + 1; return batches[i] end)  -- an iterator: no length
+  check.eq(steps, 2)
+  check.eq(tr.global_step, 2)
+end
+
+function tests.a_val_check_interval_longer_than_the_epoch_is_refused()
+  local tr = tc.Trainer(quiet{max_epochs = 1, val_check_interval = 9})
+  local ok, e = pcall(tr.fit, tr, fresh(), loader(16, 4), loader(8, 4))
+  check.eq(ok, false)
+  assert(tostring(e):find("val_check_interval = 9 must be in 1..4", 1, true), tostring(e))
+end
+
 return tests
