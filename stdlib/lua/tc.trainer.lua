@@ -107,6 +107,32 @@ function EarlyStopping:on_validation_end(trainer)
   end
 end
 
+-- LearningRateMonitor{logging_interval = "epoch" | "step"}: logs each optimizer group's lr as
+-- `lr-<Optimizer>` (`lr-<Optimizer>/pg<k>` for group k > 1) at each epoch's or step's start.
+local LearningRateMonitor = Callback:extend("LearningRateMonitor")
+M.LearningRateMonitor = LearningRateMonitor
+function LearningRateMonitor:__init(opts)
+  opts = opts or {}
+  opt_check(opts, {logging_interval = true}, "LearningRateMonitor")
+  self.logging_interval = opts.logging_interval or "epoch"
+  if self.logging_interval ~= "epoch" and self.logging_interval ~= "step" then
+    raise("ValueError", "LearningRateMonitor: logging_interval is 'epoch' or 'step', got " .. tostring(self.logging_interval))
+  end
+end
+function LearningRateMonitor:_log(trainer)
+  local row = {}
+  for _, opt in ipairs(trainer.optimizers or {}) do
+    local base = "lr-" .. (getmetatable(opt) and getmetatable(opt).__name or "Optimizer")
+    for k, g in ipairs(opt.param_groups) do row[k == 1 and base or ("%s/pg%d"):format(base, k)] = g.lr end
+  end
+  for k, v in pairs(row) do trainer.logged_metrics[k] = v; trainer.callback_metrics[k] = v end
+  if trainer.logger then trainer.logger:log_metrics(row, trainer.global_step, trainer.current_epoch) end
+end
+function LearningRateMonitor:on_train_epoch_start(trainer) if self.logging_interval == "epoch" then self:_log(trainer) end end
+function LearningRateMonitor:on_train_batch_start(trainer)
+  if self.logging_interval == "step" and trainer.global_step % trainer.log_every_n_steps == 0 then self:_log(trainer) end
+end
+
 local function mkdir(dir) os.execute(("mkdir -p '%s'"):format(dir:gsub("'", "'\\''"))) end
 local function exists(p) local f = io.open(p, "rb"); if f then f:close() end; return f ~= nil end
 
@@ -275,7 +301,20 @@ local OPTIONS = {max_epochs = true, min_epochs = true, max_steps = true, limit_t
   check_val_every_n_epoch = true, num_sanity_val_steps = true, accumulate_grad_batches = true,
   gradient_clip_val = true, gradient_clip_algorithm = true, seed = true, fast_dev_run = true,
   enable_progress_bar = true, progress_bar_inplace = true, callbacks = true, logger = true, default_root_dir = true,
-  log_every_n_steps = true, enable_checkpointing = true, progress_out = true}
+  log_every_n_steps = true, enable_checkpointing = true, progress_out = true, max_time = true}
+
+-- max_time: seconds, "DD:HH:MM:SS" or {days, hours, minutes, seconds}
+local function seconds_of(t)
+  if t == nil then return nil end
+  if type(t) == "number" and t >= 0 then return t end
+  if type(t) == "string" then
+    local d, h, m, sec = t:match("^(%d+):(%d+):(%d+):(%d+)$")
+    if d then return ((tonumber(d) * 24 + tonumber(h)) * 60 + tonumber(m)) * 60 + tonumber(sec) end
+  elseif type(t) == "table" then
+    return (((t.days or 0) * 24 + (t.hours or 0)) * 60 + (t.minutes or 0)) * 60 + (t.seconds or 0)
+  end
+  raise("ValueError", 'tc.Trainer: max_time is seconds, "DD:HH:MM:SS" or {days, hours, minutes, seconds}, got ' .. tostring(t))
+end
 
 local function new_trainer(cls, opts)
   opts = opts or {}
@@ -287,6 +326,7 @@ local function new_trainer(cls, opts)
   self.max_steps = opts.max_steps or -1
   self.max_epochs = opts.max_epochs or (self.max_steps == -1 and 1000 or -1)
   self.min_epochs = opts.min_epochs or 0
+  self.max_time = seconds_of(opts.max_time)
   self.limit_train_batches = opts.limit_train_batches or 1.0
   self.limit_val_batches = opts.limit_val_batches or 1.0
   self.limit_test_batches = opts.limit_test_batches or 1.0
@@ -750,7 +790,7 @@ function Trainer:fit(model, train_loader, val_loader)
   self._stage = "train"
   self:_call("on_train_start")
   local accum = self.accumulate_grad_batches
-  local done = false
+  local done, t_fit = false, now()
   while not done and (self.max_epochs < 0 or self.current_epoch < self.max_epochs) do
     local n_all = loader_len(train_loader)
     local n = limit_batches(self.limit_train_batches, n_all, "limit_train_batches")
@@ -798,6 +838,7 @@ function Trainer:fit(model, train_loader, val_loader)
       self:_flush_step_metrics(false)
       if self.enable_progress_bar then self.progress:update(i, function() return self:_prog_extra(last_loss) end) end
       if self.max_steps >= 0 and self.global_step >= self.max_steps then done = true end
+      if self.max_time and now() - t_fit >= self.max_time then done = true end
       if has_val and val_every and i % val_every == 0 and (self.current_epoch + 1) % self.check_val_every_n_epoch == 0 then
         self:_eval_loop("validate", val_loader)
         validated_at = i

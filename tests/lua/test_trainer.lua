@@ -399,4 +399,26 @@ function tests.a_val_check_interval_longer_than_the_epoch_is_refused()
   assert(tostring(e):find("val_check_interval = 9 must be in 1..4", 1, true), tostring(e))
 end
 
+function tests.max_time_stops_the_fit()
+  local tr = tc.Trainer(quiet{max_time = 0, num_sanity_val_steps = 0})
+  tr:fit(fresh(), loader(16, 4))
+  check.eq(tr.global_step, 1)
+  check.eq(tc.Trainer{max_time = "00:01:00:05"}.max_time, 3605)
+end
+
+function tests.learning_rate_monitor_logs_each_epochs_lr()
+  local M = Reg:extend("M")
+  function M:configure_optimizers()
+    local opt = tc.optim.SGD(self:parameters(), {lr = 1.0})
+    return {opt, tc.optim.lr_scheduler.StepLR(opt, 1, {gamma = 0.5})}
+  end
+  local seen = {}
+  local C = T.Callback:extend("C")
+  function C:on_train_epoch_start(tr) seen[#seen + 1] = tr.logged_metrics["lr-SGD"] end
+  tc.manual_seed(1)
+  local tr = tc.Trainer(quiet{max_epochs = 3, callbacks = {T.LearningRateMonitor(), C()}})
+  tr:fit(M(), loader(8, 4))
+  check.eq(table.concat(seen, " "), "1.0 0.5 0.25")
+end
+
 return tests
