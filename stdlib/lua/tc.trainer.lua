@@ -362,7 +362,13 @@ local function new_trainer(cls, opts)
   if inplace == nil and self.enable_progress_bar then inplace = stdout_is_terminal() end
   self.progress = Progress.new(inplace, opts.progress_out)
   self.eval_progress = Progress.new(inplace, opts.progress_out)
-  self.enable_checkpointing = enable_ckpt
+  -- enable_checkpointing = false drops ModelCheckpoint callbacks; unlike Lightning, none is added by default
+  self.enable_checkpointing = enable_ckpt ~= false
+  if enable_ckpt == false then
+    local kept = {}
+    for _, cb in ipairs(self.callbacks) do if getmetatable(cb) ~= ModelCheckpoint then kept[#kept + 1] = cb end end
+    self.callbacks = kept
+  end
   self.current_epoch, self.global_step, self.should_stop, self.sanity_checking = 0, 0, false, false
   self.callback_metrics, self.logged_metrics, self.progress_bar_metrics = {}, {}, {}
   self.recompiles = 0

@@ -267,6 +267,9 @@ function tests.fast_dev_run_runs_one_batch_each_and_writes_nothing()
   check.eq(tr.global_step, 1)
   check.eq(exists(dir .. "/metrics.csv"), false)
   check.eq(#ls(dir .. "/ck"), 0)
+  local off = tc.Trainer(quiet{max_epochs = 1, enable_checkpointing = false, callbacks = {T.ModelCheckpoint{dirpath = dir .. "/ck"}}})
+  off:fit(fresh(), loader(8, 4))
+  check.eq(#ls(dir .. "/ck"), 0)
   os.execute("rm -rf '" .. dir .. "'")
 end
 
