@@ -4,21 +4,12 @@
 
 #include <cmath>
 
+#include "error_kind.h"
 #include "tc/ops.h"
 
 using namespace tc;
 
 namespace {
-
-ErrorKind kind_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.kind();
-  }
-  ADD_FAILURE() << "no tc::Error raised";
-  return ErrorKind::IOError;
-}
 
 Tensor iota(const Shape& s, DType dt = DType::Float32) {
   Tensor t = Tensor::empty(s, DType::Float64);

@@ -5,6 +5,7 @@
 
 #include <functional>
 
+#include "error_kind.h"
 #include "tc/ops.h"
 
 using namespace tc;
@@ -12,16 +13,6 @@ using namespace tc;
 namespace {
 
 constexpr int64_t k62 = int64_t(1) << 62, kMax = INT64_MAX;
-
-ErrorKind kind_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.kind();
-  }
-  ADD_FAILURE() << "no tc::Error raised";
-  return ErrorKind::IOError;
-}
 
 TEST(SizeArithmetic, CheckedHelpersThrowInsteadOfWrapping) {
   EXPECT_EQ(checked_mul(k62, 1, "x"), k62);
