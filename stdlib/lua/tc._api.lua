@@ -395,7 +395,7 @@ end
 -- ---- submodules: tc.nn is require "tc.nn" -------------------------------------------------------
 setmetatable(tc, {__index = function(t, k)
   if type(k) ~= "string" or type(package) ~= "table" then return nil end
-  if k == "Trainer" then return require("tc.trainer").Trainer end  -- tc.trainer.lua (docs/trainer.md)
+  if k == "Trainer" or k == "Timer" or k == "TensorBoardLogger" then return require("tc.trainer")[k] end  -- docs/trainer.md
   local name = "tc." .. k
   if package.loaded[name] == nil and package.preload[name] == nil then return nil end
   local m = require(name)

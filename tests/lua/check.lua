@@ -87,6 +87,20 @@ function check.run(cmd)
   return body, tonumber(code)
 end
 
+-- A new empty directory under the system's temporary folder; the names in a directory, sorted.
+function check.tmpdir()
+  local p = os.tmpname()
+  os.remove(p)
+  os.execute("mkdir -p '" .. p .. "'")
+  return p
+end
+function check.ls(dir)
+  local out, p = {}, io.popen("ls '" .. dir:gsub("'", "'\\''") .. "' 2>/dev/null")
+  for n in p:lines() do out[#out + 1] = n end
+  p:close()
+  return out
+end
+
 -- Ends the running test as skipped, not passed (run.lua counts and prints it): a test that needs
 -- what this machine lacks calls `check.skip("no CUDA device")`.
 check.Skip = {__tostring = function(s) return "skipped: " .. s.reason end}
