@@ -64,4 +64,43 @@ function T.train_example_rejects_unknown_arguments()
   assert(out:find("unknown argument 'epoch=3'"), out)
 end
 
+-- scripts/examples/seed003_inception.lua: seed 003's benchmark at CPU size, eager then compiled through
+-- tc.Trainer with the Benchmark callback
+function T.seed003_example_times_inception_eager_and_compiled_and_prints_the_speedup()
+  if not has_autograd then check.skip("loss:backward() is not available in this build") end
+  local out, code = check.run(check.TCRUN .. " scripts/examples/seed003_inception.lua --batch 2 --size 75 --steps 3 --classes 10")
+  check.eq(code, 0, out)
+  local eager = tonumber(out:match("Eager median time: (%d+%.%d+) seconds"))
+  local compiled = tonumber(out:match("Compile median time: (%d+%.%d+) seconds"))
+  assert(eager and compiled and eager > 0 and compiled > 0, out)
+  assert(out:find("Speedup: %d+%.%dx"), out)
+  assert(out:find("compiled training_step in"), "the Trainer compiled the training step:\n" .. out)
+  assert(out:find("1 traces, 0 recompiles, 0 graph breaks"), out)
+  local bad, c2 = check.run(check.TCRUN .. " scripts/examples/seed003_inception.lua --size 64")
+  check.eq(c2, 1, bad)
+  assert(bad:find("needs %-%-size 75 or more"), bad)
+end
+
+-- scripts/examples/char_gpt.lua: a character-level GPT on its generated corpus, validation, checkpoints
+-- (the best one reloaded gives its validation loss again) and sampled text
+function T.char_gpt_example_trains_checkpoints_and_samples()
+  if not has_autograd then check.skip("loss:backward() is not available in this build") end
+  local dir = check.tmpdir()
+  local out, code = check.run(check.TCRUN .. " scripts/examples/char_gpt.lua --steps 40 --val_every 20 --sample 60 --dir " .. dir)
+  check.eq(code, 0, out)
+  local best = out:match("%(best (%d+%.%d+)%)")
+  assert(best, out)
+  check.eq(out:match("best checkpoint reloaded: val_loss (%d+%.%d+)"), best, "the reloaded best checkpoint:\n" .. out)
+  assert(tonumber(best) < 3.0, "the validation loss fell below uniform over the vocabulary (ln 28 = 3.33):\n" .. out)
+  local files = check.ls(dir .. "/checkpoints")
+  check.eq(#files, 2, table.concat(files, " "))
+  check.eq(files[1], "epoch=0-step=40-val_loss=" .. best .. ".safetensors")
+  check.eq(files[2], "last.safetensors")
+  local sample = out:match("%-%-%-%- sample %-%-%-%-\n(.*)$")
+  assert(sample and #sample >= 60, out)
+  local missing, c2 = check.run(check.TCRUN .. " scripts/examples/char_gpt.lua --text /nonexistent/x.txt")
+  check.eq(c2, 1, missing)
+  assert(missing:find("cannot read %-%-text"), missing)
+end
+
 return T
