@@ -223,6 +223,33 @@ int l_initial_seed(lua_State* L) {
   lua_pushinteger(L, (lua_Integer)initial_seed());
   return 1;
 }
+// tc.get_rng_state() -> {seed = s, offset = o}: the one Philox stream every device draws from
+// (tc/random.h), so it is the CPU and the CUDA state at once; the seed's 64 bits as a Lua integer.
+int l_get_rng_state(lua_State* L) {
+  RngState s = get_rng_state();
+  lua_createtable(L, 0, 2);
+  lua_pushinteger(L, (lua_Integer)s.seed);
+  lua_setfield(L, -2, "seed");
+  lua_pushinteger(L, (lua_Integer)s.offset);
+  lua_setfield(L, -2, "offset");
+  return 1;
+}
+// tc.set_rng_state(state): puts back a state from get_rng_state().
+int l_set_rng_state(lua_State* L) {
+  return guarded(L, [](lua_State* L) {
+    TC_CHECK(lua_type(L, 1) == LUA_TTABLE, ValueError, "set_rng_state: expected the table get_rng_state() returned, got %s",
+             luaL_typename(L, 1));
+    lua_getfield(L, 1, "seed");
+    lua_getfield(L, 1, "offset");
+    TC_CHECK(lua_isinteger(L, -2) && lua_isinteger(L, -1), ValueError,
+             "set_rng_state: the state needs integer fields seed and offset (from get_rng_state()), got %s and %s",
+             luaL_typename(L, -2), luaL_typename(L, -1));
+    RngState s{(uint64_t)lua_tointeger(L, -2), (uint64_t)lua_tointeger(L, -1)};
+    lua_pop(L, 2);
+    set_rng_state(s);
+    return 0;
+  });
+}
 int l_perf_counter(lua_State* L) {
   auto now = std::chrono::steady_clock::now().time_since_epoch();
   lua_pushnumber(L, std::chrono::duration<double>(now).count());
@@ -384,6 +411,8 @@ extern "C" int tc_open_library(lua_State* L) {
                           {"set_grad_enabled", l_set_grad_enabled},
                           {"manual_seed", l_manual_seed},
                           {"initial_seed", l_initial_seed},
+                          {"get_rng_state", l_get_rng_state},
+                          {"set_rng_state", l_set_rng_state},
                           {nullptr, nullptr}};
   set_funcs(L, nullptr, fns);
   const luaL_Reg utils[] = {{"perf_counter", l_perf_counter}, {nullptr, nullptr}};

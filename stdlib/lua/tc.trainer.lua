@@ -107,6 +107,13 @@ function EarlyStopping:on_validation_end(trainer)
   end
 end
 
+function EarlyStopping:state_dict()
+  return {wait_count = self.wait_count, best_score = self.best_score, stopped_epoch = self.stopped_epoch}
+end
+function EarlyStopping:load_state_dict(sd)
+  self.wait_count, self.best_score, self.stopped_epoch = sd.wait_count, sd.best_score, sd.stopped_epoch
+end
+
 -- LearningRateMonitor{logging_interval = "epoch" | "step"}: logs each optimizer group's lr as
 -- `lr-<Optimizer>` (`lr-<Optimizer>/pg<k>` for group k > 1) at each epoch's or step's start.
 local LearningRateMonitor = Callback:extend("LearningRateMonitor")
@@ -136,16 +143,18 @@ end
 local function mkdir(dir) os.execute(("mkdir -p '%s'"):format(dir:gsub("'", "'\\''"))) end
 local function exists(p) local f = io.open(p, "rb"); if f then f:close() end; return f ~= nil end
 
--- ModelCheckpoint{dirpath, monitor, mode = "min", save_top_k = 1, every_n_train_steps, save_last, filename}:
--- saves the model's state_dict (tc.save, safetensors) with metadata epoch/step. Not an exact-resume
--- checkpoint: optimizer, scheduler and RNG states are not saved.
+-- ModelCheckpoint{dirpath, monitor, mode = "min", save_top_k = 1, every_n_train_steps, save_last, filename,
+-- save_weights_only = false}: trainer:save_checkpoint files (safetensors): the module's state_dict and
+-- the training state that fit(model, {ckpt_path = ...}) resumes from exactly; save_weights_only keeps the
+-- state_dict (and epoch/step) only.
 local ModelCheckpoint = Callback:extend("ModelCheckpoint")
 ModelCheckpoint.monitoring = true
 M.ModelCheckpoint = ModelCheckpoint
 function ModelCheckpoint:__init(opts)
   opts = opts or {}
   opt_check(opts, {dirpath = true, monitor = true, mode = true, save_top_k = true, every_n_train_steps = true,
-                   save_last = true, filename = true}, "ModelCheckpoint")
+                   save_last = true, filename = true, save_weights_only = true}, "ModelCheckpoint")
+  self.save_weights_only = opts.save_weights_only or false
   self.dirpath, self.monitor, self.mode = opts.dirpath, opts.monitor, opts.mode or "min"
   self.save_top_k = opts.save_top_k or 1
   self.every_n_train_steps, self.save_last = opts.every_n_train_steps, opts.save_last
@@ -159,7 +168,7 @@ function ModelCheckpoint:_name(trainer, score)
 end
 function ModelCheckpoint:_save(trainer, path)
   mkdir(path:match("^(.*)/[^/]*$") or ".")
-  trainer:save_checkpoint(path)
+  trainer:save_checkpoint(path, {weights_only = self.save_weights_only})
 end
 function ModelCheckpoint:_check(trainer)
   if trainer.sanity_checking or trainer.fast_dev_run or self._last_step == trainer.global_step then return end
@@ -198,6 +207,15 @@ function ModelCheckpoint:_check(trainer)
     self:_save(trainer, last); self.last_model_path = last
   end
 end
+function ModelCheckpoint:state_dict()
+  return {best_k_models = self.best_k_models, best_model_path = self.best_model_path, best_model_score = self.best_model_score,
+          last_model_path = self.last_model_path, last_step = self._last_step}
+end
+function ModelCheckpoint:load_state_dict(sd)
+  self.best_k_models = sd.best_k_models or {}
+  self.best_model_path, self.best_model_score, self.last_model_path = sd.best_model_path, sd.best_model_score, sd.last_model_path
+  self._last_step = sd.last_step
+end
 function ModelCheckpoint:on_train_batch_end(trainer)
   local n = self.every_n_train_steps
   if n and n > 0 and trainer.global_step % n == 0 and trainer._stepped then self:_check(trainer) end
@@ -225,6 +243,28 @@ function CSVLogger:log_metrics(metrics, step, epoch)
   self.rows[#self.rows + 1] = row
 end
 function CSVLogger:path() return self.dir .. "/metrics.csv" end
+-- a resumed fit keeps the rows the interrupted run wrote up to the checkpoint's step
+function CSVLogger:resume(global_step)
+  local f = io.open(self:path(), "r")
+  if not f then return end
+  local header = f:read("l")
+  local keys = {}
+  for k in (header or ""):gmatch("[^,]+") do keys[#keys + 1] = k end
+  for line in f:lines() do
+    local row, k = {}, 0
+    for cell in (line .. ","):gmatch("([^,]*),") do
+      k = k + 1
+      if keys[k] and cell ~= "" then row[keys[k]] = math.tointeger(tonumber(cell)) or tonumber(cell) end
+    end
+    if row.step and row.step <= global_step then
+      for name in pairs(row) do
+        if name ~= "step" and name ~= "epoch" and not self.seen[name] then self.seen[name] = true; self.keys[#self.keys + 1] = name end
+      end
+      self.rows[#self.rows + 1] = row
+    end
+  end
+  f:close()
+end
 function CSVLogger:save()
   mkdir(self.dir)
   local keys = {}
@@ -768,9 +808,19 @@ function Trainer:_optimizer_step(params)
   end
 end
 
--- trainer:fit(model, train_loader, val_loader) (the loaders default to model:train_dataloader() /
--- model:val_dataloader()).
-function Trainer:fit(model, train_loader, val_loader)
+-- fit's options table (in place of the loaders): {ckpt_path = path | "last"}
+local function is_fit_options(t)
+  return type(t) == "table" and getmetatable(t) == nil and #t == 0 and t.ckpt_path ~= nil
+end
+
+-- trainer:fit(model, train_loader, val_loader, {ckpt_path = ...}) (the loaders default to
+-- model:train_dataloader() / model:val_dataloader(); the options may come in a loader's place).
+-- With ckpt_path, the run continues from a checkpoint save_checkpoint wrote (Trainer:_restore).
+function Trainer:fit(model, train_loader, val_loader, opts)
+  if is_fit_options(train_loader) then opts, train_loader, val_loader = train_loader, nil, nil
+  elseif is_fit_options(val_loader) then opts, val_loader = val_loader, nil end
+  opts = opts or {}
+  opt_check(opts, {ckpt_path = true}, "tc.Trainer:fit")
   local m = self:_attach(model)
   self:_seed()
   train_loader = module_loader(m, "train_dataloader", train_loader)
@@ -781,6 +831,7 @@ function Trainer:fit(model, train_loader, val_loader)
   self.optimizers, self.lr_schedulers = parse_optimizers(m:configure_optimizers())
   self.train_dataloader, self.val_dataloaders = train_loader, val_loader
   self.should_stop = false
+  local resume = opts.ckpt_path and self:_restore(m, opts.ckpt_path) or nil
   local has_val = val_loader ~= nil and self._steps.validation_step ~= nil
   local params = m:parameters()
   self._stage = "train"
@@ -797,7 +848,17 @@ function Trainer:fit(model, train_loader, val_loader)
   self:_call("on_train_start")
   local accum = self.accumulate_grad_batches
   local done, t_fit = false, now()
+  if resume then
+    -- the random stream as it was when the checkpoint was written (after the sanity check, which
+    -- the interrupted run did not repeat there)
+    tc.set_rng_state(resume.rng)
+    t_fit = t_fit - (resume.elapsed or 0)
+    if self.max_steps >= 0 and self.global_step >= self.max_steps then done = true end
+  end
+  self._t_fit = t_fit
   while not done and (self.max_epochs < 0 or self.current_epoch < self.max_epochs) do
+    local rs = resume
+    resume = nil
     local n_all = loader_len(train_loader)
     local n = limit_batches(self.limit_train_batches, n_all, "limit_train_batches")
     local vci = self.val_check_interval
@@ -813,16 +874,53 @@ function Trainer:fit(model, train_loader, val_loader)
       raise("ValueError", "tc.Trainer: val_check_interval is an integer count of batches or a fraction in (0, 1], got " .. tostring(vci))
     end
     if type(train_loader) == "table" and train_loader.set_epoch then train_loader:set_epoch(self.current_epoch) end
-    self:_call("on_train_epoch_start")
-    if self.enable_progress_bar then self.progress:start(("Epoch %d"):format(self.current_epoch), n) end
-    local it, i, last_loss = iterate(train_loader), 0, nil
+    -- a resumed epoch: the loader gives the batches after the checkpoint's (a loader with
+    -- load_state_dict skips them without loading them; an array or iterator is advanced past them)
+    local i, at_epoch_end = 0, rs ~= nil and rs.phase == "train_epoch_end"
+    if rs and type(train_loader) == "table" and type(train_loader.load_state_dict) == "function" and rs.loader then
+      train_loader:load_state_dict(rs.loader, {mid_epoch = not at_epoch_end})
+    end
+    if not at_epoch_end then
+      self:_call("on_train_epoch_start")
+      if self.enable_progress_bar then self.progress:start(("Epoch %d"):format(self.current_epoch), n) end
+    end
+    local it, last_loss = not at_epoch_end and iterate(train_loader) or nil, nil
     local validated_at, pending = nil, false
-    while n == nil or i < n do
+    -- what follows a batch's on_train_batch_end (a resumed run starts there, or after the validation
+    -- that followed it): true when the epoch loop ends
+    local function after_batch(from_validation)
+      if not from_validation then
+        self:_flush_step_metrics(false)
+        if self.enable_progress_bar then self.progress:update(i, function() return self:_prog_extra(last_loss) end) end
+        if self.max_steps >= 0 and self.global_step >= self.max_steps then done = true end
+        if self.max_time and now() - t_fit >= self.max_time then done = true end
+        if has_val and val_every and i % val_every == 0 and (self.current_epoch + 1) % self.check_val_every_n_epoch == 0 then
+          self._pos = {batch = i, phase = "validation", pending = pending}
+          self:_eval_loop("validate", val_loader)
+          validated_at = i
+        end
+      else
+        validated_at = i
+        if self.max_steps >= 0 and self.global_step >= self.max_steps then done = true end
+      end
+      return done or self.should_stop
+    end
+    local stop = false
+    if rs and not at_epoch_end then
+      i = rs.batch
+      pending = rs.pending or false
+      if not (type(train_loader) == "table" and type(train_loader.load_state_dict) == "function") then
+        for _ = 1, i do if it() == nil then break end end
+      end
+      if self.enable_progress_bar then self.progress:update(i, function() return "" end) end
+      stop = after_batch(rs.phase == "validation")
+    end
+    while not stop and not at_epoch_end and (n == nil or i < n) do
       local batch = it()
       if batch == nil then break end
       i = i + 1
       self._stepped = false
-      local r = self:_call("on_train_batch_start", batch, i)
+      self:_call("on_train_batch_start", batch, i)
       local out = self._steps.training_step(batch, i)
       local loss = loss_of(out, "training_step")
       local last_of_epoch = (n ~= nil and i == n)
@@ -840,26 +938,24 @@ function Trainer:fit(model, train_loader, val_loader)
         pending = not do_step
         if do_step then self:_optimizer_step(params) end
       end
+      self._pos = {batch = i, phase = "train_batch_end", pending = pending}
       self:_call("on_train_batch_end", out, batch, i)
-      self:_flush_step_metrics(false)
-      if self.enable_progress_bar then self.progress:update(i, function() return self:_prog_extra(last_loss) end) end
-      if self.max_steps >= 0 and self.global_step >= self.max_steps then done = true end
-      if self.max_time and now() - t_fit >= self.max_time then done = true end
-      if has_val and val_every and i % val_every == 0 and (self.current_epoch + 1) % self.check_val_every_n_epoch == 0 then
-        self:_eval_loop("validate", val_loader)
-        validated_at = i
+      stop = after_batch(false)
+    end
+    if not at_epoch_end then
+      -- a loader without a length ends an accumulation window early: step on what was accumulated
+      if pending and not done and not self.should_stop then self:_optimizer_step(params) end
+      if has_val and not validated_at and not val_every and not self.should_stop then
+        self._pos = {batch = i, phase = "validation", pending = pending}
+        self:_eval_loop("validate", val_loader); validated_at = i
       end
-      if done or self.should_stop then break end
+      if self.enable_progress_bar then self.progress:finish(self:_prog_extra(last_loss)) end
+      self._in_epoch_hook = true
+      self._pos = {batch = i, phase = "train_epoch_end"}
+      self:_call("on_train_epoch_end")
+      self._in_epoch_hook = nil
     end
-    -- a loader without a length ends an accumulation window early: step on what was accumulated
-    if pending and not done and not self.should_stop then self:_optimizer_step(params) end
-    if has_val and not validated_at and not val_every and not self.should_stop then
-      self:_eval_loop("validate", val_loader); validated_at = i
-    end
-    if self.enable_progress_bar then self.progress:finish(self:_prog_extra(last_loss)) end
-    self._in_epoch_hook = true
-    self:_call("on_train_epoch_end")
-    self._in_epoch_hook = nil
+    self._pos = nil
     self:_flush_step_metrics(true)
     self:_reduce_epoch("train")
     for _, s in ipairs(self.lr_schedulers) do
@@ -890,30 +986,206 @@ function Trainer:validate(model, loader) return run_eval(self, "validate", model
 function Trainer:test(model, loader) return run_eval(self, "test", model, loader, "test_dataloader") or {} end
 function Trainer:predict(model, loader) return run_eval(self, "predict", model, loader, "predict_dataloader") or {} end
 
--- Saves the module's state_dict (safetensors) with epoch/global_step metadata; on_save_checkpoint hooks
--- get the checkpoint table {state_dict, epoch, global_step, metadata} first and may add metadata.
-function Trainer:save_checkpoint(path)
+-- ---- checkpoints -------------------------------------------------------------------------------------
+-- A checkpoint is one safetensors file (written atomically): the module's state_dict under its own
+-- names (so tc.load + load_state_dict reads its weights), the training state's tensors under
+-- names starting with "trainer/" (optimizer slots, gradients of an unfinished accumulation window),
+-- and in the header's metadata: format = "tc.trainer/1", epoch, global_step, and trainer_state, the
+-- rest of the state (tc.serial): the loop's position (batch and phase), optimizer hyper-parameters
+-- and step counts, schedulers, the RNG stream, the train loader's state, callback states, the
+-- epoch's metric accumulators and the fit's elapsed time. weights_only checkpoints hold the
+-- state_dict and epoch/global_step only.
+local FORMAT = "tc.trainer/1"
+local serial = require "tc.serial"
+
+-- tensors inside `v` go to `tensors` (under names from their path); {__tensor, device} takes their place
+local function pack(v, name, tensors)
+  if tc.is_tensor(v) then
+    local key, k = name, 1
+    while tensors[key] do k = k + 1; key = name .. "#" .. k end
+    tensors[key] = v:detach()
+    return {__tensor = key, device = tostring(v.device)}
+  end
+  if type(v) ~= "table" then return v end
+  local out = {}
+  for k, x in pairs(v) do out[k] = pack(x, name .. "/" .. tostring(k), tensors) end
+  return out
+end
+local function unpack_tensors(v, tensors, path)
+  if type(v) ~= "table" then return v end
+  if v.__tensor ~= nil then
+    local t = tensors[v.__tensor]
+    if not t then raise("IOError", ("%s: the checkpoint lists tensor '%s', which it does not hold"):format(path, tostring(v.__tensor))) end
+    if v.device and v.device ~= tostring(t.device) then t = t:to(v.device) end
+    return t
+  end
+  for k, x in pairs(v) do v[k] = unpack_tensors(x, tensors, path) end
+  return v
+end
+local function plain_numbers(t)
+  local out = {}
+  for k, v in pairs(t or {}) do out[k] = to_number(v) end
+  return out
+end
+
+-- callbacks' keys in a checkpoint: the class name, #k for the k-th of a class
+local function callback_keys(callbacks)
+  local keys, seen = {}, {}
+  for i, cb in ipairs(callbacks) do
+    local name = cb.state_key or cb.__name or "Callback"
+    seen[name] = (seen[name] or 0) + 1
+    keys[i] = seen[name] == 1 and name or ("%s#%d"):format(name, seen[name])
+  end
+  return keys
+end
+
+-- the training state of a fit under way (nil outside fit)
+function Trainer:_training_state(tensors)
+  local pos = self._pos
+  if not pos or not self.optimizers then return nil end
   local m = self.lightning_module
+  local st = {version = 1, epoch = self.current_epoch, global_step = self.global_step, batch = pos.batch, phase = pos.phase,
+              pending = pos.pending or false, should_stop = self.should_stop, rng = tc.get_rng_state(),
+              elapsed = self._t_fit and now() - self._t_fit or 0, optimizers = {}, schedulers = {}, callbacks = {}}
+  for k, opt in ipairs(self.optimizers) do st.optimizers[k] = pack(opt:state_dict(), "trainer/optimizer/" .. k, tensors) end
+  for k, s in ipairs(self.lr_schedulers) do st.schedulers[k] = s.scheduler:state_dict() end
+  local loader = self.train_dataloader
+  if type(loader) == "table" and type(loader.state_dict) == "function" then st.loader = loader:state_dict() end
+  local keys = callback_keys(self.callbacks)
+  for i, cb in ipairs(self.callbacks) do
+    if type(cb.state_dict) == "function" then st.callbacks[keys[i]] = cb:state_dict() end
+  end
+  local acc = self._epoch.train
+  if acc then
+    st.train_acc = {order = acc.order, acc = {}}
+    for name, a in pairs(acc.acc) do st.train_acc.acc[name] = {sum = to_number(a.sum), n = a.n, prog_bar = a.prog_bar} end
+  end
+  st.step_metrics, st.callback_metrics = plain_numbers(self._step_metrics), plain_numbers(self.callback_metrics)
+  if st.pending then
+    st.grads = {}
+    for name, p in m:named_parameters() do
+      if p.grad ~= nil then st.grads[name] = pack(p.grad, "trainer/grad/" .. name, tensors) end
+    end
+  end
+  return st
+end
+
+-- trainer:save_checkpoint(path, {weights_only = false}): the module's state_dict and, inside fit, the
+-- whole training state, so that fit(model, {ckpt_path = path}) continues exactly. on_save_checkpoint
+-- hooks get the checkpoint table {state_dict, epoch, global_step, metadata, trainer_state} first and
+-- may add metadata (strings).
+function Trainer:save_checkpoint(path, opts)
+  opts = opts or {}
+  opt_check(opts, {weights_only = true}, "tc.Trainer:save_checkpoint")
+  local m = self.lightning_module
+  if not m then raise("ValueError", "tc.Trainer:save_checkpoint(): no module is attached (call it during or after fit)") end
+  local tensors = {}
   local ckpt = {state_dict = m:state_dict(), epoch = self.current_epoch, global_step = self.global_step, metadata = {}}
+  if not opts.weights_only then ckpt.trainer_state = self:_training_state(tensors) end
   self:_call("on_save_checkpoint", ckpt)
   local meta = {epoch = tostring(ckpt.epoch), global_step = tostring(ckpt.global_step)}
   for k, v in pairs(ckpt.metadata) do meta[k] = tostring(v) end
-  tc.save(path, ckpt.state_dict, meta)
+  if ckpt.trainer_state then
+    meta.format = FORMAT
+    meta.trainer_state = serial.encode(ckpt.trainer_state, "the trainer state")
+  end
+  for k, t in pairs(ckpt.state_dict) do
+    if tensors[k] then raise("ValueError", ("save_checkpoint: the module's state '%s' collides with the trainer's"):format(k)) end
+    tensors[k] = t
+  end
+  tc.save(path, tensors, meta)
 end
 
--- Loads a checkpoint written by save_checkpoint into model (on_load_checkpoint hooks see it first).
+-- reads a checkpoint: its state_dict (without the trainer's tensors), metadata and trainer state
+local function read_checkpoint(path)
+  if type(path) ~= "string" then raise("ValueError", "tc.Trainer: a checkpoint path must be a string, got " .. type(path)) end
+  local f = io.open(path, "rb")
+  if not f then raise("IOError", ("tc.Trainer: no checkpoint at '%s'"):format(path)) end
+  f:close()
+  local tensors, meta = tc.load(path)
+  meta = meta or {}
+  local sd, own = {}, {}
+  for k, t in pairs(tensors) do
+    if k:sub(1, 8) == "trainer/" then own[k] = t else sd[k] = t end
+  end
+  local st
+  if meta.trainer_state then
+    if meta.format ~= FORMAT then
+      raise("IOError", ("tc.Trainer: the checkpoint '%s' has format '%s'; this tc reads '%s'"):format(path, tostring(meta.format), FORMAT))
+    end
+    st = unpack_tensors(serial.decode(meta.trainer_state, ("the trainer state of '%s'"):format(path)), own, path)
+  end
+  return sd, meta, st
+end
+
+-- fit's ckpt_path: "last" is the newest last.safetensors of this trainer's ModelCheckpoints
+function Trainer:_checkpoint_path(p)
+  if p ~= "last" then return p end
+  for _, cb in ipairs(self.callbacks) do
+    if getmetatable(cb) == ModelCheckpoint then
+      local last = (cb.dirpath or (self.default_root_dir .. "/checkpoints")) .. "/last.safetensors"
+      if exists(last) then return last end
+    end
+  end
+  raise("IOError", "tc.Trainer:fit(ckpt_path = 'last'): no last.safetensors in the ModelCheckpoint directories (save_last = true writes it)")
+end
+
+-- Puts a fit back where the checkpoint was written: module, optimizers, schedulers, callbacks, epoch
+-- and step now; the loop position, loader and RNG through the state it returns (fit applies them).
+function Trainer:_restore(m, path)
+  path = self:_checkpoint_path(path)
+  local sd, meta, st = read_checkpoint(path)
+  if not st then
+    raise("ValueError", ("tc.Trainer:fit(): '%s' holds weights only (save_weights_only or weights_only = true) or was "
+      .. "written outside fit: it cannot resume training; load its weights with trainer:load_checkpoint(model, path)"):format(path))
+  end
+  if #st.optimizers ~= #self.optimizers or #st.schedulers ~= #self.lr_schedulers then
+    raise("ValueError", ("tc.Trainer:fit(): the checkpoint '%s' has %d optimizer(s) and %d scheduler(s); configure_optimizers() "
+      .. "gave %d and %d"):format(path, #st.optimizers, #st.schedulers, #self.optimizers, #self.lr_schedulers))
+  end
+  local ckpt = {state_dict = sd, metadata = meta, epoch = st.epoch, global_step = st.global_step, trainer_state = st}
+  self:_call("on_load_checkpoint", ckpt)
+  m:load_state_dict(ckpt.state_dict)
+  for k, opt in ipairs(self.optimizers) do opt:load_state_dict(st.optimizers[k]) end
+  for k, s in ipairs(self.lr_schedulers) do s.scheduler:load_state_dict(st.schedulers[k]) end
+  local keys = callback_keys(self.callbacks)
+  for i, cb in ipairs(self.callbacks) do
+    local cs = st.callbacks[keys[i]]
+    if cs ~= nil and type(cb.load_state_dict) == "function" then cb:load_state_dict(cs) end
+  end
+  self.current_epoch, self.global_step, self.should_stop = st.epoch, st.global_step, st.should_stop or false
+  if st.train_acc then
+    local acc = self:_acc("train")
+    acc.order = st.train_acc.order
+    for name, a in pairs(st.train_acc.acc) do acc.acc[name] = {sum = a.sum, n = a.n, prog_bar = a.prog_bar} end
+  end
+  for k, v in pairs(st.step_metrics or {}) do self._step_metrics[k] = v end
+  for k, v in pairs(st.callback_metrics or {}) do self.callback_metrics[k] = v end
+  if st.grads then
+    local _ <close> = tc.no_grad()
+    for name, p in m:named_parameters() do
+      local g = st.grads[name]
+      if g ~= nil then p.grad = g:to(p.device) end
+    end
+  end
+  if self.logger and type(self.logger.resume) == "function" then self.logger:resume(st.global_step) end
+  if self.enable_progress_bar then
+    self.progress.out:write(("tc.Trainer: resuming from %s (epoch %d, step %d, batch %d %s)\n"):format(path, st.epoch,
+      st.global_step, st.batch, st.phase == "train_epoch_end" and "at the epoch's end" or "of the epoch"))
+  end
+  return st
+end
+
+-- trainer:load_checkpoint(model, path): the weights of a checkpoint (any written by save_checkpoint)
+-- into model (on_load_checkpoint hooks see it first); returns {state_dict, metadata, epoch, global_step}.
 function Trainer:load_checkpoint(model, path)
   local m = rawget(model, "_orig_mod") or model
   self.lightning_module = m
-  local sd, meta = tc.load(path)
-  local ckpt = {state_dict = sd, metadata = meta or {}, epoch = tonumber((meta or {}).epoch),
-                global_step = tonumber((meta or {}).global_step)}
+  local sd, meta = read_checkpoint(path)
+  local ckpt = {state_dict = sd, metadata = meta, epoch = tonumber(meta.epoch), global_step = tonumber(meta.global_step)}
   self:_call("on_load_checkpoint", ckpt)
   m:load_state_dict(ckpt.state_dict)
   return ckpt
 end
-
--- Timer and TensorBoardLogger (tc.trainer_extras.lua) subclass this module's Callback: added once M is filled
-require("tc.trainer_extras").install(M)
 
 return M

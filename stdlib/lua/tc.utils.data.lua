@@ -292,7 +292,16 @@ function RandomSampler:__init(ds, opts)
 end
 function RandomSampler:__len() return self.num_samples end
 function RandomSampler:iter()
-  local g = self.generator or Generator(global_seed())
+  -- the state this epoch's order comes from, for state_dict(); load_state_dict() gives it back
+  local restore = rawget(self, "_restore")
+  self._restore = nil
+  local g, seed = self.generator, nil
+  if restore and g and restore.generator_state then g:set_state(restore.generator_state) end
+  if not g then
+    seed = restore and restore.seed or global_seed()
+    g = Generator(seed)
+  end
+  self._epoch_start = {generator_state = self.generator and self.generator:get_state() or nil, seed = seed}
   local n, out = self.n, {}
   if n == 0 then return array_iter(out) end
   if self.replacement then
@@ -306,6 +315,19 @@ function RandomSampler:iter()
     end
   end
   return array_iter(out)
+end
+
+-- sampler:state_dict() -> {epoch_start = {generator_state | seed}, current = {generator_state}}: where the
+-- order of the epoch under way came from, and where the generator is now. load_state_dict(sd,
+-- {mid_epoch = true}) makes the next iter() give that epoch's order again (a resumed run);
+-- without mid_epoch, the next iter() is the epoch after it.
+function RandomSampler:state_dict()
+  return {epoch_start = self._epoch_start, current = {generator_state = self.generator and self.generator:get_state() or nil}}
+end
+function RandomSampler:load_state_dict(sd, opts)
+  if type(sd) ~= "table" then raise("ValueError", "RandomSampler:load_state_dict: expected the table state_dict() returned") end
+  if opts and opts.mid_epoch then self._restore = sd.epoch_start
+  elseif self.generator and sd.current and sd.current.generator_state then self.generator:set_state(sd.current.generator_state) end
 end
 
 -- The indices a sampler gives: an object with iter(), or a plain array of indices.
@@ -633,8 +655,60 @@ local function fetch(ds, i)
   return item
 end
 
--- One epoch: an iterator function returning batches, then nil.
+-- The epoch's index batches (or indices), past the ones a resumed epoch already gave (no item is
+-- fetched for those).
+function DataLoader:_indices()
+  local it = sampler_iter(self.batch_sampler or self.sampler)
+  for _ = 1, rawget(self, "_skip") or 0 do
+    if it() == nil then break end
+  end
+  rawset(self, "_skip", nil)
+  return it
+end
+
+-- loader:state_dict() -> {batches = the batches the epoch under way has given, sampler = its
+-- state_dict(), worker_seed}: with loader:load_state_dict(sd, {mid_epoch = true}), the next
+-- iter() gives the rest of that epoch, the same batches in the same order, and draws nothing from
+-- tc's global RNG (a resumed training run then draws the same random numbers as an uninterrupted
+-- one). Without mid_epoch, the next iter() is the epoch after it. An IterableDataset's epoch is
+-- resumed by iterating and dropping the batches already given (its items are fetched again).
+function DataLoader:state_dict()
+  local s = self.sampler or (self.batch_sampler and self.batch_sampler.sampler)
+  return {batches = rawget(self, "_given") or 0,
+          sampler = type(s) == "table" and type(s.state_dict) == "function" and s:state_dict() or nil,
+          worker_seed = rawget(self, "_worker_seed")}
+end
+function DataLoader:load_state_dict(sd, opts)
+  if type(sd) ~= "table" or (sd.batches ~= nil and math.type(sd.batches) ~= "integer") then
+    raise("ValueError", "DataLoader:load_state_dict: expected the table state_dict() returned")
+  end
+  local mid = opts and opts.mid_epoch or false
+  local s = self.sampler or (self.batch_sampler and self.batch_sampler.sampler)
+  if sd.sampler ~= nil and type(s) == "table" and type(s.load_state_dict) == "function" then
+    s:load_state_dict(sd.sampler, {mid_epoch = mid})
+  end
+  if mid or self.persistent_workers then rawset(self, "_restore_worker_seed", sd.worker_seed) end
+  if mid then rawset(self, "_skip", sd.batches or 0) end
+end
+
+-- One epoch: an iterator function returning batches, then nil (state_dict() counts the batches given).
 function DataLoader:iter()
+  local skip = rawget(self, "_skip") or 0
+  local it = self:_iter()
+  if self.iterable then  -- no indices to skip: drop the batches already given
+    for _ = 1, skip do if it() == nil then break end end
+    rawset(self, "_skip", nil)
+  end
+  local given = skip
+  rawset(self, "_given", given)
+  return function()
+    local b = it()
+    if b ~= nil then given = given + 1; rawset(self, "_given", given) end
+    return b
+  end
+end
+
+function DataLoader:_iter()
   local ds, collate_fn = self.dataset, self.collate_fn or data.default_collate
   if self.iterable and self.num_workers > 0 then return self:_worker_iter_iterable() end
   if self.iterable then
@@ -659,7 +733,7 @@ function DataLoader:iter()
   end
   if self.num_workers > 0 then return self:_worker_iter() end
   if self.batch_sampler == nil then  -- batch_size = false: one item at a time
-    local it = sampler_iter(self.sampler)
+    local it = self:_indices()
     return function()
       local i = it()
       if i == nil then return nil end
@@ -668,7 +742,7 @@ function DataLoader:iter()
       return v
     end
   end
-  local it = sampler_iter(self.batch_sampler)
+  local it = self:_indices()
   return function()
     local idx = it()
     if idx == nil then return nil end
@@ -685,8 +759,11 @@ end
 local function worker_pool(self)
   local pool = rawget(self, "_pool")
   if pool ~= nil then return pool end
+  local seed = rawget(self, "_restore_worker_seed") or global_seed()
+  rawset(self, "_restore_worker_seed", nil)
+  rawset(self, "_worker_seed", seed)
   local spec = {dataset = encode(self.dataset, "the dataset", {}), batched = self.batch_sampler ~= nil,
-                seed = global_seed(), iterable = self.iterable, batch_size = self.batch_size, drop_last = self.drop_last}
+                seed = seed, iterable = self.iterable, batch_size = self.batch_size, drop_last = self.drop_last}
   if self.collate_fn then
     spec.collate = module_ref(self.collate_fn)
     if spec.collate == nil then
@@ -712,7 +789,7 @@ function DataLoader:_worker_iter()
   local pool = worker_pool(self)
   local tag = rawget(self, "_tag") or 0
   pool:clear(tag + 1)
-  local it = sampler_iter(self.batch_sampler or self.sampler)
+  local it = self:_indices()
   local batched = self.batch_sampler ~= nil
   local submitted, taken, done = tag, tag, false
   local depth = self.num_workers * (self.prefetch_factor or 2)

@@ -424,4 +424,36 @@ function tests.from_file_errors_name_the_problem()
   os.remove(path)
 end
 
+-- state_dict mid-epoch, then load_state_dict(sd, {mid_epoch = true}) in a fresh loader: the rest of
+-- that epoch, then the same later epochs, with tc's RNG untouched by the resumed epoch's start
+function tests.a_loader_restored_mid_epoch_gives_the_rest_of_the_epoch_and_draws_nothing()
+  for _, opts in ipairs({{batch_size = 3, shuffle = true}, {batch_size = 3, shuffle = true, seed = 4},
+                         {batch_size = 3, shuffle = true, seed = 4, num_workers = 2}}) do
+    local function make() return data.DataLoader(range_ds(20), opts) end
+    tc.manual_seed(9)
+    local a = make()
+    local it = a:iter()
+    local first = {it(), it(), it()}
+    local sd = a:state_dict()
+    check.eq(sd.batches, 3)
+    local rng = tc.get_rng_state()
+    local rest, rest2 = {}, {}
+    for b in it do rest[#rest + 1] = b[1] end
+    for b in a do rest2[#rest2 + 1] = b[1] end  -- the next epoch
+    local b = make()
+    tc.set_rng_state(rng)
+    b:load_state_dict(sd, {mid_epoch = true})
+    local got = {}
+    for x in b:iter() do got[#got + 1] = x[1] end
+    check.eq(#got, #rest)
+    for k = 1, #got do assert(tc.equal(got[k], rest[k]), "batch " .. (k + 3) .. " of the resumed epoch") end
+    local s2 = tc.get_rng_state()
+    check.eq(s2.offset, rng.offset, "the resumed epoch drew nothing from tc's RNG")
+    local k = 0
+    for x in b do k = k + 1; assert(tc.equal(x[1], rest2[k]), "batch " .. k .. " of the next epoch") end
+    check.eq(k, #rest2)
+    local _ = first
+  end
+end
+
 return tests

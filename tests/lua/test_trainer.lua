@@ -424,4 +424,134 @@ function tests.learning_rate_monitor_logs_each_epochs_lr()
   check.eq(table.concat(seen, " "), "1.0 0.5 0.25")
 end
 
+-- ---- exact resume ------------------------------------------------------------------------------------
+-- tests/lua/trainer_resume_script.lua run three times: uninterrupted; killed (SIGKILL, by itself) at
+-- batch `kill`; resumed from its last checkpoint. The resumed run's losses must equal the
+-- uninterrupted run's bit for bit (they are written with %a).
+local function losses(path)
+  local t, order = {}, {}
+  for line in io.lines(path) do
+    local k, v = line:match("^(%d+) (%S+)$")
+    t[#t + 1] = {tonumber(k), v}
+  end
+  return t
+end
+local function resume_case(kill, args)
+  local full, part = check.tmpdir(), check.tmpdir()
+  local script = "tests/lua/trainer_resume_script.lua"
+  local out, code = check.run(("%s %s %s full %s"):format(check.TCRUN, script, full, args))
+  check.eq(code, 0, out)
+  out, code = check.run(("%s %s %s kill:%d %s"):format(check.TCRUN, script, part, kill, args))
+  check.eq(code, 137, "the run killed by SIGKILL: " .. out)
+  local killed = #losses(part .. "/losses")
+  out, code = check.run(("%s %s %s resume %s"):format(check.TCRUN, script, part, args))
+  check.eq(code, 0, out)
+  local want, got = {}, losses(part .. "/losses")
+  for _, e in ipairs(losses(full .. "/losses")) do want[e[1]] = e[2] end
+  local n = 0
+  for j = killed + 1, #got do
+    local k, v = got[j][1], got[j][2]
+    if n == 0 then assert(k <= kill, ("the resumed run starts at batch %d, after the killed one (%d)"):format(k, kill)) end
+    check.eq(v, want[k], ("loss of batch %d after resuming (batch %d killed)"):format(k, kill))
+    n = n + 1
+  end
+  assert(n >= 50, ("only %d losses after the resume"):format(n))
+  os.execute("rm -rf '" .. full .. "' '" .. part .. "'")
+  return n
+end
+
+function tests.a_run_killed_mid_epoch_resumes_with_the_same_next_50_losses()
+  -- dropout, AdamW, a per-step scheduler, shuffling from tc's RNG, a checkpoint at every batch end
+  resume_case(30, "1 global x batch")
+  -- an unfinished accumulation window (its gradients are in the checkpoint), the loader's own
+  -- generator, worker threads
+  resume_case(25, "2 workers x batch")
+end
+
+function tests.a_run_resumes_exactly_from_a_checkpoint_written_in_validation_or_at_an_epochs_end()
+  resume_case(13, "1 global x val")      -- ModelCheckpoint on val_loss: written inside validation
+  resume_case(15, "2 seed x epoch")      -- written at epoch 0's end: epoch 1 starts afresh
+end
+
+function tests.a_compiled_run_resumes_exactly()
+  resume_case(23, "1 global compiled batch")
+end
+
+function tests.checkpoints_hold_the_training_state_and_weights_only_ones_cannot_resume()
+  local dir = check.tmpdir()
+  local ck = T.ModelCheckpoint{dirpath = dir, save_last = true}
+  local tr = tc.Trainer(quiet{max_epochs = 2, num_sanity_val_steps = 0, callbacks = {ck}})
+  tr:fit(fresh(), loader(8, 4))
+  local tensors, meta = tc.load(dir .. "/last.safetensors")
+  check.eq(meta.format, "tc.trainer/1")
+  check.eq(meta.global_step, "4")
+  assert(tensors["lin.weight"] and tensors["trainer/optimizer/1/state/1/momentum_buffer"] == nil, "weights under their own names")
+  local st = require("tc.serial").decode(meta.trainer_state)
+  check.eq(st.epoch, 1)
+  check.eq(st.phase, "train_epoch_end")
+  check.eq(st.callbacks.ModelCheckpoint.last_model_path, dir .. "/last.safetensors")
+  -- "last" finds it; a fit resumed after its last epoch has nothing left to do
+  local tr2 = tc.Trainer(quiet{max_epochs = 2, num_sanity_val_steps = 0, callbacks = {T.ModelCheckpoint{dirpath = dir, save_last = true}}})
+  tr2:fit(fresh(), loader(8, 4), {ckpt_path = "last"})
+  check.eq(tr2.global_step, 4)
+  check.eq(tr2.current_epoch, 2)
+  -- weights only: loadable as weights, refused as a resume point
+  local w = dir .. "/w.safetensors"
+  tr:save_checkpoint(w, {weights_only = true})
+  local m = fresh()
+  tr:load_checkpoint(m, w)
+  local tr3 = tc.Trainer(quiet{max_epochs = 3})
+  local e = check.raises("ValueError", tr3.fit, tr3, fresh(), loader(8, 4), {ckpt_path = w})
+  assert(e.message:find("holds weights only", 1, true), e.message)
+  -- a damaged trainer state is an IOError naming the file, and nothing is loaded
+  local t2, meta2 = tc.load(dir .. "/last.safetensors")
+  meta2.trainer_state = meta2.trainer_state:sub(1, -10)
+  tc.save(dir .. "/bad.safetensors", t2, meta2)
+  local m4 = fresh()
+  local before = m4.lin.weight:clone()
+  local tr4 = tc.Trainer(quiet{max_epochs = 3})
+  e = check.raises("IOError", tr4.fit, tr4, m4, loader(8, 4), {ckpt_path = dir .. "/bad.safetensors"})
+  assert(e.message:find("bad.safetensors", 1, true) and e.message:find("damaged", 1, true), e.message)
+  assert(tc.equal(m4.lin.weight, before), "a refused checkpoint changes no weight")
+  e = check.raises("IOError", tr4.fit, tr4, fresh(), loader(8, 4), {ckpt_path = dir .. "/none.safetensors"})
+  assert(e.message:find("no checkpoint at", 1, true), e.message)
+  os.execute("rm -rf '" .. dir .. "'")
+end
+
+function tests.tc_serial_round_trips_exactly_and_refuses_damage()
+  local S = require "tc.serial"
+  local v = {epoch = 3, lr = 0.1, third = 1 / 3, low = math.mininteger, inf = math.huge, ninf = -math.huge,
+             bytes = "a\0b;}{s9:", yes = true, no = false, nest = {1, 2.0, {k = -0.0}}, [7] = "seven", [2.5] = 1}
+  local e = S.encode(v)
+  local d = S.decode(e)
+  check.eq(S.encode(d), e)
+  check.eq(d.third, 1 / 3)
+  check.eq(math.type(d.nest[2]), "float")
+  check.eq(d.low, math.mininteger)
+  check.eq(d.bytes, "a\0b;}{s9:")
+  check.eq(1 / d.nest[3].k, -math.huge)
+  local nan = S.decode(S.encode({x = 0 / 0})).x
+  assert(nan ~= nan)
+  check.raises("IOError", S.decode, e:sub(1, -2))
+  check.raises("IOError", S.decode, "s99:abc")
+  check.raises("IOError", S.decode, e .. "i1;")
+  local err = check.raises("ValueError", S.encode, {f = print})
+  assert(err.message:find("function", 1, true), err.message)
+  check.raises("ValueError", S.encode, {t = tc.ones(1)})
+  local cyc = {}; cyc.self = cyc
+  check.raises("ValueError", S.encode, cyc)
+end
+
+function tests.rng_state_round_trips_and_bad_states_are_refused()
+  tc.manual_seed(5)
+  tc.rand(3)
+  local s = tc.get_rng_state()
+  check.eq(s.seed, 5)
+  local a = tc.randn(4)
+  tc.set_rng_state(s)
+  assert(tc.equal(tc.randn(4), a), "the same numbers after set_rng_state")
+  check.raises("ValueError", tc.set_rng_state, {seed = 1, offset = 3})
+  check.raises("ValueError", tc.set_rng_state, {seed = 1})
+end
+
 return tests
