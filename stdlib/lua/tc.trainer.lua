@@ -1188,4 +1188,7 @@ function Trainer:load_checkpoint(model, path)
   return ckpt
 end
 
+-- Timer and TensorBoardLogger (tc.trainer_extras.lua) subclass this module's Callback: added once M is filled
+require("tc.trainer_extras").install(M)
+
 return M
