@@ -143,6 +143,24 @@ function tests.timer_state_dict_makes_a_resumed_fit_count_on()
   raises("ValueError", function() resumed:load_state_dict({}) end, "time_elapsed_train")
 end
 
+function tests.timer_state_travels_in_a_trainer_checkpoint_and_a_resumed_fit_counts_on()
+  local dir = tmpdir()
+  local function callbacks(timer)
+    return {timer, L.ModelCheckpoint{dirpath = dir, every_n_train_steps = 3, save_top_k = 0, save_last = true}}
+  end
+  local first = tc.Timer{duration = 100, clock = clock, verbose = false}
+  fit(first, {max_steps = 3, num_sanity_val_steps = 0, callbacks = callbacks(first)})
+  check.eq(first:time_elapsed("train"), 30)
+  -- resumed at step 3 (batch 3 of 4): +10 s a step and +2 s per validation (steps 4 and 8) reach 100 at step 10
+  local resumed = tc.Timer{duration = 100, clock = clock, verbose = false}
+  clock_t = 0
+  local tr = trainer{max_epochs = 3, num_sanity_val_steps = 0, callbacks = callbacks(resumed)}
+  tc.manual_seed(1)
+  tr:fit(Reg(), loader(16, 4), loader(8, 4), {ckpt_path = dir .. "/last.safetensors"})
+  check.eq(tr.global_step, 10)
+  check.eq(resumed:time_elapsed("train"), 104)
+end
+
 function tests.timer_whose_time_is_spent_stops_the_fit_at_its_start()
   local out = {}
   local sink = {write = function(_, ...) for _, s in ipairs({...}) do out[#out + 1] = s end end, flush = function() end}
