@@ -292,13 +292,14 @@ end
 
 -- the Trainer's logger protocol: one event per call, a scalar per metric (names sorted) plus "epoch"
 function TensorBoardLogger:log_metrics(metrics, step, epoch)
+  if next(metrics) == nil then return end
   local names = {}
   for k in pairs(metrics) do names[#names + 1] = tostring(k) end
   table.sort(names)
   local values = {}
   for _, k in ipairs(names) do values[#values + 1] = X.scalar_value(k, number_of(k, metrics[k])) end
   if epoch ~= nil and metrics.epoch == nil then values[#values + 1] = X.scalar_value("epoch", epoch) end
-  if #values > 0 then self:_write(step or 0, values) end
+  self:_write(step or 0, values)
 end
 
 local function yaml_scalar(v)
