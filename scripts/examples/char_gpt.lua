@@ -56,6 +56,7 @@ local f, err = io.open(text_path, "rb")
 if not f then error("char_gpt.lua: cannot read --text " .. tostring(err), 0) end
 local text = f:read("a")
 f:close()
+if opt.text == "" then os.remove(text_path) end
 if #text < 4 * (opt.block + 1) then error(("char_gpt.lua: %s is too short for --block %d"):format(text_path, opt.block), 0) end
 
 -- the vocabulary: the bytes that occur, sorted; ids are 1-based
