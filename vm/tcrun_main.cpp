@@ -5,7 +5,9 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -43,10 +45,21 @@ const char* kUsage =
     "                          (stderr)\n"
     "  --cache-dir=DIR         compiled-kernel cache (default $TC_CACHE_DIR or ~/.cache/tc)\n"
     "  --no-cache              do not read or write the kernel cache\n"
-    "  --nproc-per-node N      run N ranks of the script (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR,\n"
-    "                          MASTER_PORT set as torchrun does) for tc.distributed; a failing rank\n"
-    "                          stops the others and its exit status is tcrun's\n"
-    "  --master-addr A, --master-port P   the rendezvous address (default 127.0.0.1, a free port)\n"
+    "  --nproc-per-node G      run G ranks of the script (RANK, LOCAL_RANK, GROUP_RANK, WORLD_SIZE,\n"
+    "                          LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT set as torchrun does) for\n"
+    "                          tc.distributed; a failing rank stops the others (on every node) and\n"
+    "                          its exit status is tcrun's\n"
+    "  --nnodes N, --node-rank R   run on N machines, this one node R (0..N-1): start one tcrun on\n"
+    "                          each with the same --nnodes, --nproc-per-node, --master-addr and\n"
+    "                          --master-port; RANK = R*G + LOCAL_RANK, WORLD_SIZE = N*G\n"
+    "  --master-addr A, --master-port P   one node: the ranks' store (default 127.0.0.1, a free\n"
+    "                          port); several: node 0's address and launcher port (default\n"
+    "                          127.0.0.1:29500), the ranks' store on a port node 0 picks\n"
+    "  --rdzv-timeout S        several nodes: seconds they may take to meet (default 300)\n"
+    "                          (these launcher options may be spelt with '_' too; without the\n"
+    "                          option, tcrun reads PET_NNODES, NNODES or SLURM_NNODES; PET_NODE_RANK,\n"
+    "                          NODE_RANK or SLURM_NODEID; PET_MASTER_ADDR or MASTER_ADDR;\n"
+    "                          PET_MASTER_PORT or MASTER_PORT, the first one set)\n"
     "  --bytecode FILE         print FILE's Lua bytecode like `luac5.4 -l -l` and exit\n"
     "  --split-check FILE      run the resume-synthesis check harness on FILE and exit\n"
     "  -e STAT                 execute string STAT (before the script)\n"
@@ -67,7 +80,7 @@ const char* kUsage =
 struct Options {
   std::vector<std::pair<char, std::string>> pre;  // -e / -l in command-line order
   std::string explain, backend, device, mode, log, cache_dir, bytecode, split_check;
-  std::string nproc, master_addr, master_port;  // the launcher's (vm/launcher.h)
+  std::string nproc, nnodes, node_rank, master_addr, master_port, rdzv_timeout;  // the launcher's (vm/launcher.h)
   std::vector<std::string> child_args;          // argv[1..] without the launcher's options
   bool fullgraph = false, eager = false, compile_all = false, no_cache = false, warnings = false, version = false, help = false;
   int script = 0;  // index of the script in argv, 0 if none
@@ -120,7 +133,11 @@ Options parse(int argc, char** argv) {
     std::string a = argv[i];
     int first = i;
     if (value(a, "nproc-per-node", &o.nproc) || value(a, "nproc_per_node", &o.nproc) ||
-        value(a, "master-addr", &o.master_addr) || value(a, "master-port", &o.master_port))
+        value(a, "nnodes", &o.nnodes) || value(a, "node-rank", &o.node_rank) ||
+        value(a, "node_rank", &o.node_rank) || value(a, "master-addr", &o.master_addr) ||
+        value(a, "master_addr", &o.master_addr) || value(a, "master-port", &o.master_port) ||
+        value(a, "master_port", &o.master_port) || value(a, "rdzv-timeout", &o.rdzv_timeout) ||
+        value(a, "rdzv_timeout", &o.rdzv_timeout))
       continue;
     if (a == "--") {
       o.child_args.push_back(a);
@@ -175,6 +192,53 @@ Options parse(int argc, char** argv) {
   o.script_stdin = o.script && std::strcmp(argv[i], "-") == 0 && std::strcmp(argv[i - 1], "--") != 0;
   for (int k = i; k < argc; k++) o.child_args.push_back(argv[k]);
   return o;
+}
+
+// A launcher setting: the option's value, else the first of `vars` set in the environment (for
+// SLURM-style launchers); *from names the one used, for messages.
+std::string setting(const std::string& option, const char* flag, std::initializer_list<const char*> vars,
+                    std::string* from) {
+  *from = flag;
+  if (!option.empty()) return option;
+  for (const char* v : vars)
+    if (const char* e = std::getenv(v); e && *e) {
+      *from = v;
+      return e;
+    }
+  return "";
+}
+
+// An integer setting in [lo, hi]; `what` says what it takes.
+int int_setting(const std::string& v, const std::string& from, long lo, long hi, const char* what) {
+  char* end = nullptr;
+  errno = 0;
+  long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end || errno || n < lo || n > hi) usage_error(from + " takes " + what + ", not '" + v + "'");
+  return (int)n;
+}
+
+tc::vm::LaunchOptions launch_options(const Options& o) {
+  tc::vm::LaunchOptions lo;
+  std::string from;
+  lo.nproc = int_setting(o.nproc, "--nproc-per-node", 1, 1 << 16, "a positive integer");
+  std::string v = setting(o.nnodes, "--nnodes", {"PET_NNODES", "NNODES", "SLURM_NNODES"}, &from);
+  if (!v.empty()) lo.nnodes = int_setting(v, from, 1, 1 << 16, "a positive integer");
+  std::string nnodes_from = v.empty() ? "the default --nnodes" : from;
+  v = setting(o.node_rank, "--node-rank", {"PET_NODE_RANK", "NODE_RANK", "SLURM_NODEID"}, &from);
+  if (!v.empty()) lo.node_rank = int_setting(v, from, 0, 1 << 16, "a node rank (0, 1, ...)");
+  if (lo.node_rank >= lo.nnodes)
+    usage_error(from + " " + std::to_string(lo.node_rank) + " is not below " + nnodes_from + " " + std::to_string(lo.nnodes) +
+                " (node ranks are 0.." + std::to_string(lo.nnodes - 1) + ")");
+  lo.master_addr = setting(o.master_addr, "--master-addr", {"PET_MASTER_ADDR", "MASTER_ADDR"}, &from);
+  v = setting(o.master_port, "--master-port", {"PET_MASTER_PORT", "MASTER_PORT"}, &from);
+  if (!v.empty()) lo.master_port = int_setting(v, from, 1, 65535, "a port (1..65535)");
+  if (!o.rdzv_timeout.empty()) {
+    char* end = nullptr;
+    lo.rdzv_timeout_s = std::strtod(o.rdzv_timeout.c_str(), &end);
+    if (*end || !(lo.rdzv_timeout_s > 0) || lo.rdzv_timeout_s > 1e6)
+      usage_error("--rdzv-timeout takes seconds (a positive number), not '" + o.rdzv_timeout + "'");
+  }
+  return lo;
 }
 
 std::string version_string() {
@@ -261,15 +325,7 @@ int main(int argc, char** argv) {
   if (!o.bytecode.empty()) return tc::vm::print_bytecode(o.bytecode.c_str(), std::cout);
   check_backend_device(o);
   if (!o.nproc.empty()) {
-    tc::vm::LaunchOptions lo;
-    char* end = nullptr;
-    lo.nproc = (int)std::strtol(o.nproc.c_str(), &end, 10);
-    if (*end || lo.nproc < 1) usage_error("--nproc-per-node takes a positive integer, not '" + o.nproc + "'");
-    if (!o.master_port.empty()) {
-      lo.master_port = (int)std::strtol(o.master_port.c_str(), &end, 10);
-      if (*end || lo.master_port < 1 || lo.master_port > 65535) usage_error("--master-port takes a port, not '" + o.master_port + "'");
-    }
-    lo.master_addr = o.master_addr;
+    tc::vm::LaunchOptions lo = launch_options(o);
     lo.argv0 = argv[0];
     if (!o.script) usage_error("no script given");
     if (o.script_stdin) usage_error("--nproc-per-node runs the script once a rank: it cannot read it from stdin ('-')");

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # tc.distributed and `tcrun --nproc-per-node` (issue 15), without a GPU: the launcher's
-# environment, exit statuses and failure handling, the TCP store and every collective on the
+# environment, exit statuses and failure handling, on one node and on two (issue 29: two
+# launchers on this machine, gloo), the TCP store and every collective on the
 # gloo (CPU) backend, and the clear error for nccl where NCCL or a GPU is missing.
 # Usage: tests/distributed/run.sh path/to/tcrun [cuda]   (cuda: the collectives on nccl too)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 TCRUN=${1:?usage: run.sh path/to/tcrun [cuda]}
+# the launcher reads these when its options are absent (several nodes): none may leak in
+unset NNODES NODE_RANK MASTER_ADDR MASTER_PORT PET_NNODES PET_NODE_RANK PET_MASTER_ADDR PET_MASTER_PORT SLURM_NNODES SLURM_NODEID
 fails=0
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
@@ -40,6 +43,104 @@ else fail "launcher_failing_rank_stops_the_others" "rc=$rc took=${took}s" "$(cat
 if [ $rc -eq 2 ] && grep -q "nproc-per-node takes a positive integer" "$t/err"; then
   pass "launcher_rejects_a_bad_process_count"
 else fail "launcher_rejects_a_bad_process_count" "rc=$rc" "$(cat "$t/err")"; fi
+
+# 4b-4h. several nodes (issue 29): two launchers on this machine, as two machines would run them.
+# two_nodes PORT ARGS...: `tcrun --nnodes 2 --node-rank R --master-port PORT ARGS...` for R = 1 (in
+# the background) and 0; their output in $t/n0 and $t/n1, their exit statuses in rc0 and rc1
+two_nodes() {
+  local port=$1 p1
+  shift
+  timeout 60 "$TCRUN" --nnodes 2 --node-rank 1 --master-port "$port" "$@" >"$t/n1" 2>&1 &
+  p1=$!
+  timeout 60 "$TCRUN" --nnodes 2 --node-rank 0 --master-port "$port" "$@" >"$t/n0" 2>&1; rc0=$?
+  wait $p1; rc1=$?
+}
+nodes_out() { printf 'rc0=%s rc1=%s\n-- node 0:\n%s\n-- node 1:\n%s\n' "$rc0" "$rc1" "$(cat "$t/n0")" "$(cat "$t/n1")"; }
+
+# 4b. global ranks across nodes; the ranks' store is on a port node 0 picked, not the launchers'
+two_nodes 29741 --nproc-per-node 2 tests/distributed/nodes_env.lua
+store=$(sed -n 's/.*RANK=0 .*MASTER_PORT=\([0-9]*\).*/\1/p' "$t/n0")
+if [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] && [ -n "$store" ] && [ "$store" != 29741 ] &&
+   grep -q "RANK=0 LOCAL_RANK=0 GROUP_RANK=0 WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$store$" "$t/n0" &&
+   grep -q "RANK=1 LOCAL_RANK=1 GROUP_RANK=0 WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$store$" "$t/n0" &&
+   grep -q "RANK=2 LOCAL_RANK=0 GROUP_RANK=1 WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$store$" "$t/n1" &&
+   grep -q "RANK=3 LOCAL_RANK=1 GROUP_RANK=1 WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$store$" "$t/n1"; then
+  pass "two_node_launch_sets_global_ranks_and_one_store_port"
+else fail "two_node_launch_sets_global_ranks_and_one_store_port" "$(nodes_out)"; fi
+
+# 4c. DDP over two nodes (1 and 2 ranks each) equals one process on the average gradient
+for g in 1 2; do
+  two_nodes $((29741 + g)) --nproc-per-node $g tests/distributed/ddp.lua cpu
+  if [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] && [ "$(grep -c "of $((2 * g)): ddp ok" "$t/n0")" -eq $g ] &&
+     [ "$(grep -c "of $((2 * g)): ddp ok" "$t/n1")" -eq $g ] && grep -q "rank $((2 * g - 1)) of" "$t/n1"; then
+    pass "ddp_on_2_nodes_of_${g}_ranks_equals_the_average_gradient_reference"
+  else fail "ddp_on_2_nodes_of_${g}_ranks_equals_the_average_gradient_reference" "$(nodes_out)"; fi
+done
+
+# 4d. a failing rank on one node stops every node's ranks: the others block opening a FIFO, where
+# nothing but the launchers can stop them; every launcher names the rank and exits with its status
+mkfifo "$t/fifo"
+for f in "3 1 0" "1 0 1"; do
+  read -r bad at other <<<"$f"
+  two_nodes 29744 --nproc-per-node 2 tests/distributed/fail_on_node.lua "$bad" "$t/fifo"
+  if [ $rc0 -eq 1 ] && [ $rc1 -eq 1 ] && grep -q "fail_on_node.lua:[0-9]*: rank $bad gives up" "$t/n$at" &&
+     grep -q "rank $bad (node $at, local rank $((bad % 2)), pid [0-9]*) exited with code 1; stopping the other 1 rank on this node and every other node's ranks" "$t/n$at" &&
+     grep -q "rank $bad on node $at exited with code 1; stopping the 2 ranks on this node (node $other)" "$t/n$other" &&
+     ! grep -q unreachable "$t/n0" "$t/n1"; then
+    pass "a_failing_rank_on_node_${at}_stops_every_nodes_ranks"
+  else fail "a_failing_rank_on_node_${at}_stops_every_nodes_ranks" "$(nodes_out)"; fi
+done
+
+# 4e. a node that never comes: node 0 names it after --rdzv-timeout; a node without node 0 says so
+timeout 60 "$TCRUN" --nnodes 3 --node-rank 0 --master-port 29745 --rdzv-timeout 1 --nproc-per-node 1 tests/distributed/nodes_env.lua >"$t/out" 2>&1; rc=$?
+if [ $rc -eq 1 ] && grep -q "node ranks 1, 2 of 3 did not join within 1 s" "$t/out" && ! grep -q nodes_env "$t/out"; then
+  pass "node_0_names_the_nodes_that_never_joined"
+else fail "node_0_names_the_nodes_that_never_joined" "rc=$rc" "$(cat "$t/out")"; fi
+timeout 60 "$TCRUN" --nnodes 2 --node-rank 1 --master-port 29745 --rdzv-timeout 1 --nproc-per-node 1 tests/distributed/nodes_env.lua >"$t/out" 2>&1; rc=$?
+if [ $rc -eq 1 ] && grep -q "node 1 could not reach node 0's launcher at 127.0.0.1:29745 within 1 s" "$t/out"; then
+  pass "a_node_without_node_0_says_so_after_the_timeout"
+else fail "a_node_without_node_0_says_so_after_the_timeout" "rc=$rc" "$(cat "$t/out")"; fi
+
+# 4f. launchers that disagree (--nproc-per-node, a node rank twice) all stop with the same error
+timeout 60 "$TCRUN" --nnodes 2 --node-rank 1 --master-port 29746 --nproc-per-node 2 tests/distributed/nodes_env.lua >"$t/n1" 2>&1 &
+p1=$!
+timeout 60 "$TCRUN" --nnodes 2 --node-rank 0 --master-port 29746 --nproc-per-node 1 tests/distributed/nodes_env.lua >"$t/n0" 2>&1; rc0=$?
+wait $p1; rc1=$?
+msg="the launcher from 127.0.0.1 (node rank 1) has --nproc-per-node 2, node 0 has 1"
+if [ $rc0 -eq 2 ] && [ $rc1 -eq 2 ] && grep -q "rendezvous failed: $msg" "$t/n0" && grep -q "rendezvous failed: $msg" "$t/n1" &&
+   ! grep -q nodes_env "$t/n0" "$t/n1"; then
+  pass "launchers_with_different_process_counts_stop_with_one_error"
+else fail "launchers_with_different_process_counts_stop_with_one_error" "$(nodes_out)"; fi
+timeout 60 "$TCRUN" --nnodes 3 --node-rank 1 --master-port 29747 --nproc-per-node 1 tests/distributed/nodes_env.lua >"$t/n1a" 2>&1 &
+p1=$!
+timeout 60 "$TCRUN" --nnodes 3 --node-rank 1 --master-port 29747 --nproc-per-node 1 tests/distributed/nodes_env.lua >"$t/n1b" 2>&1 &
+p2=$!
+timeout 60 "$TCRUN" --nnodes 3 --node-rank 0 --master-port 29747 --nproc-per-node 1 tests/distributed/nodes_env.lua >"$t/n0" 2>&1; rc0=$?
+wait $p1; rc1=$?
+wait $p2; rc2=$?
+if [ $rc0 -eq 2 ] && [ $rc1 -eq 2 ] && [ $rc2 -eq 2 ] &&
+   [ "$(grep -c "rendezvous failed: two launchers have node rank 1" "$t/n0" "$t/n1a" "$t/n1b" | grep -c ':1$')" -eq 3 ]; then
+  pass "two_launchers_with_one_node_rank_stop_with_one_error"
+else fail "two_launchers_with_one_node_rank_stop_with_one_error" "rc=$rc0 $rc1 $rc2" "$(cat "$t/n0" "$t/n1a" "$t/n1b")"; fi
+
+# 4g. the settings from the environment (a SLURM-style launcher): PET_/torchrun names before
+# SLURM's, an option before any variable
+NNODES=2 NODE_RANK=1 SLURM_NODEID=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29748 timeout 60 "$TCRUN" --nproc-per-node 1 tests/distributed/nodes_env.lua >"$t/n1" 2>&1 &
+p1=$!
+NNODES=7 SLURM_NNODES=7 SLURM_NODEID=0 MASTER_ADDR=localhost PET_MASTER_ADDR=127.0.0.1 MASTER_PORT=29748 timeout 60 "$TCRUN" --nnodes 2 --nproc-per-node 1 tests/distributed/nodes_env.lua >"$t/n0" 2>&1; rc0=$?
+wait $p1; rc1=$?
+if [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] && grep -q "RANK=0 LOCAL_RANK=0 GROUP_RANK=0 WORLD_SIZE=2 .*MASTER_ADDR=127.0.0.1 " "$t/n0" &&
+   grep -q "RANK=1 LOCAL_RANK=0 GROUP_RANK=1 WORLD_SIZE=2 .*MASTER_ADDR=127.0.0.1 " "$t/n1" && ! grep -q "MASTER_PORT=29748" "$t/n0"; then
+  pass "two_node_launch_from_environment_variables"
+else fail "two_node_launch_from_environment_variables" "$(nodes_out)"; fi
+
+# 4h. bad node settings are usage errors
+"$TCRUN" --nnodes 2 --node-rank 2 --nproc-per-node 1 tests/distributed/env.lua >/dev/null 2>"$t/err"; rc=$?
+NODE_RANK=x "$TCRUN" --nnodes 2 --nproc-per-node 1 tests/distributed/env.lua >/dev/null 2>>"$t/err"; rc2=$?
+if [ $rc -eq 2 ] && [ $rc2 -eq 2 ] && grep -q "tcrun: --node-rank 2 is not below --nnodes 2" "$t/err" &&
+   grep -q "tcrun: NODE_RANK takes a node rank (0, 1, ...), not 'x'" "$t/err"; then
+  pass "launcher_rejects_a_node_rank_outside_the_nodes"
+else fail "launcher_rejects_a_node_rank_outside_the_nodes" "rc=$rc $rc2" "$(cat "$t/err")"; fi
 
 # 5. every collective on gloo, 1 and 3 ranks
 for n in 1 3; do
