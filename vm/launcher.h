@@ -12,14 +12,14 @@
 // (SIGKILL 5 s later), the failure is reported on stderr, and the exit status is the failed
 // rank's (128 + signal for a killed one).
 //
-// Several nodes (N > 1), launcher_nodes.{h,cpp}: node 0's launcher listens on --master-addr
-// (default 127.0.0.1) : --master-port (default 29500, torchrun's) for the other launchers, which
-// connect (retrying until --rdzv-timeout, default 300 s). Node 0 waits for all N (the static
-// rendezvous; past the timeout it gives up naming the node ranks that never came), checks that
-// they agree on --nnodes and --nproc-per-node and that no node rank comes twice (else every
-// launcher that joined stops with that error, status 2), then picks a port free on its address
-// for the ranks' store and sends it to every node: the ranks' MASTER_PORT is that port, never
-// the launchers' own, so the two never collide. Then every node starts its ranks and the
+// Several nodes (N > 1), launcher_nodes.{h,cpp}: node 0's launcher listens (every interface) on
+// --master-port (default 29500, torchrun's) for the other launchers, which connect to
+// --master-addr (default 127.0.0.1), retrying until --rdzv-timeout (default 300 s). Node 0 waits
+// for all N (the static rendezvous; past the timeout it gives up naming the node ranks that never
+// came), checks that they agree on --nnodes and --nproc-per-node and that no node rank comes
+// twice (else every launcher that joined stops with that error, status 2), then picks a port
+// free on its address for the ranks' store and sends it to every node: the ranks' MASTER_PORT is
+// that port, never the launchers' own, so the two never collide. Then every node starts its ranks and the
 // connections stay open:
 // - a launcher whose rank fails (or that gets SIGINT/SIGTERM) stops its ranks and tells node 0,
 //   which tells every other node; each stops its ranks (SIGTERM, SIGKILL 5 s later). Every

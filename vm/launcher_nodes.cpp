@@ -186,12 +186,17 @@ int NodeChannel::rendezvous_node0(int* store_port) {
     std::fprintf(stderr, "tcrun: node 0: --master-addr: %s\n", err.c_str());
     return 1;
   }
+  // On every interface, as torchrun's store: a name that resolves to a loopback address here
+  // (Debian's 127.0.1.1 for the host's own name) still reaches node 0 from the other machines.
+  sockaddr_storage any = ss;
+  if (any.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&any)->sin_addr.s_addr = htonl(INADDR_ANY);
+  if (any.ss_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(&any)->sin6_addr = in6addr_any;
   listen_fd_ = ::socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   int one = 1;
   ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&ss), len) != 0 || ::listen(listen_fd_, 128) != 0) {
-    std::fprintf(stderr, "tcrun: node 0 cannot listen on %s:%d for the other nodes' launchers: %s (is the port in use?)\n",
-                 addr_.c_str(), port_, std::strerror(errno));
+  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&any), len) != 0 || ::listen(listen_fd_, 128) != 0) {
+    std::fprintf(stderr, "tcrun: node 0 cannot listen on port %d for the other nodes' launchers: %s (is the port in use?)\n",
+                 port_, std::strerror(errno));
     return 1;
   }
   nodes_.assign(nnodes_, Conn{});
@@ -271,7 +276,10 @@ int NodeChannel::rendezvous_node0(int* store_port) {
     std::erase_if(pending, [](const Conn& c) { return c.fd < 0; });
     if (fds[0].revents) {
       int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd >= 0) keepalive(fd), pending.push_back(Conn{fd, "", peer_of(fd)});
+      if (fd >= 0) {
+        keepalive(fd);
+        pending.push_back(Conn{fd, "", peer_of(fd)});
+      }
     }
   }
   for (Conn& c : pending) close_conn(c.fd);
@@ -289,6 +297,7 @@ int NodeChannel::rendezvous_node0(int* store_port) {
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &l) != 0) {
     std::fprintf(stderr, "tcrun: node 0 cannot find a free port for the ranks' store on %s: %s\n", addr_.c_str(),
                  std::strerror(errno));
+    if (fd >= 0) ::close(fd);
     return 1;
   }
   *store_port = ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
