@@ -172,6 +172,7 @@ function ModelCheckpoint:_save(trainer, path)
 end
 function ModelCheckpoint:_check(trainer)
   if trainer.sanity_checking or trainer.fast_dev_run or self._last_step == trainer.global_step then return end
+  if not trainer.is_global_zero then return end  -- under ddp, rank 0 writes the files (its state is every rank's)
   self._last_step = trainer.global_step
   local score
   if self.monitor then
@@ -341,7 +342,60 @@ local OPTIONS = {max_epochs = true, min_epochs = true, max_steps = true, limit_t
   check_val_every_n_epoch = true, num_sanity_val_steps = true, accumulate_grad_batches = true,
   gradient_clip_val = true, gradient_clip_algorithm = true, seed = true, fast_dev_run = true,
   enable_progress_bar = true, progress_bar_inplace = true, callbacks = true, logger = true, default_root_dir = true,
-  log_every_n_steps = true, enable_checkpointing = true, progress_out = true, max_time = true}
+  log_every_n_steps = true, enable_checkpointing = true, progress_out = true, max_time = true,
+  accelerator = true, devices = true, strategy = true, num_nodes = true, precision = true, deterministic = true}
+
+-- ---- devices, strategy, precision -----------------------------------------------------------------
+local PRECISIONS = {["32-true"] = true, ["32"] = true, [32] = true}
+local MIXED = {["bf16-mixed"] = true, ["16-mixed"] = true, ["bf16-true"] = true, ["16-true"] = true, [16] = true,
+               ["16"] = true, ["bf16"] = true, ["64-true"] = true, [64] = true, ["64"] = true}
+local function env_int(name)
+  local v = os.getenv(name)
+  return v and math.tointeger(tonumber(v)) or nil
+end
+
+-- accelerator/devices/strategy/num_nodes/precision/deterministic into the trainer; ddp outside a
+-- launcher with devices > 1 starts one (see Trainer:_launch)
+local function setup_devices(self, opts)
+  local acc = opts.accelerator
+  if acc == "gpu" then acc = "cuda" end
+  if acc == "auto" then acc = tc.cuda.is_available() and "cuda" or "cpu" end
+  if acc ~= nil and acc ~= "cpu" and acc ~= "cuda" then
+    raise("ValueError", "tc.Trainer: accelerator is 'cpu', 'cuda' (or 'gpu') or 'auto', got " .. tostring(acc))
+  end
+  self.accelerator = acc
+  local strategy = opts.strategy or "auto"
+  if strategy ~= "auto" and strategy ~= "ddp" and strategy ~= "single_device" then
+    raise("ValueError", "tc.Trainer: strategy is 'auto', 'single_device' or 'ddp', got " .. tostring(strategy))
+  end
+  local devices = opts.devices or "auto"
+  local world = env_int("WORLD_SIZE")
+  if devices == "auto" or devices == -1 then
+    devices = env_int("LOCAL_WORLD_SIZE") or ((acc == "cuda") and math.max(1, tc.cuda.device_count()) or 1)
+  end
+  if math.type(devices) ~= "integer" or devices < 1 then
+    raise("ValueError", "tc.Trainer: devices is a count >= 1, -1 or 'auto', got " .. tostring(devices))
+  end
+  self.num_nodes = opts.num_nodes or 1
+  if strategy == "auto" then strategy = (devices * self.num_nodes > 1 or (world and world > 1)) and "ddp" or "single_device" end
+  self.strategy, self.num_devices = strategy, devices
+  if strategy == "ddp" and world and env_int("LOCAL_WORLD_SIZE") and env_int("LOCAL_WORLD_SIZE") ~= devices then
+    raise("ValueError", ("tc.Trainer: devices = %d, but tcrun started %d processes on this node (--nproc-per-node)")
+      :format(devices, env_int("LOCAL_WORLD_SIZE")))
+  end
+  self.global_rank, self.local_rank, self.world_size = env_int("RANK") or 0, env_int("LOCAL_RANK") or 0, world or 1
+  local prec = opts.precision or "32-true"
+  if MIXED[prec] then
+    raise("NotImplementedError", ("tc.Trainer: precision = %s needs mixed precision (autocast and GradScaler), which tc does not "
+      .. "have yet; use '32-true'"):format(tostring(prec)))
+  end
+  if not PRECISIONS[prec] then raise("ValueError", "tc.Trainer: precision is '32-true' (mixed precision is not there yet), got " .. tostring(prec)) end
+  self.precision = "32-true"
+  self.deterministic = opts.deterministic or false
+  if self.deterministic ~= false and self.deterministic ~= true and self.deterministic ~= "warn" then
+    raise("ValueError", "tc.Trainer: deterministic is true, false or 'warn', got " .. tostring(self.deterministic))
+  end
+end
 
 -- max_time: seconds, "DD:HH:MM:SS" or {days, hours, minutes, seconds}
 local function seconds_of(t)
@@ -360,6 +414,7 @@ local function new_trainer(cls, opts)
   opts = opts or {}
   opt_check(opts, OPTIONS, "tc.Trainer")
   local self = setmetatable({}, cls)
+  setup_devices(self, opts)
   self.fast_dev_run = opts.fast_dev_run or false
   local fdr = self.fast_dev_run
   local fdr_n = fdr == true and 1 or (math.type(fdr) == "integer" and fdr > 0 and fdr) or nil
@@ -394,10 +449,11 @@ local function new_trainer(cls, opts)
     self.limit_train_batches, self.limit_val_batches, self.limit_test_batches, self.limit_predict_batches = fdr_n, fdr_n, fdr_n, fdr_n
     self.num_sanity_val_steps, self.val_check_interval = 0, 1.0
   end
-  if opts.logger == false or fdr_n then self.logger = nil
+  self.is_global_zero = self.global_rank == 0
+  if opts.logger == false or fdr_n or not self.is_global_zero then self.logger = nil
   elseif opts.logger == nil or opts.logger == true then self.logger = CSVLogger(self.default_root_dir)
   else self.logger = opts.logger end
-  self.enable_progress_bar = opts.enable_progress_bar ~= false
+  self.enable_progress_bar = opts.enable_progress_bar ~= false and self.is_global_zero
   local inplace = opts.progress_bar_inplace
   if inplace == nil and self.enable_progress_bar then inplace = stdout_is_terminal() end
   self.progress = Progress.new(inplace, opts.progress_out)
@@ -475,7 +531,7 @@ function Trainer:_log(name, value, opts)
     local st = self:_acc(stage)
     local acc = st.acc[epoch_name]
     if not acc then
-      acc = {sum = 0, n = 0, prog_bar = opts.prog_bar}
+      acc = {sum = 0, n = 0, prog_bar = opts.prog_bar, sync_dist = opts.sync_dist}
       st.acc[epoch_name] = acc
       st.order[#st.order + 1] = epoch_name
     end
@@ -499,6 +555,11 @@ function Trainer:_reduce_epoch(stage)
   for _, name in ipairs(st.order) do
     local acc = st.acc[name]
     local v = to_number(acc.sum) / acc.n
+    if acc.sync_dist and self._ddp then  -- the mean over ranks (every rank logs the same names in the same order)
+      local t = tc.tensor({v}, {dtype = tc.float64, device = self.device or "cpu"})
+      require("tc.distributed").all_reduce(t, "avg")
+      v = t:item()
+    end
     out[name] = v
     self.callback_metrics[name] = v
     self.logged_metrics[name] = v
@@ -765,6 +826,7 @@ function Trainer:_eval_loop(kind, loader, max_batches)
     local batch = it()
     if batch == nil then break end
     i = i + 1
+    if self.device then batch = to_device(batch, self.device) end
     self:_call("on_" .. e.hook .. "_batch_start", batch, i)
     local out = step(batch, i)
     if kind == "predict" then outputs[#outputs + 1] = out end
@@ -808,6 +870,78 @@ function Trainer:_optimizer_step(params)
   end
 end
 
+-- ---- ddp and devices ----------------------------------------------------------------------------------
+-- strategy = "ddp" outside tcrun's launcher (no WORLD_SIZE): run this script again as `tcrun
+-- --nproc-per-node devices script args...` (Lightning's subprocess launcher), wait, and exit with its status.
+function Trainer:_launch()
+  if os.getenv("WORLD_SIZE") or self.strategy ~= "ddp" then return end
+  if self.num_nodes > 1 then
+    raise("ValueError", ("tc.Trainer: num_nodes = %d: start the script on each node with tcrun --nnodes %d --node-rank R "
+      .. "--master-addr A --master-port P --nproc-per-node %d"):format(self.num_nodes, self.num_nodes, self.num_devices))
+  end
+  local tcrun = arg and arg[-1]
+  if not (tcrun and arg[0]) then
+    raise("ValueError", "tc.Trainer: strategy = 'ddp' with devices > 1 starts its processes through tcrun: run the script with "
+      .. ("tcrun --nproc-per-node %d script.lua"):format(self.num_devices))
+  end
+  local function q(x) return "'" .. tostring(x):gsub("'", "'\\''") .. "'" end
+  local cmd = {q(tcrun), "--nproc-per-node", tostring(self.num_devices), q(arg[0])}
+  for k = 1, #arg do cmd[#cmd + 1] = q(arg[k]) end
+  io.stdout:write(("tc.Trainer: strategy = 'ddp', devices = %d: starting %d processes (%s)\n"):format(self.num_devices,
+    self.num_devices, table.concat(cmd, " ")))
+  io.stdout:flush()
+  local ok, how, code = os.execute(table.concat(cmd, " "))
+  os.exit(ok and 0 or (how == "signal" and 128 + code or code), true)
+end
+
+-- moves the tensors of a batch (nested tables) to the trainer's device
+local function to_device(b, dev, depth)
+  if tc.is_tensor(b) then return tostring(b.device) == dev and b or b:to(dev) end
+  if type(b) == "table" and getmetatable(b) == nil and (depth or 0) < 8 then
+    local out = {}
+    for k, v in pairs(b) do out[k] = to_device(v, dev, (depth or 0) + 1) end
+    return out
+  end
+  return b
+end
+
+-- a DataLoader whose sampler is a DistributedSampler over the same dataset (Lightning's
+-- use_distributed_sampler): each rank takes its share; shuffling follows the loader's
+function Trainer:_distributed_loader(loader, shuffle_default)
+  local data = tc.utils.data
+  if self.world_size <= 1 or type(loader) ~= "table" or getmetatable(loader) ~= data.DataLoader or loader.iterable then
+    return loader
+  end
+  local s = loader.sampler
+  if type(s) == "table" and getmetatable(s) and getmetatable(s).__name == "tc.distributed.DistributedSampler" then return loader end
+  if loader.batch_size == false or (s and getmetatable(s) ~= data.RandomSampler and getmetatable(s) ~= data.SequentialSampler) then
+    raise("ValueError", "tc.Trainer(strategy = 'ddp'): the loader has a sampler of its own; give it a tc.distributed.DistributedSampler")
+  end
+  local shuffle = getmetatable(s) == data.RandomSampler or (s == nil and shuffle_default)
+  local dist = require "tc.distributed"
+  local ds = loader.dataset
+  local sampler = dist.DistributedSampler(#ds, {shuffle = shuffle, seed = self.seed or 0, drop_last = loader.drop_last})
+  return data.DataLoader(ds, {batch_size = loader.batch_size, sampler = sampler, collate_fn = loader.collate_fn,
+    num_workers = loader.num_workers, drop_last = loader.drop_last, prefetch_factor = loader.prefetch_factor,
+    persistent_workers = loader.persistent_workers or nil})
+end
+
+-- the process group, the model on its device, the DDP wrapper (gradient averaging by hooks)
+function Trainer:_setup_strategy(m)
+  if self.accelerator == "cuda" then
+    self.device = "cuda:" .. self.local_rank
+    m:to(self.device)
+  elseif self.accelerator == "cpu" then
+    self.device = "cpu"
+    m:to("cpu")
+  end
+  if self.strategy ~= "ddp" then return end
+  local dist = require "tc.distributed"
+  if not dist.is_initialized() then dist.init_process_group({backend = self.accelerator == "cuda" and "nccl" or "gloo"}) end
+  self.world_size, self.global_rank = dist.get_world_size(), dist.get_rank()
+  if not self._ddp or self._ddp.module ~= m then self._ddp = nn.parallel.DistributedDataParallel(m) end
+end
+
 -- fit's options table (in place of the loaders): {ckpt_path = path | "last"}
 local function is_fit_options(t)
   return type(t) == "table" and getmetatable(t) == nil and #t == 0 and t.ckpt_path ~= nil
@@ -821,11 +955,15 @@ function Trainer:fit(model, train_loader, val_loader, opts)
   elseif is_fit_options(val_loader) then opts, val_loader = val_loader, nil end
   opts = opts or {}
   opt_check(opts, {ckpt_path = true}, "tc.Trainer:fit")
+  self:_launch()
   local m = self:_attach(model)
   self:_seed()
+  self:_setup_strategy(m)
   train_loader = module_loader(m, "train_dataloader", train_loader)
   if train_loader == nil then raise("ValueError", "tc.Trainer:fit(): no training data (pass a loader or define train_dataloader)") end
   val_loader = module_loader(m, "val_dataloader", val_loader)
+  train_loader = self:_distributed_loader(train_loader, true)
+  if val_loader ~= nil then val_loader = self:_distributed_loader(val_loader, false) end
   if not self._steps.training_step then raise("ValueError", "tc.Trainer:fit(): the module has no training_step") end
   if type(m.configure_optimizers) ~= "function" then raise("ValueError", "tc.Trainer:fit(): the module has no configure_optimizers") end
   self.optimizers, self.lr_schedulers = parse_optimizers(m:configure_optimizers())
@@ -921,6 +1059,7 @@ function Trainer:fit(model, train_loader, val_loader, opts)
       i = i + 1
       self._stepped = false
       self:_call("on_train_batch_start", batch, i)
+      if self.device then batch = to_device(batch, self.device) end
       local out = self._steps.training_step(batch, i)
       local loss = loss_of(out, "training_step")
       local last_of_epoch = (n ~= nil and i == n)
@@ -932,6 +1071,8 @@ function Trainer:fit(model, train_loader, val_loader, opts)
         end
         local scaled = accum > 1 and loss / accum or loss
         self:_call("on_before_backward", scaled)
+        -- ddp: no all-reduce until the window's last backward (Lightning's no_sync)
+        local _ <close> = (self._ddp and not do_step) and self._ddp:no_sync() or nil
         scaled:backward()
         self:_call("on_after_backward")
         last_loss = loss:detach()
@@ -974,6 +1115,7 @@ end
 
 local function run_eval(self, kind, model, loader, getter)
   local m = self:_attach(model)
+  if self.accelerator then self.device = self.accelerator == "cuda" and "cuda:" .. self.local_rank or "cpu"; m:to(self.device) end
   loader = module_loader(m, getter, loader)
   if loader == nil then raise("ValueError", ("tc.Trainer:%s(): no data (pass a loader or define %s)"):format(kind, getter)) end
   local r = self:_eval_loop(kind, loader)

@@ -554,4 +554,35 @@ function tests.rng_state_round_trips_and_bad_states_are_refused()
   check.raises("ValueError", tc.set_rng_state, {seed = 1})
 end
 
+-- ---- strategy = "ddp", devices, precision ----------------------------------------------------------------
+-- tests/distributed/trainer_ddp.lua: two gloo ranks equal one process on the whole batch, with and
+-- without accumulation; started by tcrun's launcher, or by the Trainer itself (no launcher)
+function tests.ddp_trainer_on_two_ranks_equals_one_process_on_the_whole_batch()
+  local dir = check.tmpdir()
+  local out, code = check.run(("timeout 120 %s --nproc-per-node 2 tests/distributed/trainer_ddp.lua %s 1"):format(check.TCRUN, dir))
+  check.eq(code, 0, out)
+  check.eq(select(2, out:gsub("trainer ddp ok rank", "")), 2, out)
+  assert(out:find("steps 8", 1, true), out)
+  -- no launcher: devices = 2 makes the Trainer start `tcrun --nproc-per-node 2` on the script
+  out, code = check.run(("timeout 120 %s tests/distributed/trainer_ddp.lua %s 2"):format(check.TCRUN, dir))
+  check.eq(code, 0, out)
+  assert(out:find("starting 2 processes", 1, true), out)
+  check.eq(select(2, out:gsub("trainer ddp ok rank", "")), 2, out)
+  assert(out:find("steps 4", 1, true), out)
+  os.execute("rm -rf '" .. dir .. "'")
+end
+
+function tests.trainer_refuses_precisions_and_devices_it_cannot_honour()
+  local e = check.raises("NotImplementedError", tc.Trainer, {precision = "bf16-mixed"})
+  assert(e.message:find("mixed precision", 1, true), e.message)
+  check.raises("ValueError", tc.Trainer, {precision = "8-true"})
+  check.raises("ValueError", tc.Trainer, {accelerator = "tpu"})
+  check.raises("ValueError", tc.Trainer, {strategy = "fsdp"})
+  check.raises("ValueError", tc.Trainer, {devices = 0})
+  local tr = tc.Trainer{precision = "32-true", accelerator = "cpu", devices = 1}
+  check.eq(tr.strategy, "single_device")
+  check.eq(tr.precision, "32-true")
+  check.eq(tc.Trainer{devices = 2}.strategy, "ddp")
+end
+
 return tests
