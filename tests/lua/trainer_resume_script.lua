@@ -18,6 +18,7 @@ local accum = tonumber(arg[3] or "1")
 local loader_kind = arg[4] or "global"
 local compiled = arg[5] == "compiled"
 local saver = arg[6] or "batch"
+local accelerator = arg[7]  -- "cuda": the module and batches on the GPU (the GPU check, scripts/dev/gpu_issue29.sh)
 local kill_at = tonumber((mode or ""):match("^kill:(%d+)$"))
 
 tc.manual_seed(7)
@@ -69,7 +70,7 @@ elseif saver == "val" then callbacks[#callbacks + 1] = T.ModelCheckpoint({dirpat
 else callbacks[#callbacks + 1] = T.ModelCheckpoint({dirpath = dir, save_last = true}) end
 if os.getenv("DBG") then table.insert(callbacks, 1, dofile("/tmp/dbg.lua")()) end
 local trainer = tc.Trainer({max_epochs = 8, accumulate_grad_batches = accum, val_check_interval = 5,
-  enable_progress_bar = false, logger = false, num_sanity_val_steps = 1, callbacks = callbacks})
+  enable_progress_bar = false, logger = false, num_sanity_val_steps = 1, callbacks = callbacks, accelerator = accelerator})
 local model = Net()
 if compiled then model = tc.compile(model) end
 trainer:fit(model, train, val, mode == "resume" and {ckpt_path = dir .. "/last.safetensors"} or nil)
