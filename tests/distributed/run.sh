@@ -91,6 +91,28 @@ for f in "3 1 0" "1 0 1"; do
   else fail "a_failing_rank_on_node_${at}_stops_every_nodes_ranks" "$(nodes_out)"; fi
 done
 
+# a launcher killed (SIGKILL, it can tell nobody): node 0 sees its connection drop and stops its
+# ranks; the killed launcher's ranks end with it (PR_SET_PDEATHSIG)
+running() { [ -e "/proc/$1" ] && ! grep -q '^[0-9]* (.*) Z' "/proc/$1/stat" 2>/dev/null; }
+"$TCRUN" --nnodes 2 --node-rank 1 --master-port 29749 --nproc-per-node 2 tests/distributed/fail_on_node.lua 9 "$t/fifo" >"$t/n1" 2>&1 &
+p1=$!
+timeout 60 "$TCRUN" --nnodes 2 --node-rank 0 --master-port 29749 --nproc-per-node 2 tests/distributed/fail_on_node.lua 9 "$t/fifo" >"$t/n0" 2>&1 &
+p0=$!
+for _ in $(seq 400); do [ "$(pgrep -c -P $p1)" -ge 2 ] && break; sleep 0.05; done
+kids=$(pgrep -P $p1)
+{ kill -KILL $p1 && wait $p1; } 2>/dev/null
+wait $p0; rc0=$?
+for _ in $(seq 400); do
+  alive=""
+  for k in $kids; do running "$k" && alive="$alive $k"; done
+  [ -z "$alive" ] && break
+  sleep 0.05
+done
+if [ $rc0 -eq 1 ] && [ -n "$kids" ] && [ -z "$alive" ] &&
+   grep -q "node 1's launcher closed the connection; stopping the 2 ranks on this node (node 0)" "$t/n0"; then
+  pass "a_killed_launcher_stops_every_nodes_ranks"
+else fail "a_killed_launcher_stops_every_nodes_ranks" "ranks of node 1: $kids; still running:$alive" "$(nodes_out)"; fi
+
 # 4e. a node that never comes: node 0 names it after --rdzv-timeout; a node without node 0 says so
 timeout 60 "$TCRUN" --nnodes 3 --node-rank 0 --master-port 29745 --rdzv-timeout 1 --nproc-per-node 1 tests/distributed/nodes_env.lua >"$t/out" 2>&1; rc=$?
 if [ $rc -eq 1 ] && grep -q "node ranks 1, 2 of 3 did not join within 1 s" "$t/out" && ! grep -q nodes_env "$t/out"; then
