@@ -195,7 +195,7 @@ int NodeChannel::rendezvous_node0(int* store_port) {
   int one = 1;
   ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&any), len) != 0 || ::listen(listen_fd_, 128) != 0) {
-    std::fprintf(stderr, "tcrun: node 0 cannot listen on port %d for the other nodes' launchers: %s (is the port in use?)\n",
+    std::fprintf(stderr, "tcrun: node 0 cannot listen on port %d for the other nodes' launchers: %s (another node 0 or another program on it?)\n",
                  port_, std::strerror(errno));
     return 1;
   }

@@ -324,7 +324,13 @@ int main(int argc, char** argv) {
   if (o.version) std::printf("%s\n", version_string().c_str());
   if (!o.bytecode.empty()) return tc::vm::print_bytecode(o.bytecode.c_str(), std::cout);
   check_backend_device(o);
-  if (!o.nproc.empty()) {
+  if (o.nproc.empty()) {
+    // the launcher's other options alone would be ignored (the environment's are read only under
+    // --nproc-per-node: every rank has MASTER_ADDR and MASTER_PORT)
+    for (auto [name, v] : {std::pair{"--nnodes", &o.nnodes}, {"--node-rank", &o.node_rank}, {"--master-addr", &o.master_addr},
+                           {"--master-port", &o.master_port}, {"--rdzv-timeout", &o.rdzv_timeout}})
+      if (!v->empty()) usage_error(std::string(name) + " needs --nproc-per-node G (the ranks to run on this node)");
+  } else {
     tc::vm::LaunchOptions lo = launch_options(o);
     lo.argv0 = argv[0];
     if (!o.script) usage_error("no script given");

@@ -159,10 +159,12 @@ else fail "two_node_launch_from_environment_variables" "$(nodes_out)"; fi
 # 4h. bad node settings are usage errors
 "$TCRUN" --nnodes 2 --node-rank 2 --nproc-per-node 1 tests/distributed/env.lua >/dev/null 2>"$t/err"; rc=$?
 NODE_RANK=x "$TCRUN" --nnodes 2 --nproc-per-node 1 tests/distributed/env.lua >/dev/null 2>>"$t/err"; rc2=$?
-if [ $rc -eq 2 ] && [ $rc2 -eq 2 ] && grep -q "tcrun: --node-rank 2 is not below --nnodes 2" "$t/err" &&
-   grep -q "tcrun: NODE_RANK takes a node rank (0, 1, ...), not 'x'" "$t/err"; then
-  pass "launcher_rejects_a_node_rank_outside_the_nodes"
-else fail "launcher_rejects_a_node_rank_outside_the_nodes" "rc=$rc $rc2" "$(cat "$t/err")"; fi
+"$TCRUN" --nnodes 2 --node-rank 1 tests/distributed/env.lua >/dev/null 2>>"$t/err"; rc3=$?
+if [ $rc -eq 2 ] && [ $rc2 -eq 2 ] && [ $rc3 -eq 2 ] && grep -q "tcrun: --node-rank 2 is not below --nnodes 2" "$t/err" &&
+   grep -q "tcrun: NODE_RANK takes a node rank (0, 1, ...), not 'x'" "$t/err" &&
+   grep -q "tcrun: --nnodes needs --nproc-per-node G" "$t/err"; then
+  pass "launcher_rejects_bad_node_settings"
+else fail "launcher_rejects_bad_node_settings" "rc=$rc $rc2 $rc3" "$(cat "$t/err")"; fi
 
 # 5. every collective on gloo, 1 and 3 ranks
 for n in 1 3; do
