@@ -113,6 +113,20 @@ if [ $rc0 -eq 1 ] && [ -n "$kids" ] && [ -z "$alive" ] &&
   pass "a_killed_launcher_stops_every_nodes_ranks"
 else fail "a_killed_launcher_stops_every_nodes_ranks" "ranks of node 1: $kids; still running:$alive" "$(nodes_out)"; fi
 
+# SIGTERM to node 1's launcher (a scheduler cancelling the job there) stops every node, 128 + 15
+"$TCRUN" --nnodes 2 --node-rank 1 --master-port 29750 --nproc-per-node 2 tests/distributed/fail_on_node.lua 9 "$t/fifo" >"$t/n1" 2>&1 &
+p1=$!
+timeout 60 "$TCRUN" --nnodes 2 --node-rank 0 --master-port 29750 --nproc-per-node 2 tests/distributed/fail_on_node.lua 9 "$t/fifo" >"$t/n0" 2>&1 &
+p0=$!
+for _ in $(seq 400); do [ "$(pgrep -c -P $p1)" -ge 2 ] && break; sleep 0.05; done
+kill -TERM $p1
+wait $p1; rc1=$?
+wait $p0; rc0=$?
+if [ $rc0 -eq 143 ] && [ $rc1 -eq 143 ] && grep -q "tcrun: Terminated: stopping 2 ranks on this node and every other node's ranks" "$t/n1" &&
+   grep -q "tcrun: node 1's launcher got Terminated; stopping the 2 ranks on this node (node 0)" "$t/n0"; then
+  pass "a_signal_to_one_launcher_stops_every_node"
+else fail "a_signal_to_one_launcher_stops_every_node" "$(nodes_out)"; fi
+
 # 4e. a node that never comes: node 0 names it after --rdzv-timeout; a node without node 0 says so
 timeout 60 "$TCRUN" --nnodes 3 --node-rank 0 --master-port 29745 --rdzv-timeout 1 --nproc-per-node 1 tests/distributed/nodes_env.lua >"$t/out" 2>&1; rc=$?
 if [ $rc -eq 1 ] && grep -q "node ranks 1, 2 of 3 did not join within 1 s" "$t/out" && ! grep -q nodes_env "$t/out"; then
