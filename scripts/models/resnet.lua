@@ -54,18 +54,20 @@ function Bottleneck:forward(x)
 end
 
 local ResNet = nn.Module:extend("ResNet")
-function ResNet:__init(block, layers, num_classes)
-  self.inplanes = 64
-  self.conv1 = nn.Conv2d(3, 64, 7, {stride = 2, padding = 3, bias = false})
-  self.bn1 = nn.BatchNorm2d(64)
+-- width: the first stage's planes (torchvision's 64); the stages have width, 2, 4 and 8 times it
+function ResNet:__init(block, layers, num_classes, width)
+  local w = width or 64
+  self.inplanes = w
+  self.conv1 = nn.Conv2d(3, w, 7, {stride = 2, padding = 3, bias = false})
+  self.bn1 = nn.BatchNorm2d(w)
   self.relu = nn.ReLU()
   self.maxpool = nn.MaxPool2d(3, {stride = 2, padding = 1})
-  self.layer1 = self:_make_layer(block, 64, layers[1], 1)
-  self.layer2 = self:_make_layer(block, 128, layers[2], 2)
-  self.layer3 = self:_make_layer(block, 256, layers[3], 2)
-  self.layer4 = self:_make_layer(block, 512, layers[4], 2)
+  self.layer1 = self:_make_layer(block, w, layers[1], 1)
+  self.layer2 = self:_make_layer(block, 2 * w, layers[2], 2)
+  self.layer3 = self:_make_layer(block, 4 * w, layers[3], 2)
+  self.layer4 = self:_make_layer(block, 8 * w, layers[4], 2)
   self.avgpool = nn.AdaptiveAvgPool2d({1, 1})
-  self.fc = nn.Linear(512 * block.expansion, num_classes or 1000)
+  self.fc = nn.Linear(8 * w * block.expansion, num_classes or 1000)
 end
 function ResNet:_make_layer(block, planes, blocks, stride)
   local downsample
@@ -85,8 +87,9 @@ function ResNet:forward(x)
 end
 
 M.ResNet, M.BasicBlock, M.Bottleneck = ResNet, BasicBlock, Bottleneck
-function M.resnet18(num_classes) return ResNet(BasicBlock, {2, 2, 2, 2}, num_classes) end
-function M.resnet50(num_classes) return ResNet(Bottleneck, {3, 4, 6, 3}, num_classes) end
+-- opts.width: the first stage's planes (default 64, torchvision's); smaller for quick CPU runs
+function M.resnet18(num_classes, opts) return ResNet(BasicBlock, {2, 2, 2, 2}, num_classes, opts and opts.width) end
+function M.resnet50(num_classes, opts) return ResNet(Bottleneck, {3, 4, 6, 3}, num_classes, opts and opts.width) end
 
 function M.main()
   local n = tonumber(arg[1]) or 2

@@ -103,4 +103,29 @@ function T.char_gpt_example_trains_checkpoints_and_samples()
   assert(missing:find("cannot read %-%-text"), missing)
 end
 
+-- scripts/examples/resnet_ddp.lua: a tiny ResNet-18 on generated images with DDP on 2 gloo ranks, started
+-- by the Trainer itself (--devices 2, DataLoader workers) and by tcrun --nproc-per-node 2 (compiled):
+-- both ranks run, rank 0 alone prints the epoch's loss and accuracy, the ranks end with equal
+-- parameters, and rank 0 writes the best and the last checkpoint
+function T.resnet_ddp_example_trains_on_two_ranks_with_equal_parameters_and_checkpoints()
+  if not has_autograd then check.skip("loss:backward() is not available in this build") end
+  local tiny = " --size 16 --width 4 --classes 4 --samples 32 --val_samples 16 --batch 4 --epochs 1"
+  for _, how in ipairs({{launch = " scripts/examples/resnet_ddp.lua --devices 2 --workers 2", started = true},
+                        {launch = " --nproc-per-node 2 scripts/examples/resnet_ddp.lua --workers 0 --compile 1"}}) do
+    local dir = check.tmpdir()
+    local out, code = check.run(check.TCRUN .. how.launch .. tiny .. " --dir " .. dir)
+    check.eq(code, 0, out)
+    check.eq(out:find("starting 2 processes", 1, true) ~= nil, how.started == true, out)
+    for r = 0, 1 do assert(out:find(("rank %d of 2: resnet18 on cpu, 4 training batches of 4"):format(r), 1, true), out) end
+    local _, epochs = out:gsub("\nepoch 0: train_loss %d+%.%d+, val_loss %d+%.%d+, val_acc %d%.%d+, %d+%.%d images/s %(2 ranks%)", "")
+    check.eq(epochs, 1, "rank 0 alone prints the epoch:\n" .. out)
+    assert(out:find("largest difference to rank 0's 0\n", 1, true), "equal parameters on both ranks:\n" .. out)
+    assert(out:find("done: 4 steps"), out)
+    local files = check.ls(dir .. "/checkpoints")
+    check.eq(#files, 2, table.concat(files, " "))
+    assert(files[1]:match("^epoch=0%-step=4%-val_acc=%d%.%d+%.safetensors$"), files[1])
+    check.eq(files[2], "last.safetensors")
+  end
+end
+
 return T
