@@ -1034,25 +1034,35 @@ Outcome execute(lua_State* L, const Entry& e, CodeCache*& cc,
   return run_break(L, e, cc, cfg, r);
 }
 
-// The dims of the failing tensor guard that changed size (same dtype, device and rank).
+// The dims that changed size in the tensor guards that failed (same dtype, device and rank): every
+// such guard, not only the first, so that a batch dim shared by x and its target y turns dynamic in
+// both at once (one of them dynamic and the other static cannot lower: the graph's broadcasts tie
+// them). A number whose Equals guard failed first is no longer specialized.
 void learn_dynamic(lua_State* L, CodeCache* cc, const Entry& last, int base) {
-  const int i = last.guards.first_failure(L, base);
-  if (i < 0) return;
-  const Guard& g = last.guards.guards[i];
-  if (g.kind == GuardKind::Equals && g.vtype == LUA_TNUMBER &&
-      lua_type(L, GuardProgram::slot(base, g.src)) == LUA_TNUMBER) {
+  const int first = last.guards.first_failure(L, base);
+  if (first < 0) return;
+  const Guard& g0 = last.guards.guards[first];
+  if (g0.kind == GuardKind::Equals && g0.vtype == LUA_TNUMBER &&
+      lua_type(L, GuardProgram::slot(base, g0.src)) == LUA_TNUMBER) {
     // a number that changed: from now on it is not specialized (dim -1: the number itself)
-    cc->dynamic.push_back({last.guards.describe(g.src), -1});
+    cc->dynamic.push_back({last.guards.describe(g0.src), -1});
     return;
   }
-  if (g.kind != GuardKind::Tensor) return;
-  const Tensor* t = lua::to_tensor(L, GuardProgram::slot(base, g.src));
-  if (!t || t->dtype() != g.tensor.dtype || t->device() != g.tensor.device ||
-      t->dim() != int64_t(g.tensor.sizes.size()))
-    return;
-  const std::string where = last.guards.describe(g.src);
-  for (int d = 0; d < t->dim(); d++)
-    if (t->sizes()[d] != g.tensor.sizes[d] && t->sizes()[d] >= 2) cc->dynamic.push_back({where, d});
+  // after a failure every slot holds its source's value (guards.h)
+  for (int i = first; i < int(last.guards.guards.size()); i++) {
+    const Guard& g = last.guards.guards[i];
+    if (g.kind != GuardKind::Tensor) continue;
+    const Tensor* t = lua::to_tensor(L, GuardProgram::slot(base, g.src));
+    if (!t || t->dtype() != g.tensor.dtype || t->device() != g.tensor.device ||
+        t->dim() != int64_t(g.tensor.sizes.size()))
+      continue;
+    std::string where;
+    for (int d = 0; d < t->dim(); d++)
+      if (t->sizes()[d] != g.tensor.sizes[d] && t->sizes()[d] >= 2 && !(g.tensor.dynamic >> d & 1)) {
+        if (where.empty()) where = last.guards.describe(g.src);
+        cc->dynamic.push_back({where, d});
+      }
+  }
 }
 
 std::string cache_name(const CodeCache* cc) {

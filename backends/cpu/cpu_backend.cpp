@@ -15,6 +15,7 @@
 #include "disk_cache.h"
 #include "eager/eager.h"
 #include "jit.h"
+#include "lower/launch_list.h"
 #include "lower/lower.h"
 #include "plan_cache.h"
 #include "tc/config.h"
@@ -89,7 +90,15 @@ Compiled CpuBackend::compile(const capture::Graph& g, const CompileOptions& o) c
       c.report.fallback_nodes += s.kind == lower::Step::Kind::Extern && s.ext.fallback;
     c.report.perf_hints.insert(c.report.perf_hints.end(), lg.perf_hints.begin(), lg.perf_hints.end());
     cpu::count_graph(false, c.report.lower_ms / 1e3);
-    c.run = [program](capture::GraphInputs inputs) { return program->run(inputs); };
+    if (lg.tied.empty()) {
+      c.run = [program](capture::GraphInputs inputs) { return program->run(inputs); };
+    } else {  // dims that shared a size when lowered: a call where they differ runs on eager
+      auto eager = std::make_shared<capture::CompiledGraph>(EagerBackend().compile(g, o).run);
+      c.run = [program, eager](capture::GraphInputs inputs) {
+        if (!lower::ties_hold(program->graph, inputs)) return (*eager)(inputs);
+        return program->run(inputs);
+      };
+    }
     return c;
   } catch (const std::exception& e) {  // tc::Error, and anything else a bug in lowering throws
     cpu::count_graph(true, c.report.lower_ms / 1e3);

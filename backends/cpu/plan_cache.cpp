@@ -16,7 +16,7 @@ namespace {
 
 
 constexpr const char* kKind = "cpu-plan";
-constexpr int kPlanFormat = 2;  // bump when the stored form (plan_format.h) or what lowering reads changes
+constexpr int kPlanFormat = 3;  // bump when the stored form (plan_format.h) or what lowering reads changes
 
 // This build of tc: lowering may change between builds of one version, so a plan is only trusted
 // by the executable that wrote it (its size and modification time).

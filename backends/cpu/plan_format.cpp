@@ -269,6 +269,8 @@ std::string encode_plan(const lower::LoweredGraph& g) {
   }
   w.count(g.symbols.size());
   for (const lower::Symbol& s : g.symbols) w.put(s.input), w.put(s.dim);
+  w.count(g.tied.size());
+  for (const lower::TiedDim& t : g.tied) w.put(t.input), w.put(t.dim), w.put(t.symbol);
   w.count(g.steps.size());
   for (const lower::Step& s : g.steps) {
     w.put(s.kind);
@@ -312,6 +314,12 @@ lower::LoweredGraph decode_plan(const std::string& bytes) {
   }
   g.symbols.resize(r.count());
   for (lower::Symbol& s : g.symbols) s.input = r.get<int>(), s.dim = r.get<int>();
+  g.tied.resize(r.count());
+  for (lower::TiedDim& t : g.tied) {
+    t.input = r.get<int>(), t.dim = r.get<int>(), t.symbol = r.get<int>();
+    TC_CHECK(t.symbol >= 0 && t.symbol < int(g.symbols.size()), ValueError, "a tied dim names symbol %d of %d", t.symbol,
+             int(g.symbols.size()));
+  }
   g.steps.resize(r.count());
   for (lower::Step& s : g.steps) {
     s.kind = r.get<lower::Step::Kind>();

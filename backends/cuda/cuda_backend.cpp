@@ -10,6 +10,7 @@
 #include "cuda_layout.h"
 #include "cuda_program.h"
 #include "eager/eager.h"
+#include "lower/launch_list.h"
 #include "lower/lower.h"
 #include "tc/error.h"
 
@@ -84,6 +85,7 @@ Compiled CudaBackend::compile(const capture::Graph& g, const CompileOptions& o) 
     struct Fallback {
       std::mutex mu;
       capture::CompiledGraph eager;
+      capture::CompiledGraph tied_eager;  // for calls where tied dims differ (the program stays)
     };
     auto fb = std::make_shared<Fallback>();
     auto graph = std::make_shared<const capture::Graph>(g);
@@ -93,6 +95,12 @@ Compiled CudaBackend::compile(const capture::Graph& g, const CompileOptions& o) 
       {
         std::lock_guard<std::mutex> lock(fb->mu);
         eager = fb->eager;
+      }
+      if (eager) return eager(inputs);
+      if (!lower::ties_hold(program->graph, inputs)) {  // dims that shared a size when lowered differ now
+        std::lock_guard<std::mutex> lock(fb->mu);
+        if (!fb->tied_eager) fb->tied_eager = EagerBackend().compile(*graph, eo).run;
+        eager = fb->tied_eager;
       }
       if (eager) return eager(inputs);
       try {

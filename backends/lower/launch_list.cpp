@@ -13,6 +13,14 @@ std::vector<int64_t> symbol_values(const LoweredGraph& g, capture::GraphInputs i
   return syms;
 }
 
+bool ties_hold(const LoweredGraph& g, capture::GraphInputs inputs) {
+  for (const TiedDim& t : g.tied) {
+    const Symbol& s = g.symbols[size_t(t.symbol)];
+    if (inputs[t.input]->size(t.dim) != inputs[s.input]->size(s.dim)) return false;
+  }
+  return true;
+}
+
 int64_t arena_bytes(const LoweredGraph& g, const std::vector<int64_t>& syms) {
   if (g.arena_bytes_static >= 0) return g.arena_bytes_static;
   int64_t bytes = 0;

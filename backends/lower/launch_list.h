@@ -27,6 +27,9 @@ struct Place {
 
 // The graph's dynamic sizes, from the inputs' dims.
 std::vector<int64_t> symbol_values(const LoweredGraph& g, capture::GraphInputs inputs);
+// Whether the dims that share a symbol (LoweredGraph::tied) are equal in `inputs`: the generated
+// code holds only then (the backends run a call where they are not on eager).
+bool ties_hold(const LoweredGraph& g, capture::GraphInputs inputs);
 // The arena the memory plan needs for these sizes.
 int64_t arena_bytes(const LoweredGraph& g, const std::vector<int64_t>& syms);
 // Inputs where they are, planned buffers in `arena` (which must outlive the places), unplanned

@@ -184,6 +184,11 @@ struct Symbol {
   int input = 0;  // graph input index
   int dim = 0;    // 0-based dim
 };
+// A dynamic dim that shares symbol `symbol` (it had that symbol's size when lowered): the code
+// assumes it equal to the symbol; a call where it is not runs on eager (ties_hold).
+struct TiedDim {
+  int input = 0, dim = 0, symbol = 0;
+};
 
 struct Buffer {
   enum class Kind : uint8_t { Input, Output, Temp };
@@ -258,6 +263,7 @@ struct LoweredGraph {
   std::vector<Kernel> kernels;      // distinct kernels
   std::vector<Buffer> buffers;
   std::vector<Symbol> symbols;
+  std::vector<TiedDim> tied;        // dynamic dims that share a symbol
   std::vector<Step> steps;          // the launch order
   std::vector<BufferView> outputs;  // one per graph output (may view an input buffer)
   int64_t arena_bytes_static = -1;  // bytes of the arena holding the Temps of static size

@@ -26,6 +26,7 @@ struct SymMeta {
 
 struct Shapes {
   std::vector<std::vector<SymMeta>> of_node;  // per node: outputs (a Tensor[] output: its elements)
+  std::vector<int> symbol_of;                 // per dynamic dim of the graph: its symbol (duck sizing)
   const SymMeta& at(capture::Ref r) const { return of_node[r.node][r.elem >= 0 ? r.elem : r.out]; }
 };
 

@@ -256,6 +256,9 @@ json lowered_to_json(const LoweredGraph& g, const LibraryCalls& calls) {
   json symbols = json::array();
   for (const lower::Symbol& s : g.symbols) symbols.push_back({s.input, s.dim});
   j["symbols"] = symbols;
+  json tied = json::array();
+  for (const lower::TiedDim& t : g.tied) tied.push_back({t.input, t.dim, t.symbol});
+  if (!tied.empty()) j["tied"] = tied;
   json steps = json::array();
   for (const lower::Step& s : g.steps) {
     if (s.kind == lower::Step::Kind::Launch) {
@@ -300,6 +303,13 @@ void lowered_from_json(const json& j, LoweredGraph* g, const LibraryCalls& calls
     g->buffers.push_back(std::move(buf));
   }
   for (const json& s : j["symbols"]) g->symbols.push_back({s[0].get<int>(), s[1].get<int>()});
+  if (j.contains("tied"))
+    for (const json& t : j["tied"]) {
+      lower::TiedDim d{t[0].get<int>(), t[1].get<int>(), t[2].get<int>()};
+      TC_CHECK(d.symbol >= 0 && d.symbol < int(g->symbols.size()), ValueError, "a tied dim names symbol %d of %d",
+               d.symbol, int(g->symbols.size()));
+      g->tied.push_back(d);
+    }
   for (const json& s : j["steps"]) {
     lower::Step step;
     if (s.contains("launch")) {

@@ -790,7 +790,12 @@ void Lowering::run() {
   for (capture::Ref r : g.outputs)
     if (g.nodes[r.node].kind == capture::NodeKind::Op && schema(g.nodes[r.node].op).kind == OpKind::View)
       store_base(r.node);
-  for (const auto& [input, dim] : g.dynamic_dims) lg.symbols.push_back({input, dim});
+  for (size_t k = 0; k < g.dynamic_dims.size(); k++) {
+    auto [input, dim] = g.dynamic_dims[k];
+    int sym = shapes.symbol_of[k];
+    if (sym == int(lg.symbols.size())) lg.symbols.push_back({input, dim});
+    else lg.tied.push_back({input, dim, sym});
+  }
 
   for (int n = 0; n < int(g.nodes.size()); n++) {
     const capture::Node& node = g.nodes[n];

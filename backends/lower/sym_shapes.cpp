@@ -3,6 +3,8 @@
 // run them again with the dynamic dims set to other values and fit the multilinear polynomial
 // through the corners (2^K runs for K dims), then check it at one more point. Anything that is
 // not such a polynomial (ceil divisions of pools over a dynamic dim ...) is refused.
+#include <algorithm>
+
 #include "lower_internal.h"
 #include "tc/error.h"
 
@@ -38,13 +40,14 @@ Shape restride(const Tensor& t, const Shape& sizes) {
   return st;
 }
 
-Flat evaluate(const capture::Graph& g, const std::vector<int64_t>& values) {
+// `values` per symbol; dynamic dim k takes the value of its symbol symbol_of[k]
+Flat evaluate(const capture::Graph& g, const std::vector<int>& symbol_of, const std::vector<int64_t>& values) {
   std::vector<Stack> fakes(g.nodes.size());
   for (size_t i = 0; i < g.inputs.size(); i++) {
     const Tensor& t = g.nodes[g.inputs[i]].fakes[0].tensor();
     Shape sizes = t.sizes();
     for (size_t k = 0; k < g.dynamic_dims.size(); k++)
-      if (g.dynamic_dims[k].first == int(i)) sizes[g.dynamic_dims[k].second] = values[k];
+      if (g.dynamic_dims[k].first == int(i)) sizes[g.dynamic_dims[k].second] = values[size_t(symbol_of[k])];
     fakes[g.inputs[i]] = {Tensor::fake(sizes, restride(t, sizes), t.dtype(), t.device())};
   }
   auto get = [&](capture::Ref r) -> const Tensor& {
@@ -86,9 +89,9 @@ Flat evaluate(const capture::Graph& g, const std::vector<int64_t>& values) {
 
 // The graph's meta rules may refuse other sizes (a view to fixed sizes of a dynamic dim): then the
 // sizes are not symbolic after all, and lowering refuses the graph.
-Flat evaluate_or_refuse(const capture::Graph& g, const std::vector<int64_t>& values) {
+Flat evaluate_or_refuse(const capture::Graph& g, const std::vector<int>& symbol_of, const std::vector<int64_t>& values) {
   try {
-    return evaluate(g, values);
+    return evaluate(g, symbol_of, values);
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::NotImplementedError) throw;
     TC_FAIL(NotImplementedError, "lowering: the graph's sizes do not follow its dynamic dims (%s)", e.what());
@@ -98,26 +101,33 @@ Flat evaluate_or_refuse(const capture::Graph& g, const std::vector<int64_t>& val
 }  // namespace
 
 Shapes sym_shapes(const capture::Graph& g) {
-  const int K = int(g.dynamic_dims.size());
-  TC_CHECK(K <= 4, NotImplementedError, "lowering: more than 4 dynamic dims (%d)", K);
-  std::vector<int64_t> base(K), step(K, 3);
-  for (int k = 0; k < K; k++) {
-    auto [input, dim] = g.dynamic_dims[k];
-    base[k] = g.nodes[g.inputs[input]].fakes[0].tensor().sizes()[dim];
+  // Duck sizing: dynamic dims of equal size share one symbol (a batch dim of x and of its target y
+  // vary together: varied apart, the graph's broadcasts refuse them). The backends check at each
+  // call that the dims sharing a symbol are still equal, and run the call on eager when not.
+  Shapes s;
+  std::vector<int64_t> base;
+  for (auto [input, dim] : g.dynamic_dims) {
+    int64_t v = g.nodes[g.inputs[input]].fakes[0].tensor().sizes()[dim];
+    int k = int(std::find(base.begin(), base.end(), v) - base.begin());
+    if (k == int(base.size())) base.push_back(v);
+    s.symbol_of.push_back(k);
   }
+  const int K = int(base.size());
+  TC_CHECK(K <= 4, NotImplementedError, "lowering: more than 4 dynamic sizes (%d)", K);
+  std::vector<int64_t> step(K, 3);
+  const std::vector<int>& symbol_of = s.symbol_of;
   // Corner c (bit k: symbol k at base + step) -> flat metas.
   std::vector<Flat> corners;
   for (int c = 0; c < (1 << K); c++) {
     std::vector<int64_t> vals = base;
     for (int k = 0; k < K; k++)
       if (c >> k & 1) vals[k] += step[k];
-    corners.push_back(K == 0 ? Flat{} : evaluate_or_refuse(g, vals));
+    corners.push_back(K == 0 ? Flat{} : evaluate_or_refuse(g, symbol_of, vals));
   }
   std::vector<int64_t> probe = base;
   for (int k = 0; k < K; k++) probe[k] += 7;
-  Flat check = K == 0 ? Flat{} : evaluate_or_refuse(g, probe);
+  Flat check = K == 0 ? Flat{} : evaluate_or_refuse(g, symbol_of, probe);
 
-  Shapes s;
   s.of_node.resize(g.nodes.size());
   for (size_t n = 0; n < g.nodes.size(); n++) {
     std::vector<Tensor> outs;
