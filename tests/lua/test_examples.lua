@@ -128,4 +128,34 @@ function T.resnet_ddp_example_trains_on_two_ranks_with_equal_parameters_and_chec
   end
 end
 
+-- scripts/examples/generated_images.lua: item i depends on (seed, offset + i) alone, so worker threads give
+-- the batches of num_workers = 0; without augmentation an item is its class template's centre crop plus
+-- one of the noise bank's
+function T.generated_images_are_the_same_in_worker_threads_and_validation_items_are_centre_crops()
+  package.path = "scripts/examples/?.lua;" .. package.path
+  local GeneratedImages = require "generated_images"
+  local data = tc.utils.data
+  local ds = GeneratedImages(12, {classes = 3, size = 8, pad = 2, seed = 5})
+  local function batches(w)
+    local out = {}
+    for b in data.DataLoader(ds, {batch_size = 4, shuffle = true, seed = 1, num_workers = w}) do out[#out + 1] = b end
+    return out
+  end
+  local a, b = batches(0), batches(2)
+  check.eq(#b, 3)
+  for k = 1, 3 do
+    assert(tc.equal(a[k].image, b[k].image) and tc.equal(a[k].label, b[k].label), "batch " .. k)
+    check.eq(tostring(a[k].image:size()), tostring(tc.Size({4, 3, 8, 8})))
+  end
+  check.eq(tc.equal(ds:get(3).image, ds:get(3).image), true)
+  local val = GeneratedImages(12, {classes = 3, size = 8, pad = 2, seed = 5, offset = 12, augment = false})
+  local item = val:get(1)
+  local centre = val.templates[item.label]:narrow(2, 3, 8):narrow(3, 3, 8)
+  local found = false
+  for j = 1, val.bank do
+    if tc.allclose(item.image, centre + val.noises[j]:narrow(2, 3, 8):narrow(3, 3, 8)) then found = true end
+  end
+  assert(found, "a validation item is a centre crop")
+end
+
 return T
