@@ -994,6 +994,12 @@ function Trainer:fit(model, train_loader, val_loader, opts)
     if self.max_steps >= 0 and self.global_step >= self.max_steps then done = true end
   end
   self._t_fit = t_fit
+  -- a stop asked for before the loop (a Timer whose time is spent, a resumed EarlyStopping) runs no
+  -- batch, as Lightning's fit loop
+  -- (a run resumed inside an epoch finishes that epoch's end first, as the interrupted run would)
+  if self.should_stop and self.current_epoch >= self.min_epochs and not (resume and resume.phase ~= "train_epoch_end") then
+    done = true
+  end
   while not done and (self.max_epochs < 0 or self.current_epoch < self.max_epochs) do
     local rs = resume
     resume = nil
