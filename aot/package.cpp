@@ -28,6 +28,9 @@ struct Package::Loaded {
   Device device;  // where inputs and constants live
   std::vector<GraphInput> graph_inputs;
   capture::CompiledGraph run;  // the device's launch list
+  // dynamic dims that share a size symbol (equal in the example): checked on every run
+  std::vector<lower::Symbol> symbols;
+  std::vector<lower::TiedDim> tied;
 };
 
 namespace {
@@ -117,6 +120,8 @@ Package Package::load(const std::string& path, int cuda_device) {
   if (m.device == "cuda") calls = backends::cuda::library_call;
 #endif
   plan_from_json(pj, &lg, &loaded->graph_inputs, &code, &graph_code, calls);
+  loaded->symbols = lg.symbols;
+  loaded->tied = lg.tied;
   if (m.device == "cuda") {
 #ifdef TC_HAVE_CUDA
     const bool gpu = cuda::device_count() > 0;
@@ -259,6 +264,21 @@ std::vector<Tensor> Package::run(const std::vector<Tensor>& inputs) const {
     TC_CHECK(c.defined(), ValueError, "package '%s': constant '%s' is not bound (call load_constants first)",
              loaded_->path.c_str(), m.constants[g.index].name.c_str());
     ptrs.push_back(&c);
+  }
+  // dims that were equal in the export's example share one size in the package's code
+  auto name_of = [&](int graph_input) {
+    const GraphInput& g = loaded_->graph_inputs[size_t(graph_input)];
+    return g.constant ? m.constants[g.index].name : m.inputs[g.index].name;
+  };
+  for (const lower::TiedDim& t : loaded_->tied) {
+    const lower::Symbol& s = loaded_->symbols[size_t(t.symbol)];
+    const int64_t a = ptrs[size_t(s.input)]->size(s.dim), b = ptrs[size_t(t.input)]->size(t.dim);
+    TC_CHECK(a == b, ValueError,
+             "package '%s': dim %d of '%s' (%lld) and dim %d of '%s' (%lld) must be equal: they were in the export's "
+             "example, and the package's code shares one size between them (export with examples whose sizes differ "
+             "to keep them apart)",
+             loaded_->path.c_str(), s.dim + 1, name_of(s.input).c_str(), (long long)a, t.dim + 1,
+             name_of(t.input).c_str(), (long long)b);
   }
   return loaded_->run(ptrs);
 }

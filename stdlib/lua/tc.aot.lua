@@ -129,11 +129,12 @@ function M.export(f, args, opts)
     captured = {gm = gm, inputs = inputs}
     return function(...) return gm:forward(...) end
   end
-  -- A prototype of its own per export (its constant differs), so that no earlier export's cache
-  -- entry answers this one; the chunk counts as tc's own code, so errors name the user's lines.
+  -- A chunk name of its own per export (the compiler keys its caches by source and line), so that
+  -- no earlier export's cache entry, nor the dynamic dims an earlier export's shapes taught it,
+  -- answers this one; the chunk counts as tc's own code, so errors name the user's lines.
   local src = module and "local _, id = ... return function(m, ...) local _ = id return m(...) end"
                       or "local f, id = ... return function(...) local _ = id return f(...) end"
-  local wrapper = load(src, "@[tc]/tc.export")(module or f, "tc.export#" .. counter)
+  local wrapper = load(src, "@[tc]/tc.export#" .. counter)(module or f, "tc.export#" .. counter)
   -- An export always traces: tcrun --eager (tc.config.eager) and a stance such as force_eager
   -- are set aside for it.
   local saved_eager, saved_stance = tc.config.eager, tc.compiler.stance

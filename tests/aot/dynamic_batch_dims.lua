@@ -48,3 +48,14 @@ for _, n in ipairs({1, 6, 20000}) do
   h.close_to_eager(xp(a), xent(a), "cross_entropy, batch " .. n)
 end
 os.remove(xpath)
+
+-- two inputs whose dynamic dims are equal in the example share one size (duck sizing): the package
+-- runs any equal sizes, and refuses unequal ones with both inputs named
+local function both(x, y) return (x - y) ^ 2 end
+local bp, bpath = h.round_trip(both, {tc.randn(4, 3), tc.randn(4, 3)}, {dynamic = {{1}, {1}}})
+for _, n in ipairs({2, 9, 33}) do
+  local x, y = tc.randn(n, 3), tc.randn(n, 3)
+  h.close_to_eager(bp(x, y), both(x, y), "shared batch " .. n)
+end
+h.expect_error("dim 1 of 'x' (6) and dim 1 of 'y' (5) must be equal", function() return bp(tc.randn(6, 3), tc.randn(5, 3)) end)
+os.remove(bpath)
