@@ -20,7 +20,7 @@
 namespace tc {
 namespace {
 
-std::atomic<int64_t> g_live_bytes[2] = {0, 0};  // owned storage alive, per DeviceType
+std::atomic<int64_t> g_live_bytes[2] = {0, 0};  // owned (and counted wrapped) storage alive, per DeviceType
 const DeviceAllocator* g_allocators[2] = {nullptr, nullptr};
 
 // CPU memory is cached after use: eager code frees and reallocates tensors of the same sizes
@@ -156,6 +156,7 @@ void Storage::swap_memory(Storage& other) {
   TC_ASSERT(nbytes_ == other.nbytes_ && device_ == other.device_, "swap_memory of storages unlike in size or device");
   std::swap(data_, other.data_);
   std::swap(owned_, other.owned_);
+  std::swap(counted_, other.counted_);
   std::swap(deleter_, other.deleter_);
   std::swap(ctx_, other.ctx_);
 }
@@ -184,12 +185,16 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
 }
 
 std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, Device device, Deleter deleter,
-                                       void* ctx) {
-  return std::make_shared<Storage>(data, nbytes, device, false, deleter, ctx);
+                                       void* ctx, bool counted) {
+  auto s = std::make_shared<Storage>(data, nbytes, device, false, deleter, ctx);
+  if (counted) g_live_bytes[int(device.type)] += (int64_t)nbytes;
+  s->counted_ = counted;
+  return s;
 }
 
 Storage::~Storage() {
   if (!owned_) {
+    if (counted_) g_live_bytes[int(device_.type)] -= (int64_t)nbytes_;
     if (deleter_) deleter_(data_, ctx_);
     return;
   }

@@ -25,9 +25,6 @@
 #include "tc/tensor.h"
 
 namespace tc::cuda {
-namespace {
-
-static_assert(1 + Stream::kPoolStreams <= 64, "a block's other streams are a 64-bit mask");
 
 size_t size_class(size_t n) {
   if (n == 0) n = 1;
@@ -36,6 +33,10 @@ size_t size_class(size_t n) {
   size_t step = p / 4;
   return (n + step - 1) / step * step;
 }
+
+namespace {
+
+static_assert(1 + Stream::kPoolStreams <= 64, "a block's other streams are a 64-bit mask");
 
 struct Block {
   size_t cls = 0;
@@ -379,9 +380,12 @@ void reset_peak_memory_stats(int device) {
 }
 void empty_cache() {
   if (!is_available() || compile_only()) return;
-  std::lock_guard<std::mutex> lock(mu());
-  for (int i = 0; i < device_count(); i++)
-    if (pools()[i].reserved > 0) release_all(i);
+  {
+    std::lock_guard<std::mutex> lock(mu());
+    for (int i = 0; i < device_count(); i++)
+      if (pools()[i].reserved > 0) release_all(i);
+  }
+  empty_host_cache();
 }
 
 }  // namespace tc::cuda

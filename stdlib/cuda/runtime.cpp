@@ -154,7 +154,9 @@ void copy_hook(void* dst, Device dd, const void* src, Device sd, size_t n) {
   else if (dd.is_cuda() != sd.is_cuda() || dd.index != sd.index)
     forbid_in_capture("a copy from a device to the host, or between devices");
   if (dd.is_cuda() && sd.is_cpu()) {  // from pageable memory: returns once the source was read
-    check(D.MemcpyHtoDAsync((CUdeviceptr)dst, src, n, current(dd.index)), "copy host to device");
+    CUstream s = current(dd.index);
+    check(D.MemcpyHtoDAsync((CUdeviceptr)dst, src, n, s), "copy host to device");
+    if (!capturing()) after_copy_from_host(src, dd.index, s);  // from pinned memory: a DMA to come
   } else if (dd.is_cpu() && sd.is_cuda()) {
     CUstream s = current(sd.index);
     check(D.MemcpyDtoHAsync(dst, (CUdeviceptr)src, n, s), "copy device to host");

@@ -104,7 +104,15 @@ inline CUstream current(int device) { return stream_handle(device, current_strea
 // Device memory from the caching allocator (stdlib/cuda/allocator.cpp) for the current stream
 // (OutOfMemoryError with figures when exhausted even after freeing every cached block).
 void* raw_alloc(size_t nbytes, int device);
+// The size class of n bytes, the memory a block for them takes: 512-byte steps up to 1 MiB, then
+// four classes per power of two (at most 25% slack). Pinned host blocks use the same classes.
+size_t size_class(size_t n);
 void raw_free(void* p, int device);  // never throws (called from storage destructors)
+// Pinned host memory (pinned.cpp): after a host-to-device copy from src on stream s of `device`,
+// records the copy in src's pinned block (if src is pinned: nothing otherwise) so that the block
+// is not reused before it ran, and waits for it unless a NonBlocking scope lives.
+void after_copy_from_host(const void* src, int device, CUstream s);
+void empty_host_cache();  // frees the cached pinned blocks to the driver
 
 // ---- CUDA graph capture (graphs.cpp; the pool in allocator.cpp) -----------------------------
 // The private memory of one captured graph: while it is the calling thread's capture pool,

@@ -5,6 +5,9 @@
 
 #include "lua_binding.h"
 #include "tc/autograd.h"
+#ifdef TC_HAVE_CUDA
+#include "tc/cuda.h"
+#endif
 
 namespace tc::lua {
 namespace {
@@ -427,6 +430,57 @@ int m_meta(lua_State* L) {
   });
 }
 
+// ---- pinned host memory -------------------------------------------------------------------------
+// x:pin_memory(): a copy in page-locked host memory (x itself if pinned already); x:is_pinned().
+int m_pin_memory(lua_State* L) {
+  return guarded(L, [](lua_State* L) {
+    const Tensor& t = check_tensor(L, 1, "pin_memory(): self");
+#ifdef TC_HAVE_CUDA
+    Tensor p = cuda::pin_memory(t);
+    if (p.same(t)) {
+      lua_settop(L, 1);
+      return 1;
+    }
+    push_tensor(L, p);
+    gc_pressure(L);
+    return 1;
+#else
+    (void)t;
+    TC_FAIL(DeviceError, "pin_memory(): pinned host memory needs CUDA, which is not available: tc was built without CUDA");
+#endif
+  });
+}
+
+int m_is_pinned(lua_State* L) {
+  return guarded(L, [](lua_State* L) {
+    const Tensor& t = check_tensor(L, 1, "is_pinned(): self");
+#ifdef TC_HAVE_CUDA
+    lua_pushboolean(L, cuda::is_pinned(t));
+#else
+    (void)t;
+    lua_pushboolean(L, 0);
+#endif
+    return 1;
+  });
+}
+
+// tc._C.to_device_non_blocking(x, device): the to_device op with a copy from pinned memory left
+// running on the stream (x:to(device, {non_blocking = true})).
+int l_to_device_non_blocking(lua_State* L) {
+  return guarded(L, [](lua_State* L) {
+    const Tensor& t = check_tensor(L, 1, "to(): self");
+    TC_CHECK(lua_type(L, 2) == LUA_TSTRING, ValueError, "to(): expected a device string such as \"cuda\", got %s",
+             luaL_typename(L, 2));
+    Device d = Device::parse(lua_tostring(L, 2));
+#ifdef TC_HAVE_CUDA
+    cuda::NonBlocking scope;
+#endif
+    push_tensor(L, call1(Op::to_device, {t, d}));
+    gc_pressure(L);
+    return 1;
+  });
+}
+
 }  // namespace
 
 const Tensor* to_tensor(lua_State* L, int idx) {
@@ -504,6 +558,8 @@ void open_tensor_type(lua_State* L) {
   lua_getfield(L, -1, "_C");
   lua_pushcfunction(L, l_printoptions);
   lua_setfield(L, -2, "printoptions");
+  lua_pushcfunction(L, l_to_device_non_blocking);
+  lua_setfield(L, -2, "to_device_non_blocking");
   lua_pop(L, 1);
   // tc table at -1
   // tc.Tensor: the method table (op functions are added by open_ops, Lua sugar by tc._tensor).
@@ -512,7 +568,7 @@ void open_tensor_type(lua_State* L) {
       {"size", m_size},         {"stride", m_stride},        {"dim", m_meta<0>},
       {"numel", m_meta<1>},     {"nelement", m_meta<1>},     {"is_contiguous", m_meta<2>},
       {"element_size", m_meta<3>}, {"is_floating_point", m_meta<4>}, {"storage_offset", m_meta<5>},
-      {nullptr, nullptr}};
+      {"pin_memory", m_pin_memory}, {"is_pinned", m_is_pinned},  {nullptr, nullptr}};
   luaL_setfuncs(L, methods, 0);
   lua_pushvalue(L, -1);
   lua_setfield(L, -3, "Tensor");  // tc.Tensor = methods

@@ -104,10 +104,13 @@ for name, dt in pairs {float = tc.float32, double = tc.float64, half = tc.float1
   T[name] = function(x) return convert(x, dt) end
 end
 
--- x:to(dtype), x:to("cuda"), x:to("cuda", tc.float16), x:to(other), x:to{dtype=, device=, copy=}
+-- x:to(dtype), x:to("cuda"), x:to("cuda", tc.float16), x:to(other), x:to{dtype=, device=, copy=,
+-- non_blocking=}. non_blocking: a copy to the GPU from pinned memory (x:pin_memory()) returns at
+-- once and runs on the current stream (without it, the host waits for the copy); the pinned
+-- block is not reused before the copy ran. Other copies are the same either way.
 function T.to(x, ...)
   need(x, "to(): self")
-  local dtype, device, copy
+  local dtype, device, copy, non_blocking
   for i = 1, select("#", ...) do
     local a = select(i, ...)
     if is_tensor(a) then
@@ -122,19 +125,23 @@ function T.to(x, ...)
         if k == "dtype" then dtype = C.dtype(v) or raise("DTypeError", "to(): unknown dtype " .. tostring(v))
         elseif k == "device" then device = v
         elseif k == "copy" then copy = v
-        elseif k ~= "non_blocking" then raise("ValueError", "to() got an unexpected option '" .. tostring(k) .. "'") end
+        elseif k == "non_blocking" then non_blocking = v
+        else raise("ValueError", "to() got an unexpected option '" .. tostring(k) .. "'") end
       end
     elseif a ~= nil then
       raise("ValueError", "to(): expected a dtype, a device string, a tensor or an options table, got " .. type(a))
     end
   end
   local r = x
-  if device ~= nil and C.device(device) ~= x.device then r = to_device(r, device) end
+  if device ~= nil and C.device(device) ~= x.device then
+    -- a C function: a graph break under tc.compile, where only the plain transfer is traced
+    if non_blocking then r = C.to_device_non_blocking(r, device) else r = to_device(r, device) end
+  end
   if dtype ~= nil then r = convert(r, dtype) end
   if copy and rawequal(r, x) then r = x:clone() end
   return r
 end
-function T.cuda(x) return T.to(x, "cuda") end
+function T.cuda(x, opts) return T.to(x, "cuda", opts) end  -- opts: {device =, non_blocking =}
 function T.cpu(x) return T.to(x, "cpu") end
 function T.type_as(x, y) return convert(x, need(y, "type_as(): other").dtype) end
 function T.expand_as(x, y) return need(x, "expand_as(): self"):expand(need(y, "expand_as(): other").shape) end

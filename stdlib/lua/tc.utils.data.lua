@@ -556,6 +556,20 @@ local option_types = {
 
 local pin_warned = false
 
+-- pin_memory = true: the batch's CPU tensors copied into pinned memory (x:pin_memory()), through
+-- nested tables (new tables with the same metatable, the batch's own tables left as they are); a
+-- table with a pin_memory method (a custom batch type, as in PyTorch) pins itself.
+local function pin_batch(b, depth)
+  if tc.is_tensor(b) then return b.device == "cpu" and b:pin_memory() or b end
+  if type(b) ~= "table" then return b end
+  if depth > 100 then raise("ValueError", "DataLoader(pin_memory = true): the batch nests tables more than 100 deep (a cycle?)") end
+  local mt = getmetatable(b)
+  if type(mt) == "table" and type(b.pin_memory) == "function" then return b:pin_memory() end
+  local out = {}
+  for k, v in pairs(b) do out[k] = pin_batch(v, depth + 1) end
+  return type(mt) == "table" and setmetatable(out, mt) or out
+end
+
 -- DataLoader(ds, {batch_size = 1, shuffle = false, seed | generator, drop_last = false, sampler,
 -- batch_sampler, collate_fn = default_collate, num_workers = 0, prefetch_factor, pin_memory}).
 -- `for batch in loader do ... end` runs one epoch (every such loop starts a new one, also after a
@@ -600,9 +614,9 @@ function DataLoader:__init(ds, opts)
   self.timeout = opts.timeout or 0
   if self.timeout < 0 then raise("ValueError", "DataLoader: timeout must be >= 0 seconds, got " .. tostring(self.timeout)) end
   self.pin_memory = opts.pin_memory or false
-  if self.pin_memory and not pin_warned and tc.cuda.is_available() then
+  if self.pin_memory and not pin_warned and not tc.cuda.is_available() then
     pin_warned = true
-    io.stderr:write("tc: DataLoader(pin_memory = true) is ignored: tc has no pinned host tensors yet; batches stay in pageable memory\n")
+    io.stderr:write("tc: DataLoader(pin_memory = true) is ignored: no CUDA device is available; batches stay in pageable memory\n")
   end
   self.collate_fn = opts.collate_fn
   self.drop_last = opts.drop_last or false
@@ -701,9 +715,14 @@ function DataLoader:iter()
   end
   local given = skip
   rawset(self, "_given", given)
+  local pin = self.pin_memory and tc.cuda.is_available()
   return function()
     local b = it()
-    if b ~= nil then given = given + 1; rawset(self, "_given", given) end
+    if b ~= nil then
+      given = given + 1
+      rawset(self, "_given", given)
+      if pin then b = pin_batch(b, 0) end
+    end
     return b
   end
 end

@@ -30,3 +30,32 @@ TEST(NoGpu, CudaUseIsADeviceErrorWithTheReason) {
   EXPECT_EQ(call1(Op::sum, {x}).item_double(), 3.0);  // the CPU keeps working
   EXPECT_EQ(cuda::memory_allocated(), 0);
 }
+
+// Pinned host memory needs the driver: pin_memory is a DeviceError naming the reason (also in
+// compile-only mode, whose "cuda" tensors live in pageable memory), is_pinned is false, and a
+// non_blocking copy to the CPU is a plain one.
+TEST(NoGpu, PinMemoryIsADeviceErrorAndNothingIsPinned) {
+  setenv("TC_CUDA_DISABLE", "1", 1);
+  Tensor x = call1(Op::ones, {3});
+  auto kind_and_message = [&](auto f, const char* part) {
+    try {
+      f();
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::DeviceError);
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  kind_and_message([&] { cuda::pin_memory(x); }, "TC_CUDA_DISABLE");
+  EXPECT_FALSE(cuda::is_pinned(x));
+  cuda::set_compile_only(true);
+  kind_and_message([&] { cuda::pin_memory(x); }, "compile-only");
+  Tensor c = call1(Op::ones, {3}, {{"device", Value(Device{DeviceType::CUDA, 0})}});
+  kind_and_message([&] { cuda::pin_memory(c); }, "only CPU tensors can be pinned");
+  EXPECT_FALSE(cuda::is_pinned(c));
+  cuda::set_compile_only(false);
+  {
+    cuda::NonBlocking scope;
+    EXPECT_EQ(call1(Op::sum, {call1(Op::to_device, {x, Value(Device{})})}).item_double(), 3.0);
+  }
+}

@@ -121,7 +121,7 @@ int64_t memory_allocated(int device = 0);
 int64_t max_memory_allocated(int device = 0);
 int64_t memory_reserved(int device = 0);  // allocated + cached
 void reset_peak_memory_stats(int device = 0);
-void empty_cache();  // waits for the device, frees the cached (unused) blocks back to the driver
+void empty_cache();  // waits for the device, frees the cached (unused) blocks back to the driver (pinned too)
 // The driver's free and total device memory (cuMemGetInfo).
 void mem_get_info(int64_t* free_bytes, int64_t* total_bytes, int device = 0);
 // Ops that ran on native CUDA kernels vs through the host fallback since the process started.
@@ -129,6 +129,28 @@ int64_t native_op_count();
 int64_t fallback_op_count();
 // Launches of tc's own kernels since the process started (not cuDNN's or cuBLAS's).
 int64_t launch_count();
+
+// ---- pinned host memory (stdlib/cuda/pinned.cpp) --------------------------------------------
+// A contiguous copy of CPU tensor t in page-locked host memory (t itself if it is pinned
+// already), PyTorch's Tensor.pin_memory(): a host-to-device copy from it is a DMA on the current
+// stream. DeviceError for a non-CPU tensor and without a usable GPU. The blocks are cached for
+// reuse once their storage is gone and every copy from them has completed (empty_cache frees them).
+Tensor pin_memory(const Tensor& t);
+bool is_pinned(const Tensor& t);  // t's memory is pinned by pin_memory (false without CUDA)
+// While one lives on the calling thread, a host-to-device copy from pinned memory returns without
+// waiting for the copy (PyTorch's non_blocking=True): the host must not write the source until the
+// stream has run it. Without one, such a copy waits for its completion. Copies from pageable
+// memory are the same either way (the driver returns once it has staged the source).
+class NonBlocking {
+ public:
+  explicit NonBlocking(bool on = true);
+  ~NonBlocking();
+  NonBlocking(const NonBlocking&) = delete;
+  NonBlocking& operator=(const NonBlocking&) = delete;
+
+ private:
+  bool prev_;
+};
 
 // "cc 9.0, 132 SMs, NVIDIA H100 80GB HBM3" (initializes the device).
 std::string device_name(int device = 0);

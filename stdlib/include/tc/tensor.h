@@ -27,8 +27,10 @@ class Storage {
   // Owned memory from the device's allocator (CPU: 64-byte aligned).
   static std::shared_ptr<Storage> allocate(size_t nbytes, Device device);
   // Borrowed memory: `deleter(data, ctx)` runs when the last reference goes (may be null).
+  // `counted`: the bytes count in live_bytes while the storage lives (memory tc allocated for it,
+  // as pinned host memory), so the Lua collector paces by them as by owned storage.
   static std::shared_ptr<Storage> wrap(void* data, size_t nbytes, Device device, Deleter deleter,
-                                       void* ctx);
+                                       void* ctx, bool counted = false);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -76,6 +78,7 @@ class Storage {
   size_t nbytes_;
   Device device_;
   bool owned_;  // allocated by Storage::allocate (else borrowed through wrap)
+  bool counted_ = false;  // borrowed, and counted in live_bytes (wrap's `counted`)
   Deleter deleter_;
   void* ctx_;
 };
