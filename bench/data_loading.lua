@@ -5,8 +5,9 @@
 --   preloaded: a few batches made beforehand and already on the device, taken in turn;
 --   workers=N: a DataLoader over scripts/examples/generated_images.lua (per item in Lua: a random crop
 --              of a generated image, a flip, a brightness factor) with num_workers = N, each batch moved
---              to the device (on cuda with an asynchronous copy on a side stream, the step's stream
---              waiting for it; --copy_stream 0 copies on the step's stream).
+--              to the device: on cuda the loader pins its batches (pin_memory = true) and the copies
+--              are x:to("cuda", {non_blocking = true}); with --pin 0 they come from pageable memory,
+--              on a side stream that the step's stream waits for (--copy_stream 0: on the step's).
 -- Each variant first runs --warmup steps (the first compiles; a loader's warm-up is an epoch of its
 -- own), then --rounds rounds alternate the variants, each round --steps timed steps (a loader's round is
 -- a new epoch: persistent workers, an empty queue), synchronized only before and after them; a
@@ -17,7 +18,7 @@
 --   ./build/tcrun bench/data_loading.lua                      (CPU: ResNet-18 of width 16, batch 16 of 3×64×64)
 -- Options: --device cpu|cuda, --arch resnet18|resnet50, --width N, --size N, --batch N, --classes N,
 -- --steps N, --warmup N, --rounds N, --workers LIST (comma-separated, default 0,4), --compile 0|1, --mode M
--- (tc.compile's mode, e.g. reduce-overhead), --copy_stream 0|1, --seed N. 0 or "" means the device's default.
+-- (tc.compile's mode, e.g. reduce-overhead), --pin 0|1, --copy_stream 0|1, --seed N. 0 or "" means the device's default.
 -- Output: "key value" lines (data_<variant>_ms, data_<variant>_ratio, ...) and "#" comment lines.
 local tc = require "tc"
 local nn = require "tc.nn"
@@ -30,7 +31,8 @@ local GeneratedImages = require "generated_images"
 local data = tc.utils.data
 
 local opt = common.options("data_loading.lua", {device = "cpu", arch = "", width = 0, size = 0, batch = 0, classes = 0,
-  steps = 0, warmup = 2, rounds = 3, workers = "0,4", compile = 1, mode = "", copy_stream = 1, seed = 0})
+  steps = 0, warmup = 2, rounds = 3, workers = "0,4", compile = 1, mode = "", pin = 1, copy_stream = 1,
+  seed = 0})
 local cuda = opt.device == "cuda"
 if opt.device ~= "cpu" and not cuda then error("data_loading.lua: --device is cpu or cuda", 0) end
 if cuda and not tc.cuda.is_available() then error("data_loading.lua: no CUDA device", 0) end
@@ -76,11 +78,14 @@ local now = tc.utils.perf_counter
 local function dataset(n)
   return GeneratedImages(n, {classes = math.min(classes, 10), size = size, pad = math.max(2, size // 8), seed = opt.seed})
 end
-local side = cuda and opt.copy_stream ~= 0 and tc.cuda.Stream() or nil
+local pin = cuda and opt.pin ~= 0
+local side = cuda and not pin and opt.copy_stream ~= 0 and tc.cuda.Stream() or nil
 local function to_device(b)
   if not cuda then return b.image, b.label end
+  -- pinned batches: the copies are left running on the step's stream
+  if pin then return b.image:to(device, {non_blocking = true}), b.label:to(device, {non_blocking = true}) end
   if not side then return b.image:to(device), b.label:to(device) end
-  -- the copy on a side stream (from pageable memory it returns once the source is read), the step's
+  -- from pageable memory: the copy on a side stream (it returns once the source is read), the step's
   -- stream waiting for it; record_stream: the memory, allocated on `side`, is used on the step's stream
   local main = tc.cuda.current_stream()
   local x, y = tc.cuda.stream(side, function() return b.image:to(device), b.label:to(device) end)
@@ -138,7 +143,7 @@ variants[1] = {name = "preloaded", warm = function() run(next_preloaded, warmup 
 for _, w in ipairs(workers) do
   local name = "workers" .. w
   local loader = data.DataLoader(dataset(steps * batch), {batch_size = batch, shuffle = true, seed = opt.seed,
-    drop_last = true, num_workers = w, persistent_workers = w > 0})
+    drop_last = true, num_workers = w, persistent_workers = w > 0, pin_memory = pin})
   -- the loader alone: its batches on the host, no step
   local t0, n = now(), 0
   for _ in loader do n = n + 1 end
