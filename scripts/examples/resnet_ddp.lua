@@ -40,10 +40,11 @@ local val_set = GeneratedImages(opt.val_samples, {classes = opt.classes, size = 
   offset = opt.samples, augment = false})  -- other images of the same classes, centre crops
 -- drop_last: every batch the same shape (a compiled step does not recompile for a ragged batch); under
 -- ddp the Trainer re-makes both loaders over a DistributedSampler (each rank its share)
+local cuda = opt.device == "cuda"
 local train_loader = data.DataLoader(train_set, {batch_size = opt.batch, shuffle = true, seed = opt.seed, drop_last = true,
-  num_workers = opt.workers, persistent_workers = opt.workers > 0})
+  num_workers = opt.workers, persistent_workers = opt.workers > 0, pin_memory = cuda})
 local val_loader = data.DataLoader(val_set, {batch_size = opt.batch, drop_last = true, num_workers = opt.workers,
-  persistent_workers = opt.workers > 0})
+  persistent_workers = opt.workers > 0, pin_memory = cuda})
 
 -- ---- the module -----------------------------------------------------------------------------------------
 local ImageClassifier = L.LightningModule:extend("ImageClassifier")
@@ -74,7 +75,7 @@ function Report:on_fit_start(trainer)
   io.stdout:flush()
 end
 function Report:sync(trainer)
-  if opt.device == "cuda" then tc.cuda.synchronize(trainer.device) end
+  if cuda then tc.cuda.synchronize(trainer.device) end
 end
 function Report:on_train_epoch_start()
   self.loss_sum, self.batches, self.t_first = nil, 0, nil
@@ -113,7 +114,7 @@ local checkpoint = L.ModelCheckpoint{dirpath = dir .. "/checkpoints", monitor = 
   save_last = true}
 -- accelerator: on the CPU left to its default (the model and batches are there already): with
 -- accelerator = "cpu" the Trainer's validation loop calls to_device before its definition (reported)
-local trainer = tc.Trainer{strategy = "ddp", devices = opt.devices, accelerator = opt.device == "cuda" and "cuda" or nil,
+local trainer = tc.Trainer{strategy = "ddp", devices = opt.devices, accelerator = cuda and "cuda" or nil,
   max_epochs = opt.epochs, max_steps = opt.steps, num_sanity_val_steps = 0, callbacks = {checkpoint, Report()},
   default_root_dir = dir, log_every_n_steps = 10, seed = opt.seed}
 local model = ImageClassifier()
