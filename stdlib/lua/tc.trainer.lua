@@ -896,7 +896,11 @@ end
 
 -- moves the tensors of a batch (nested tables) to the trainer's device
 local function to_device(b, dev, depth)
-  if tc.is_tensor(b) then return tostring(b.device) == dev and b or b:to(dev) end
+  if tc.is_tensor(b) then
+    if tostring(b.device) == dev then return b end
+    -- a pinned batch (DataLoader{pin_memory = true}) is copied without waiting, as Lightning does
+    return b:to(dev, {non_blocking = b:is_pinned()})
+  end
   if type(b) == "table" and getmetatable(b) == nil and (depth or 0) < 8 then
     local out = {}
     for k, v in pairs(b) do out[k] = to_device(v, dev, (depth or 0) + 1) end
