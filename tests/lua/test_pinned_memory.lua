@@ -67,9 +67,9 @@ end
 -- Tens of milliseconds of work queued on the current stream: copies queued after it are still
 -- pending while the test drops and re-pins their sources.
 local function long_gpu_work()
-  local a = tc.randn({2048, 2048}, {device = "cuda"})
+  local a = tc.randn({4096, 4096}, {device = "cuda"})
   local x = a
-  for _ = 1, 12 do x = x:mm(a) * (1 / 45) end
+  for _ = 1, 12 do x = x:mm(a) * (1 / 64) end
   return x
 end
 
