@@ -783,6 +783,21 @@ function Trainer:_compile_report()
   end
 end
 
+-- moves the tensors of a batch (nested tables) to the trainer's device
+local function to_device(b, dev, depth)
+  if tc.is_tensor(b) then
+    if tostring(b.device) == dev then return b end
+    -- a pinned batch (DataLoader{pin_memory = true}) is copied without waiting, as Lightning does
+    return b:to(dev, {non_blocking = b:is_pinned()})
+  end
+  if type(b) == "table" and getmetatable(b) == nil and (depth or 0) < 8 then
+    local out = {}
+    for k, v in pairs(b) do out[k] = to_device(v, dev, (depth or 0) + 1) end
+    return out
+  end
+  return b
+end
+
 -- ---- loops ---------------------------------------------------------------------------------------------
 function Trainer:_prog_extra(loss)
   local parts = {}
@@ -894,21 +909,6 @@ function Trainer:_launch()
   os.exit(ok and 0 or (how == "signal" and 128 + code or code), true)
 end
 
--- moves the tensors of a batch (nested tables) to the trainer's device
-local function to_device(b, dev, depth)
-  if tc.is_tensor(b) then
-    if tostring(b.device) == dev then return b end
-    -- a pinned batch (DataLoader{pin_memory = true}) is copied without waiting, as Lightning does
-    return b:to(dev, {non_blocking = b:is_pinned()})
-  end
-  if type(b) == "table" and getmetatable(b) == nil and (depth or 0) < 8 then
-    local out = {}
-    for k, v in pairs(b) do out[k] = to_device(v, dev, (depth or 0) + 1) end
-    return out
-  end
-  return b
-end
-
 -- a DataLoader whose sampler is a DistributedSampler over the same dataset (Lightning's
 -- use_distributed_sampler): each rank takes its share; shuffling follows the loader's
 function Trainer:_distributed_loader(loader, shuffle_default)
@@ -927,7 +927,7 @@ function Trainer:_distributed_loader(loader, shuffle_default)
   local sampler = dist.DistributedSampler(#ds, {shuffle = shuffle, seed = self.seed or 0, drop_last = loader.drop_last})
   return data.DataLoader(ds, {batch_size = loader.batch_size, sampler = sampler, collate_fn = loader.collate_fn,
     num_workers = loader.num_workers, drop_last = loader.drop_last, prefetch_factor = loader.prefetch_factor,
-    persistent_workers = loader.persistent_workers or nil})
+    persistent_workers = loader.persistent_workers or nil, pin_memory = loader.pin_memory or nil})
 end
 
 -- the process group, the model on its device, the DDP wrapper (gradient averaging by hooks)

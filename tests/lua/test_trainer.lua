@@ -585,4 +585,20 @@ function tests.trainer_refuses_precisions_and_devices_it_cannot_honour()
   check.eq(tc.Trainer{devices = 2}.strategy, "ddp")
 end
 
+function tests.accelerator_moves_batches_in_training_and_validation()
+  local seen = {}
+  local M = Reg:extend("M")
+  function M:validation_step(b)
+    seen[#seen + 1] = tostring(b[1].device)
+    self:log("val_loss", F.mse_loss(self(b[1]), b[2]))
+  end
+  local tr = tc.Trainer(quiet{max_epochs = 1, accelerator = "cpu", num_sanity_val_steps = 1})
+  tr:fit(M(), loader(8, 4), loader(8, 4))
+  check.eq(tr.device, "cpu")
+  check.eq(#seen, 3, "the sanity check's batch and the epoch's two")
+  check.eq(seen[1], "cpu")
+  local r = tr:validate(fresh(), loader(8, 4))
+  assert(r.val_loss ~= nil, "validate under an accelerator")
+end
+
 return tests
