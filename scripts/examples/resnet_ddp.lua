@@ -112,9 +112,7 @@ local function tmpname() local p = os.tmpname(); os.remove(p); return p end
 local dir = opt.dir ~= "" and opt.dir or tmpname()
 local checkpoint = L.ModelCheckpoint{dirpath = dir .. "/checkpoints", monitor = "val_acc", mode = "max", save_top_k = 1,
   save_last = true}
--- accelerator: on the CPU left to its default (the model and batches are there already): with
--- accelerator = "cpu" the Trainer's validation loop calls to_device before its definition (reported)
-local trainer = tc.Trainer{strategy = "ddp", devices = opt.devices, accelerator = cuda and "cuda" or nil,
+local trainer = tc.Trainer{strategy = "ddp", devices = opt.devices, accelerator = opt.device,
   max_epochs = opt.epochs, max_steps = opt.steps, num_sanity_val_steps = 0, callbacks = {checkpoint, Report()},
   default_root_dir = dir, log_every_n_steps = 10, seed = opt.seed}
 local model = ImageClassifier()
