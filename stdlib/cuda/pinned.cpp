@@ -48,8 +48,10 @@ HostCache& cache() {
 thread_local bool t_non_blocking = false;
 
 // Drops the uses of b that have completed (a failed query counts as complete: the context is
-// broken and runs no copy). True when none is left. Holds cache().mu.
+// broken and runs no copy). True when none is left. Nothing is queried while the calling thread
+// captures a CUDA graph (a storage freed then): the uses stay for a later look. Holds cache().mu.
 bool settle(HostCache& c, HostBlock* b) {
+  if (capturing()) return b->uses.empty();
   std::erase_if(b->uses, [&](const HostBlock::Use& u) {
     if (drv().EventQuery(u.done) == CUDA_ERROR_NOT_READY) return false;
     c.spare[u.device].push_back(u.done);
@@ -92,6 +94,7 @@ void host_free(void*, void* ctx) {
 
 // A block of at least n bytes, marked live: a cached one of n's class, else a new one.
 HostBlock* take_block(size_t n) {
+  forbid_in_capture("pin_memory()");  // cuMemHostAlloc
   HostCache& c = cache();
   size_t cls = size_class(n);
   void* p = nullptr;
