@@ -13,6 +13,7 @@ run() {  # name, limit, command...
   local t0=$(date +%s)
   if timeout "$limit" "$@" > "$LOG/$name.log" 2>&1; then summary+=("$(printf '%-44s pass %ss' "$name" $(( $(date +%s) - t0 )))")
   else summary+=("$(printf '%-44s FAIL %ss' "$name" $(( $(date +%s) - t0 )))"); echo "== $name"; tail -25 "$LOG/$name.log"; fi
+  echo "${summary[-1]}"  # as it goes: a call cut short at its limit still says what ran
 }
 run lua_suite 150 "$B/tcrun" tests/lua/run.lua
 run capture_suite_cuda 120 "$B/tcrun" --device=cuda tests/capture/run.lua
