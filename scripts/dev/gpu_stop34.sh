@@ -27,5 +27,7 @@ run seed003_torch 150 python3 bench/peer_torch_seed003.py --batch 16 --size 512 
 grep -v Warn "$LOG/seed003_torch.log" | tail -5
 run trainer_overhead_gpt2 90 "$B/tcrun" bench/trainer_overhead.lua gpt2 cuda 20 2
 tail -3 "$LOG/trainer_overhead_gpt2.log"
+run data_loading_resnet50 150 "$B/tcrun" bench/data_loading.lua --device cuda --rounds 1 --steps 15
+grep -i "ratio\|median\|mean" "$LOG/data_loading_resnet50.log" | tail -8
 echo "== summary ($(nvidia-smi --query-gpu=name --format=csv,noheader))"
 printf '%s\n' "${summary[@]}"
