@@ -433,7 +433,7 @@ int m_meta(lua_State* L) {
 // ---- pinned host memory -------------------------------------------------------------------------
 // x:pin_memory(): a copy in page-locked host memory (x itself if pinned already); x:is_pinned().
 int m_pin_memory(lua_State* L) {
-  return guarded(L, [](lua_State* L) {
+  return guarded(L, [](lua_State* L) -> int {
     const Tensor& t = check_tensor(L, 1, "pin_memory(): self");
 #ifdef TC_HAVE_CUDA
     Tensor p = cuda::pin_memory(t);
