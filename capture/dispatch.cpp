@@ -10,6 +10,7 @@
 #include "capture_state.h"
 #include "dump.h"
 #include "lua_binding.h"
+#include "remembered_dynamic.h"
 #include "resume.h"
 #include "tc/autograd.h"
 #include "tracer.h"
@@ -251,11 +252,12 @@ void push_constant(lua_State* L, const vm::Constant& c) {
 // The resume function of `cc`'s function at pc (as a CodeCache; created once per pc).
 CodeCache* resume_cache(CodeCache* cc, int pc) {
   const vm::Proto* origin = cc->proto;
-  std::string okey = cc->key;
+  std::string okey = cc->key, odisk = cc->disk_key;
   int opc = pc;
   if (cc->origin && pc >= cc->shift) {
     origin = cc->origin;
     okey = cc->origin_key;
+    odisk = cc->origin_disk_key;
     opc = pc - cc->shift;
   }
   const std::string key = okey + "@" + std::to_string(opc);
@@ -269,6 +271,10 @@ CodeCache* resume_cache(CodeCache* cc, int pc) {
     throw vm::BytecodeError("synthesized resume function fails verification: " + issues[0].message);
   auto c = std::make_shared<CodeCache>();
   c->key = key;
+  c->disk_key = odisk + "@" + std::to_string(opc);
+  c->origin_disk_key = odisk;
+  c->remember = cc->remember;
+  if (c->remember) c->dynamic = read_remembered(c->disk_key);
   c->proto = proto.get();
   c->analysis = std::make_shared<vm::Analysis>(vm::analyze(*proto));
   c->origin = origin;
@@ -1046,8 +1052,16 @@ void learn_dynamic(lua_State* L, CodeCache* cc, const Entry& last, int base) {
       lua_type(L, GuardProgram::slot(base, g0.src)) == LUA_TNUMBER) {
     // a number that changed: from now on it is not specialized (dim -1: the number itself)
     cc->dynamic.push_back({last.guards.describe(g0.src), -1});
+    if (cc->remember) write_remembered(cc->disk_key, cc->dynamic);
     return;
   }
+  struct Remember {  // the dims learned here go to the cache directory for the next run
+    CodeCache* cc;
+    size_t before;
+    ~Remember() {
+      if (cc->remember && cc->dynamic.size() > before) write_remembered(cc->disk_key, cc->dynamic);
+    }
+  } remember{cc, cc->dynamic.size()};
   // after a failure every slot holds its source's value (guards.h)
   for (int i = first; i < int(last.guards.guards.size()); i++) {
     const Guard& g = last.guards.guards[i];
@@ -1206,7 +1220,7 @@ Entry* compile_new(lua_State* L, CodeCache* cc, const std::shared_ptr<CompileCon
   auto t0 = std::chrono::steady_clock::now();
   Tracer::Options opt;
   opt.fn_name = cc->name;
-  opt.dynamic = cc->dynamic;
+  if (cfg->dynamic != 0) opt.dynamic = cc->dynamic;  // dynamic = false: every size specialized
   opt.dynamic_all = cfg->dynamic == 1;
   opt.budget.instructions = config_int(L, "trace_max_instructions", opt.budget.instructions);
   opt.budget.depth = config_int(L, "trace_max_depth", opt.budget.depth);
@@ -1547,12 +1561,15 @@ CodeCache* cache_for(lua_State* L, int fn_idx, const CompiledFn& cf) {
   std::string k;
   const vm::Proto* p = Tracer::proto_of(L, fn_idx, &k);
   // Entries hold registry references: each Lua state has its own caches.
-  k = state_prefix(L) + k + cf.cfg->code_key;
+  k += cf.cfg->code_key;
   auto& caches = state().caches;
-  auto it = caches.find(k);
+  auto it = caches.find(state_prefix(L) + k);
   if (it != caches.end()) return it->second.get();
   auto c = std::make_shared<CodeCache>();
-  c->key = k;
+  c->key = state_prefix(L) + k;
+  c->disk_key = k;
+  c->remember = config_bool(L, "remember_dynamic", true);
+  if (c->remember) c->dynamic = read_remembered(c->disk_key);
   c->proto = p;
   c->analysis = std::make_shared<vm::Analysis>(vm::analyze(*p));
   lua_Debug ar;
@@ -1565,8 +1582,14 @@ CodeCache* cache_for(lua_State* L, int fn_idx, const CompiledFn& cf) {
   else if (std::strncmp(ar.short_src, "[tc]", 4) == 0 && !cf.cfg->where.empty())
     c->name += " (tc.compile at " + cf.cfg->where + ")";
   c->fn_name = c->name;
+  if (!c->dynamic.empty() && log_enabled(L, "recompiles")) {
+    std::string dims;
+    for (const auto& [src, d] : c->dynamic) dims += (dims.empty() ? "" : ", ") + src + (d < 0 ? "" : " dim " + std::to_string(d + 1));
+    std::fprintf(stderr, "[tc recompiles] %s starts with what turned dynamic in an earlier run: %s (%s; --no-cache forgets)\n",
+                 c->name.c_str(), dims.c_str(), remembered_path(c->disk_key).c_str());
+  }
   CodeCache* out = c.get();
-  caches[k] = std::move(c);
+  caches[c->key] = std::move(c);
   return out;
 }
 

@@ -118,6 +118,9 @@ inline void make_fallback(Entry& e, std::string why) {
 
 struct CodeCache {
   std::string key;   // hash of the proto's dump (plus the resume pc for resume functions)
+  // the same without what is particular to this process (remembered_dynamic.h stores under it)
+  std::string disk_key, origin_disk_key;
+  bool remember = false;  // tc.config.remember_dynamic when the cache was made (resume caches inherit it)
   std::string name;  // "function <bar.lua:1>", "resume of function <bar.lua:1> at line 3"
   std::string fn_name;  // the function's own name (a resume function's: the one it continues)
   const vm::Proto* proto = nullptr;

@@ -149,6 +149,10 @@ local config_defaults = {
   -- uncompiled, as do its later calls without a tensor argument or upvalue (TC_LOGS=skips)
   -- compiled training: recompute cheap pointwise values in the backward instead of saving them
   aot_recompute = true,
+  -- dims that turned dynamic in a function's recompiles are kept in the cache directory and start
+  -- dynamic in the next run of the same code (capture/remembered_dynamic.h); TC_REMEMBER_DYNAMIC=0
+  -- or false here turns it off, as does --no-cache
+  remember_dynamic = os.getenv("TC_REMEMBER_DYNAMIC") ~= "0",
 }
 -- what each setting takes ("count": an integer >= 0); device and compile_all are set by tcrun
 local config_types = {
@@ -158,7 +162,7 @@ local config_types = {
   trace_max_instructions = "count", trace_max_depth = "count", trace_max_iterations = "count",
   trace_max_guards = "count", trace_max_memory_mb = "count", trace_max_ms = "count",
   trace_pure_lua_instructions = "count",
-  aot_recompute = "boolean", device = "string", compile_all = "boolean",
+  aot_recompute = "boolean", device = "string", compile_all = "boolean", remember_dynamic = "boolean",
 }
 
 -- Edit distance, for "did you mean" (keys are short).
