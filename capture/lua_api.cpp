@@ -117,17 +117,27 @@ function compiler.set_stance(stance)
   prim.set_stance(stance)
   return tc._C.stance_guard(prev)  -- `local _ <close> = ...` restores prev (tc._api.lua)
 end
-function compiler.mark_dynamic(x, dim)
-  if type(x) == "table" and type(dim) == "string" then return prim.mark_dynamic(x, {dim}) end
-  if not is_tensor(x) then raise("ValueError", "tc.compiler.mark_dynamic(): expected a tensor, or a table and a key, got " .. type(x)) end
+-- 1-based dims of x (negative from the end) as an array; IndexError names `what` for one out of range
+local function dims_of(x, dim, what)
   local dims = {}
   for _, d in ipairs(type(dim) == "table" and dim or {dim}) do
     if math.type(d) ~= "integer" or d == 0 or d > x:dim() or d < -x:dim() then
-      raise("IndexError", ("tc.compiler.mark_dynamic(): dimension %s out of range for a %d-dim tensor (dims are 1-based)"):format(tostring(d), x:dim()))
+      raise("IndexError", ("tc.compiler.%s(): dimension %s out of range for a %d-dim tensor (dims are 1-based)"):format(what, tostring(d), x:dim()))
     end
     dims[#dims + 1] = d < 0 and x:dim() + 1 + d or d
   end
-  prim.mark_dynamic(x, dims)
+  return dims
+end
+function compiler.mark_dynamic(x, dim)
+  if type(x) == "table" and type(dim) == "string" then return prim.mark_dynamic(x, {dim}) end
+  if not is_tensor(x) then raise("ValueError", "tc.compiler.mark_dynamic(): expected a tensor, or a table and a key, got " .. type(x)) end
+  prim.mark_dynamic(x, dims_of(x, dim, "mark_dynamic"))
+end
+-- tc.compiler.mark_static(x, dim | {dims}): those dims of x stay specialized (a guard on their size)
+-- even where a recompile, dynamic = true or an earlier run would make them dynamic.
+function compiler.mark_static(x, dim)
+  if not is_tensor(x) then raise("ValueError", "tc.compiler.mark_static(): expected a tensor, got " .. type(x)) end
+  prim.mark_static(x, dims_of(x, dim, "mark_static"))
 end
 function compiler.allow_in_graph(fn, meta_fn)
   if type(fn) ~= "function" then raise("ValueError", "tc.compiler.allow_in_graph(): expected a function, got " .. type(fn)) end
@@ -274,8 +284,10 @@ int p_set_stance(lua_State* L) {
   return 0;
 }
 
-int p_mark_dynamic(lua_State* L) {
-  lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.marked");
+// prim.mark_dynamic(x, dims) / prim.mark_static(x, dims): registry table `name` (weak keys) x ->
+// {dim = true}, read by the tracer (tracer_values.cpp).
+int mark_dims(lua_State* L, const char* name) {
+  lua_getfield(L, LUA_REGISTRYINDEX, name);
   lua_pushvalue(L, 1);
   if (lua_rawget(L, -2) != LUA_TTABLE) {
     lua_pop(L, 1);
@@ -291,6 +303,8 @@ int p_mark_dynamic(lua_State* L) {
   }
   return 0;
 }
+int p_mark_dynamic(lua_State* L) { return mark_dims(L, "tc.capture.marked"); }
+int p_mark_static(lua_State* L) { return mark_dims(L, "tc.capture.static"); }
 
 int p_set_guard_fast_path(lua_State* L) {
   set_snapshots_enabled(lua_toboolean(L, 1));
@@ -716,7 +730,7 @@ void install(lua_State* L, GraphCompiler compiler) {
   lua_call(L, 1, 1);
   const int tc_idx = lua_gettop(L);
   for (const char* n : {"tc.capture.resumes", "tc.capture.wrappers", "tc.capture.disabled",
-                        "tc.capture.marked", "tc.capture.regional"})
+                        "tc.capture.marked", "tc.capture.static", "tc.capture.regional"})
     registry_weak_table(L, n);
   for (const char* n : {"tc.capture.sites"}) registry_weak_table(L, n);
   for (const char* n : {"tc.capture.allowed", "tc.capture.allowed_fns"}) {
@@ -758,6 +772,7 @@ return factory, ident, pass
   const luaL_Reg prims[] = {
       {"compile", p_compile}, {"is_disabled", p_is_disabled},     {"disable", p_disable},
       {"reset", p_reset},     {"set_stance", p_set_stance},       {"mark_dynamic", p_mark_dynamic},
+      {"mark_static", p_mark_static},
       {"stats", p_stats},     {"explain_begin", p_explain_begin}, {"explain_end", p_explain_end},
       {"allow_in_graph", p_allow_in_graph}, {"set_guard_fast_path", p_set_guard_fast_path},
       {nullptr, nullptr}};

@@ -207,6 +207,10 @@ class Tracer {
   int fn_idx_, args_idx_, nargs_;
   Entry& e_;
   Options opt_;
+  // dims tc.compiler.mark_dynamic marked, as (graph input, dim), and their inputs' names: checked at
+  // the end (tied_dims.h check_marked_dims)
+  std::vector<std::pair<int, int>> marked_dims_;
+  std::vector<std::string> marked_names_;
   int objs_ = 0, K_ = 0;  // stack indices of the object table and K
   int nobjs_ = 0, nk_ = 0;
   std::unordered_map<const void*, int> obj_of_;  // one object index per real object (aliases meet)

@@ -139,6 +139,7 @@ void Tracer::run() {
     }
     finish_break(b);
   }
+  if (!marked_dims_.empty()) check_marked_dims(e_, marked_dims_, marked_names_);
   if (opt_.dynamic_all) specialize_tied_dims(e_);
   e_.guards.simplify();
   check_cost();  // the end adds guards too (aliasing)

@@ -289,20 +289,30 @@ Var Tracer::tensor_input(int src, int idx) {
   for (auto& [s, d] : opt_.dynamic)
     if (s == where && d >= 0 && d < t.dim() && t.sizes()[d] >= 2)
       g.tensor.dynamic |= uint64_t(1) << d;
-  // tc.compiler.mark_dynamic(x, dim): registry table tensor userdata -> {dim = true} (1-based)
-  lua_getfield(L, LUA_REGISTRYINDEX, "tc.capture.marked");
-  if (lua_istable(L, -1)) {
-    lua_pushvalue(L, idx);
-    if (lua_rawget(L, -2) == LUA_TTABLE) {
-      for (int d = 0; d < t.dim(); d++) {
-        lua_rawgeti(L, -1, d + 1);
-        if (lua_toboolean(L, -1) && t.sizes()[d] >= 2) g.tensor.dynamic |= uint64_t(1) << d;
-        lua_pop(L, 1);
-      }
+  // tc.compiler.mark_dynamic / mark_static(x, dim): registry table tensor userdata -> {dim = true}
+  // (1-based); static wins over every dynamic source
+  auto marks = [&](const char* registry) {
+    uint64_t m = 0;
+    lua_getfield(L, LUA_REGISTRYINDEX, registry);
+    if (lua_istable(L, -1)) {
+      lua_pushvalue(L, idx);
+      if (lua_rawget(L, -2) == LUA_TTABLE)
+        for (int d = 0; d < t.dim(); d++) {
+          lua_rawgeti(L, -1, d + 1);
+          if (lua_toboolean(L, -1)) m |= uint64_t(1) << d;
+          lua_pop(L, 1);
+        }
+      lua_pop(L, 1);
     }
     lua_pop(L, 1);
-  }
-  lua_pop(L, 1);
+    return m;
+  };
+  uint64_t marked = marks("tc.capture.marked");
+  for (int d = 0; d < t.dim(); d++)
+    if (t.sizes()[d] < 2) marked &= ~(uint64_t(1) << d);
+  const uint64_t fixed = marks("tc.capture.static");
+  marked &= ~fixed;
+  g.tensor.dynamic = (g.tensor.dynamic | marked) & ~fixed;
   g.expected = tensor_spec_string(g.tensor);
   e_.guards.guards.push_back(g);
   e_.guards.first_guard(src, GuardKind::Tensor);
@@ -311,8 +321,10 @@ Var Tracer::tensor_input(int src, int idx) {
   v.ref = e_.graph.add_input(input_name(e_.guards, src, where, root_), where, fake);
   v.input = int(e_.graph.inputs.size()) - 1;
   v.src = src;
-  for (int d = 0; d < t.dim(); d++)
+  for (int d = 0; d < t.dim(); d++) {
     if (g.tensor.dynamic >> d & 1) e_.graph.dynamic_dims.push_back({v.input, d});
+    if (marked >> d & 1) marked_dims_.push_back({v.input, d}), marked_names_.push_back(where);
+  }
   e_.input_sources.push_back(src);
   proxies_[fake.impl()] = v.ref;
   return v;
