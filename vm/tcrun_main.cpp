@@ -388,6 +388,12 @@ end)LUA",
         rt.run_file(argv[o.script], args);
       }
     }
+    // A process group the script left open is closed as destroy_process_group does: rank 0 (which
+    // serves the store) then waits for the other ranks to finish with it instead of leaving them a
+    // "rank 0 is gone" in their last collective. Errors (a rank that already left) are ignored.
+    rt.run_string("local d = package.loaded['tc.distributed'] "
+                  "if d and d.is_initialized() then pcall(d.destroy_process_group) end",
+                  "=(tcrun exit)");
     if (!o.explain.empty()) tc::capture::print_explain(rt.state(), o.explain, stderr);
   } catch (const tc::vm::LuaError& e) {
     print_error(e);
