@@ -307,6 +307,8 @@ static bool tensor_matches(const Tensor& t, const TensorSpec& s) {
       return false;
     }
   }
+  for (const auto& [d, lo, hi] : s.ranges)
+    if (t.sizes()[size_t(d)] < lo || t.sizes()[size_t(d)] > hi) return false;
   if (s.dynamic) return dense_in_spec_order(t, s);
   for (size_t d = 0; d < n; d++)
     if (t.strides()[d] != s.strides[d] && s.sizes[d] > 1) return false;
@@ -479,7 +481,10 @@ std::string tensor_spec_string(const TensorSpec& t) {
   std::string s = std::string(dtype_name(t.dtype)) + "[";
   for (size_t d = 0; d < t.sizes.size(); d++) {
     if (d) s += ", ";
-    s += (t.dynamic >> d & 1) ? std::string(">=2") : std::to_string(t.sizes[d]);
+    std::string dim = (t.dynamic >> d & 1) ? std::string(">=2") : std::to_string(t.sizes[d]);
+    for (const auto& [rd, lo, hi] : t.ranges)
+      if (rd == int64_t(d)) dim = std::to_string(lo) + ".." + (hi == INT64_MAX ? std::string("") : std::to_string(hi));
+    s += dim;
   }
   s += "] on " + t.device.str();
   if (t.requires_grad) s += ", requires_grad";

@@ -2,7 +2,9 @@
 // relied on), compiled to a flat program evaluated on the Lua stack without allocation.
 #pragma once
 #include <lua.hpp>
+
 #include <algorithm>
+#include <array>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -40,6 +42,9 @@ struct TensorSpec {
   bool requires_grad = false;
   Shape sizes, strides;
   uint64_t dynamic = 0;  // bit d: dim d is dynamic (size >= 2, any value), strides unchecked
+  // tc.compiler.mark_dynamic(x, dim, {min =, max =}): {dim, min, max} of dynamic dims whose size
+  // must also lie in [min, max] (a size outside misses the guard: a recompile)
+  std::vector<std::array<int64_t, 3>> ranges;
 };
 
 enum class GuardKind : uint8_t {

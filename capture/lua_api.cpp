@@ -128,10 +128,33 @@ local function dims_of(x, dim, what)
   end
   return dims
 end
-function compiler.mark_dynamic(x, dim)
+-- tc.compiler.mark_dynamic(x, dim | {dims} [, {min =, max =}]): those dims take any size (in
+-- [min, max] when given: a size outside misses the guard, a recompile); mark_dynamic(t, "key"): the
+-- number t.key is not specialized.
+function compiler.mark_dynamic(x, dim, range)
   if type(x) == "table" and type(dim) == "string" then return prim.mark_dynamic(x, {dim}) end
   if not is_tensor(x) then raise("ValueError", "tc.compiler.mark_dynamic(): expected a tensor, or a table and a key, got " .. type(x)) end
-  prim.mark_dynamic(x, dims_of(x, dim, "mark_dynamic"))
+  local r
+  if range ~= nil then
+    if type(range) ~= "table" then raise("ValueError", "tc.compiler.mark_dynamic(x, dim, range): range must be {min =, max =}") end
+    for k in pairs(range) do
+      if k ~= "min" and k ~= "max" then raise("ValueError", ("tc.compiler.mark_dynamic(): unknown range key '%s' (min, max)"):format(tostring(k))) end
+    end
+    local lo, hi = range.min or 2, range.max or math.maxinteger
+    if math.type(lo) ~= "integer" or math.type(hi) ~= "integer" or lo < 2 or hi < lo then
+      raise("ValueError", ("tc.compiler.mark_dynamic(): the range needs integers 2 <= min <= max, got min = %s, max = %s"):format(
+        tostring(range.min), tostring(range.max)))
+    end
+    r = {lo, hi}
+    for _, d in ipairs(dims_of(x, dim, "mark_dynamic")) do
+      local n = x:size(d)
+      if n < lo or n > hi then
+        raise("ValueError", ("tc.compiler.mark_dynamic(): dim %d of the tensor is %d, outside its range [%d, %s]"):format(
+          d, n, lo, hi == math.maxinteger and "inf" or tostring(hi)))
+      end
+    end
+  end
+  prim.mark_dynamic(x, dims_of(x, dim, "mark_dynamic"), r)
 end
 -- tc.compiler.mark_static(x, dim | {dims}): those dims of x stay specialized (a guard on their size)
 -- even where a recompile, dynamic = true or an earlier run would make them dynamic.
@@ -287,6 +310,7 @@ int p_set_stance(lua_State* L) {
 // prim.mark_dynamic(x, dims) / prim.mark_static(x, dims): registry table `name` (weak keys) x ->
 // {dim = true}, read by the tracer (tracer_values.cpp).
 int mark_dims(lua_State* L, const char* name) {
+  lua_settop(L, 3);  // 3: the range {min, max}, or nil
   lua_getfield(L, LUA_REGISTRYINDEX, name);
   lua_pushvalue(L, 1);
   if (lua_rawget(L, -2) != LUA_TTABLE) {
@@ -298,7 +322,8 @@ int mark_dims(lua_State* L, const char* name) {
   }
   for (lua_Integer i = 1; i <= lua_Integer(lua_rawlen(L, 2)); i++) {
     lua_rawgeti(L, 2, i);
-    lua_pushboolean(L, 1);
+    if (lua_istable(L, 3)) lua_pushvalue(L, 3);  // {min, max} (mark_dynamic's range)
+    else lua_pushboolean(L, 1);
     lua_rawset(L, -3);
   }
   return 0;

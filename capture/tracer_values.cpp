@@ -1,5 +1,6 @@
 // Tracer support: real objects and K, reading values through sources (with their guards), tensor
 // inputs, upvalues, frames and the delivery of results.
+#include <array>
 #include <cstring>
 
 #include "capture_state.h"
@@ -291,6 +292,8 @@ Var Tracer::tensor_input(int src, int idx) {
       g.tensor.dynamic |= uint64_t(1) << d;
   // tc.compiler.mark_dynamic / mark_static(x, dim): registry table tensor userdata -> {dim = true}
   // (1-based); static wins over every dynamic source
+  // (a marked dim's value is true or its range {min, max}, kept in `ranges`)
+  std::vector<std::array<int64_t, 3>> ranges;
   auto marks = [&](const char* registry) {
     uint64_t m = 0;
     lua_getfield(L, LUA_REGISTRYINDEX, registry);
@@ -298,7 +301,12 @@ Var Tracer::tensor_input(int src, int idx) {
       lua_pushvalue(L, idx);
       if (lua_rawget(L, -2) == LUA_TTABLE)
         for (int d = 0; d < t.dim(); d++) {
-          lua_rawgeti(L, -1, d + 1);
+          if (lua_rawgeti(L, -1, d + 1) == LUA_TTABLE) {
+            lua_rawgeti(L, -1, 1);
+            lua_rawgeti(L, -2, 2);
+            ranges.push_back({d, lua_tointeger(L, -2), lua_tointeger(L, -1)});
+            lua_pop(L, 2);
+          }
           if (lua_toboolean(L, -1)) m |= uint64_t(1) << d;
           lua_pop(L, 1);
         }
@@ -313,6 +321,8 @@ Var Tracer::tensor_input(int src, int idx) {
   const uint64_t fixed = marks("tc.capture.static");
   marked &= ~fixed;
   g.tensor.dynamic = (g.tensor.dynamic | marked) & ~fixed;
+  for (const auto& r : ranges)
+    if (marked >> r[0] & 1) g.tensor.ranges.push_back(r);
   g.expected = tensor_spec_string(g.tensor);
   e_.guards.guards.push_back(g);
   e_.guards.first_guard(src, GuardKind::Tensor);

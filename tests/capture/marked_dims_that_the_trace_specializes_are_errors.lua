@@ -38,3 +38,22 @@ end
 h.eq(h.stats().traces, 3, "a static dim: one graph per size")
 local ok2, e2 = pcall(tc.compiler.mark_static, tc.randn(3), 2)
 assert(not ok2 and e2.kind == "IndexError", tostring(e2))
+
+-- mark_dynamic with a range: sizes in it share the entry, one outside misses the guard (a recompile
+-- whose log shows the range), and bad ranges are ValueErrors
+tc.compiler.reset()
+local r = tc.compile(function(z) return z * 2 end)
+local function call(n, mark)
+  local z = tc.randn(n, 3)
+  if mark then tc.compiler.mark_dynamic(z, 1, {min = 4, max = 16}) end
+  h.close(r(z), z * 2, "range " .. n)
+end
+call(8, true); call(12); call(16); call(4)
+h.eq(h.stats().traces, 1, "every size in [4, 16] on the first entry")
+call(20)
+h.eq(h.stats().recompiles, 1, "20 is past max: a recompile")
+for _, bad in ipairs({{tc.randn(3, 3), {min = 4, max = 16}}, {tc.randn(5, 3), {min = 8, max = 4}},
+                      {tc.randn(5, 3), {lo = 8}}, {tc.randn(5, 3), {min = 1}}}) do
+  local ok3, e3 = pcall(tc.compiler.mark_dynamic, bad[1], 1, bad[2])
+  assert(not ok3 and e3.kind == "ValueError", tostring(e3))
+end
