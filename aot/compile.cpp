@@ -107,6 +107,7 @@ AotReport compile_package(const capture::Graph& g, const ExportSpec& spec, const
       m.constants.at(gi.index) = spec_of(spec.constant_names[gi.index], fake, dyn);
     } else {
       m.inputs.at(gi.index) = spec_of(spec.input_names[gi.index], fake, dyn);
+      if (size_t(gi.index) < spec.input_specs.size()) m.inputs.at(gi.index).ranges = spec.input_specs[gi.index].ranges;
     }
   }
   auto t0 = std::chrono::steady_clock::now();

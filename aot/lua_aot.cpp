@@ -2,6 +2,7 @@
 // callable userdata with load_constants.
 #include <lua.hpp>
 
+#include <array>
 #include <cctype>
 #include <new>
 
@@ -68,6 +69,20 @@ int native_compile(lua_State* L) {
       for (lua_Integer d = 1; d <= (lua_Integer)lua_rawlen(L, -1); d++) {
         lua_rawgeti(L, -1, d);
         ts.shape.push_back(luaL_checkinteger(L, -1));
+        lua_pop(L, 1);
+      }
+      lua_pop(L, 1);
+      lua_getfield(L, -1, "ranges");  // {{dim (1-based), min, max}, ...}
+      for (lua_Integer k = 1; lua_istable(L, -1) && k <= (lua_Integer)lua_rawlen(L, -1); k++) {
+        lua_rawgeti(L, -1, k);
+        std::array<int64_t, 3> r{};
+        for (int f = 0; f < 3; f++) {
+          lua_rawgeti(L, -1, f + 1);
+          r[size_t(f)] = luaL_checkinteger(L, -1);
+          lua_pop(L, 1);
+        }
+        r[0] -= 1;
+        ts.ranges.push_back(r);
         lua_pop(L, 1);
       }
       lua_pop(L, 2);

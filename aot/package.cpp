@@ -68,9 +68,11 @@ std::string shape_str(const Tensor& t) {
   return s + "]";
 }
 
-// Whether `t` fits `spec`: dtype, rank, static sizes (dynamic dims take any size).
+// Whether `t` fits `spec`: dtype, rank, static sizes (dynamic dims take any size in their range).
 bool fits(const Tensor& t, const TensorSpec& spec) {
   if (t.dtype() != spec.dtype || t.dim() != (int64_t)spec.shape.size()) return false;
+  for (const auto& [d, lo, hi] : spec.ranges)
+    if (t.size(d) < lo || t.size(d) > hi) return false;
   for (size_t d = 0; d < spec.shape.size(); d++)
     if (std::find(spec.dynamic.begin(), spec.dynamic.end(), (int)d) == spec.dynamic.end() &&
         t.size((int64_t)d) != spec.shape[d])

@@ -12,7 +12,9 @@ namespace {
 using lower::dtype_from_json;
 
 json spec_to_json(const TensorSpec& s) {
-  return {{"name", s.name}, {"dtype", dtype_name(s.dtype)}, {"shape", s.shape}, {"dynamic", s.dynamic}};
+  json j = {{"name", s.name}, {"dtype", dtype_name(s.dtype)}, {"shape", s.shape}, {"dynamic", s.dynamic}};
+  if (!s.ranges.empty()) j["ranges"] = s.ranges;
+  return j;
 }
 TensorSpec spec_from_json(const json& j) {
   TensorSpec s;
@@ -20,6 +22,7 @@ TensorSpec spec_from_json(const json& j) {
   s.dtype = dtype_from_json(j["dtype"]);
   s.shape = j["shape"].get<std::vector<int64_t>>();
   s.dynamic = j["dynamic"].get<std::vector<int>>();
+  if (j.contains("ranges")) s.ranges = j["ranges"].get<std::vector<std::array<int64_t, 3>>>();
   return s;
 }
 json specs_to_json(const std::vector<TensorSpec>& v) {
@@ -50,7 +53,10 @@ std::string TensorSpec::str() const {
   for (size_t i = 0; i < shape.size(); i++) {
     bool dyn = false;
     for (int d : dynamic) dyn |= d == (int)i;
-    s += (i ? ", " : "") + (dyn ? "s" + std::to_string(i) : std::to_string(shape[i]));
+    std::string dim = dyn ? "s" + std::to_string(i) : std::to_string(shape[i]);
+    for (const auto& [d, lo, hi] : ranges)
+      if (d == int64_t(i)) dim = std::to_string(lo) + ".." + std::to_string(hi);
+    s += (i ? ", " : "") + dim;
   }
   return s + "]";
 }

@@ -110,6 +110,7 @@ function M.export(f, args, opts)
     names[i] = names[i] or ("arg" .. i)
     ex[i] = args[i]:is_contiguous() and args[i] or args[i]:contiguous()
   end
+  local ranges = {}  -- per input: {{dim, min, max}, ...} (1-based dims)
   for k, dims in pairs(opts.dynamic or {}) do
     local i = k
     if type(k) == "string" then
@@ -120,7 +121,20 @@ function M.export(f, args, opts)
         tostring(k), #ex, table.concat(names, ", ")))
     end
     if ex[i] == args[i] then ex[i] = args[i]:clone() end  -- the mark stays on our copy
-    tc.compiler.mark_dynamic(ex[i], dims)
+    -- each entry: a dim, or {dim, min =, max =} (torch.export's Dim(min, max)): the package then
+    -- refuses sizes outside [min, max]
+    if type(dims) ~= "table" then dims = {dims} end
+    for _, d in ipairs(dims) do
+      if type(d) == "table" then
+        local dim = d[1]
+        tc.compiler.mark_dynamic(ex[i], dim, {min = d.min, max = d.max})
+        ranges[i] = ranges[i] or {}
+        local nd = ex[i]:dim()
+        ranges[i][#ranges[i] + 1] = {dim < 0 and nd + 1 + dim or dim, d.min or 2, d.max or math.maxinteger}
+      else
+        tc.compiler.mark_dynamic(ex[i], d)
+      end
+    end
   end
 
   counter = counter + 1
@@ -166,7 +180,7 @@ function M.export(f, args, opts)
   for i, t in ipairs(ex) do
     local sizes = {}
     for d = 1, t:dim() do sizes[d] = t:size(d) end
-    input_specs[i] = {dtype = tostring(t.dtype):gsub("^tc%.", ""), shape = sizes}
+    input_specs[i] = {dtype = tostring(t.dtype):gsub("^tc%.", ""), shape = sizes, ranges = ranges[i]}
   end
   local spec = {graph_inputs = {}, input_names = names, input_specs = input_specs, constant_names = {}}
   local state = {}

@@ -59,3 +59,15 @@ for _, n in ipairs({2, 9, 33}) do
 end
 h.expect_error("dim 1 of 'x' (6) and dim 1 of 'y' (5) must be equal", function() return bp(tc.randn(6, 3), tc.randn(5, 3)) end)
 os.remove(bpath)
+
+-- a bounded dynamic dim ({dim, min =, max =}, torch.export's Dim(min, max)): sizes in range run,
+-- a size outside is refused naming the range
+local rp, rpath = h.round_trip(function(x) return x * 3 end, {tc.randn(8, 2)}, {dynamic = {x = {{1, min = 4, max = 64}}}})
+h.eq(rp:manifest().inputs[1].str, "float32[4..64, 2]", "a bounded input's spec")
+for _, n in ipairs({4, 30, 64}) do
+  local x = tc.randn(n, 2)
+  h.close(rp(x), x * 3, "bounded batch " .. n)
+end
+h.expect_error("package input 1 ('x') is float32[65, 2]; the package takes float32[4..64, 2]", function() return rp(tc.randn(65, 2)) end)
+h.expect_error("float32[3, 2]", function() return rp(tc.randn(3, 2)) end)
+os.remove(rpath)

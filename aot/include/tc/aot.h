@@ -13,6 +13,7 @@
 // Errors are tc::Error: ValueError for bad packages and bad inputs/constants, DeviceError for a
 // package made for a device this machine lacks.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -33,7 +34,9 @@ struct TensorSpec {
   DType dtype = DType::Float32;
   std::vector<int64_t> shape;  // export-time sizes (dynamic dims: the example's size)
   std::vector<int> dynamic;    // 0-based dims of any size
-  std::string str() const;     // "float32[s0, 10]"
+  // dynamic dims with bounds, {dim (0-based), min, max}: a size outside is refused at run time
+  std::vector<std::array<int64_t, 3>> ranges;
+  std::string str() const;     // "float32[s0, 10]"; a bounded dim "2..64"
 };
 
 struct Manifest {
