@@ -8,19 +8,8 @@ local T = require "tc.trainer"
 local data = tc.utils.data
 local F = nn.functional
 
-local function tmpdir()
-  local p = os.tmpname()
-  os.remove(p)
-  os.execute("mkdir -p '" .. p .. "'")
-  return p
-end
+local tmpdir, ls = check.tmpdir, check.ls
 local function exists(p) local f = io.open(p, "rb"); if f then f:close() end; return f ~= nil end
-local function ls(dir)
-  local out, p = {}, io.popen('ls "' .. dir .. '" 2>/dev/null')
-  for n in p:lines() do out[#out + 1] = n end
-  p:close()
-  return out
-end
 
 -- a linear regression module; `extra` adds methods
 local Reg = T.LightningModule:extend("Reg")
