@@ -397,17 +397,31 @@ local function setup_devices(self, opts)
   end
 end
 
--- max_time: seconds, "DD:HH:MM:SS" or {days, hours, minutes, seconds}
-local function seconds_of(t)
-  if t == nil then return nil end
-  if type(t) == "number" and t >= 0 then return t end
-  if type(t) == "string" then
-    local d, h, m, sec = t:match("^(%d+):(%d+):(%d+):(%d+)$")
-    if d then return ((tonumber(d) * 24 + tonumber(h)) * 60 + tonumber(m)) * 60 + tonumber(sec) end
-  elseif type(t) == "table" then
-    return (((t.days or 0) * 24 + (t.hours or 0)) * 60 + (t.minutes or 0)) * 60 + (t.seconds or 0)
+-- A duration as Lightning takes it (max_time, Timer's duration): seconds >= 0, "DD:HH:MM:SS" or a
+-- table of days/hours/minutes/seconds. nil for nil, false for anything else (the caller names it).
+function M._duration_seconds(d)
+  if d == nil then return nil end
+  if type(d) == "number" and d >= 0 then return d end
+  if type(d) == "string" then
+    local dd, hh, mm, ss = d:match("^(%d+):(%d%d?):(%d%d?):(%d%d?)$")
+    if dd then return ((tonumber(dd) * 24 + tonumber(hh)) * 60 + tonumber(mm)) * 60 + tonumber(ss) end
+  elseif type(d) == "table" then
+    local total = 0
+    for k, v in pairs(d) do
+      local mult = ({days = 86400, hours = 3600, minutes = 60, seconds = 1})[k]
+      if not mult or type(v) ~= "number" or v < 0 then return false end
+      total = total + v * mult
+    end
+    return total
   end
-  raise("ValueError", 'tc.Trainer: max_time is seconds, "DD:HH:MM:SS" or {days, hours, minutes, seconds}, got ' .. tostring(t))
+  return false
+end
+local function seconds_of(t)
+  local s = M._duration_seconds(t)
+  if s == false then
+    raise("ValueError", 'tc.Trainer: max_time is seconds, "DD:HH:MM:SS" or {days, hours, minutes, seconds}, got ' .. tostring(t))
+  end
+  return s
 end
 
 local function new_trainer(cls, opts)

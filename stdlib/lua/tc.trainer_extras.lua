@@ -11,26 +11,6 @@ local function raise(kind, msg)
 end
 
 -- ---- Timer -----------------------------------------------------------------------------------------
--- duration: seconds, "DD:HH:MM:SS" or {days, hours, minutes, seconds} (Lightning's forms)
-local function duration_seconds(d)
-  if d == nil then return nil end
-  if type(d) == "number" and d >= 0 then return d end
-  if type(d) == "string" then
-    local dd, hh, mm, ss = d:match("^(%d+):(%d%d?):(%d%d?):(%d%d?)$")
-    if dd then return ((tonumber(dd) * 24 + tonumber(hh)) * 60 + tonumber(mm)) * 60 + tonumber(ss) end
-  elseif type(d) == "table" then
-    local total = 0
-    for k, v in pairs(d) do
-      local mult = ({days = 86400, hours = 3600, minutes = 60, seconds = 1})[k]
-      if not mult or type(v) ~= "number" or v < 0 then total = nil; break end
-      total = total + v * mult
-    end
-    if total then return total end
-  end
-  raise("ValueError", ('Timer: duration is seconds (>= 0), "DD:HH:MM:SS" or {days, hours, minutes, seconds}, got %s')
-    :format(type(d) == "string" and ("%q"):format(d) or tostring(d)))
-end
-
 local STAGES = {"train", "sanity_check", "validate", "test", "predict"}
 
 local function hms(s)
@@ -46,6 +26,15 @@ local function define_timer(L)
   -- once training has taken `duration` seconds, sets trainer.should_stop, checked after every training
   -- batch (interval "step") or epoch ("epoch") and at fit start (a resumed run whose time is spent).
   -- state_dict() holds the elapsed times; load_state_dict() makes a resumed fit count on from them.
+  -- duration: seconds, "DD:HH:MM:SS" or {days, hours, minutes, seconds} (Lightning's forms)
+  local function duration_seconds(d)
+    local s = L._duration_seconds(d)
+    if s == false then
+      raise("ValueError", ('Timer: duration is seconds (>= 0), "DD:HH:MM:SS" or {days, hours, minutes, seconds}, got %s')
+        :format(type(d) == "string" and ("%q"):format(d) or tostring(d)))
+    end
+    return s
+  end
   local Timer = L.Callback:extend("Timer")
   function Timer:__init(opts)
     opts = opts or {}
