@@ -1,26 +1,18 @@
 // Remembered dynamism on disk (remembered_dynamic.h).
 #include "remembered_dynamic.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <sstream>
+
+#include "tc/cache_files.h"
 
 namespace tc::capture {
 namespace {
 
 constexpr const char* kHeader = "tc dynamic 1 ";
-
-// The cache root as the kernel caches find it: $TC_CACHE_DIR (set but empty: off), else ~/.cache/tc.
-std::string cache_root() {
-  if (const char* e = std::getenv("TC_CACHE_DIR")) return e;
-  const char* home = std::getenv("HOME");
-  return home && *home ? std::string(home) + "/.cache/tc" : "";
-}
 
 uint64_t fnv1a(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
@@ -81,25 +73,12 @@ DynamicDims read_remembered(const std::string& key) {
 void write_remembered(const std::string& key, const DynamicDims& dims) {
   const std::string path = remembered_path(key);
   if (path.empty() || dims.empty()) return;
-  // every level of root/dynamic (errors: the write below fails and nothing is remembered)
-  const std::string dir = cache_root() + "/dynamic";
-  for (size_t i = 1; i <= dir.size(); i++)
-    if (i == dir.size() || dir[i] == '/') mkdir(dir.substr(0, i).c_str(), 0755);
   std::ostringstream s;
   s << kHeader << one_line(key) << "\n";
   for (const auto& [src, d] : dims)
     if (src.find('\n') == std::string::npos) s << d << "\t" << src << "\n";
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream o(tmp, std::ios::binary | std::ios::trunc);
-    if (!o) return;  // an unwritable cache: the dims are learned again next run
-    o << s.str();
-    if (!o.flush()) {
-      unlink(tmp.c_str());
-      return;
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) unlink(tmp.c_str());
+  make_dirs(cache_root() + "/dynamic");
+  write_file_atomically(path, s.str());  // an unwritable cache: the dims are learned again next run
 }
 
 }  // namespace tc::capture

@@ -5,7 +5,7 @@
 //   auto dims = read_remembered(key);        // [] when the cache is off or holds nothing
 //   write_remembered(key, cc->dynamic);      // after learn_dynamic added to them
 //
-// The file is $TC_CACHE_DIR/dynamic/<64-bit FNV-1a of key>.txt (default root ~/.cache/tc;
+// The file is <tc::cache_root()>/dynamic/<64-bit FNV-1a of key>.txt (default root ~/.cache/tc;
 // tcrun --cache-dir sets it, --no-cache empties it, which turns this off):
 //   tc dynamic 1 <key>          first line: the format and the full key (a hash collision reads as a miss)
 //   <dim>\t<source>             one learned dim (0-based; -1: a number argument itself)

@@ -21,8 +21,8 @@
 #include <iterator>
 #include <map>
 #include <mutex>
-#include <optional>
 
+#include "tc/cache_files.h"
 #include "tc/cpu_backend.h"
 
 namespace tc::backends::cpu {
@@ -33,30 +33,10 @@ constexpr size_t kHeader = 32;
 
 uint64_t checksum(const std::string& key, const std::string& object) { return cache_checksum(key + object); }
 
-void mkdirs(const std::string& dir) {
-  for (size_t i = 1; i <= dir.size(); i++)
-    if (i == dir.size() || dir[i] == '/') mkdir(dir.substr(0, i).c_str(), 0755);
-}
 
 void discard(const std::string& path, const char* why, const char* kind) {
   std::fprintf(stderr, "tc: %s kernel cache: discarding %s (%s); it will be rebuilt\n", kind, path.c_str(), why);
   unlink(path.c_str());
-}
-
-std::mutex g_dir_mu;
-std::optional<std::string> g_dir;  // set_cache_dir's override of the environment
-
-// The cache's root ("" when off): set_cache_dir's, else $TC_CACHE_DIR, else ~/.cache/tc.
-std::string cache_root() {
-  {
-    std::lock_guard<std::mutex> lock(g_dir_mu);
-    if (g_dir) return *g_dir;
-  }
-  const char* e = std::getenv("TC_CACHE_DIR");
-  if (e) return e;
-  const char* home = std::getenv("HOME");
-  if (!home || !*home) return "";
-  return std::string(home) + "/.cache/tc";
 }
 
 // TC_CACHE_MAX_MB (MiB, fractions allowed; default 2048, 0 for no cap) in bytes; 0: no cap.
@@ -66,30 +46,6 @@ uint64_t max_bytes() {
   double mb = e && *e ? std::strtod(e, &end) : 2048;
   if (e && *e && (*end || mb < 0)) mb = 2048;
   return (uint64_t)(mb * 1048576);
-}
-
-// Writes `data` to a temporary file beside `path` and renames it over `path`, so that readers see
-// the old file or the whole new one; false (and nothing left behind) when it could not.
-bool write_atomically(const std::string& path, const std::string& data) {
-  static std::atomic<unsigned> counter{0};
-  std::string tmp = path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
-  if (fd < 0) return false;
-  bool ok = true;
-  for (size_t done = 0; ok && done < data.size();) {
-    ssize_t n = write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    ok = n > 0;
-    if (ok) done += (size_t)n;
-  }
-  ok = close(fd) == 0 && ok;
-  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;  // the caller's warning names the write's failure, not unlink's
-    unlink(tmp.c_str());
-    errno = err;
-    return false;
-  }
-  return true;
 }
 
 // Deletes the least recently used entries (oldest modification time: reads touch theirs) of every
@@ -154,17 +110,14 @@ void prune(const std::string& keep, uint64_t written) {
   }
   const uint64_t total = scan_and_prune(root, cap, keep);
   known[root] = total;
-  write_atomically(stamp, std::to_string(total) + "\n");
+  write_file_atomically(stamp, std::to_string(total) + "\n");
 }
 
 }  // namespace
 
 uint64_t cache_checksum(const std::string& key_and_object) { return llvm::xxh3_64bits(llvm::StringRef(key_and_object)); }
 
-void set_cache_dir(const std::string& dir) {
-  std::lock_guard<std::mutex> lock(g_dir_mu);
-  g_dir = dir;
-}
+void set_cache_dir(const std::string& dir) { set_cache_root(dir); }
 
 std::string cache_dir(const char* kind) {
   const std::string root = cache_root();
@@ -216,7 +169,7 @@ CacheRead cache_read(const std::string& key, std::string* object, const char* ki
 void cache_write(const std::string& key, const std::string& object, const char* kind) {
   std::string path = cache_path(key, kind);
   if (path.empty()) return;
-  mkdirs(cache_dir(kind));
+  make_dirs(cache_dir(kind));
   std::string data(kMagic, 8);
   uint64_t key_len = key.size(), obj_len = object.size(), sum = checksum(key, object);
   data.append((const char*)&key_len, 8);
@@ -224,7 +177,7 @@ void cache_write(const std::string& key, const std::string& object, const char* 
   data.append((const char*)&sum, 8);
   data += key;
   data += object;
-  if (!write_atomically(path, data)) {
+  if (!write_file_atomically(path, data)) {
     // unwritable cache (--cache-dir, TC_CACHE_DIR): kernels are compiled on every run; said once
     static std::atomic<bool> warned{false};
     const int err = errno;
