@@ -1562,12 +1562,13 @@ CodeCache* cache_for(lua_State* L, int fn_idx, const CompiledFn& cf) {
   const vm::Proto* p = Tracer::proto_of(L, fn_idx, &k);
   // Entries hold registry references: each Lua state has its own caches.
   k += cf.cfg->code_key;
+  const std::string key = state_prefix(L) + k;
   auto& caches = state().caches;
-  auto it = caches.find(state_prefix(L) + k);
+  auto it = caches.find(key);
   if (it != caches.end()) return it->second.get();
   auto c = std::make_shared<CodeCache>();
-  c->key = state_prefix(L) + k;
-  c->disk_key = k;
+  c->key = key;
+  c->disk_key = k;  // the same without this process's state pointer
   c->remember = config_bool(L, "remember_dynamic", true);
   if (c->remember) c->dynamic = read_remembered(c->disk_key);
   c->proto = p;
