@@ -1039,9 +1039,9 @@ function Trainer:fit(model, train_loader, val_loader, opts)
     -- a resumed epoch: the loader gives the batches after the checkpoint's (a loader with
     -- load_state_dict skips them without loading them; an array or iterator is advanced past them)
     local i, at_epoch_end = 0, rs ~= nil and rs.phase == "train_epoch_end"
-    if rs and type(train_loader) == "table" and type(train_loader.load_state_dict) == "function" and rs.loader then
-      train_loader:load_state_dict(rs.loader, {mid_epoch = not at_epoch_end})
-    end
+    local loader_restored = rs ~= nil and rs.loader ~= nil and type(train_loader) == "table"
+      and type(train_loader.load_state_dict) == "function"
+    if loader_restored then train_loader:load_state_dict(rs.loader, {mid_epoch = not at_epoch_end}) end
     if not at_epoch_end then
       self:_call("on_train_epoch_start")
       if self.enable_progress_bar then self.progress:start(("Epoch %d"):format(self.current_epoch), n) end
@@ -1071,7 +1071,7 @@ function Trainer:fit(model, train_loader, val_loader, opts)
     if rs and not at_epoch_end then
       i = rs.batch
       pending = rs.pending or false
-      if not (type(train_loader) == "table" and type(train_loader.load_state_dict) == "function") then
+      if not loader_restored then
         for _ = 1, i do if it() == nil then break end end
       end
       if self.enable_progress_bar then self.progress:update(i, function() return "" end) end
